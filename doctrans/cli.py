@@ -1,0 +1,219 @@
+"""The ``doctrans`` command line: one click command per stage.
+
+Each command only parses options, builds the stage's config and calls the stage's ``run``.
+Only this module calls ``sys.exit``.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from doctrans import __version__
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="doctrans")
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+def cli(verbose: bool) -> None:
+    """doctrans: document-level neural machine translation (Chinese→English first).
+
+    Stages: preprocess → train → translate → score. Run `doctrans COMMAND --help`.
+    """
+    _setup_logging(verbose)
+
+
+# --- preprocess (doctrans/data/preprocess.py) -------------------------------------------------
+
+
+@cli.command("preprocess")
+@click.option("--data-dir", default="../shared/corpora/tvsub", show_default=True,
+              help="TVsub root: the shared copy or a clone of github.com/longyuewangdcu/tvsub.")
+@click.option("--train-dir", default=None, help="Instead of --data-dir: directory of N.zh/N.en documents.")
+@click.option("--dev-prefix", default=None, help="Dev text PREFIX.zh/PREFIX.en (raw); needs --dev-sgm.")
+@click.option("--dev-sgm", default=None, help="SGML file with the dev <DOC> boundaries.")
+@click.option("--test-prefix", default=None, help="Test text PREFIX.zh/PREFIX.en (raw); needs --test-sgm.")
+@click.option("--test-sgm", default=None, help="SGML file with the test <DOC> boundaries.")
+@click.option("--train-docs", default="0:300", show_default=True,
+              help="Train documents (numerically sorted): 'all', a count N, or a slice 'A:B'.")
+@click.option("-o", "--out", required=True, help="Prepared dataset directory to write.")
+@click.option("--bpe-merges", default=8000, show_default=True, help="BPE merge operations per language.")
+@click.option("--joint-bpe", is_flag=True, help="Learn one set of BPE codes on both languages.")
+@click.option("--bpe-sample-lines", default=500_000, show_default=True,
+              help="Learn BPE on at most this many evenly spaced train lines (0 = all).")
+@click.option("--keep-case", is_flag=True, help="Do not lowercase (default: lowercase both sides).")
+@click.option("--max-len", default=80, show_default=True, help="Train only: drop pairs with a side over N tokens.")
+@click.option("--max-len-ratio", default=3.0, show_default=True,
+              help="Train only: drop pairs whose token counts differ by more than this factor.")
+@click.option("--workers", default=0, show_default=True, help="Processes (0 = all usable CPUs).")
+def preprocess_cmd(data_dir, train_dir, dev_prefix, dev_sgm, test_prefix, test_sgm, train_docs, out,
+                   bpe_merges, joint_bpe, bpe_sample_lines, keep_case, max_len, max_len_ratio, workers) -> None:
+    """Tokenize, filter and BPE-encode a document-level zh-en corpus (TVsub by default).
+
+    \b
+    Writes OUT/:
+      meta.json              settings and counts; written last (absent = unfinished)
+      bpe.codes.{zh,en}      BPE codes (bpe.codes.joint with --joint-bpe)
+      vocab.{zh,en}.txt      train BPE tokens, "token<TAB>count", most frequent first
+      {split}.tok.{zh,en}    tokenized text, one sentence per line
+      {split}.bpe.{zh,en}    the same after BPE ("@@ " joins units)
+      {split}.docs           "doc_id<TAB>position" per line, position 0-based in the document
+    Splits: train, dev, test. Only train is length-filtered; kept sentences keep their
+    original positions. Without --train-dir, paths come from --data-dir.
+    """
+    from doctrans.data import preprocess
+
+    settings = dict(train_docs=train_docs, bpe_merges=bpe_merges, joint_bpe=joint_bpe,
+                    bpe_sample_lines=bpe_sample_lines, lowercase=not keep_case, max_len=max_len,
+                    max_len_ratio=max_len_ratio)
+    if workers:
+        settings["workers"] = workers
+    paths = dict(dev_prefix=dev_prefix, dev_sgm=dev_sgm, test_prefix=test_prefix, test_sgm=test_sgm)
+    if train_dir:
+        cfg = preprocess.PreprocessConfig(out=out, train_dir=train_dir, **paths, **settings)
+    else:
+        given = {k: v for k, v in paths.items() if v is not None}
+        cfg = preprocess.tvsub_config(data_dir, out, **given, **settings)
+    click.echo(f"prepared dataset: {preprocess.run(cfg)}")
+
+
+# --- train (doctrans/training/train.py) -------------------------------------------------------
+
+
+@cli.command("train", context_settings={"ignore_unknown_options": False})
+@click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(exists=True, dir_okay=False))
+@click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")
+@click.option("--resume", is_flag=True, help="Continue from RUN_DIR/last.pt with the same subsequent updates.")
+@click.option("--max-time", "max_time", type=float, default=None,
+              help="Wall-clock training budget in minutes (same as train.max_time_min=...).")
+def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_time: float | None) -> None:
+    """Train a model described by CONFIG.yaml (see pipelines/).
+
+    KEY=VALUE pairs override config fields by dotted path, e.g.
+    `train.lr=5e-4 model.layers_enc=2 run_dir=runs/try1`. Unknown keys are errors.
+    The run directory receives config.yaml, metrics.jsonl, train.log, best.pt and last.pt.
+    """
+    from doctrans.config import load_experiment
+    from doctrans.training import train
+
+    if max_time is not None:
+        overrides = overrides + (f"train.max_time_min={max_time}",)
+    cfg = load_experiment(config_path, overrides)
+    run_dir = train.run(cfg, resume=resume)
+    click.echo(f"run directory: {run_dir}")
+
+
+# --- translate (doctrans/inference/translate.py) ----------------------------------------------
+
+
+@cli.command("translate")
+@click.option("-c", "--checkpoint", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="A checkpoint written by `doctrans train` (best.pt or last.pt).")
+@click.option("-i", "--input", "input_", default="-", show_default=True,
+              help="Input file, a directory of document files (mirrored under --output), or - for stdin.")
+@click.option("-o", "--output", default="-", show_default=True, help="Output file or directory, or - for stdout.")
+@click.option("--beam", default=5, show_default=True, help="Beam size (1 = greedy).")
+@click.option("--lenpen", default=1.0, show_default=True, help="Length penalty: score = log p / length^lenpen.")
+@click.option("--max-len-ratio", default=1.5, show_default=True, help="Max output length = ratio × source length + extra.")
+@click.option("--max-len-extra", default=10, show_default=True)
+@click.option("--batch-sentences", default=64, show_default=True, help="Sentences per beam-search batch.")
+@click.option("--input-format", type=click.Choice(["raw", "tok", "bpe"]), default="raw", show_default=True,
+              help="raw: untokenized Chinese; tok: already segmented; bpe: already BPE-encoded.")
+@click.option("--tokenized", is_flag=True, help="Write Moses-tokenized output (BPE merged) instead of detokenized text.")
+@click.option("--prepared", default="", help="Prepared dataset dir holding the BPE codes (default: the checkpoint's).")
+@click.option("--threads", default=0, help="torch threads (0 = all cores).")
+def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
+                  input_format, tokenized, prepared, threads) -> None:
+    """Translate a file, stdin, or a directory of documents with beam search.
+
+    The output has exactly as many lines as the input; an empty input line gives an empty
+    output line. Output is BPE-merged and Moses-detokenized unless --tokenized.
+    """
+    from doctrans.inference.translate import TranslateConfig, run
+
+    run(TranslateConfig(checkpoint=checkpoint, input=input_, output=output, beam=beam, lenpen=lenpen,
+                        max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
+                        batch_sentences=batch_sentences, input_format=input_format,
+                        tokenized=tokenized, prepared=prepared, threads=threads))
+
+
+# --- score (doctrans/evaluation/score.py) ------------------------------------------------------
+@cli.command("score")
+@click.argument("hyp", type=click.Path(exists=True, dir_okay=False))
+@click.option("-r", "--ref", "refs", multiple=True, required=True,
+              type=click.Path(exists=True, dir_okay=False),
+              help="Reference: plain text (one reference) or .sgm (one reference per sysid). Repeatable.")
+@click.option("--hyp-tokenized", is_flag=True,
+              help="HYP is Moses-tokenized (default: detokenized, as `doctrans translate` writes).")
+@click.option("--refs-tokenized/--refs-detok", "refs_tokenized", default=None,
+              help="Whether the references are Moses-tokenized [default: yes for .sgm, no for plain text].")
+@click.option("--metrics", default=",".join(("bleu_tok_lc", "sacrebleu", "chrf")), show_default=True,
+              help="Comma-separated subset of bleu_tok_lc,sacrebleu,chrf.")
+@click.option("--detok-case", type=click.Choice(["auto", "lc", "mixed"]), default="auto", show_default=True,
+              help="Case handling of sacrebleu/chrf; auto = case-insensitive iff all references are lowercase.")
+@click.option("--no-split-hyphens", is_flag=True,
+              help="bleu_tok_lc: do not split hyphens Moses-style (mix-up -> mix @-@ up) on both sides.")
+@click.option("--json", "as_json", is_flag=True, help="Print (and write) JSON instead of a table.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the result to this file (atomically).")
+def score_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokenized: bool | None,
+              metrics: str, detok_case: str, no_split_hyphens: bool, as_json: bool, out: str | None) -> None:
+    """Score HYP against references with sacrebleu; prints each score with its signature.
+
+    \b
+    Two BLEU settings:
+      bleu_tok_lc  the thesis' comparison setting: case-insensitive BLEU-4 on
+                   Moses-tokenized text against all references (sacrebleu
+                   tokenize=none, lowercase). A detokenized HYP is tokenized with
+                   sacremoses first; references likewise when plain/detokenized.
+      sacrebleu    standard detokenized sacreBLEU (tokenize=13a). Tokenized text is
+                   Moses-detokenized first. TVsub references are lowercased, so by
+                   default it is case-insensitive then (case:lc in the signature).
+    chrf is sacrebleu chrF2 on the same detokenized text.
+
+    \b
+    Example:
+      doctrans score test.hyp -r ../shared/corpora/tvsub/test/test.ref.sgm --json --out scores.json
+    """
+    from pathlib import Path
+
+    from doctrans.evaluation import score
+
+    cfg = score.ScoreConfig(
+        hyp=hyp, refs=tuple(refs), hyp_tokenized=hyp_tokenized, refs_tokenized=refs_tokenized,
+        metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()),
+        lowercase_detok={"auto": None, "lc": True, "mixed": False}[detok_case],
+        split_hyphens=not no_split_hyphens, fmt="json" if as_json else "table", out=out,
+    )
+    result = score.run(cfg)
+    click.echo(result.read_text(encoding="utf-8") if isinstance(result, Path) else score.render(result, cfg.fmt),
+               nl=False)
+
+
+
+def main() -> None:
+    """Console-script entry point: turn known errors into a one-line message and exit code 1."""
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Experiment configuration: frozen dataclasses filled from YAML plus ``key=value`` overrides.
+
+YAML keys are exactly the dataclass field names; an unknown key raises ``ConfigError`` naming
+it (with its dotted path and the file). A YAML file may start with ``extends: OTHER.yaml``
+(path relative to the file); the child's keys override the parent's, section by section.
+
+Example::
+
+    extends: ../transformer/small.yaml
+    data: {prepared: data/quickstart}
+    train: {max_time_min: 45}
+
+Overrides use dotted paths: ``train.lr=5e-4 model.layers_enc=2``; values are parsed as YAML.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from doctrans.models.backbones.transformer import TransformerConfig
+
+
+class ConfigError(ValueError):
+    """A config file or override is invalid; the message names the key and the file."""
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    prepared: str = "data/quickstart"   # prepared dataset dir written by `doctrans preprocess`
+    train_split: str = "train"
+    dev_split: str = "dev"
+    src_suffix: str = "bpe.zh"          # {split}.{src_suffix}: which variant of the source to read
+    tgt_suffix: str = "bpe.en"
+    max_len: int = 128                  # BPE tokens; longer training pairs are skipped (never dev)
+    min_freq: int = 1                   # vocabulary: keep BPE tokens seen at least this often
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    seed: int = 1
+    lr: float = 1e-3                    # peak learning rate (after warm-up)
+    warmup: int = 300                   # updates of linear warm-up, then inverse-sqrt decay
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-8
+    weight_decay: float = 0.0
+    clip_norm: float = 1.0              # 0 disables gradient clipping
+    label_smoothing: float = 0.1
+    max_tokens: int = 4096              # target+source tokens budget per batch (max of the two sides)
+    accum: int = 1                      # gradient accumulation: batches per update
+    max_steps: int = 0                  # updates; 0 = unlimited
+    max_epochs: int = 0                 # 0 = unlimited
+    max_time_min: float = 0.0           # wall-clock budget in minutes for this run; 0 = unlimited
+    eval_every: int = 500               # updates between dev evaluations (0: only at the end)
+    eval_bleu: bool = True              # compute dev BLEU (greedy/beam) at each evaluation
+    eval_beam: int = 1                  # beam for dev BLEU (1 = greedy)
+    eval_max_sentences: int = 0         # 0 = whole dev set
+    save_every: int = 500               # updates between "last" checkpoints
+    patience: int = 0                   # evaluations without improvement before stopping; 0 = off
+    metric: str = "bleu"                # early-stopping/best-checkpoint metric: bleu | xent_nats
+    metric_mode: str = "max"            # max | min
+    threads: int = 0                    # torch intra-op threads; 0 = all cores
+    log_every: int = 50                 # updates between log lines
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    beam: int = 5
+    lenpen: float = 1.0                 # GNMT-style length penalty alpha; 0 = none
+    max_len_ratio: float = 1.5          # max target length = ratio * source length + max_len_extra
+    max_len_extra: int = 10
+    batch_sentences: int = 64
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    name: str = "transformer"
+    run_dir: str = "runs/transformer"
+    data: DataConfig = field(default_factory=DataConfig)
+    model: TransformerConfig = field(default_factory=TransformerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _load_yaml_tree(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    path = path.resolve()
+    if path in seen:
+        raise ConfigError(f"{path}: circular 'extends'")
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    with open(path, encoding="utf-8") as f:
+        try:
+            doc = yaml.safe_load(f) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: invalid YAML: {e}") from e
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    parent = doc.pop("extends", None)
+    if parent:
+        doc = _merge(_load_yaml_tree(path.parent / parent, seen + (path,)), doc)
+    return doc
+
+
+def _coerce(value: Any, ftype: Any, path: str, source: str) -> Any:
+    """Make YAML scalars fit the field type (``5e-4`` is a string in YAML 1.1, lists → tuples)."""
+    ftype = str(ftype)
+    if ftype.startswith("tuple") and isinstance(value, list):
+        return tuple(_coerce(v, "float" if "float" in ftype else "", path, source) for v in value)
+    if ftype == "float" and not isinstance(value, bool):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{source}: '{path}' must be a number, got {value!r}") from None
+    if ftype == "int" and isinstance(value, str):
+        raise ConfigError(f"{source}: '{path}' must be an integer, got {value!r}")
+    return value
+
+
+def from_dict(cls: type, data: dict, where: str = "", source: str = "") -> Any:
+    """Build dataclass ``cls`` from ``data``; unknown keys raise ConfigError naming them."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: '{where or 'config'}' must be a mapping, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        path = f"{where}.{key}" if where else key
+        if key not in fields:
+            raise ConfigError(
+                f"{source}: unknown config key '{path}' (known: {', '.join(sorted(fields))})"
+            )
+        ftype = fields[key].type
+        sub = _DATACLASS_FIELDS.get((cls, key))
+        kwargs[key] = from_dict(sub, value, path, source) if sub else _coerce(value, ftype, path, source)
+    return cls(**kwargs)
+
+
+_DATACLASS_FIELDS = {
+    (ExperimentConfig, "data"): DataConfig,
+    (ExperimentConfig, "model"): TransformerConfig,
+    (ExperimentConfig, "train"): TrainConfig,
+    (ExperimentConfig, "decode"): DecodeConfig,
+}
+
+
+def parse_overrides(overrides: list[str] | tuple[str, ...]) -> dict:
+    """``["train.lr=1e-4", "model.layers_enc=2"]`` → nested dict, values parsed as YAML."""
+    tree: dict = {}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override '{item}' is not of the form key=value")
+        key, raw = item.split("=", 1)
+        node = tree
+        parts = key.strip().split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = yaml.safe_load(raw)
+    return tree
+
+
+def load_experiment(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
+    """Load an experiment YAML (following ``extends``) and apply ``key=value`` overrides."""
+    tree = _merge(_load_yaml_tree(Path(path)), parse_overrides(overrides))
+    return from_dict(ExperimentConfig, tree, source=str(path))
+
+
+def to_dict(cfg: Any) -> dict:
+    """Plain-types dict of a config (tuples become lists), e.g. for YAML/JSON/checkpoints."""
+    def conv(v: Any) -> Any:
+        if isinstance(v, tuple):
+            return [conv(x) for x in v]
+        if isinstance(v, dict):
+            return {k: conv(x) for k, x in v.items()}
+        return v
+    return conv(dataclasses.asdict(cfg))
+
+
+def experiment_from_dict(data: dict, source: str = "checkpoint") -> ExperimentConfig:
+    """Inverse of ``to_dict`` for an ExperimentConfig."""
+    return from_dict(ExperimentConfig, data, source=source)

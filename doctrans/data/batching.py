@@ -1,0 +1,116 @@
+"""Parallel data in memory and token-based, length-bucketed batching.
+
+Batches are built by sorting sentence pairs by length (source, then target) with a seeded
+random tie-break and cutting the sorted list wherever the padded size
+``n_sentences * max(longest source, longest target)`` would exceed ``max_tokens``. The order
+of batches is shuffled per epoch with ``seed + epoch``, so a run resumed at (epoch, batch k)
+sees exactly the batches an uninterrupted run would have.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from doctrans.data.vocab import Vocab
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ParallelData:
+    """src[i], tgt[i]: int64 id arrays ending in ``</s>``; ``line[i]`` the 0-based line index."""
+
+    src: list[np.ndarray]
+    tgt: list[np.ndarray]
+    line: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+@dataclass
+class Batch:
+    """src: (B, S) ids; tgt_in: (B, T) = <s> y…; tgt_out: (B, T) = y… </s>; padded with 0."""
+
+    src: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    index: np.ndarray             # (B,) positions in the ParallelData
+    n_tgt_tokens: int             # real target tokens, including </s>
+
+
+def read_lines(path: str | Path) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def load_parallel(src_path: Path, tgt_path: Path, src_vocab: Vocab, tgt_vocab: Vocab,
+                  max_len: int = 0) -> tuple[ParallelData, int]:
+    """Read two line-aligned BPE files → (data, n_skipped). ``max_len`` > 0 skips longer pairs
+    (and empty ones); 0 keeps every line (dev/test). Raises ValueError on a line-count mismatch."""
+    src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
+    if len(src_lines) != len(tgt_lines):
+        raise ValueError(f"{src_path} has {len(src_lines)} lines but {tgt_path} has {len(tgt_lines)}")
+    src, tgt, lines = [], [], []
+    for i, (s, t) in enumerate(zip(src_lines, tgt_lines)):
+        a, b = src_vocab.encode(s), tgt_vocab.encode(t)
+        if max_len and (len(a) > max_len + 1 or len(b) > max_len + 1 or len(a) == 1 or len(b) == 1):
+            continue
+        src.append(a)
+        tgt.append(b)
+        lines.append(i)
+    return ParallelData(src, tgt, np.asarray(lines, dtype=np.int64)), len(src_lines) - len(src)
+
+
+def make_batches(data: ParallelData, max_tokens: int, seed: int) -> list[np.ndarray]:
+    """Length-bucketed batches of indices, in length order (not yet shuffled)."""
+    rng = np.random.default_rng(seed)
+    src_len = np.fromiter((len(x) for x in data.src), dtype=np.int64, count=len(data))
+    tgt_len = np.fromiter((len(x) for x in data.tgt), dtype=np.int64, count=len(data))
+    order = np.lexsort((rng.random(len(data)), tgt_len, src_len))
+    batches, start, longest = [], 0, 0
+    for k, i in enumerate(order):
+        need = max(longest, src_len[i], tgt_len[i] + 1)
+        if k > start and need * (k - start + 1) > max_tokens:
+            batches.append(order[start:k])
+            start, need = k, max(src_len[i], tgt_len[i] + 1)
+        longest = need
+    if start < len(order):
+        batches.append(order[start:])
+    return batches
+
+
+def epoch_batches(batches: list[np.ndarray], seed: int, epoch: int) -> list[np.ndarray]:
+    """The batch order for ``epoch`` (deterministic in seed and epoch)."""
+    perm = np.random.default_rng(seed * 1000003 + epoch).permutation(len(batches))
+    return [batches[i] for i in perm]
+
+
+def _pad(seqs: list[np.ndarray], pad: int, prefix: int | None = None, drop_last: bool = False) -> torch.Tensor:
+    n = max(len(s) for s in seqs) + (prefix is not None) - drop_last
+    out = np.full((len(seqs), n), pad, dtype=np.int64)
+    for r, s in enumerate(seqs):
+        body = s[:-1] if drop_last else s
+        if prefix is not None:
+            out[r, 0] = prefix
+            out[r, 1:1 + len(body)] = body
+        else:
+            out[r, :len(body)] = body
+    return torch.from_numpy(out)
+
+
+def collate(data: ParallelData, index: np.ndarray, vocab: Vocab) -> Batch:
+    """Pad the pairs at ``index`` into a Batch (see Batch for the shapes)."""
+    src = [data.src[i] for i in index]
+    tgt = [data.tgt[i] for i in index]
+    return Batch(
+        src=_pad(src, vocab.pad_id),
+        tgt_in=_pad(tgt, vocab.pad_id, prefix=vocab.bos_id, drop_last=True),
+        tgt_out=_pad(tgt, vocab.pad_id),
+        index=np.asarray(index),
+        n_tgt_tokens=int(sum(len(t) for t in tgt)),
+    )

@@ -1,0 +1,365 @@
+"""Score a translation against one or more references with sacrebleu (``doctrans score``).
+
+Three metrics, all computed by sacrebleu (BLEU and chrF are never reimplemented here); every
+score is returned, printed and stored next to its sacrebleu signature:
+
+``bleu_tok_lc``
+    The comparison setting of the thesis (Wang 2019, Tables 5.4 and 6.2) and of the HAN paper's
+    ``multi-bleu`` numbers: case-insensitive 4-gram BLEU on Moses-tokenized text against all
+    references. sacrebleu ``BLEU(tokenize="none", lowercase=True)``. Text that is not tokenized
+    yet is tokenized with sacremoses (``escape=False``); already tokenized text has its Moses
+    XML escapes (``&apos;`` …) undone so both sides agree. With ``split_hyphens`` (default) both
+    sides also get Moses' aggressive hyphen splitting (``mix-up`` → ``mix @-@ up``), because the
+    TVsub SGML references are tokenized that way while ``test.en`` and the training data are not.
+``sacrebleu``
+    Standard detokenized sacreBLEU (``tokenize="13a"``). Tokenized text is Moses-detokenized
+    first. The TVsub references are lowercased, so by default (``lowercase_detok=None``) this
+    metric and chrF are case-insensitive whenever every reference is all-lowercase; this is
+    sacrebleu's own ``lowercase`` option and shows as ``case:lc`` in the signature.
+``chrf``
+    sacrebleu chrF2 on the same detokenized text and with the same case rule.
+
+Sources: Papineni et al. 2002 (BLEU), Popović 2015 (chrF), Post 2018 (sacreBLEU signatures).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import sacrebleu
+import sacremoses
+from sacrebleu.metrics import BLEU, CHRF
+
+from doctrans.data.sgml import read_sgml
+
+logger = logging.getLogger(__name__)
+
+METRICS: tuple[str, ...] = ("bleu_tok_lc", "sacrebleu", "chrf")
+SGML_SUFFIXES = (".sgm", ".sgml")
+_LANG = "en"
+_AFTER_PERIOD = re.compile(r"(?<=\.)(\s+)([^\W\d_])")   # first letter of the word after ". "
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """What ``doctrans score`` reads, computes and writes."""
+
+    hyp: str                              # hypothesis file, one segment per line
+    refs: tuple[str, ...]                 # plain text files (one ref each) or .sgm sets (one ref per sysid)
+    hyp_tokenized: bool = False           # hypothesis is Moses-tokenized (default: detokenized, as `translate` writes)
+    refs_tokenized: bool | None = None    # None: auto (True for .sgm, False for plain text)
+    metrics: tuple[str, ...] = METRICS    # subset of METRICS, in output order
+    lowercase_detok: bool | None = None   # case-insensitive sacrebleu/chrF; None: iff all refs are lowercase
+    split_hyphens: bool = True            # aggressive Moses hyphen splitting in bleu_tok_lc (TVsub refs use it)
+    fmt: str = "table"                    # "table" | "json" (what `render` and the --out file hold)
+    out: str | None = None                # write the rendered result here atomically
+
+    def __post_init__(self) -> None:
+        if not self.refs:
+            raise ValueError("ScoreConfig.refs: at least one reference is needed")
+        _check_metrics(self.metrics)
+        if self.fmt not in ("table", "json"):
+            raise ValueError(f"ScoreConfig.fmt must be 'table' or 'json', got {self.fmt!r}")
+
+
+def _check_metrics(metrics: Sequence[str]) -> None:
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown or not metrics:
+        raise ValueError(f"unknown or empty metrics {list(metrics)}; choose from {list(METRICS)}")
+
+
+# ----------------------------------------------------------------------------------- reading
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """Lines of a UTF-8 text file, stripped of surrounding whitespace.
+
+    Only ``\\n`` ends a line (a stray ``\\r`` or U+2028 inside a segment does not change the
+    count); a missing final newline is fine; empty lines are kept (empty hypotheses are legal).
+    Raises FileNotFoundError.
+    """
+    with open(path, encoding="utf-8", newline="\n") as f:
+        return [line.strip() for line in f]
+
+
+def load_references(
+    paths: Sequence[str | Path], tokenized: bool | None = None
+) -> tuple[list[list[str]], bool]:
+    """Load reference streams: a plain text file is one reference, an ``.sgm`` file one per sysid.
+
+    Returns (streams, tokenized): ``streams[k][i]`` is line i of reference k. ``tokenized``
+    defaults to True when all files are SGML (TVsub refs are lowercased + Moses-tokenized) and
+    False when all are plain text; a mix of both needs an explicit value.
+    Raises ValueError when the references differ in line count (naming files and counts) or a
+    mixed set is given without ``tokenized``; FileNotFoundError; SGMLError (a ValueError).
+    """
+    if not paths:
+        raise ValueError("no reference files given")
+    streams: list[list[str]] = []
+    names: list[str] = []
+    n_sgml = 0
+    for p in paths:
+        if Path(p).suffix.lower() in SGML_SUFFIXES:
+            n_sgml += 1
+            for s in read_sgml(p):
+                streams.append([seg.strip() for seg in s.segments])
+                names.append(f"{p} (sysid {s.sysid})")
+        else:
+            streams.append(read_lines(p))
+            names.append(str(p))
+    if tokenized is None:
+        if 0 < n_sgml < len(paths):
+            raise ValueError(
+                f"references {[str(p) for p in paths]} mix SGML and plain text; "
+                "say whether they are tokenized (refs_tokenized / --refs-tokenized)"
+            )
+        tokenized = n_sgml == len(paths)
+    for name, stream in zip(names[1:], streams[1:]):
+        if len(stream) != len(streams[0]):
+            raise ValueError(
+                f"reference {name} has {len(stream)} lines but {names[0]} has {len(streams[0])}"
+            )
+    logger.info("loaded %d reference(s) x %d lines from %s (tokenized=%s)",
+                len(streams), len(streams[0]), [str(p) for p in paths], tokenized)
+    return streams, tokenized
+
+
+# ---------------------------------------------------------------------- Moses (sacremoses)
+
+
+def moses_tokenize(
+    lines: Sequence[str], split_hyphens: bool = True, lowercase: bool = False
+) -> list[str]:
+    """Moses-tokenize detokenized English (sacremoses, ``escape=False``: ``'`` stays ``'``).
+
+    ``lowercase=True`` is for case-insensitive scoring: the word after ``. `` is capitalized
+    before tokenizing and the output is lowercased. Moses splits a word-final period only when
+    the next word is not lowercase; TVsub text is lowercased at sentence starts, but its
+    references were tokenized before lowercasing (``no problems . it 's``), so without this
+    ``no problems. it's`` would stay ``problems.`` (about 9% of test lines).
+    """
+    tok = sacremoses.MosesTokenizer(lang=_LANG)
+    out = []
+    for line in lines:
+        if lowercase:
+            line = _AFTER_PERIOD.sub(lambda m: m.group(1) + m.group(2).upper(), line)
+        line = tok.tokenize(line, escape=False, return_str=True, aggressive_dash_splits=split_hyphens)
+        out.append(line.lower() if lowercase else line)
+    return out
+
+
+def normalize_tokenized(lines: Sequence[str], split_hyphens: bool = True) -> list[str]:
+    """Bring already Moses-tokenized text to the form ``moses_tokenize`` produces.
+
+    Undoes Moses XML escapes (``&apos;`` → ``'``) and, with ``split_hyphens``, applies Moses'
+    aggressive hyphen split (idempotent on text that has it already).
+    """
+    detok = sacremoses.MosesDetokenizer(lang=_LANG)
+    pattern, sub = sacremoses.MosesTokenizer.AGGRESSIVE_HYPHEN_SPLIT
+    out = []
+    for line in lines:
+        line = " ".join(detok.unescape_xml(line).split())
+        out.append(pattern.sub(sub, line) if split_hyphens else line)
+    return out
+
+
+def moses_detokenize(lines: Sequence[str]) -> list[str]:
+    """Moses-detokenize tokenized English (undoes XML escapes and ``@-@`` as well)."""
+    detok = sacremoses.MosesDetokenizer(lang=_LANG)
+    return [detok.detokenize(line.split()) for line in lines]
+
+
+# ---------------------------------------------------------------------------------- scoring
+
+
+def _check_shapes(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> None:
+    if isinstance(hyps, str) or not refs or any(isinstance(r, str) for r in refs):
+        raise TypeError(
+            "expected hyps: list[str] and refs: list of reference streams (list[list[str]]); "
+            "for a single reference pass [ref_lines]"
+        )
+    for k, ref in enumerate(refs, 1):
+        if len(ref) != len(hyps):
+            raise ValueError(
+                f"hypothesis has {len(hyps)} lines but reference {k} of {len(refs)} has {len(ref)}"
+            )
+
+
+def _bleu_entry(metric: BLEU, hyps: list[str], refs: list[list[str]], prep: str) -> dict:
+    s = metric.corpus_score(hyps, refs)
+    sig = str(metric.get_signature())
+    return {
+        "score": s.score, "signature": sig, "verbose": s.format(signature=sig),
+        "precisions": list(s.precisions), "bp": s.bp,
+        "sys_len": s.sys_len, "ref_len": s.ref_len, "preprocessing": prep,
+    }
+
+
+def bleu_tok_lc(
+    hyps: Sequence[str],
+    refs: Sequence[Sequence[str]],
+    *,
+    hyp_tokenized: bool = True,
+    refs_tokenized: bool = True,
+    split_hyphens: bool = True,
+) -> float:
+    """Case-insensitive BLEU-4 (0-100) on Moses-tokenized text: the thesis setting.
+
+    Defaults suit dev BLEU during training (both sides tokenized). refs: list of reference
+    streams, ``refs[k][i]`` = line i of reference k. Raises ValueError on line-count mismatch.
+    """
+    return score_corpus(hyps, refs, hyp_tokenized, refs_tokenized,
+                        metrics=("bleu_tok_lc",), split_hyphens=split_hyphens)["bleu_tok_lc"]["score"]
+
+
+def score_corpus(
+    hyps: Sequence[str],
+    refs: Sequence[Sequence[str]],
+    hyp_tokenized: bool,
+    refs_tokenized: bool,
+    metrics: Sequence[str] = METRICS,
+    lowercase_detok: bool | None = None,
+    split_hyphens: bool = True,
+) -> dict:
+    """Score hypotheses against reference streams (see the module docstring for the metrics).
+
+    Returns ``{metric: {"score", "signature", "verbose", "preprocessing", ...}, "n_refs",
+    "n_lines", "hyp_tokenized", "refs_tokenized"}``; scores are 0-100. Raises ValueError when a
+    reference's line count differs from the hypothesis', TypeError when refs is a flat list.
+    """
+    _check_metrics(metrics)
+    _check_shapes(hyps, refs)
+    hyps, refs = list(hyps), [list(r) for r in refs]
+    result: dict = {}
+    if "bleu_tok_lc" in metrics:
+        result["bleu_tok_lc"] = _score_tok_lc(hyps, refs, hyp_tokenized, refs_tokenized, split_hyphens)
+    detok_metrics = [m for m in metrics if m in ("sacrebleu", "chrf")]
+    if detok_metrics:
+        result.update(_score_detok(hyps, refs, hyp_tokenized, refs_tokenized, lowercase_detok,
+                                   detok_metrics))
+    result = {m: result[m] for m in metrics}     # keep the requested order
+    result.update(n_refs=len(refs), n_lines=len(hyps),
+                  hyp_tokenized=hyp_tokenized, refs_tokenized=refs_tokenized)
+    return result
+
+
+def _score_tok_lc(hyps, refs, hyp_tokenized, refs_tokenized, split_hyphens) -> dict:
+    def tok(lines: list[str], tokenized: bool) -> list[str]:
+        if tokenized:
+            return normalize_tokenized(lines, split_hyphens)
+        return moses_tokenize(lines, split_hyphens, lowercase=True)
+
+    prep = (f"sacremoses {sacremoses.__version__} lang={_LANG} escape=False "
+            f"aggressive_dash_splits={split_hyphens}; hyp {'given tokenized' if hyp_tokenized else 'tokenized here'}, "
+            f"refs {'given tokenized' if refs_tokenized else 'tokenized here'}")
+    metric = BLEU(tokenize="none", lowercase=True, force=True)   # tokenized on purpose: no warning
+    return _bleu_entry(metric, tok(hyps, hyp_tokenized), [tok(r, refs_tokenized) for r in refs], prep)
+
+
+def _score_detok(hyps, refs, hyp_tokenized, refs_tokenized, lowercase_detok, metrics) -> dict:
+    d_hyps = moses_detokenize(hyps) if hyp_tokenized else hyps
+    d_refs = [moses_detokenize(r) for r in refs] if refs_tokenized else refs
+    lc = lowercase_detok
+    if lc is None:
+        lc = all(line == line.lower() for r in d_refs for line in r)
+    case = "mixed case"
+    if lc:
+        case = "case-insensitive" + (" (auto: all refs are lowercase)" if lowercase_detok is None else "")
+    prep = (f"hyp {'Moses-detokenized' if hyp_tokenized else 'as given'}, "
+            f"refs {'Moses-detokenized' if refs_tokenized else 'as given'}; {case}")
+    out: dict = {}
+    if "sacrebleu" in metrics:
+        out["sacrebleu"] = _bleu_entry(BLEU(tokenize="13a", lowercase=lc), d_hyps, d_refs, prep)
+    if "chrf" in metrics:
+        metric = CHRF(lowercase=lc)
+        s = metric.corpus_score(d_hyps, d_refs)
+        sig = str(metric.get_signature())
+        out["chrf"] = {"score": s.score, "signature": sig, "verbose": s.format(signature=sig),
+                       "preprocessing": prep}
+    return out
+
+
+# ----------------------------------------------------------------------------------- output
+
+
+def format_table(result: dict) -> str:
+    """A readable table: metric, score, sacrebleu signature, #refs, #lines; then the notes."""
+    rows = [(m, f"{result[m]['score']:.2f}", result[m]["signature"]) for m in METRICS if m in result]
+    w_m = max(len("metric"), *(len(r[0]) for r in rows))
+    head = f"{'metric':<{w_m}}  {'score':>6}  {'#refs':>5}  {'#lines':>6}  signature"
+    lines = [head, "-" * len(head)]
+    for m, score, sig in rows:
+        lines.append(f"{m:<{w_m}}  {score:>6}  {result['n_refs']:>5}  {result['n_lines']:>6}  {sig}")
+    lines.append("")
+    for m, _, _ in rows:
+        lines.append(f"{m}: {result[m]['preprocessing']}")
+    if "bleu_tok_lc" in result:
+        lines.append("bleu_tok_lc = the thesis setting (case-insensitive BLEU-4 on Moses-tokenized text, all refs)")
+    if any(m in result for m in ("sacrebleu", "chrf")):
+        lines.append("sacrebleu/chrf = standard detokenized sacrebleu; case:lc = sacrebleu lowercased hyp "
+                     "and refs (default when all refs are lowercase, as TVsub's are)")
+    return "\n".join(lines) + "\n"
+
+
+def render(result: dict, fmt: str = "table") -> str:
+    """``format_table(result)`` or indented JSON (``fmt="json"``), newline-terminated."""
+    if fmt == "json":
+        return json.dumps(result, indent=2, ensure_ascii=False) + "\n"
+    return format_table(result)
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write text to path via a temporary file in the same directory and ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as f:   # "x": never clobber; mode follows the umask
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def score_files(cfg: ScoreConfig) -> dict:
+    """Read the files named in ``cfg`` and score them; adds ``hyp`` and ``refs`` (paths).
+
+    Raises ValueError naming the hypothesis and reference files and both line counts when they
+    differ; FileNotFoundError.
+    """
+    refs, refs_tok = load_references(cfg.refs, cfg.refs_tokenized)
+    hyps = read_lines(cfg.hyp)
+    if len(hyps) != len(refs[0]):
+        raise ValueError(
+            f"hypothesis {cfg.hyp} has {len(hyps)} lines but reference(s) "
+            f"{', '.join(cfg.refs)} have {len(refs[0])} lines"
+        )
+    result = score_corpus(hyps, refs, cfg.hyp_tokenized, refs_tok, cfg.metrics,
+                          cfg.lowercase_detok, cfg.split_hyphens)
+    result.update(hyp=str(cfg.hyp), refs=[str(r) for r in cfg.refs],
+                  sacrebleu_version=sacrebleu.__version__)
+    for m in cfg.metrics:
+        logger.info("%s = %.2f  %s", m, result[m]["score"], result[m]["signature"])
+    return result
+
+
+def run(cfg: ScoreConfig) -> Path | dict:
+    """Score ``cfg.hyp`` against ``cfg.refs``.
+
+    Returns the written file (rendered as ``cfg.fmt``) when ``cfg.out`` is set, else the result
+    dict of ``score_files``.
+    """
+    result = score_files(cfg)
+    if cfg.out is None:
+        return result
+    path = write_atomic(cfg.out, render(result, cfg.fmt))
+    logger.info("wrote %s", path)
+    return path

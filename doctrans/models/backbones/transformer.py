@@ -1,0 +1,289 @@
+"""Transformer encoder–decoder (Vaswani et al. 2017), the doctrans backbone T.
+
+Spec: ``shared/design/models.md`` §1.3. Pre-norm by default (``norm: pre``, with a final
+LayerNorm on each stack, as OpenNMT-py/HAN use; ``post`` is the original paper's order),
+sinusoidal positions, decoder input embedding tied to the output projection
+(``share_dec_embeddings``), embeddings scaled by sqrt(H).
+
+Speed notes (2-core CPU): one fused QKV projection for self-attention,
+``F.scaled_dot_product_attention`` for the attention core, causal masking via ``is_causal``
+(no mask tensor), and an output projection that the loss applies only to non-padding
+positions (see ``doctrans/training/loss.py``). Incremental decoding keeps per-layer key/value
+caches in an explicit ``DecoderState`` so a beam step never re-runs the prefix.
+
+Shape legend: B batch, S source length, T target length, H d_model, V vocabulary.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from doctrans.layers.masks import attn_keep_mask
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    layers_enc: int = 3
+    layers_dec: int = 3
+    d_model: int = 256                  # H
+    heads: int = 4
+    d_ff: int = 1024
+    dropout: float = 0.1                # residual, embedding and FFN-output dropout
+    attn_dropout: float = 0.0           # dropout on attention weights
+    relu_dropout: float = 0.0           # dropout inside the FFN
+    norm: str = "pre"                   # "pre" | "post" (models.md §1.3)
+    share_dec_embeddings: bool = True   # tie decoder input embedding and output projection
+    share_all_embeddings: bool = False  # also tie the source embedding (needs a joint vocabulary)
+    max_positions: int = 1024
+
+
+def sinusoidal_positions(n: int, dim: int) -> Tensor:
+    """Sinusoidal position encodings (Vaswani et al. 2017, §3.5). → (n, dim)."""
+    pos = torch.arange(n, dtype=torch.float32)[:, None]
+    inv = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    pe = torch.zeros(n, dim)
+    pe[:, 0::2] = torch.sin(pos * inv)
+    pe[:, 1::2] = torch.cos(pos * inv)
+    return pe
+
+
+@dataclass
+class LayerCache:
+    """Key/value cache of one decoder layer. self_k/self_v: (B, heads, t, H/heads) for the
+    t target positions produced so far; cross_k/cross_v: (B, heads, S, H/heads), computed once."""
+
+    self_k: Tensor | None
+    self_v: Tensor | None
+    cross_k: Tensor
+    cross_v: Tensor
+
+
+@dataclass
+class DecoderState:
+    """Everything a decoding step needs besides the next input token.
+
+    memory_keep: (B, 1, 1, S) bool SDPA mask (True = attend) or None; step: positions decoded.
+    """
+
+    layers: list[LayerCache]
+    memory_keep: Tensor | None
+    step: int
+
+    def reorder(self, index: Tensor) -> "DecoderState":
+        """Select batch rows (beam reordering / dropping finished sentences). index: (B',)."""
+        def sel(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.index_select(0, index)
+        layers = [LayerCache(sel(c.self_k), sel(c.self_v), sel(c.cross_k), sel(c.cross_v))
+                  for c in self.layers]
+        return DecoderState(layers, sel(self.memory_keep), self.step)
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product multi-head attention (Vaswani et al. 2017, eq. 1 and §3.2.2).
+
+    Self-attention uses one fused (H → 3H) projection; cross-attention projects the query
+    (H → H) and the memory (H → 2H) separately so memory keys/values are computed once.
+    """
+
+    def __init__(self, d_model: int, heads: int, dropout: float, self_attn: bool):
+        super().__init__()
+        if d_model % heads:
+            raise ValueError(f"d_model {d_model} is not divisible by heads {heads}")
+        self.heads, self.dk, self.dropout = heads, d_model // heads, dropout
+        self.self_attn = self_attn
+        if self_attn:
+            self.qkv = nn.Linear(d_model, 3 * d_model)
+        else:
+            self.q = nn.Linear(d_model, d_model)
+            self.kv = nn.Linear(d_model, 2 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def _split(self, x: Tensor) -> Tensor:
+        # x: (B, L, H) → (B, heads, L, dk)
+        b, n, _ = x.shape
+        return x.view(b, n, self.heads, self.dk).transpose(1, 2)
+
+    def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """memory: (B, S, H) → keys, values (B, heads, S, dk)."""
+        k, v = self.kv(memory).chunk(2, dim=-1)
+        return self._split(k), self._split(v)
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
+        drop = self.dropout if self.training else 0.0
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop, is_causal=causal)
+        b, _, n, _ = o.shape
+        return self.out(o.transpose(1, 2).reshape(b, n, self.heads * self.dk))   # (B, L, H)
+
+    def forward_self(self, x: Tensor, keep: Tensor | None, causal: bool) -> Tensor:
+        """x: (B, L, H); keep: (B,1,1,L) or None → (B, L, H)."""
+        q, k, v = (self._split(t) for t in self.qkv(x).chunk(3, dim=-1))
+        return self._attend(q, k, v, keep, causal)
+
+    def forward_self_step(self, x: Tensor, cache: LayerCache) -> Tensor:
+        """One incremental step. x: (B, 1, H); appends this step's k/v to ``cache``."""
+        q, k, v = (self._split(t) for t in self.qkv(x).chunk(3, dim=-1))
+        if cache.self_k is not None:
+            k = torch.cat([cache.self_k, k], dim=2)
+            v = torch.cat([cache.self_v, v], dim=2)
+        cache.self_k, cache.self_v = k, v
+        return self._attend(q, k, v, None, False)
+
+    def forward_cross(self, x: Tensor, k: Tensor, v: Tensor, keep: Tensor | None) -> Tensor:
+        """x: (B, T, H); k, v: (B, heads, S, dk); keep: (B,1,1,S) or None → (B, T, H)."""
+        return self._attend(self._split(self.q(x)), k, v, keep, False)
+
+
+class FeedForward(nn.Module):
+    """FFN(z) = max(0, z W1 + b1) W2 + b2 (Vaswani et al. 2017, eq. 2)."""
+
+    def __init__(self, d_model: int, d_ff: int, relu_dropout: float):
+        super().__init__()
+        self.w1, self.w2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.drop = nn.Dropout(relu_dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w2(self.drop(F.relu(self.w1(x))))
+
+
+class _Sublayers(nn.Module):
+    """Residual wrapper: pre-norm z + drop(f(LN(z))) or post-norm LN(z + drop(f(z)))."""
+
+    def __init__(self, d_model: int, n: int, dropout: float, pre: bool):
+        super().__init__()
+        self.norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n))
+        self.drop = nn.Dropout(dropout)
+        self.pre = pre
+
+    def apply(self, i: int, z: Tensor, f) -> Tensor:  # noqa: A003 - mirrors "Sub(z, f)"
+        if self.pre:
+            return z + self.drop(f(self.norms[i](z)))
+        return self.norms[i](z + self.drop(f(z)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attn_dropout, self_attn=True)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.relu_dropout)
+        self.sub = _Sublayers(cfg.d_model, 2, cfg.dropout, cfg.norm == "pre")
+
+    def forward(self, x: Tensor, keep: Tensor | None) -> Tensor:
+        # x: (B, S, H)
+        x = self.sub.apply(0, x, lambda z: self.attn.forward_self(z, keep, causal=False))
+        return self.sub.apply(1, x, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attn_dropout, self_attn=True)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attn_dropout, self_attn=False)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.relu_dropout)
+        self.sub = _Sublayers(cfg.d_model, 3, cfg.dropout, cfg.norm == "pre")
+
+    def forward(self, y: Tensor, mem_k: Tensor, mem_v: Tensor, mem_keep: Tensor | None,
+                cache: LayerCache | None = None) -> Tensor:
+        # y: (B, T, H) full teacher-forced target, or (B, 1, H) with ``cache`` (one step)
+        if cache is None:
+            y = self.sub.apply(0, y, lambda z: self.self_attn.forward_self(z, None, causal=True))
+        else:
+            y = self.sub.apply(0, y, lambda z: self.self_attn.forward_self_step(z, cache))
+        y = self.sub.apply(1, y, lambda z: self.cross_attn.forward_cross(z, mem_k, mem_v, mem_keep))
+        return self.sub.apply(2, y, self.ffn)
+
+
+class Transformer(nn.Module):
+    """Sentence-level Transformer NMT model.
+
+    ``encode(src) -> (memory, memory_keep)``; ``decode_train(memory, keep, tgt_in) -> (B,T,H)``
+    hidden states; ``logits(hidden) -> (…, V)``; ``init_state``/``decode_step`` for incremental
+    decoding. ``forward`` is not used, so each caller says which of these it needs.
+    """
+
+    def __init__(self, cfg: TransformerConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0):
+        super().__init__()
+        if cfg.d_model % cfg.heads or cfg.d_model % 2:
+            raise ValueError(f"d_model {cfg.d_model} must be even and divisible by heads {cfg.heads}")
+        if cfg.norm not in ("pre", "post"):
+            raise ValueError(f"model.norm must be 'pre' or 'post', got {cfg.norm!r}")
+        if cfg.share_all_embeddings and src_vocab != tgt_vocab:
+            raise ValueError("model.share_all_embeddings needs one joint vocabulary "
+                             f"(got {src_vocab} source and {tgt_vocab} target types)")
+        self.cfg, self.pad_id = cfg, pad_id
+        h = cfg.d_model
+        self.src_embed = nn.Embedding(src_vocab, h, padding_idx=pad_id)
+        self.tgt_embed = self.src_embed if cfg.share_all_embeddings else nn.Embedding(tgt_vocab, h, padding_idx=pad_id)
+        self.out_proj = nn.Linear(h, tgt_vocab, bias=False)
+        if cfg.share_dec_embeddings or cfg.share_all_embeddings:
+            self.out_proj.weight = self.tgt_embed.weight
+        self.register_buffer("positions", sinusoidal_positions(cfg.max_positions, h), persistent=False)
+        self.embed_scale = math.sqrt(h)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.layers_enc))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.layers_dec))
+        pre = cfg.norm == "pre"
+        self.enc_norm = nn.LayerNorm(h) if pre else nn.Identity()
+        self.dec_norm = nn.LayerNorm(h) if pre else nn.Identity()
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and "embed" not in name:
+                nn.init.xavier_uniform_(p)
+            elif "bias" in name:
+                nn.init.zeros_(p)
+        for emb in {id(self.src_embed): self.src_embed, id(self.tgt_embed): self.tgt_embed}.values():
+            nn.init.normal_(emb.weight, mean=0.0, std=self.cfg.d_model ** -0.5)
+            with torch.no_grad():
+                emb.weight[self.pad_id].zero_()
+
+    def _embed(self, table: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
+        # tokens: (B, L) → (B, L, H)
+        n = tokens.size(1)
+        if offset + n > self.cfg.max_positions:
+            raise ValueError(f"sequence of {offset + n} tokens exceeds model.max_positions={self.cfg.max_positions}")
+        x = table(tokens) * self.embed_scale + self.positions[offset:offset + n]
+        return self.drop(x)
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor | None]:
+        """src: (B, S) token ids → memory (B, S, H), memory_keep (B,1,1,S) bool or None."""
+        keep = attn_keep_mask(src.eq(self.pad_id))
+        x = self._embed(self.src_embed, src)
+        for layer in self.encoder:
+            x = layer(x, keep)
+        return self.enc_norm(x), keep
+
+    def decode_train(self, memory: Tensor, memory_keep: Tensor | None, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing. tgt_in: (B, T) = <s> y_1 … y_{T-1} → hidden states (B, T, H)."""
+        y = self._embed(self.tgt_embed, tgt_in)
+        for layer in self.decoder:
+            k, v = layer.cross_attn.project_kv(memory)
+            y = layer(y, k, v, memory_keep)
+        return self.dec_norm(y)
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """hidden: (…, H) → unnormalised scores (…, V)."""
+        return self.out_proj(hidden)
+
+    def init_state(self, memory: Tensor, memory_keep: Tensor | None) -> DecoderState:
+        """Precompute every layer's cross-attention keys/values once. memory: (B, S, H)."""
+        layers = []
+        for layer in self.decoder:
+            k, v = layer.cross_attn.project_kv(memory)
+            layers.append(LayerCache(None, None, k, v))
+        return DecoderState(layers, memory_keep, 0)
+
+    def decode_step(self, prev_tokens: Tensor, state: DecoderState) -> Tensor:
+        """One incremental step. prev_tokens: (B,) last emitted ids → log-probs (B, V).
+
+        Updates ``state`` in place (appends self-attention keys/values, advances ``step``).
+        """
+        y = self._embed(self.tgt_embed, prev_tokens[:, None], offset=state.step)     # (B, 1, H)
+        for layer, cache in zip(self.decoder, state.layers):
+            y = layer(y, cache.cross_k, cache.cross_v, state.memory_keep, cache=cache)
+        state.step += 1
+        return F.log_softmax(self.logits(self.dec_norm(y[:, 0])).float(), dim=-1)

@@ -1,0 +1,37 @@
+"""Experiment configs: YAML + extends + overrides; unknown keys are errors naming the key."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from doctrans.config import ConfigError, load_experiment, to_dict, experiment_from_dict
+
+PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
+
+
+@pytest.mark.parametrize("path", sorted(PIPELINES.rglob("*.yaml")), ids=lambda p: p.name)
+def test_every_pipeline_config_loads(path):
+    cfg = load_experiment(path)
+    assert cfg.model.d_model % cfg.model.heads == 0
+
+
+def test_extends_and_overrides():
+    cfg = load_experiment(PIPELINES / "transformer" / "tiny.yaml", ["train.lr=5e-4", "model.layers_enc=1"])
+    assert cfg.model.d_model == 32            # from tiny.yaml
+    assert cfg.model.d_ff == 64
+    assert cfg.train.clip_norm == 1.0         # inherited from small.yaml
+    assert cfg.train.lr == 5e-4 and cfg.model.layers_enc == 1
+    assert cfg.train.adam_betas == (0.9, 0.98)
+    assert experiment_from_dict(to_dict(cfg)) == cfg
+
+
+def test_unknown_key_names_key_and_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train:\n  lr: 0.1\n  warmpu: 10\n")
+    with pytest.raises(ConfigError, match=r"train\.warmpu.*|bad\.yaml"):
+        load_experiment(bad)
+    with pytest.raises(ConfigError, match="model.dmodel"):
+        load_experiment(PIPELINES / "transformer" / "tiny.yaml", ["model.dmodel=3"])
+    with pytest.raises(ConfigError, match="key=value"):
+        load_experiment(PIPELINES / "transformer" / "tiny.yaml", ["model.d_model"])

@@ -1,0 +1,80 @@
+"""Transformer backbone: shapes, padding masks, incremental decoding, weight tying."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from doctrans.models.backbones.transformer import Transformer, TransformerConfig
+
+H = 8
+
+
+def tiny(norm: str = "pre") -> Transformer:
+    torch.manual_seed(0)
+    cfg = TransformerConfig(layers_enc=2, layers_dec=2, d_model=H, heads=2, d_ff=16, dropout=0.0, norm=norm)
+    return Transformer(cfg, src_vocab=20, tgt_vocab=17).eval()
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_shapes(norm):
+    m = tiny(norm)
+    src = torch.randint(4, 20, (3, 5))                       # (B, S)
+    tgt = torch.randint(4, 17, (3, 7))                       # (B, T)
+    memory, keep = m.encode(src)
+    assert memory.shape == (3, 5, H)
+    hidden = m.decode_train(memory, keep, tgt)
+    assert hidden.shape == (3, 7, H)
+    assert m.logits(hidden).shape == (3, 7, 17)
+
+
+def test_padding_does_not_change_real_positions():
+    m = tiny()
+    short = torch.tensor([[5, 6, 7, 2]])
+    padded = torch.tensor([[5, 6, 7, 2, 0, 0], [5, 6, 7, 8, 9, 2]])
+    mem_a, _ = m.encode(short)
+    mem_b, keep_b = m.encode(padded)
+    assert keep_b is not None and keep_b.shape == (2, 1, 1, 6)
+    assert torch.allclose(mem_a[0], mem_b[0, :4], atol=1e-6)
+    tgt = torch.tensor([[1, 4, 5]])
+    h_a = m.decode_train(mem_a, None, tgt)
+    h_b = m.decode_train(mem_b[:1], keep_b[:1], tgt)
+    assert torch.allclose(h_a, h_b, atol=1e-6)
+
+
+def test_causal_decoder_ignores_future_tokens():
+    m = tiny()
+    memory, keep = m.encode(torch.tensor([[5, 6, 2]]))
+    a = m.decode_train(memory, keep, torch.tensor([[1, 4, 5, 6]]))
+    b = m.decode_train(memory, keep, torch.tensor([[1, 4, 9, 9]]))
+    assert torch.allclose(a[:, :2], b[:, :2], atol=1e-6)
+    assert not torch.allclose(a[:, 2:], b[:, 2:], atol=1e-4)
+
+
+def test_incremental_decoding_matches_teacher_forcing():
+    m = tiny()
+    src = torch.tensor([[5, 6, 7, 2, 0], [8, 9, 10, 11, 2]])
+    tgt_in = torch.tensor([[1, 4, 5, 6], [1, 7, 8, 9]])
+    with torch.no_grad():
+        memory, keep = m.encode(src)
+        full = torch.log_softmax(m.logits(m.decode_train(memory, keep, tgt_in)), -1)   # (B, T, V)
+        state = m.init_state(memory, keep)
+        steps = torch.stack([m.decode_step(tgt_in[:, t], state) for t in range(tgt_in.size(1))], 1)
+    assert state.step == 4
+    assert state.layers[0].self_k.shape == (2, 2, 4, H // 2)
+    assert torch.allclose(full, steps, atol=1e-5)
+
+
+def test_decoder_embeddings_are_tied():
+    m = tiny()
+    assert m.out_proj.weight.data_ptr() == m.tgt_embed.weight.data_ptr()
+    untied = Transformer(TransformerConfig(d_model=H, heads=2, d_ff=16, share_dec_embeddings=False), 20, 17)
+    assert untied.out_proj.weight.data_ptr() != untied.tgt_embed.weight.data_ptr()
+
+
+def test_bad_config_is_rejected():
+    with pytest.raises(ValueError, match="norm"):
+        Transformer(TransformerConfig(d_model=H, heads=2, norm="sandwich"), 10, 10)
+    with pytest.raises(ValueError, match="divisible"):
+        Transformer(TransformerConfig(d_model=9, heads=2), 10, 10)
+    with pytest.raises(ValueError, match="joint vocabulary"):
+        Transformer(TransformerConfig(d_model=H, heads=2, share_all_embeddings=True), 10, 12)
