@@ -63,6 +63,7 @@ class TrainConfig:
     metric: str = "bleu"                # early-stopping/best-checkpoint metric: bleu | xent_nats
     metric_mode: str = "max"            # max | min
     threads: int = 0                    # torch intra-op threads; 0 = all cores
+    autocast: str = "none"              # none | bf16: CPU bfloat16 autocast (fp32 master weights)
     log_every: int = 50                 # updates between log lines
 
 

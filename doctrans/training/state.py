@@ -11,6 +11,7 @@ class TrainState:
     batch_in_epoch: int = 0       # batches of the current epoch already consumed
     tgt_tokens: int = 0           # target tokens trained on (incl. </s>)
     train_time_s: float = 0.0     # wall seconds spent in training updates, all runs together
+    wall_time_s: float = 0.0      # wall seconds of training incl. evaluation and saving, all runs
     best_metric: float | None = None
     best_step: int = 0
     bad_evals: int = 0            # evaluations since the best one (early stopping)

@@ -52,6 +52,8 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
     if t.metric == "bleu" and not t.eval_bleu:
         raise ValueError("train.metric is 'bleu' but train.eval_bleu is false: set train.metric=xent_nats "
                          "train.metric_mode=min, or train.eval_bleu=true")
+    if t.autocast not in ("none", "bf16"):
+        raise ValueError(f"train.autocast must be 'none' or 'bf16', got {t.autocast!r}")
     if t.threads:
         torch.set_num_threads(t.threads)
     torch.manual_seed(t.seed)

@@ -43,18 +43,29 @@ class Trainer:
             return f"max_steps {t.max_steps}"
         if t.max_epochs and s.epoch >= t.max_epochs:
             return f"max_epochs {t.max_epochs}"
-        if t.max_time_min and s.train_time_s >= t.max_time_min * 60:
+        if t.max_time_min and s.wall_time_s >= t.max_time_min * 60:
             return f"max_time_min {t.max_time_min}"
         if self.stopper.should_stop(s):
             return f"no {t.metric} improvement in {t.patience} evaluations"
         return ""
 
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.state.wall_time_s += now - self._clock
+        self._clock = now
+
     def fit(self) -> TrainState:
-        """Train; evaluate every ``eval_every`` updates and at the end; save best/last."""
-        bar = tqdm(initial=self.state.step, total=self.t.max_steps or None, unit="upd", desc="train")
+        """Train; evaluate every ``eval_every`` updates and at the end; save best/last.
+
+        ``train.max_time_min`` bounds wall-clock time including evaluations and checkpoints
+        (summed over resumed runs); the final evaluation runs after the budget is spent.
+        """
+        self._clock = time.perf_counter()
+        bar = tqdm(initial=self.state.step, total=self.t.max_steps or None, unit="upd", desc="train", disable=None)
         window = {"loss": 0.0, "nll": 0.0, "tok": 0, "time": 0.0}
         while not (reason := self._stop_reason()):
             stats = self._update()
+            self._tick()
             for k in window:
                 window[k] += stats[k]
             bar.update(1)
@@ -66,6 +77,7 @@ class Trainer:
                 self._evaluate()
             if self.t.save_every and self.state.step % self.t.save_every == 0:
                 self._save("last.pt")
+            self._tick()
         bar.close()
         self.state.stop_reason = reason
         log.info("stopping after %d updates: %s", self.state.step, reason)
@@ -93,10 +105,11 @@ class Trainer:
         n_tok = sum(b.n_tgt_tokens for b in batches)
         total, nll = 0.0, 0.0
         for batch in batches:
-            memory, keep = self.model.encode(batch.src)
-            hidden = self.model.decode_train(memory, keep, batch.tgt_in)
-            out = label_smoothed_xent(self.model, hidden, batch.tgt_out, self.tgt_vocab.pad_id,
-                                      self.t.label_smoothing)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.t.autocast == "bf16"):
+                memory, keep = self.model.encode(batch.src)
+                hidden = self.model.decode_train(memory, keep, batch.tgt_in)
+                out = label_smoothed_xent(self.model, hidden, batch.tgt_out, self.tgt_vocab.pad_id,
+                                          self.t.label_smoothing)
             (out.total / n_tok).backward()
             total += float(out.total.detach())
             nll += out.terms["nll_nats"]

@@ -1,0 +1,199 @@
+"""`doctrans preprocess`: readers, filtering, layout, and document structure on real TVsub."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from doctrans.cli import cli
+from doctrans.data.corpus import read_doc_dir, read_lines, read_sgml_aligned, select_documents
+from doctrans.data.preprocess import PreprocessConfig, run, tvsub_config
+from doctrans.data.text import TextProcessor
+
+TVSUB = (Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora" / "tvsub").resolve()
+needs_tvsub = pytest.mark.skipif(not (TVSUB / "train").is_dir(), reason=f"TVsub corpus not at {TVSUB}")
+SPLIT_FILES = ("tok.zh", "tok.en", "bpe.zh", "bpe.en", "docs")
+
+
+def _write(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
+
+
+def _docs(path: Path) -> list[tuple[str, int]]:
+    return [(d, int(p)) for d, p in (line.split("\t") for line in read_lines(path))]
+
+
+# --- readers --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sel, expected", [
+    ("0:3", ["0", "2", "10"]), ("2", ["0", "2"]), ("all", ["0", "2", "10", "11"]),
+    ("1:", ["2", "10", "11"]), ("::2", ["0", "10"]), (3, ["0", "2", "10"]),
+])
+def test_select_documents(sel, expected):
+    assert select_documents(["0", "2", "10", "11"], sel) == expected
+
+
+@pytest.mark.parametrize("sel", ["x", "1:2:3:4", "5:5"])
+def test_select_documents_rejects(sel):
+    with pytest.raises(ValueError, match="selection"):
+        select_documents(["0", "1"], sel)
+
+
+def test_doc_dir_numeric_order_and_mismatch(tmp_path):
+    for n in (10, 2):
+        _write(tmp_path / f"{n}.zh", [f"z{n}a", f"z{n}b"])
+        _write(tmp_path / f"{n}.en", [f"e{n}a", f"e{n}b"])
+    _write(tmp_path / "2.np.tk.zh", ["ignored"])           # public clone keeps such files too
+    got = [(s.doc_id, s.position, s.src) for s in read_doc_dir(tmp_path, docs="all")]
+    assert got == [("2", 0, "z2a"), ("2", 1, "z2b"), ("10", 0, "z10a"), ("10", 1, "z10b")]
+    _write(tmp_path / "10.en", ["only one line"])
+    with pytest.raises(ValueError, match=r"10\.zh has 2 lines but .*10\.en has 1"):
+        list(read_doc_dir(tmp_path, docs="all"))
+
+
+@needs_tvsub
+def test_sgml_aligned_mismatch_names_both_files(tmp_path):
+    _write(tmp_path / "dev.zh", ["一", "二"])
+    _write(tmp_path / "dev.en", ["one", "two"])
+    sgm = TVSUB / "dev" / "dev.ref.sgm"
+    with pytest.raises(ValueError, match=r"dev\.zh has 2 lines but .*dev\.ref\.sgm has 1086 segments"):
+        list(read_sgml_aligned(tmp_path / "dev", sgm))
+
+
+# --- filtering, empty lines, atomic meta (tiny hand-made corpus) ------------------------------
+
+
+@pytest.fixture
+def toy_corpus(tmp_path: Path) -> dict:
+    long_zh, long_en = " ".join(["字"] * 9), " ".join(["word"] * 9)
+    _write(tmp_path / "train" / "0.zh", ["你好", "", long_zh, "是", "谢谢 你"])
+    _write(tmp_path / "train" / "0.en", ["hello .", "empty source", long_en, "yes it is so true", "thank you ."])
+    _write(tmp_path / "train" / "1.zh", ["再见"])
+    _write(tmp_path / "train" / "1.en", ["bye ."])
+    dev_zh, dev_en = ["你好", "", long_zh, "是"], ["hello .", "", long_en, "yes it is so true"]
+    _write(tmp_path / "dev" / "dev.zh", dev_zh)
+    _write(tmp_path / "dev" / "dev.en", dev_en)
+    segs = "".join(f"<seg id={i}>{e}</seg>\n" for i, e in enumerate(dev_en, 1))
+    (tmp_path / "dev" / "dev.sgm").write_text(
+        f'<refset>\n<DOC docid="A" sysid="r">\n{segs}</DOC>\n</refset>\n', encoding="utf-8")
+    return dict(train_dir=str(tmp_path / "train"), train_docs="all", dev_prefix=str(tmp_path / "dev" / "dev"),
+                dev_sgm=str(tmp_path / "dev" / "dev.sgm"), bpe_merges=5, max_len=8, max_len_ratio=3.0)
+
+
+def test_filter_applies_to_train_only(tmp_path, toy_corpus):
+    out = run(PreprocessConfig(out=str(tmp_path / "prep"), workers=1, **toy_corpus))
+    # train: empty source, 9-token pair (> max_len 8) and 1:5 ratio dropped; positions kept
+    assert _docs(out / "train.docs") == [("0", 0), ("0", 4), ("1", 0)]
+    assert read_lines(out / "train.tok.en") == ["hello .", "thank you .", "bye ."]
+    # dev: nothing dropped, the empty line stays empty on both sides
+    assert _docs(out / "dev.docs") == [("A", i) for i in range(4)]
+    assert read_lines(out / "dev.tok.zh")[1] == "" and read_lines(out / "dev.bpe.en")[1] == ""
+    assert len(read_lines(out / "dev.bpe.zh")[2].split()) >= 9
+    meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+    assert meta["filter"]["removed_by_reason"] == {"empty": 1, "too_long": 1, "ratio": 1}
+    assert meta["splits"]["train"] | {"source": ""} == {
+        "sentences": 3, "documents": 2, "documents_selected": 2, "filtered": 3, "source": ""}
+    assert meta["splits"]["dev"]["sentences"] == 4 and "test" not in meta["splits"]
+
+
+def test_parallel_equals_sequential(tmp_path, toy_corpus):
+    seq = run(PreprocessConfig(out=str(tmp_path / "seq"), workers=1, **toy_corpus))
+    par = run(PreprocessConfig(out=str(tmp_path / "par"), workers=2, chunk_lines=2, **toy_corpus))
+    for f in sorted(p.name for p in seq.iterdir() if p.name != "meta.json"):
+        assert (seq / f).read_bytes() == (par / f).read_bytes(), f
+    assert not [p for p in par.iterdir() if ".tmp" in p.name]
+
+
+def test_failed_run_leaves_no_meta(tmp_path, toy_corpus):
+    out = run(PreprocessConfig(out=str(tmp_path / "prep"), workers=1, **toy_corpus))
+    assert (out / "meta.json").is_file()
+    _write(Path(toy_corpus["train_dir"]) / "1.en", ["bye .", "extra line"])
+    with pytest.raises(ValueError, match="1.zh has 1 lines"):
+        run(PreprocessConfig(out=str(out), workers=1, **toy_corpus))
+    assert not (out / "meta.json").exists()
+
+
+def test_config_validation_and_missing_tvsub(tmp_path):
+    with pytest.raises(ValueError, match="dev_prefix and dev_sgm"):
+        PreprocessConfig(out="o", train_dir="t", dev_prefix="x")
+    with pytest.raises(ValueError, match="unknown preprocess config keys: bogus"):
+        PreprocessConfig.from_dict({"out": "o", "train_dir": "t", "bogus": 1})
+    with pytest.raises(FileNotFoundError, match="git clone https://github.com/longyuewangdcu/tvsub"):
+        tvsub_config(tmp_path / "absent", tmp_path / "out")
+
+
+def test_cli_help_and_explicit_paths(tmp_path, toy_corpus):
+    res = CliRunner().invoke(cli, ["preprocess", "--help"])
+    assert res.exit_code == 0 and "meta.json" in res.output and "{split}.docs" in res.output
+    args = ["preprocess", "--train-dir", toy_corpus["train_dir"], "--train-docs", "1", "-o", str(tmp_path / "p"),
+            "--bpe-merges", "5", "--keep-case", "--workers", "1"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    meta = json.loads((tmp_path / "p" / "meta.json").read_text(encoding="utf-8"))
+    assert meta["lowercase"] is False and set(meta["splits"]) == {"train"}
+    assert meta["splits"]["train"]["documents"] == 1
+
+
+# --- real TVsub: document boundaries survive every step ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tvsub_prepared(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tvsub") / "prep"
+    return run(tvsub_config(TVSUB, out, train_docs="0:3", bpe_merges=200, workers=2, test_prefix=None,
+                            test_sgm=None))
+
+
+@needs_tvsub
+def test_tvsub_layout_and_alignment(tvsub_prepared):
+    out = tvsub_prepared
+    meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+    assert (meta["version"], meta["src"], meta["tgt"], meta["lowercase"]) == (1, "zh", "en", True)
+    assert meta["bpe"]["merges"] == 200 and meta["bpe"]["joint"] is False
+    for name in ("bpe.codes.zh", "bpe.codes.en", "vocab.zh.txt", "vocab.en.txt"):
+        assert (out / name).is_file()
+    for split in ("train", "dev"):
+        counts = {f: len(read_lines(out / f"{split}.{f}")) for f in SPLIT_FILES}
+        assert set(counts.values()) == {meta["splits"][split]["sentences"]}, counts
+        for lang in ("zh", "en"):
+            tok, bpe = read_lines(out / f"{split}.tok.{lang}"), read_lines(out / f"{split}.bpe.{lang}")
+            assert [TextProcessor.merge_bpe(b) for b in bpe] == tok
+    vocab = [line.split("\t") for line in read_lines(out / "vocab.en.txt")]
+    counts = [int(c) for _, c in vocab]
+    assert counts == sorted(counts, reverse=True) and not {"<pad>", "<s>", "</s>", "<unk>"} & {t for t, _ in vocab}
+    assert sum(counts) == sum(len(line.split()) for line in read_lines(out / "train.bpe.en"))
+
+
+@needs_tvsub
+def test_tvsub_train_documents_keep_order_and_positions(tvsub_prepared):
+    out = tvsub_prepared
+    docs = _docs(out / "train.docs")
+    tok = {lang: read_lines(out / f"train.tok.{lang}") for lang in ("zh", "en")}
+    assert [d for d, _ in docs] == sorted((d for d, _ in docs), key=int)
+    assert {d for d, _ in docs} == {"0", "1", "2"}
+    procs = {lang: TextProcessor(lang, lowercase=True) for lang in ("zh", "en")}
+    n_kept = 0
+    for doc in ("0", "1", "2"):
+        rows = [i for i, (d, _) in enumerate(docs) if d == doc]
+        positions = [docs[i][1] for i in rows]
+        assert positions == sorted(set(positions))          # in order, no duplicates
+        for lang in ("zh", "en"):
+            raw = read_lines(TVSUB / "train" / f"{doc}.{lang}")
+            assert max(positions) < len(raw)
+            assert [tok[lang][i] for i in rows] == procs[lang].tokenize([raw[p] for p in positions])
+        n_kept += len(rows)
+    meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+    assert n_kept + meta["splits"]["train"]["filtered"] == 947 + 994 + 1155
+
+
+@needs_tvsub
+def test_tvsub_dev_documents_match_sgml(tvsub_prepared):
+    docs = _docs(tvsub_prepared / "dev.docs")
+    assert docs == [("SUB01", i) for i in range(319)] + [("SUB02", i) for i in range(767)]
+    tok_en = read_lines(tvsub_prepared / "dev.tok.en")
+    assert tok_en[8].startswith("don 't you give me")      # unescaped, not re-split
+    assert all(line for line in read_lines(tvsub_prepared / "dev.tok.zh"))
