@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from doctrans.data.vocab import Vocab
+from doctrans.utils.io import read_lines
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +42,6 @@ class Batch:
     tgt_out: torch.Tensor
     index: np.ndarray             # (B,) positions in the ParallelData
     n_tgt_tokens: int             # real target tokens, including </s>
-
-
-def read_lines(path: str | Path) -> list[str]:
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
 
 
 def load_parallel(src_path: Path, tgt_path: Path, src_vocab: Vocab, tgt_vocab: Vocab,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from doctrans.data.sgml import read_doc_ids
+from doctrans.utils.io import read_lines  # noqa: F401  (re-exported for callers)
 
 logger = logging.getLogger(__name__)
 
@@ -31,12 +32,6 @@ class Sentence:
     position: int
     src: str
     tgt: str
-
-
-def read_lines(path: str | Path) -> list[str]:
-    """All lines of a UTF-8 text file without their ``\\n`` (and a trailing ``\\r``)."""
-    with open(path, encoding="utf-8", newline="\n") as f:
-        return [line.rstrip("\n").rstrip("\r") for line in f]
 
 
 def list_documents(doc_dir: str | Path, src: str, tgt: str) -> list[str]:

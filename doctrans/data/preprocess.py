@@ -41,6 +41,7 @@ from tqdm import tqdm
 
 from doctrans.data.corpus import Sentence, read_doc_dir, read_sgml_aligned
 from doctrans.data.text import LANGUAGES, TextProcessor, codes_path
+from doctrans.utils.io import atomic_write_lines, atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -318,7 +319,7 @@ def learn_codes(workers: Workers, train: Split, cfg: PreprocessConfig, out: Path
     jobs = [(dict(c), cfg.bpe_merges) for c in counts.values()]
     for key, (codes, messages) in zip(counts, workers.imap(_learn_bpe_job, jobs)):
         path = out / f"bpe.codes.{key}"
-        write_text_atomic(path, codes)
+        atomic_write_text(path, codes)
         n_codes = codes.count("\n") - 1
         logger.info("learnt %d BPE merges for %s from %d word types", n_codes, key, len(counts[key]))
         if n_codes < cfg.bpe_merges:
@@ -339,36 +340,18 @@ def token_vocab(lines: list[str]) -> list[tuple[str, int]]:
 # --- writing --------------------------------------------------------------------------------
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_lines_atomic(path: Path, lines: Iterable[str]) -> None:
-    """One line per item, each ended by ``\\n``; see ``write_text_atomic``."""
-    write_text_atomic(path, "".join(f"{line}\n" for line in lines))
-
-
 def write_split(out: Path, tok: Split, bpe: Split, src: str, tgt: str) -> None:
     """``{split}.tok.*``, ``{split}.bpe.*`` and ``{split}.docs`` of one split."""
-    write_lines_atomic(out / f"{tok.name}.tok.{src}", tok.src)
-    write_lines_atomic(out / f"{tok.name}.tok.{tgt}", tok.tgt)
-    write_lines_atomic(out / f"{tok.name}.bpe.{src}", bpe.src)
-    write_lines_atomic(out / f"{tok.name}.bpe.{tgt}", bpe.tgt)
-    write_lines_atomic(out / f"{tok.name}.docs",
+    atomic_write_lines(out / f"{tok.name}.tok.{src}", tok.src)
+    atomic_write_lines(out / f"{tok.name}.tok.{tgt}", tok.tgt)
+    atomic_write_lines(out / f"{tok.name}.bpe.{src}", bpe.src)
+    atomic_write_lines(out / f"{tok.name}.bpe.{tgt}", bpe.tgt)
+    atomic_write_lines(out / f"{tok.name}.docs",
                        (f"{d}\t{p}" for d, p in zip(tok.doc_ids, tok.positions)))
 
 
 def write_vocab(out: Path, lang: str, lines: list[str]) -> None:
-    write_lines_atomic(out / f"vocab.{lang}.txt", (f"{t}\t{c}" for t, c in token_vocab(lines)))
+    atomic_write_lines(out / f"vocab.{lang}.txt", (f"{t}\t{c}" for t, c in token_vocab(lines)))
 
 
 # --- stage ----------------------------------------------------------------------------------
@@ -424,7 +407,7 @@ def run(cfg: PreprocessConfig) -> Path:
     write_vocab(out, cfg.src, bpe[0].src)
     write_vocab(out, cfg.tgt, bpe[0].tgt)
     meta = _meta(cfg, tok, filter_stats, n_train_docs)
-    write_text_atomic(out / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False, default=str) + "\n")
+    atomic_write_text(out / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False, default=str) + "\n")
     logger.info("prepared dataset %s in %.1f s (%s)", out, time.monotonic() - t0,
                 ", ".join(f"{s.name} {len(s.src)}" for s in tok))
     return out

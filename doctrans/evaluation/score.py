@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import re
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,8 @@ import sacremoses
 from sacrebleu.metrics import BLEU, CHRF
 
 from doctrans.data.sgml import read_sgml
+from doctrans.utils.io import atomic_write_text
+from doctrans.utils.io import read_lines as io_read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +85,7 @@ def read_lines(path: str | Path) -> list[str]:
     count); a missing final newline is fine; empty lines are kept (empty hypotheses are legal).
     Raises FileNotFoundError.
     """
-    with open(path, encoding="utf-8", newline="\n") as f:
-        return [line.strip() for line in f]
+    return [line.strip() for line in io_read_lines(path)]
 
 
 def load_references(
@@ -315,18 +315,9 @@ def render(result: dict, fmt: str = "table") -> str:
 
 
 def write_atomic(path: str | Path, text: str) -> Path:
-    """Write text to path via a temporary file in the same directory and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8") as f:   # "x": never clobber; mode follows the umask
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    """Write text to path atomically (``doctrans.utils.io.atomic_write_text``); returns path."""
+    atomic_write_text(path, text)
+    return Path(path)
 
 
 def score_files(cfg: ScoreConfig) -> dict:

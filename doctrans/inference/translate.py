@@ -22,7 +22,7 @@ from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
 from doctrans.models.build import build_model
 from doctrans.training.checkpoint import config_of, load_checkpoint
-from doctrans.utils.io import atomic_write_lines
+from doctrans.utils.io import atomic_write_lines, read_lines
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +116,8 @@ class Translator:
 
 def _read(path: str) -> list[str]:
     if path == "-":
-        return [line.rstrip("\n") for line in sys.stdin]
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+        return [line.rstrip("\n").rstrip("\r") for line in sys.stdin]
+    return read_lines(path)
 
 
 def run(cfg: TranslateConfig) -> Path | None:

@@ -15,14 +15,14 @@ import torch
 import yaml
 
 from doctrans.config import ExperimentConfig, to_dict
-from doctrans.data.batching import load_parallel, make_batches, read_lines
+from doctrans.data.batching import load_parallel, make_batches
 from doctrans.data.vocab import Vocab
 from doctrans.models.build import build_model
 from doctrans.training.checkpoint import check_resume_compatible, load_checkpoint
 from doctrans.training.optim import build_optimizer
 from doctrans.training.state import TrainState
 from doctrans.training.trainer import Trainer
-from doctrans.utils.io import atomic_write_text
+from doctrans.utils.io import atomic_write_text, read_lines
 
 log = logging.getLogger(__name__)
 

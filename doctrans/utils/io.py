@@ -9,13 +9,26 @@ from typing import Iterable
 import torch
 
 
+def read_lines(path: str | Path) -> list[str]:
+    """All lines of a UTF-8 text file without their ``\n`` (and a trailing ``\r``).
+
+    Only ``\n`` ends a line, so a stray ``\r`` or U+2028 inside a line never changes the line
+    count (``wc -l`` semantics). Raises FileNotFoundError.
+    """
+    with open(path, encoding="utf-8", newline="\n") as f:
+        return [line.rstrip("\n").rstrip("\r") for line in f]
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader (or a kill) never sees a partial file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -1,0 +1,233 @@
+"""Agreement of dropped-pronoun (DP) annotations with an oracle (thesis Tables 4.8, 4.9, 6.6).
+
+Used by ``doctrans score --dp``: a system file with DPs inserted into the segmented source is
+compared with a hand-annotated oracle (TVsub ``*.oracle-dp.seg.zh``). The two sides may be
+segmented differently (the system's base is jieba on the raw text, the oracle's base is the
+corpus' ``*.seg.zh``), so a DP is identified by **where it sits in the characters of its base
+sentence**, not by token index:
+
+1. Each line is normalised: HTML/Moses entities unescaped (``&quot;`` → ``"``), NFKC (so the
+   full-width ``？`` of raw text equals the oracle's half-width ``?``), whitespace removed.
+2. ``extract_dps`` aligns the DP-inserted line with its own base sentence character by
+   character: base characters are matched in order and the rest of the line must be inserted
+   Chinese pronouns (Table 4.3). The result per DP is ``(offset, pronoun)``: the number of base
+   characters before the DP, and the pronoun. A DP next to an identical overt pronoun (base
+   ``我 爱``, line ``我 我 爱``) is ambiguous; it is always reported at the leftmost equivalent
+   offset (here 0), so the same sentence gives the same DPs on both sides.
+3. If the system's and the oracle's base sentences still differ after normalisation (e.g. ``“``
+   in raw text vs ``"`` in ``seg.zh``), system offsets are projected onto the oracle base through
+   a character alignment (``difflib``), and the line is counted in ``base_mismatch_lines``.
+
+Metrics (micro-averaged over all DPs of the corpus, as the thesis' F-scores, Powers 2011):
+``position`` — a system DP is correct if the oracle has a DP at the same offset of the same
+line (detection, Table 4.8 "Detection" / 4.9 "DPP Detection"); ``pronoun`` — same offset and
+same pronoun string ("Prediction" / "DPS Prediction"). Matching is one-to-one (multiset
+intersection), so two DPs at one offset need two oracle DPs there.
+"""
+from __future__ import annotations
+
+import difflib
+import html
+import logging
+import math
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
+
+logger = logging.getLogger(__name__)
+
+DP = tuple[int, str]                 # (character offset in the base sentence, pronoun)
+
+# Alignment costs of ``_align`` (only their order matters): a whole inserted pronoun token is
+# cheapest, a pronoun glued to other characters costs more, any other edit much more.
+_COST_DP_TOKEN = 1.0
+_COST_DP_GLUED = 1.5
+_COST_OTHER_EDIT = 3.0
+
+
+def normalize_dp_line(line: str) -> str:
+    """Unescape entities (``&quot;`` → ``"``) and NFKC-normalise (``？`` → ``?``); spaces kept."""
+    return unicodedata.normalize("NFKC", html.unescape(line))
+
+
+def base_chars(line: str) -> str:
+    """The characters a DP offset counts: ``normalize_dp_line`` with all whitespace removed."""
+    return "".join(normalize_dp_line(line).split())
+
+
+def _backward_costs(base: str, dp: str, starts: set[int], ends: set[int], forms: set[str],
+                    max_len: int) -> list[list[float]]:
+    """cost[i][j]: cheapest alignment of ``dp[i:]`` to ``base[j:]`` (see ``_align``)."""
+    n, m = len(dp), len(base)
+    cost = [[math.inf] * (m + 1) for _ in range(n + 1)]
+    for i in range(n, -1, -1):
+        for j in range(m, -1, -1):
+            if i == n:
+                cost[i][j] = _COST_OTHER_EDIT * (m - j)           # delete the rest of the base
+                continue
+            best = _COST_OTHER_EDIT + min(cost[i + 1][j], cost[i][j + 1] if j < m else math.inf)
+            if j < m and dp[i] == base[j]:
+                best = min(best, cost[i + 1][j + 1])
+            for k in range(1, min(max_len, n - i) + 1):
+                if dp[i:i + k] in forms:
+                    w = _COST_DP_TOKEN if i in starts and i + k in ends else _COST_DP_GLUED
+                    best = min(best, w + cost[i + k][j])
+            cost[i][j] = best
+    return cost
+
+
+def _align(base: str, tokens: Sequence[str], forms: set[str]) -> tuple[list[DP], int]:
+    """Weighted character alignment of a DP-inserted line (``tokens``) to its ``base``.
+
+    Moves: match a character (cost 0); insert a pronoun of ``forms`` (1 as a whole token, 1.5
+    glued to other characters); insert any other character or skip a base character (3 each).
+    Among equally cheap alignments the earliest pronoun insertion is taken, which puts a DP next
+    to an identical overt pronoun at the leftmost offset. Returns the DPs and the number of
+    other edits (0 when the line is exactly the base plus inserted pronoun tokens).
+    """
+    dp = "".join(tokens)
+    starts, ends, pos = set(), set(), 0
+    for tok in tokens:
+        starts.add(pos)
+        pos += len(tok)
+        ends.add(pos)
+    max_len = max(map(len, forms))
+    cost = _backward_costs(base, dp, starts, ends, forms, max_len)
+    dps: list[DP] = []
+    other, i, j = 0, 0, 0
+    while i < len(dp) or j < len(base):                       # follow one cheapest path forward
+        here = cost[i][j]
+        step = _pronoun_step(dp, i, j, here, cost, starts, ends, forms, max_len)
+        if step:
+            dps.append((j, dp[i:i + step]))
+            i += step
+        elif i < len(dp) and j < len(base) and dp[i] == base[j] and cost[i + 1][j + 1] == here:
+            i, j = i + 1, j + 1
+        elif i < len(dp) and cost[i + 1][j] + _COST_OTHER_EDIT == here:
+            i, other = i + 1, other + 1
+        else:
+            j, other = j + 1, other + 1
+    return dps, other
+
+
+def _pronoun_step(dp: str, i: int, j: int, here: float, cost: list[list[float]], starts: set[int],
+                  ends: set[int], forms: set[str], max_len: int) -> int:
+    """Length of a pronoun insertion at ``dp[i]`` that lies on a cheapest path, longest first;
+    0 if none does."""
+    for k in range(min(max_len, len(dp) - i), 0, -1):
+        if dp[i:i + k] in forms:
+            w = _COST_DP_TOKEN if i in starts and i + k in ends else _COST_DP_GLUED
+            if w + cost[i + k][j] == here:
+                return k
+    return 0
+
+
+def extract_dps_with_edits(base_line: str, dp_line: str,
+                           pronouns: Iterable[str] = CHINESE_PRONOUNS) -> tuple[list[DP], int]:
+    """``extract_dps`` plus the number of non-DP edits needed (0 for a clean DP line)."""
+    dps, other = _align(base_chars(base_line), normalize_dp_line(dp_line).split(), set(pronouns))
+    if other:
+        logger.debug("%d non-DP edit(s) between base %r and DP line %r", other, base_line, dp_line)
+    return dps, other
+
+
+def extract_dps(base_line: str, dp_line: str, pronouns: Iterable[str] = CHINESE_PRONOUNS) -> list[DP]:
+    """The DPs inserted in ``dp_line`` relative to ``base_line``, as ``(offset, pronoun)``.
+
+    Both lines are segmented text (any segmentation; tokens separated by spaces). ``offset`` is
+    the number of characters of the normalised base (``base_chars``) before the DP; DPs come in
+    sentence order. ``pronouns``: the forms that count as DPs (default: the 30 of Table 4.3).
+    Characters of ``dp_line`` that are neither in the base nor a pronoun are ignored (logged at
+    DEBUG; ``extract_dps_with_edits`` counts them).
+    """
+    return extract_dps_with_edits(base_line, dp_line, pronouns)[0]
+
+
+def project_offsets(src_base: str, dst_base: str) -> list[int]:
+    """Map every offset 0..len(src_base) of ``src_base`` to an offset of ``dst_base``.
+
+    Offset ``o`` means "before character ``o``". Identity when the strings are equal; otherwise
+    through ``difflib`` opcodes: a matched character keeps its "before" position (``好吧`` →
+    ``好了吧``: 1 → 2), an offset inside a changed region maps to that region's start.
+    """
+    if src_base == dst_base:
+        return list(range(len(src_base) + 1))
+    out = []
+    ops = difflib.SequenceMatcher(None, src_base, dst_base, autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, _ in ops:
+        out.extend(j1 + (o - i1) if tag == "equal" else j1 for o in range(i1, i2))
+    out.append(len(dst_base))
+    return out
+
+
+def _prf(matched: int, n_sys: int, n_ref: int) -> dict:
+    """Precision/recall/F1 (0.0 when a denominator is 0) with the counts behind them."""
+    p = matched / n_sys if n_sys else 0.0
+    r = matched / n_ref if n_ref else 0.0
+    f = 2 * p * r / (p + r) if p + r else 0.0
+    return {"matched": matched, "precision": p, "recall": r, "f1": f}
+
+
+def dp_agreement(base_lines: Sequence[str], sys_lines: Sequence[str],
+                 base_lines_oracle: Sequence[str], oracle_lines: Sequence[str]) -> dict:
+    """Position and pronoun P/R/F of system DPs against oracle DPs (micro-averaged).
+
+    ``base_lines``/``sys_lines``: the system's source without / with DPs; ``base_lines_oracle``/
+    ``oracle_lines``: the oracle's. All four line-aligned (``ValueError`` otherwise). Returns
+    ``{"lines", "sys_dps", "oracle_dps", "position": {"matched", "precision", "recall", "f1"},
+    "pronoun": {…}, "base_mismatch_lines", "sys_edit_lines", "oracle_edit_lines"}``; the last
+    two count lines whose DP version also changed non-pronoun characters.
+    """
+    n = len(base_lines)
+    if not n == len(sys_lines) == len(base_lines_oracle) == len(oracle_lines):
+        raise ValueError(f"line counts differ: base {n}, system {len(sys_lines)}, "
+                         f"oracle base {len(base_lines_oracle)}, oracle {len(oracle_lines)}")
+    n_sys = n_ora = pos_ok = pron_ok = mismatch = sys_edit = ora_edit = 0
+    for base, sys_line, obase, oline in zip(base_lines, sys_lines, base_lines_oracle, oracle_lines):
+        sys_dps, e_sys = extract_dps_with_edits(base, sys_line)
+        ora_dps, e_ora = extract_dps_with_edits(obase, oline)
+        sb, ob = base_chars(base), base_chars(obase)
+        if sb != ob:
+            mismatch += 1
+            proj = project_offsets(sb, ob)
+            sys_dps = [(proj[o], p) for o, p in sys_dps]
+        n_sys, n_ora = n_sys + len(sys_dps), n_ora + len(ora_dps)
+        pos_ok += sum((Counter(o for o, _ in sys_dps) & Counter(o for o, _ in ora_dps)).values())
+        pron_ok += sum((Counter(sys_dps) & Counter(ora_dps)).values())
+        sys_edit, ora_edit = sys_edit + bool(e_sys), ora_edit + bool(e_ora)
+    if mismatch:
+        logger.info("%d of %d base sentences differ between system and oracle; offsets projected", mismatch, n)
+    return {"lines": n, "sys_dps": n_sys, "oracle_dps": n_ora,
+            "position": _prf(pos_ok, n_sys, n_ora), "pronoun": _prf(pron_ok, n_sys, n_ora),
+            "base_mismatch_lines": mismatch, "sys_edit_lines": sys_edit, "oracle_edit_lines": ora_edit}
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """The lines of a UTF-8 text file, without line ends (a final newline adds no empty line)."""
+    text = Path(path).read_text(encoding="utf-8")
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def dp_agreement_files(base: str | Path, system: str | Path, oracle_base: str | Path,
+                       oracle: str | Path) -> dict:
+    """``dp_agreement`` on four line-aligned files (paths as in its arguments)."""
+    return dp_agreement(read_lines(base), read_lines(system), read_lines(oracle_base), read_lines(oracle))
+
+
+def render_agreement(result: dict) -> str:
+    """A small plain-text table of a ``dp_agreement`` result."""
+    rows = [f"DP agreement: {result['lines']} lines, system {result['sys_dps']} DPs, "
+            f"oracle {result['oracle_dps']} DPs",
+            f"{'':10}{'P':>8}{'R':>8}{'F1':>8}{'matched':>9}"]
+    for key in ("position", "pronoun"):
+        m = result[key]
+        rows.append(f"{key:10}{m['precision']:8.4f}{m['recall']:8.4f}{m['f1']:8.4f}{m['matched']:9d}")
+    rows.append(f"base mismatches {result['base_mismatch_lines']}, lines with non-DP edits: "
+                f"system {result['sys_edit_lines']}, oracle {result['oracle_edit_lines']}")
+    return "\n".join(rows) + "\n"
