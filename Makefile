@@ -15,6 +15,10 @@ BEAM    ?= 5
 PREP    ?= data/quickstart
 RUN     ?= runs/quickstart
 TVSUB_GIT := https://github.com/longyuewangdcu/tvsub
+# Test source and references: the shared layout (test/test.zh, test/test.ref.sgm) or a clone
+# of the public repository (data/orignal/test/…, data/processed/test/…).
+TEST_SRC ?= $(firstword $(wildcard $(DATA)/test/test.zh $(DATA)/data/orignal/test/test.orignal.zh))
+TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/processed/test/test_trg.sgm))
 
 .PHONY: quickstart install test check-data clean-quickstart help
 
@@ -34,12 +38,12 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	touch $@
 
 check-data:
-	@if [ ! -d "$(DATA)/train" ] || [ ! -f "$(DATA)/test/test.ref.sgm" ]; then \
+	@if [ -z "$(TEST_SRC)" ] || [ -z "$(TEST_REF)" ]; then \
 	  echo "error: the TVsub corpus was not found at DATA=$(DATA)." >&2; \
 	  echo "Get it with:  git clone $(TVSUB_GIT) $(DATA)   (or run: make quickstart DATA=/path/to/tvsub)" >&2; \
 	  exit 1; fi
 
-$(PREP)/meta.json: | install check-data
+$(PREP)/meta.json: | check-data install
 	$(BIN)/doctrans preprocess --data-dir $(DATA) --train-docs $(DOCS) -o $(PREP)
 
 $(RUN)/best.pt: $(PREP)/meta.json
@@ -47,11 +51,11 @@ $(RUN)/best.pt: $(PREP)/meta.json
 	  $(if $(wildcard $(RUN)/last.pt),--resume,)
 
 $(RUN)/test.hyp: $(RUN)/best.pt
-	$(BIN)/doctrans translate -c $(RUN)/best.pt -i $(DATA)/test/test.zh -o $@ --beam $(BEAM)
+	$(BIN)/doctrans translate -c $(RUN)/best.pt -i $(TEST_SRC) -o $@ --beam $(BEAM)
 
 $(RUN)/scores.txt: $(RUN)/test.hyp
-	$(BIN)/doctrans score $< -r $(DATA)/test/test.ref.sgm --json --out $(RUN)/scores.json > /dev/null
-	$(BIN)/doctrans score $< -r $(DATA)/test/test.ref.sgm > $@
+	$(BIN)/doctrans score $< -r $(TEST_REF) --json --out $(RUN)/scores.json > /dev/null
+	$(BIN)/doctrans score $< -r $(TEST_REF) > $@
 
 test: install
 	$(BIN)/python -m pytest -q tests

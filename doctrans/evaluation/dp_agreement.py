@@ -36,6 +36,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
+from doctrans.utils.io import read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -203,15 +204,6 @@ def dp_agreement(base_lines: Sequence[str], sys_lines: Sequence[str],
     return {"lines": n, "sys_dps": n_sys, "oracle_dps": n_ora,
             "position": _prf(pos_ok, n_sys, n_ora), "pronoun": _prf(pron_ok, n_sys, n_ora),
             "base_mismatch_lines": mismatch, "sys_edit_lines": sys_edit, "oracle_edit_lines": ora_edit}
-
-
-def read_lines(path: str | Path) -> list[str]:
-    """The lines of a UTF-8 text file, without line ends (a final newline adds no empty line)."""
-    text = Path(path).read_text(encoding="utf-8")
-    lines = text.split("\n")
-    if text.endswith("\n"):
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
 
 
 def dp_agreement_files(base: str | Path, system: str | Path, oracle_base: str | Path,
