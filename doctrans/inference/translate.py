@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
 from doctrans.models.build import build_model
@@ -75,8 +76,6 @@ class Translator:
     """
 
     def __init__(self, checkpoint: str | Path, cfg: TranslateConfig):
-        from doctrans.data.text import TextProcessor
-
         ckpt = load_checkpoint(checkpoint)
         exp = config_of(ckpt)
         self.cfg = cfg

@@ -10,8 +10,9 @@ import torch
 from tqdm import tqdm
 
 from doctrans.config import ExperimentConfig
-from doctrans.data.batching import ParallelData, collate, epoch_batches
+from doctrans.data.batching import ParallelData, collate, epoch_batches, make_batches
 from doctrans.data.vocab import Vocab
+from doctrans.evaluation.score import bleu_tok_lc
 from doctrans.inference.translate import decode_corpus
 from doctrans.training.checkpoint import save_checkpoint
 from doctrans.training.early_stopping import EarlyStopping
@@ -141,8 +142,6 @@ class Trainer:
     def _evaluate(self) -> None:
         if self.dev is None:
             return
-        from doctrans.data.batching import make_batches
-
         t0 = time.perf_counter()
         batches = (collate(self.dev, idx, self.tgt_vocab) for idx in make_batches(self.dev, self.t.max_tokens, 0))
         xent, _ = dev_xent(self.model, batches, self.tgt_vocab.pad_id)
@@ -163,8 +162,6 @@ class Trainer:
             self._save("best.pt")
 
     def _dev_bleu(self) -> float:
-        from doctrans.evaluation.score import bleu_tok_lc
-
         n = self.t.eval_max_sentences or len(self.dev)
         hyps = decode_corpus(self.model, self.dev.src[:n], self.tgt_vocab, self.t.eval_beam,
                              self.cfg.decode.lenpen, self.cfg.decode.max_len_ratio,
