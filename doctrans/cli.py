@@ -149,7 +149,7 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
 # --- score (doctrans/evaluation/score.py) ------------------------------------------------------
 @cli.command("score")
 @click.argument("hyp", type=click.Path(exists=True, dir_okay=False))
-@click.option("-r", "--ref", "refs", multiple=True, required=True,
+@click.option("-r", "--ref", "refs", multiple=True,
               type=click.Path(exists=True, dir_okay=False),
               help="Reference: plain text (one reference) or .sgm (one reference per sysid). Repeatable.")
 @click.option("--hyp-tokenized", is_flag=True,
@@ -165,8 +165,18 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
 @click.option("--json", "as_json", is_flag=True, help="Print (and write) JSON instead of a table.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Also write the result to this file (atomically).")
+@click.option("--dp", is_flag=True,
+              help="Dropped-pronoun agreement instead of BLEU: HYP is a DP-inserted segmented source; "
+                   "needs --base and --oracle.")
+@click.option("--base", type=click.Path(exists=True, dir_okay=False),
+              help="--dp: the source HYP was made from, without DPs (any segmentation).")
+@click.option("--oracle", type=click.Path(exists=True, dir_okay=False),
+              help="--dp: the oracle DP-inserted source (e.g. test.oracle-dp.seg.zh).")
+@click.option("--oracle-base", type=click.Path(exists=True, dir_okay=False),
+              help="--dp: the oracle's source without DPs (e.g. test.seg.zh) [default: --base].")
 def score_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokenized: bool | None,
-              metrics: str, detok_case: str, no_split_hyphens: bool, as_json: bool, out: str | None) -> None:
+              metrics: str, detok_case: str, no_split_hyphens: bool, as_json: bool, out: str | None,
+              dp: bool, base: str | None, oracle: str | None, oracle_base: str | None) -> None:
     """Score HYP against references with sacrebleu; prints each score with its signature.
 
     \b
@@ -181,12 +191,24 @@ def score_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokeniz
     chrf is sacrebleu chrF2 on the same detokenized text.
 
     \b
-    Example:
+    With --dp: position and pronoun precision/recall/F1 of the dropped pronouns in HYP
+    against an oracle, matching each DP by its character offset in the sentence with
+    spaces removed (NFKC-normalised), so the two sides may be segmented differently.
+
+    \b
+    Examples:
       doctrans score test.hyp -r ../shared/corpora/tvsub/test/test.ref.sgm --json --out scores.json
+      doctrans score --dp test.auto-dp.seg.zh --base test.seg.zh --oracle test.oracle-dp.seg.zh
     """
     from pathlib import Path
 
     from doctrans.evaluation import score
+
+    if dp:
+        _score_dp(hyp, base, oracle, oracle_base, as_json, out)
+        return
+    if not refs:
+        raise click.UsageError("give at least one reference with -r/--ref (or use --dp)")
 
     cfg = score.ScoreConfig(
         hyp=hyp, refs=tuple(refs), hyp_tokenized=hyp_tokenized, refs_tokenized=refs_tokenized,
@@ -198,6 +220,22 @@ def score_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokeniz
     click.echo(result.read_text(encoding="utf-8") if isinstance(result, Path) else score.render(result, cfg.fmt),
                nl=False)
 
+
+
+def _score_dp(hyp: str, base: str | None, oracle: str | None, oracle_base: str | None,
+              as_json: bool, out: str | None) -> None:
+    import json
+
+    from doctrans.evaluation.dp_agreement import dp_agreement_files, render_agreement
+    from doctrans.utils.io import atomic_write_text
+
+    if not base or not oracle:
+        raise click.UsageError("--dp needs --base (HYP without DPs) and --oracle")
+    result = dp_agreement_files(base, hyp, oracle_base or base, oracle)
+    text = json.dumps(result, indent=2) + "\n" if as_json else render_agreement(result)
+    if out:
+        atomic_write_text(out, text)
+    click.echo(text, nl=False)
 
 
 def main() -> None:

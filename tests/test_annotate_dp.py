@@ -298,3 +298,30 @@ def test_tvsub_oracle_scores_itself():
                            test / "test.seg.zh", test / "test.oracle-dp.seg.zh")
     assert r["lines"] == 1154 and 300 < r["oracle_dps"] < 800
     assert r["position"]["f1"] == r["pronoun"]["f1"] == 1.0
+
+
+def test_score_dp_cli_matches_by_character_offset(tmp_path):
+    """`doctrans score --dp`: one DP right (offset and pronoun), one at the right offset with the
+    wrong pronoun, one spurious; the oracle is segmented differently from the system's base."""
+    import json
+
+    from click.testing import CliRunner
+
+    from doctrans.cli import cli
+
+    base = tmp_path / "base.zh"
+    base.write_text("准备 好 了 吗 ?\n吃饭 了\n今天 很 好\n", encoding="utf-8")
+    system = tmp_path / "sys.zh"
+    system.write_text("你 准备 好 了 吗 ?\n我 吃饭 了\n今天 它 很 好\n", encoding="utf-8")
+    obase = tmp_path / "obase.zh"
+    obase.write_text("准备好 了 吗 ？\n吃 饭 了\n今天 很好\n", encoding="utf-8")
+    oracle = tmp_path / "oracle.zh"
+    oracle.write_text("你 准备好 了 吗 ？\n你们 吃 饭 了\n今天 很好\n", encoding="utf-8")
+    r = CliRunner().invoke(cli, ["score", "--dp", str(system), "--base", str(base), "--oracle", str(oracle),
+                                 "--oracle-base", str(obase), "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    assert (res["sys_dps"], res["oracle_dps"]) == (3, 2)
+    assert res["position"]["matched"] == 2 and res["pronoun"]["matched"] == 1
+    assert abs(res["position"]["precision"] - 2 / 3) < 1e-9 and res["position"]["recall"] == 1.0
+    assert abs(res["pronoun"]["f1"] - 2 * (1 / 3) * 0.5 / (1 / 3 + 0.5)) < 1e-9
