@@ -3,6 +3,8 @@
 # same wall-clock budget, run one after the other in one sitting on this machine.
 #
 # Usage: [BUDGET=45] [DATA=../shared/corpora/tvsub] benchmarks/doctrans_vs_fairseq.sh
+# Run it from a checkout nobody edits meanwhile (e.g. `git worktree add`): a long run that
+# imports edited sources halfway through is not a measurement of anything.
 # Needs fairseq in its own venv (benchmarks/fairseq_README.md); writes runs/quickstart (doctrans)
 # and $WORK (fairseq, default /work/peers/fairseq-run), then prints both results.
 set -euo pipefail
@@ -13,6 +15,7 @@ PREP=${PREP:-data/quickstart}
 RUN=${RUN:-runs/quickstart}
 CFG=pipelines/quickstart.yaml
 
+mkdir -p "$(dirname "$RUN")"
 start=$(date +%s)
 make quickstart BUDGET="$BUDGET" DATA="$DATA" PREP="$PREP" RUN="$RUN" 2>&1 | tee "$RUN.make.log"
 echo "doctrans quickstart wall: $(( $(date +%s) - start )) s"
