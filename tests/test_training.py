@@ -27,7 +27,7 @@ def test_overfits_20_pairs_and_beam_search_translates_them(reversal_prepared, tm
     dev = [r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "dev"]
     assert dev[-1]["bleu"] > 90
     src, tgt = reversal_pairs(20)
-    out = Translator(run_dir / "best.pt", TranslateConfig(checkpoint="", input_format="bpe", tokenized=True,
+    out = Translator(TranslateConfig(checkpoint=str(run_dir / "best.pt"), input_format="bpe", tokenized=True,
                                                           beam=5)).translate(src)
     bleu = sacrebleu.corpus_bleu(out, [tgt], tokenize="none").score
     assert bleu > 90, list(zip(out, tgt))[:3]

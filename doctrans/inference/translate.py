@@ -75,8 +75,8 @@ class Translator:
     ``translate(lines) -> list[str]`` keeps line count and empty lines.
     """
 
-    def __init__(self, checkpoint: str | Path, cfg: TranslateConfig):
-        ckpt = load_checkpoint(checkpoint)
+    def __init__(self, cfg: TranslateConfig):
+        ckpt = load_checkpoint(cfg.checkpoint)
         exp = config_of(ckpt)
         self.cfg = cfg
         self.src_vocab, self.tgt_vocab = Vocab(ckpt["vocab"]["src"]), Vocab(ckpt["vocab"]["tgt"])
@@ -123,7 +123,7 @@ def run(cfg: TranslateConfig) -> Path | None:
     """Translate ``cfg.input`` to ``cfg.output``; returns the output path (None for stdout)."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    translator = Translator(cfg.checkpoint, cfg)
+    translator = Translator(cfg)
     inp = Path(cfg.input)
     if cfg.input != "-" and inp.is_dir():
         if cfg.output == "-":

@@ -36,6 +36,8 @@ class Trainer:
         self.src_vocab, self.tgt_vocab, self.run_dir = src_vocab, tgt_vocab, run_dir
         self.metrics = MetricsWriter(run_dir / "metrics.jsonl")
         self.stopper = EarlyStopping(self.t.metric, self.t.metric_mode, self.t.patience)
+        self._order, self._order_epoch = [], -1
+        self.dev_batches = make_batches(dev, self.t.max_tokens, 0) if dev is not None else []
 
     # -- stop conditions ------------------------------------------------------------------
     def _stop_reason(self) -> str:
@@ -89,12 +91,13 @@ class Trainer:
 
     # -- one update -----------------------------------------------------------------------
     def _next_batch_index(self):
-        order = epoch_batches(self.batches, self.t.seed, self.state.epoch)
-        if self.state.batch_in_epoch >= len(order):
+        if self.state.batch_in_epoch >= len(self.batches):
             self.state.epoch += 1
             self.state.batch_in_epoch = 0
-            order = epoch_batches(self.batches, self.t.seed, self.state.epoch)
-        index = order[self.state.batch_in_epoch]
+        if self._order_epoch != self.state.epoch:          # shuffle once per epoch, not per update
+            self._order = epoch_batches(self.batches, self.t.seed, self.state.epoch)
+            self._order_epoch = self.state.epoch
+        index = self._order[self.state.batch_in_epoch]
         self.state.batch_in_epoch += 1
         return index
 
@@ -143,7 +146,7 @@ class Trainer:
         if self.dev is None:
             return
         t0 = time.perf_counter()
-        batches = (collate(self.dev, idx, self.tgt_vocab) for idx in make_batches(self.dev, self.t.max_tokens, 0))
+        batches = (collate(self.dev, idx, self.tgt_vocab) for idx in self.dev_batches)
         xent, _ = dev_xent(self.model, batches, self.tgt_vocab.pad_id)
         rec = {"step": self.state.step, "xent_nats": xent, "ppl": math.exp(min(xent, 50))}
         if self.t.eval_bleu and self.dev_refs is not None:
