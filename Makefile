@@ -1,6 +1,7 @@
 # doctrans: end-to-end targets. Each target is the file its stage writes.
 #   make quickstart   install, preprocess the TVsub quickstart slice, train (45 min), translate, score
 #   make test         install and run the test suite
+#   make dp           DP-annotate the quickstart slice (eflomal + KenLM + Algorithm 1) into PREP/dp
 # Variables: DATA (TVsub root), DOCS (training episodes, a slice like 0:300), BUDGET (minutes),
 #            PREP (prepared dataset dir), RUN (run dir), BEAM.
 
@@ -20,15 +21,27 @@ TVSUB_GIT := https://github.com/longyuewangdcu/tvsub
 TEST_SRC ?= $(firstword $(wildcard $(DATA)/test/test.zh $(DATA)/data/orignal/test/test.orignal.zh))
 TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/processed/test/test_trg.sgm))
 
-.PHONY: quickstart install test check-data clean-quickstart help
+.PHONY: quickstart install kenlm fonts dp test check-data clean-quickstart help
 
 help:
 	@sed -n '2,6p' Makefile
 
-quickstart: $(RUN)/scores.txt
+quickstart: $(RUN)/scores.txt $(PREP)/dp/meta.json
 	@cat $(RUN)/scores.txt
+	@cat $(PREP)/dp/agreement.md
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed $(BIN)/lmplz fonts
+
+# KenLM's lmplz/build_binary (C++, not on PyPI as programs): built from the kenlm sdist, cached.
+kenlm: $(BIN)/lmplz
+$(BIN)/lmplz: | $(VENV)/.installed
+	bin/build-kenlm $(VENV)
+
+# A CJK font for the Chinese labels of `annotate-dp --explain` plots (optional: skipped if apt is unusable).
+fonts:
+	@fc-list :lang=zh 2>/dev/null | grep -q . || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-wqy-microhei >/dev/null \
+	  || echo "note: no CJK font; --explain plots will label Chinese tokens by index (install fonts-wqy-microhei)"; }
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,6 +64,10 @@ $(RUN)/best.pt: $(PREP)/meta.json
 
 $(RUN)/test.hyp: $(RUN)/best.pt
 	$(BIN)/doctrans translate -c $(RUN)/best.pt -i $(TEST_SRC) -o $@ --beam $(BEAM)
+
+dp: $(PREP)/dp/meta.json
+$(PREP)/dp/meta.json: $(PREP)/meta.json | install
+	$(BIN)/doctrans annotate-dp -p $(PREP) --explain 5
 
 $(RUN)/scores.txt: $(RUN)/test.hyp
 	$(BIN)/doctrans score $< -r $(TEST_REF) --json --out $(RUN)/scores.json > /dev/null

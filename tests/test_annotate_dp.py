@@ -16,6 +16,8 @@ from doctrans.data.annotate_dp import (
     parse_alignment,
 )
 from doctrans.data.dp_pronouns import (
+    chinese_roots,
+    roots_compatible,
     CHINESE_PRONOUNS,
     TRIGGERS,
     is_chinese_pronoun,
@@ -182,6 +184,32 @@ def test_overt_and_aligned_pronouns_are_not_annotated():
     assert (2, 2) in mis.links and (3, 2) not in mis.links          # her re-linked to its DP
 
 
+def test_chinese_roots_inside_jieba_words():
+    assert chinese_roots("我爱你") == ["我", "你"]
+    assert chinese_roots("我们的") == ["我们"] and chinese_roots("你们自己") == ["你们"]
+    assert chinese_roots("其他人") == [] and chinese_roots("吉他手") == [] and chinese_roots("工作") == []
+    assert roots_compatible("you", "你们") and roots_compatible("you", "您") and roots_compatible("my", "我")
+    assert roots_compatible("them", "它们") and roots_compatible("we", "咱们")
+    assert not roots_compatible("he", "她") and not roots_compatible("i", "我们")
+
+
+def test_overt_match_skips_pronouns_the_alignment_missed():
+    # jieba glues 我爱你 into one word; the intersection left everything unlinked
+    src, tgt = ["我爱你"], "i love you".split()
+    literal = find_dps(src, tgt, set(), FLAT_LM, overt_match=False)
+    assert [i.english for i in literal.insertions] == ["i", "you"]          # Algorithm 1 as written
+    res = find_dps(src, tgt, set(), FLAT_LM)
+    assert res.insertions == () and [s.reason for s in res.skipped] == ["overt_unaligned"] * 2
+    # one 你 in the source, two "you": the linked one claims it, the other is a DP
+    src2, tgt2 = "你 说 走 吧".split(), "you said you go".split()
+    res2 = find_dps(src2, tgt2, {(0, 0), (1, 1), (2, 3)}, lm_preferring("说 你"))
+    assert [(i.english, i.pronoun) for i in res2.insertions] == [("you", "你")]
+    assert res2.dp_tokens == ("你", "说", "你", "走", "吧")
+    # a compatible root of another row does not count: 她 cannot stand for "he"
+    res3 = find_dps(["她", "走"], ["he", "left"], {(1, 1)}, FLAT_LM)
+    assert [i.english for i in res3.insertions] == ["he"]
+
+
 def test_two_dps_order_links_and_label_conflict():
     # 给 / give me it: "me" lands at the end; "it" is then anchored on the DP 我 → after it
     src, tgt = ["给"], ["give", "me", "it"]
@@ -280,8 +308,13 @@ def test_dp_agreement_hand_example():
     assert r["position"]["f1"] == pytest.approx(2 / 3)
     assert r["pronoun"]["precision"] == pytest.approx(0.5) and r["pronoun"]["recall"] == pytest.approx(0.4)
     assert r["pronoun"]["f1"] == pytest.approx(4 / 9)
+    # per-word tags (oracle words + </s>): 7 + 5 + 3 + 3 positions; line 2 disagrees on the DP
+    # before "," (both tags) and on 你 vs 你们 at </s> (pronoun only); lines 3 and 4 at one position
+    assert r["tag_accuracy"] == {"positions": 18, "detection": pytest.approx(15 / 18),
+                                 "prediction": pytest.approx(14 / 18)}
     self_r = dp_agreement(obase, oracle, obase, oracle)
     assert self_r["position"]["f1"] == self_r["pronoun"]["f1"] == 1.0
+    assert self_r["tag_accuracy"]["detection"] == self_r["tag_accuracy"]["prediction"] == 1.0
     with pytest.raises(ValueError, match="line counts differ"):
         dp_agreement(base, sys[:3], obase, oracle)
 

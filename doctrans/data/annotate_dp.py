@@ -30,7 +30,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from doctrans.data.dp_pronouns import TRIGGERS, is_chinese_pronoun, pronoun_type, zh_candidates
+from doctrans.data.dp_pronouns import (
+    TRIGGERS, chinese_roots, is_chinese_pronoun, pronoun_type, roots_compatible, zh_candidates)
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,8 @@ class SkippedPronoun:
 
     tgt_index: int
     english: str
-    reason: str     # "overt": linked to a Chinese pronoun; "aligned": has links (strict mode)
+    reason: str     # "overt": linked to a Chinese pronoun; "aligned": has links (strict mode);
+                    # "overt_unaligned": a matching Chinese pronoun is in the source (overt_match)
 
 
 @dataclass(frozen=True)
@@ -198,6 +200,7 @@ def find_dps(
     lm_score: LMScore,
     mode: str = "strict_unaligned",
     link_inserted: bool = True,
+    overt_match: bool = True,
 ) -> AnnotationResult:
     """Annotate the DPs of one sentence pair (thesis §4.3.1, Algorithm 1; models.md §3.2).
 
@@ -209,6 +212,13 @@ def find_dps(
     best, shift the links, and with ``link_inserted`` link the English pronoun to its DP so it can
     anchor later pronouns [I].
 
+    ``overt_match`` [I] (not in the thesis; off = Algorithm 1 as written): an English pronoun
+    the alignment left unlinked is *not* a DP if the source still has an unclaimed overt Chinese
+    pronoun of the same Table 4.2 row (``dp_pronouns.roots_compatible``), also inside a longer
+    jieba token (我要, 我爱你). Pronouns linked to a token holding a compatible root claim it
+    first; the rest claim roots left to right. Sparse intersection alignments often leave
+    ``you``/``你`` unlinked, and Algorithm 1 would then insert a second 你.
+
     ``links``: (source, target) index pairs, 0-based. Raises ``ValueError`` for a link outside
     the sentences, an unknown ``mode`` or a NaN LM score.
     """
@@ -216,11 +226,17 @@ def find_dps(
     sentence, origin = list(src_tokens), list(range(len(src_tokens)))
     found: list[DPInsertion] = []
     skipped: list[SkippedPronoun] = []
+    free_roots = _unclaimed_roots(src_tokens, tgt_tokens, cur_links) if overt_match else []
     for j, word in enumerate(tgt_tokens):
         english = word.lower()
         if english not in TRIGGERS:
             continue
         reason = _skip_reason(sentence, cur_links, j, mode)
+        if reason is None and overt_match:
+            k = next((k for k, r in enumerate(free_roots) if roots_compatible(english, r)), None)
+            if k is not None:
+                free_roots.pop(k)
+                reason = "overt_unaligned"
         if reason is not None:
             skipped.append(SkippedPronoun(j, english, reason))
             continue
@@ -235,6 +251,19 @@ def find_dps(
         cur_links = _insert(sentence, origin, cur_links, best.gap, best.pronoun, j, link_inserted,
                             dp_id=len(found) - 1)
     return _finalize(sentence, origin, found, skipped, cur_links, len(src_tokens))
+
+
+def _unclaimed_roots(src: Sequence[str], tgt: Sequence[str], links: set[Link]) -> list[str]:
+    """Chinese pronoun roots of the source (left to right) not claimed by an English pronoun
+    linked to the token that holds them (see ``find_dps``' ``overt_match``)."""
+    roots = [[r for r in chinese_roots(tok)] for tok in src]
+    for i, j in sorted(links, key=lambda l: (l[1], l[0])):
+        english = tgt[j].lower()
+        if english in TRIGGERS:
+            k = next((k for k, r in enumerate(roots[i]) if roots_compatible(english, r)), None)
+            if k is not None:
+                roots[i].pop(k)
+    return [r for rs in roots for r in rs]
 
 
 def _finalize(sentence: list[str], origin: list[int], found: list[DPInsertion],
@@ -308,7 +337,8 @@ def explain_text(result: AnnotationResult, src_tokens: Sequence[str], tgt_tokens
         "links: " + " ".join(f"{i}-{j}" for i, j in sorted(links)),
     ]
     for s in result.skipped:
-        why = "linked to a Chinese pronoun" if s.reason == "overt" else "has alignment links"
+        why = {"overt": "linked to a Chinese pronoun", "aligned": "has alignment links",
+               "overt_unaligned": "an unlinked matching Chinese pronoun is in the source"}[s.reason]
         lines.append(f"skip  tgt[{s.tgt_index}] {s.english!r}: {why}")
     for n, ins in enumerate(result.insertions, 1):
         lines.extend(_explain_insertion(n, ins, tgt_tokens))

@@ -132,3 +132,46 @@ def pronoun_type(english: str) -> str:
     if ``english`` is not a trigger form.
     """
     return "/".join(pronoun_types(english))
+
+
+# --- overt pronouns inside source tokens (annotate_dp's overt matching) ------------------------
+
+# Chinese pronoun roots, longest first, and the Table 4.2 rows they express. jieba often glues a
+# pronoun to its neighbour (我要, 我爱你, 你别), so overt pronouns are found inside tokens.
+_ROOT_ROWS: dict[str, tuple[str, ...]] = {
+    "我们": ("1PL",), "咱们": ("1PL",), "俺们": ("1PL",), "你们": ("2PL",), "您们": ("2PL",),
+    "他们": ("3PL",), "她们": ("3PL",), "它们": ("3PL",),
+    "我": ("1SG",), "俺": ("1SG",), "咱": ("1SG", "1PL"), "你": ("2SG",), "您": ("2SG",),
+    "他": ("3SGM",), "她": ("3SGF",), "它": ("3SGN",),
+}
+PRONOUN_ROOTS: tuple[str, ...] = tuple(sorted(_ROOT_ROWS, key=len, reverse=True))
+# Words that contain a root but are not pronouns ("other", "guitar", the expletive 他妈的).
+NON_PRONOUN_WORDS: tuple[str, ...] = ("其他", "其它", "吉他", "他妈", "她妈", "自我")
+
+
+def chinese_roots(token: str) -> list[str]:
+    """Chinese pronoun roots inside ``token``, left to right, longest match first.
+
+    ``"我爱你"`` → ``["我", "你"]``; ``"我们的"`` → ``["我们"]``; words of ``NON_PRONOUN_WORDS``
+    (``"其他"``, ``"吉他"``) are skipped.
+    """
+    out, k = [], 0
+    while k < len(token):
+        skip = next((w for w in NON_PRONOUN_WORDS if token.startswith(w, k)), None)
+        if skip:
+            k += len(skip)
+            continue
+        for root in PRONOUN_ROOTS:
+            if token.startswith(root, k):
+                out.append(root)
+                k += len(root)
+                break
+        else:
+            k += 1
+    return out
+
+
+def roots_compatible(english: str, root: str) -> bool:
+    """True if the Chinese root can express the English pronoun (same Table 4.2 row), e.g.
+    ``you``/你们, ``my``/我, ``them``/它们, ``we``/咱们."""
+    return bool(set(ENGLISH_PRONOUNS[english.lower()].categories) & set(_ROOT_ROWS[root]))

@@ -1,0 +1,147 @@
+"""Word alignment with eflomal and symmetrisation (for DP annotation, thesis §4.3.1).
+
+The thesis aligns the parallel corpus in both directions with GIZA++ and keeps the
+**intersection** of the two directions: few links, but precise ones, which is what the DP
+search needs (an English pronoun with *no* Chinese link is the signal). We use eflomal
+(Östling & Tiedemann 2016), a fast Bayesian IBM-model aligner, which writes both directions in
+one run. Symmetrisation is ours (a few lines, standard definitions):
+
+* ``intersect`` (default, the thesis' choice): links in both directions;
+* ``grow-diag-final-and`` (Koehn et al. 2003, as in Moses): start from the intersection, add
+  union links that neighbour (incl. diagonally) an existing link and cover a still unaligned
+  word, then union links whose source *and* target words are both unaligned;
+* ``union``, ``forward``, ``reverse``.
+
+Links are ``(source index, target index)``, 0-based, written in Pharaoh ``i-j`` format.
+eflomal samples (Gibbs) and takes no seed: two runs give slightly different alignments.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from doctrans.data.annotate_dp import Link, parse_alignment
+
+logger = logging.getLogger(__name__)
+
+SYMMETRIZATIONS: tuple[str, ...] = ("intersect", "grow-diag-final-and", "union", "forward", "reverse")
+
+_NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+
+def format_alignment(links: Iterable[Link]) -> str:
+    """Pharaoh text ``"0-0 1-2"`` of ``links``, sorted by source then target index."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(links))
+
+
+def grow_diag_final_and(fwd: set[Link], rev: set[Link]) -> set[Link]:
+    """Moses' grow-diag-final-and of two directional alignments (both as (src, tgt) links).
+
+    Grow: repeat until nothing changes: for every current link (in sorted order) and each of
+    its 8 neighbours that is in the union, add it if its source or its target word is still
+    unaligned. Final-and: then for each link of the forward, then the reverse direction, add it
+    if both its words are unaligned.
+    """
+    union = fwd | rev
+    links = fwd & rev
+    src_done = {i for i, _ in links}
+    tgt_done = {j for _, j in links}
+    added = True
+    while added:
+        added = False
+        for i, j in sorted(links):
+            for di, dj in _NEIGHBOURS:
+                cand = (i + di, j + dj)
+                if cand in union and cand not in links and (cand[0] not in src_done or cand[1] not in tgt_done):
+                    links.add(cand)
+                    src_done.add(cand[0])
+                    tgt_done.add(cand[1])
+                    added = True
+    for direction in (fwd, rev):
+        for i, j in sorted(direction):
+            if i not in src_done and j not in tgt_done:
+                links.add((i, j))
+                src_done.add(i)
+                tgt_done.add(j)
+    return links
+
+
+def symmetrize(fwd: set[Link], rev: set[Link], method: str = "intersect") -> set[Link]:
+    """Combine forward and reverse links (both (src, tgt)) by ``method`` (``SYMMETRIZATIONS``).
+
+    Raises ``ValueError`` for an unknown method.
+    """
+    if method == "intersect":
+        return fwd & rev
+    if method == "grow-diag-final-and":
+        return grow_diag_final_and(fwd, rev)
+    if method == "union":
+        return fwd | rev
+    if method == "forward":
+        return set(fwd)
+    if method == "reverse":
+        return set(rev)
+    raise ValueError(f"unknown symmetrization {method!r}; expected one of {SYMMETRIZATIONS}")
+
+
+def eflomal_align(src_path: str | Path, tgt_path: str | Path, fwd_path: str | Path,
+                  rev_path: str | Path, n_samplers: int = 2, model: int = 3,
+                  rel_iterations: float = 1.0, quiet: bool = True) -> None:
+    """Align two line-aligned tokenized files with eflomal; write both directions.
+
+    ``fwd_path`` / ``rev_path`` receive one Pharaoh line per sentence pair (source-target order
+    in both files; an empty sentence gives an empty line). ``n_samplers``: parallel Gibbs
+    samplers (threads); ``model``: 1 = IBM1, 2 = + HMM distortion, 3 = + fertility;
+    ``rel_iterations`` scales eflomal's corpus-size-based iteration counts. Outputs are written
+    to temporary files and renamed, so an interrupted run leaves no partial file.
+    Raises ``ImportError`` if eflomal is not installed, ``ValueError`` if the line counts differ.
+    """
+    import eflomal   # imported here: only annotate-dp needs it
+
+    fwd_path, rev_path = Path(fwd_path), Path(rev_path)
+    aligner = eflomal.Aligner(model=model, n_samplers=n_samplers, rel_iterations=rel_iterations)
+    tmp_f = _tmp_next_to(fwd_path)
+    tmp_r = _tmp_next_to(rev_path)
+    try:
+        with open(src_path, encoding="utf-8") as s, open(tgt_path, encoding="utf-8") as t:
+            aligner.align(s, t, links_filename_fwd=tmp_f, links_filename_rev=tmp_r, quiet=quiet)
+        os.replace(tmp_f, fwd_path)
+        os.replace(tmp_r, rev_path)
+    finally:
+        for p in (tmp_f, tmp_r):
+            if os.path.exists(p):
+                os.unlink(p)
+
+
+def _tmp_next_to(path: Path) -> str:
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    return name
+
+
+def read_alignment_file(path: str | Path) -> Iterator[set[Link]]:
+    """Yield the links of each line of a Pharaoh file; ``ValueError`` names file and line."""
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            try:
+                yield parse_alignment(line)
+            except ValueError as e:
+                raise ValueError(f"{path}:{n}: {e}") from None
+
+
+def check_links(links: set[Link], n_src: int, n_tgt: int, where: str) -> None:
+    """Raise ``ValueError`` (naming ``where``) if a link lies outside the n_src × n_tgt grid."""
+    bad = [(i, j) for i, j in links if not (0 <= i < n_src and 0 <= j < n_tgt)]
+    if bad:
+        raise ValueError(f"{where}: links {sorted(bad)} outside {n_src} source × {n_tgt} target tokens")
+
+
+def symmetrize_lines(fwd_lines: Sequence[str], rev_lines: Sequence[str], method: str) -> list[str]:
+    """Symmetrise two lists of Pharaoh lines pairwise; returns Pharaoh lines."""
+    if len(fwd_lines) != len(rev_lines):
+        raise ValueError(f"{len(fwd_lines)} forward but {len(rev_lines)} reverse alignment lines")
+    return [format_alignment(symmetrize(parse_alignment(f), parse_alignment(r), method))
+            for f, r in zip(fwd_lines, rev_lines)]

@@ -1,0 +1,425 @@
+"""``doctrans annotate-dp``: DP-annotate a prepared parallel corpus (thesis §4.3.1).
+
+Stages (each skipped when its output already exists, so an interrupted run resumes):
+
+1. **Align** every split of the prepared dataset (``{split}.tok.{zh,en}``: segmented and
+   tokenized, *not* BPE) in one eflomal run — dev/test are aligned together with the training
+   data, as small sets align poorly on their own — and symmetrise (``intersect`` by default,
+   the thesis' high-precision choice): ``{split}.align.fwd``, ``{split}.align.rev``,
+   ``{split}.align``.
+2. **LM**: a modified-Kneser-Ney n-gram LM (KenLM ``lmplz``, default order 5) on the Chinese
+   side of the training split: ``lm.zh.o{N}.bin``.
+3. **Search** (``annotate_dp.find_dps``) on every sentence pair, in parallel worker processes:
+   ``{split}.dp.zh`` (x̂_DP: pronouns inserted as single tokens), ``{split}.dpp.zh`` (x̂_DPP:
+   ``#DP#`` at each insertion), ``{split}.dplabel`` (for each source token and a final
+   ``</s>``: the pronoun dropped immediately before it, or ``N``), ``{split}.docs`` (copied:
+   same document ids and positions), all line-aligned with the prepared split.
+4. **Report**: ``stats.json``/``stats.md`` (English pronouns, how many dropped, by pronoun and
+   by type), and for dev/test of TVsub ``agreement.json`` — position and pronoun P/R/F against
+   the hand-annotated oracle (``*.oracle-dp.seg.zh``, thesis Table 4.8), scored by
+   ``evaluation.dp_agreement`` (character offsets, so jieba vs the corpus' segmentation does not
+   matter). ``--explain N`` adds ``explain/{split}-{line}.png`` and ``.txt`` for N sampled
+   sentences with at least one DP.
+
+``meta.json`` is written last; its presence marks a complete annotation.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import multiprocessing as mp
+import random
+import shutil
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from doctrans.data import align as align_mod
+from doctrans.data.annotate_dp import (
+    EOS, MODES, AnnotationResult, explain_text, find_dps, parse_alignment)
+from doctrans.data.dp_pronouns import TRIGGERS, pronoun_type
+from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
+
+logger = logging.getLogger(__name__)
+
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass
+class AnnotateConfig:
+    """Settings of ``run`` (the ``doctrans annotate-dp`` options)."""
+
+    prepared: Path                       # prepared dataset (doctrans preprocess output)
+    out: Path | None = None              # default: PREPARED/dp
+    splits: tuple[str, ...] = SPLITS     # those present are annotated; train is required for the LM
+    symmetrize: str = "intersect"        # align.SYMMETRIZATIONS
+    mode: str = "strict_unaligned"       # annotate_dp.MODES
+    link_inserted: bool = True           # link the English pronoun to its DP (anchors later DPs)
+    overt_match: bool = True             # find_dps overt_match: unlinked pronoun + overt Chinese one
+    lm_order: int = 5
+    lm_memory: str = "2G"                # lmplz -S
+    lm: Path | None = None               # an existing KenLM model instead of estimating one
+    align_samplers: int = 2              # eflomal parallel samplers (threads)
+    align_rel_iterations: float = 1.0
+    workers: int = 2                     # search processes (1 = in this process)
+    chunk_lines: int = 5000
+    explain: int = 0                     # sentences to explain (PNG + text)
+    explain_split: str = "train"
+    seed: int = 1
+    oracle_dir: Path | None = None       # TVsub root for the oracles; default from meta.json
+
+    def __post_init__(self):
+        self.prepared = Path(self.prepared)
+        self.out = Path(self.out) if self.out else self.prepared / "dp"
+        if self.symmetrize not in align_mod.SYMMETRIZATIONS:
+            raise ValueError(f"unknown symmetrization {self.symmetrize!r}; "
+                             f"expected one of {align_mod.SYMMETRIZATIONS}")
+        if self.mode not in MODES:
+            raise ValueError(f"unknown mode {self.mode!r}; expected one of {MODES}")
+        if self.lm_order < 2:
+            raise ValueError(f"lm_order must be at least 2, got {self.lm_order}")
+
+
+# --- corpus statistics -------------------------------------------------------------------------
+
+
+@dataclass
+class DPStats:
+    """Counts behind ``stats.json`` (cf. thesis Table 4.5): accumulate per sentence, merge."""
+
+    sentences: int = 0
+    sentences_with_dp: int = 0
+    label_conflicts: int = 0
+    pronouns: Counter = field(default_factory=Counter)   # English trigger tokens, by form
+    dropped: Counter = field(default_factory=Counter)    # annotated DPs, by English form
+    inserted: Counter = field(default_factory=Counter)   # annotated DPs, by Chinese form
+    skipped: Counter = field(default_factory=Counter)    # not annotated, by reason
+
+    def add(self, result: AnnotationResult, tgt_tokens: Sequence[str]) -> None:
+        self.sentences += 1
+        self.sentences_with_dp += bool(result.insertions)
+        self.label_conflicts += result.label_conflicts
+        self.pronouns.update(t.lower() for t in tgt_tokens if t.lower() in TRIGGERS)
+        self.dropped.update(ins.english for ins in result.insertions)
+        self.inserted.update(ins.pronoun for ins in result.insertions)
+        self.skipped.update(s.reason for s in result.skipped)
+
+    def merge(self, other: DPStats) -> None:
+        self.sentences += other.sentences
+        self.sentences_with_dp += other.sentences_with_dp
+        self.label_conflicts += other.label_conflicts
+        for name in ("pronouns", "dropped", "inserted", "skipped"):
+            getattr(self, name).update(getattr(other, name))
+
+    def to_dict(self) -> dict:
+        """The ``stats.json`` entry of one split: totals, ``by_pronoun``, ``by_type``,
+        ``by_chinese`` (inserted forms) and ``skipped`` (overt / aligned)."""
+        forms = sorted(self.pronouns.keys() | self.dropped.keys())
+        type_total: Counter = Counter()
+        type_dropped: Counter = Counter()
+        for f in forms:
+            type_total[pronoun_type(f)] += self.pronouns[f]
+            type_dropped[pronoun_type(f)] += self.dropped[f]
+        return {
+            "sentences": self.sentences,
+            "sentences_with_dp": self.sentences_with_dp,
+            **_rate(sum(self.pronouns.values()), sum(self.dropped.values())),
+            "label_conflicts": self.label_conflicts,
+            "by_pronoun": {f: _rate(self.pronouns[f], self.dropped[f]) for f in forms},
+            "by_type": {t: _rate(type_total[t], type_dropped[t]) for t in sorted(type_total)},
+            "by_chinese": dict(self.inserted.most_common()),
+            "skipped": dict(self.skipped),
+        }
+
+
+def _rate(n_pronouns: int, n_dropped: int) -> dict:
+    pct = 100.0 * n_dropped / n_pronouns if n_pronouns else 0.0
+    return {"pronouns": n_pronouns, "dropped": n_dropped, "dropped_pct": round(pct, 2)}
+
+
+def render_stats(stats: dict[str, dict]) -> str:
+    """Markdown tables of ``stats.json``: per split totals, then by type and by pronoun."""
+    out = ["| split | sentences | with DP | EN pronouns | dropped | dropped % | label conflicts |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for split, s in stats.items():
+        out.append(f"| {split} | {s['sentences']:,} | {s['sentences_with_dp']:,} | {s['pronouns']:,} | "
+                   f"{s['dropped']:,} | {s['dropped_pct']:.1f} | {s['label_conflicts']:,} |")
+    for split, s in stats.items():
+        out += ["", f"**{split}** by type and by pronoun (English form: pronouns, dropped, %)", "",
+                "| type | pronouns | dropped | % |", "| --- | ---: | ---: | ---: |"]
+        out += [f"| {t} | {r['pronouns']:,} | {r['dropped']:,} | {r['dropped_pct']:.1f} |"
+                for t, r in s["by_type"].items()]
+        out += ["", "| pronoun | pronouns | dropped | % |", "| --- | ---: | ---: | ---: |"]
+        rows = sorted(s["by_pronoun"].items(), key=lambda kv: -kv[1]["pronouns"])
+        out += [f"| {f} | {r['pronouns']:,} | {r['dropped']:,} | {r['dropped_pct']:.1f} |" for f, r in rows]
+    return "\n".join(out) + "\n"
+
+
+# --- the search, in worker processes -----------------------------------------------------------
+
+_WORKER: dict = {}
+
+
+def _init_worker(lm_path: str, options: dict) -> None:
+    from doctrans.data.ngram_lm import KenLMScorer
+    _WORKER.update(lm=KenLMScorer(lm_path), options=options)
+
+
+def _annotate_chunk(job: tuple[int, list[str], list[str], list[str], str]) -> tuple[int, list, DPStats]:
+    """Annotate lines ``start…`` of one split: returns (start, [(dp, dpp, labels)], stats)."""
+    start, srcs, tgts, aligns, split = job
+    lm, options = _WORKER["lm"], _WORKER["options"]
+    rows, stats = [], DPStats()
+    for k, (s, t, a) in enumerate(zip(srcs, tgts, aligns)):
+        src, tgt = s.split(), t.split()
+        try:
+            links = parse_alignment(a)
+            res = find_dps(src, tgt, links, lm, **options)
+        except ValueError as e:
+            raise ValueError(f"{split} line {start + k + 1}: {e}") from None
+        rows.append((" ".join(res.dp_tokens), " ".join(res.dpp_tokens), " ".join(res.labels)))
+        stats.add(res, tgt)
+    return start, rows, stats
+
+
+def _search_options(cfg: AnnotateConfig) -> dict:
+    return {"mode": cfg.mode, "link_inserted": cfg.link_inserted, "overt_match": cfg.overt_match}
+
+
+def _chunks(n: int, size: int) -> list[tuple[int, int]]:
+    return [(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+# --- stages ------------------------------------------------------------------------------------
+
+
+def _split_files(cfg: AnnotateConfig, meta: dict) -> dict[str, tuple[Path, Path]]:
+    src, tgt = meta.get("src", "zh"), meta.get("tgt", "en")
+    found = {}
+    for split in cfg.splits:
+        s, t = cfg.prepared / f"{split}.tok.{src}", cfg.prepared / f"{split}.tok.{tgt}"
+        if s.is_file() and t.is_file():
+            found[split] = (s, t)
+        elif split == "train":
+            raise FileNotFoundError(f"{s} or {t} missing: annotate-dp needs the prepared training split")
+        else:
+            logger.warning("split %s not in %s: skipped", split, cfg.prepared)
+    return found
+
+
+def _read_pair(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
+    s, t = read_lines(src), read_lines(tgt)
+    if len(s) != len(t):
+        raise ValueError(f"{src} has {len(s):,} lines but {tgt} has {len(t):,}: not line-aligned")
+    return s, t
+
+
+def align_splits(cfg: AnnotateConfig, files: dict[str, tuple[Path, Path]]) -> None:
+    """Stage 1: one eflomal run over all splits, then per split fwd/rev/symmetrised files."""
+    out = cfg.out
+    if all((out / f"{sp}.align.fwd").is_file() and (out / f"{sp}.align.rev").is_file() for sp in files):
+        logger.info("alignment: reusing %s/*.align.{fwd,rev}", out)
+    else:
+        sizes, all_src, all_tgt = {}, out / ".all.tok.src", out / ".all.tok.tgt"
+        with open(all_src, "w", encoding="utf-8") as fs, open(all_tgt, "w", encoding="utf-8") as ft:
+            for sp, (s, t) in files.items():
+                src_lines, tgt_lines = _read_pair(s, t)
+                sizes[sp] = len(src_lines)
+                fs.writelines(line + "\n" for line in src_lines)
+                ft.writelines(line + "\n" for line in tgt_lines)
+        total = sum(sizes.values())
+        logger.info("alignment: eflomal on %s sentence pairs (%s)", f"{total:,}",
+                    ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
+        t0 = time.time()
+        fwd_all, rev_all = out / ".all.align.fwd", out / ".all.align.rev"
+        align_mod.eflomal_align(all_src, all_tgt, fwd_all, rev_all, n_samplers=cfg.align_samplers,
+                                rel_iterations=cfg.align_rel_iterations)
+        logger.info("alignment: eflomal took %.1f s", time.time() - t0)
+        fwd, rev = read_lines(fwd_all), read_lines(rev_all)
+        if len(fwd) != total or len(rev) != total:
+            raise RuntimeError(f"eflomal wrote {len(fwd)}/{len(rev)} lines for {total} sentence pairs")
+        pos = 0
+        for sp, n in sizes.items():
+            atomic_write_lines(out / f"{sp}.align.fwd", fwd[pos:pos + n])
+            atomic_write_lines(out / f"{sp}.align.rev", rev[pos:pos + n])
+            pos += n
+        for p in (all_src, all_tgt, fwd_all, rev_all):
+            p.unlink()
+    for sp in files:
+        fwd, rev = read_lines(out / f"{sp}.align.fwd"), read_lines(out / f"{sp}.align.rev")
+        atomic_write_lines(out / f"{sp}.align", align_mod.symmetrize_lines(fwd, rev, cfg.symmetrize))
+
+
+def build_lm(cfg: AnnotateConfig, train_src: Path) -> Path:
+    """Stage 2: the Chinese n-gram LM (or ``cfg.lm`` if given)."""
+    from doctrans.data.ngram_lm import estimate_lm
+
+    if cfg.lm is not None:
+        return Path(cfg.lm)
+    path = cfg.out / f"lm.zh.o{cfg.lm_order}.bin"
+    if path.is_file():
+        logger.info("LM: reusing %s", path)
+        return path
+    t0 = time.time()
+    logger.info("LM: lmplz order %d on %s", cfg.lm_order, train_src)
+    estimate_lm(train_src, path, order=cfg.lm_order, memory=cfg.lm_memory)
+    logger.info("LM: %s (%.1f MB) in %.1f s", path, path.stat().st_size / 1e6, time.time() - t0)
+    return path
+
+
+def annotate_split(cfg: AnnotateConfig, split: str, src: Path, tgt: Path, lm_path: Path) -> DPStats:
+    """Stage 3 for one split: write dp/dpp/dplabel files, return the statistics."""
+    src_lines, tgt_lines = _read_pair(src, tgt)
+    aligns = read_lines(cfg.out / f"{split}.align")
+    if len(aligns) != len(src_lines):
+        raise ValueError(f"{cfg.out / f'{split}.align'} has {len(aligns):,} lines, "
+                         f"{src} has {len(src_lines):,}: delete the .align files and rerun")
+    n = len(src_lines)
+    jobs = [(a, src_lines[a:b], tgt_lines[a:b], aligns[a:b], split) for a, b in _chunks(n, cfg.chunk_lines)]
+    dp, dpp, lab = [None] * n, [None] * n, [None] * n
+    stats = DPStats()
+    bar = tqdm(total=n, desc=f"annotate-dp {split}", unit="sent", unit_scale=True, mininterval=2)
+    init_args = (str(lm_path), _search_options(cfg))
+    if cfg.workers <= 1 or len(jobs) == 1:
+        _init_worker(*init_args)
+        results = map(_annotate_chunk, jobs)
+        pool = None
+    else:
+        pool = mp.get_context("fork").Pool(cfg.workers, initializer=_init_worker, initargs=init_args)
+        results = pool.imap_unordered(_annotate_chunk, jobs)
+    try:
+        for start, rows, part in results:
+            for k, (a, b, c) in enumerate(rows):
+                dp[start + k], dpp[start + k], lab[start + k] = a, b, c
+            stats.merge(part)
+            bar.update(len(rows))
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.close()
+            pool.join()
+    atomic_write_lines(cfg.out / f"{split}.dp.zh", dp)
+    atomic_write_lines(cfg.out / f"{split}.dpp.zh", dpp)
+    atomic_write_lines(cfg.out / f"{split}.dplabel", lab)
+    docs = cfg.prepared / f"{split}.docs"
+    if docs.is_file():
+        shutil.copyfile(docs, cfg.out / f"{split}.docs")
+    return stats
+
+
+def _oracle_paths(cfg: AnnotateConfig, meta: dict, split: str) -> tuple[Path, Path] | None:
+    """(oracle base = *.seg.zh, oracle DP file) for a TVsub dev/test split, if they exist."""
+    if cfg.oracle_dir is not None:
+        prefix = Path(cfg.oracle_dir) / split / split
+    else:
+        p = meta.get("config", {}).get(f"{split}_prefix")
+        if not p:
+            return None
+        prefix = Path(p)
+    base, oracle = Path(f"{prefix}.seg.zh"), Path(f"{prefix}.oracle-dp.seg.zh")
+    return (base, oracle) if base.is_file() and oracle.is_file() else None
+
+
+def agreement(cfg: AnnotateConfig, meta: dict, splits: Sequence[str]) -> dict:
+    """Stage 4: agreement of our dev/test annotation with the hand oracle (Table 4.8)."""
+    from doctrans.evaluation.dp_agreement import dp_agreement_files
+
+    src = meta.get("src", "zh")
+    out = {}
+    for split in splits:
+        paths = _oracle_paths(cfg, meta, split)
+        if paths is None:
+            continue
+        oracle_base, oracle = paths
+        res = dp_agreement_files(cfg.prepared / f"{split}.tok.{src}", cfg.out / f"{split}.dp.zh",
+                                 oracle_base, oracle)
+        res["oracle"] = str(oracle)
+        out[split] = res
+    return out
+
+
+def render_agreement_table(agr: dict) -> str:
+    rows = ["| split | position P | R | F | pronoun P | R | F | ours | oracle | tag acc. det. | tag acc. pred. |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for split, r in agr.items():
+        p, w = r["position"], r["pronoun"]
+        rows.append(f"| {split} | {p['precision']:.3f} | {p['recall']:.3f} | {p['f1']:.3f} | "
+                    f"{w['precision']:.3f} | {w['recall']:.3f} | {w['f1']:.3f} | "
+                    f"{r['sys_dps']} | {r['oracle_dps']} | {r['tag_accuracy']['detection']:.3f} | "
+                    f"{r['tag_accuracy']['prediction']:.3f} |")
+    return "\n".join(rows) + "\n"
+
+
+def explain(cfg: AnnotateConfig, split: str, src: Path, tgt: Path, lm_path: Path) -> list[Path]:
+    """``--explain``: PNG + text trace for ``cfg.explain`` sampled sentences with a DP."""
+    from doctrans.data.dp_explain import plot_annotation
+    from doctrans.data.ngram_lm import KenLMScorer
+
+    src_lines, tgt_lines = _read_pair(src, tgt)
+    aligns = read_lines(cfg.out / f"{split}.align")
+    labels = read_lines(cfg.out / f"{split}.dplabel")
+    with_dp = [i for i, lab in enumerate(labels) if any(x != "N" for x in lab.split())]
+    rng = random.Random(cfg.seed)
+    picked = sorted(rng.sample(with_dp, min(cfg.explain, len(with_dp))))
+    lm = KenLMScorer(lm_path)
+    out_dir = cfg.out / "explain"
+    out_dir.mkdir(exist_ok=True)
+    written = []
+    for i in picked:
+        s, t, links = src_lines[i].split(), tgt_lines[i].split(), parse_alignment(aligns[i])
+        res = find_dps(s, t, links, lm, **_search_options(cfg))
+        stem = out_dir / f"{split}-{i + 1}"
+        atomic_write_text(stem.with_suffix(".txt"), f"{split} line {i + 1}\n" + explain_text(res, s, t, links))
+        plot_annotation(res, s, t, links, stem.with_suffix(".png"), title=f"{split} line {i + 1}")
+        written.append(stem.with_suffix(".png"))
+    return written
+
+
+def run(cfg: AnnotateConfig) -> dict:
+    """Run all stages; returns ``{"stats": …, "agreement": …, "out": …}`` (see module doc).
+
+    Raises ``FileNotFoundError`` if the prepared dataset or its training split is missing,
+    ``ValueError`` (naming file and line) for misaligned or malformed input, and
+    ``ngram_lm.KenLMToolNotFound`` if lmplz is not installed.
+    """
+    meta_path = cfg.prepared / "meta.json"
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"{meta_path} missing: {cfg.prepared} is not a prepared dataset "
+                                "(run `doctrans preprocess` first)")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    (cfg.out / "meta.json").unlink(missing_ok=True)       # incomplete until rewritten
+    files = _split_files(cfg, meta)
+    timings = {}
+    t0 = time.time()
+    align_splits(cfg, files)
+    timings["align_s"] = round(time.time() - t0, 1)
+    t0 = time.time()
+    lm_path = build_lm(cfg, files["train"][0])
+    timings["lm_s"] = round(time.time() - t0, 1)
+    stats = {}
+    t0 = time.time()
+    for split, (s, t) in files.items():
+        stats[split] = annotate_split(cfg, split, s, t, lm_path).to_dict()
+    timings["search_s"] = round(time.time() - t0, 1)
+    atomic_write_text(cfg.out / "stats.json", json.dumps(stats, ensure_ascii=False, indent=1) + "\n")
+    atomic_write_text(cfg.out / "stats.md", render_stats(stats))
+    agr = agreement(cfg, meta, [sp for sp in files if sp != "train"])
+    if agr:
+        atomic_write_text(cfg.out / "agreement.json", json.dumps(agr, ensure_ascii=False, indent=1) + "\n")
+        atomic_write_text(cfg.out / "agreement.md", render_agreement_table(agr))
+    pngs = []
+    if cfg.explain > 0 and cfg.explain_split in files:
+        pngs = explain(cfg, cfg.explain_split, *files[cfg.explain_split], lm_path)
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(cfg).items()}
+    atomic_write_text(cfg.out / "meta.json", json.dumps(
+        {"version": 1, "config": settings, "lm": str(lm_path), "splits": list(files), "timings": timings,
+         "outputs": ["{split}.dp.zh", "{split}.dpp.zh", "{split}.dplabel", "{split}.align",
+                     "{split}.docs", "stats.json"], "labels_end_with": EOS},
+        ensure_ascii=False, indent=1) + "\n")
+    return {"out": cfg.out, "stats": stats, "agreement": agr, "explain": pngs, "timings": timings}
