@@ -2,6 +2,7 @@
 #   make quickstart   install, preprocess the TVsub quickstart slice, train (45 min), translate, score
 #   make test         install and run the test suite
 #   make dp           DP-annotate the quickstart slice (eflomal + KenLM + Algorithm 1) into PREP/dp
+#   make dp-full      preprocess the full TVsub corpus into PREP_FULL and DP-annotate it (≈8 min)
 # Variables: DATA (TVsub root), DOCS (training episodes, a slice like 0:300), BUDGET (minutes),
 #            PREP (prepared dataset dir), RUN (run dir), BEAM.
 
@@ -14,6 +15,7 @@ DOCS    ?= 0:300
 BUDGET  ?= 45
 BEAM    ?= 5
 PREP    ?= data/quickstart
+PREP_FULL ?= data/prep_full
 RUN     ?= runs/quickstart
 TVSUB_GIT := https://github.com/longyuewangdcu/tvsub
 # Test source and references: the shared layout (test/test.zh, test/test.ref.sgm) or a clone
@@ -21,7 +23,7 @@ TVSUB_GIT := https://github.com/longyuewangdcu/tvsub
 TEST_SRC ?= $(firstword $(wildcard $(DATA)/test/test.zh $(DATA)/data/orignal/test/test.orignal.zh))
 TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/processed/test/test_trg.sgm))
 
-.PHONY: quickstart install kenlm fonts dp test check-data clean-quickstart help
+.PHONY: quickstart install kenlm fonts dp dp-full test check-data clean-quickstart help
 
 help:
 	@sed -n '2,6p' Makefile
@@ -68,6 +70,12 @@ $(RUN)/test.hyp: $(RUN)/best.pt
 dp: $(PREP)/dp/meta.json
 $(PREP)/dp/meta.json: $(PREP)/meta.json | install
 	$(BIN)/doctrans annotate-dp -p $(PREP) --explain 5
+
+dp-full: $(PREP_FULL)/dp/meta.json
+$(PREP_FULL)/meta.json: | check-data install
+	$(BIN)/doctrans preprocess --data-dir $(DATA) --train-docs all -o $(PREP_FULL)
+$(PREP_FULL)/dp/meta.json: $(PREP_FULL)/meta.json | install
+	$(BIN)/doctrans annotate-dp -p $(PREP_FULL) --explain 5
 
 $(RUN)/scores.txt: $(RUN)/test.hyp
 	$(BIN)/doctrans score $< -r $(TEST_REF) --json --out $(RUN)/scores.json > /dev/null
