@@ -101,10 +101,18 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
     KEY=VALUE pairs override config fields by dotted path, e.g.
     `train.lr=5e-4 model.layers_enc=2 run_dir=runs/try1`. Unknown keys are errors.
     The run directory receives config.yaml, metrics.jsonl, train.log, best.pt and last.pt.
+    A YAML with `task: dp_generator` (pipelines/dp/) trains a dropped-pronoun generator on
+    `doctrans annotate-dp` output instead (keys: doctrans/training/train_dp.py DPGenConfig).
     """
     from doctrans.config import load_experiment
-    from doctrans.training import train
+    from doctrans.training import train, train_dp
 
+    if train_dp.is_dp_config(config_path):                   # task: dp_generator (pipelines/dp/)
+        if max_time is not None:
+            overrides = overrides + (f"max_time_min={max_time}",)
+        run_dir = train_dp.run(train_dp.load_dp_config(config_path, overrides), resume=resume)
+        click.echo(f"run directory: {run_dir}")
+        return
     if max_time is not None:
         overrides = overrides + (f"train.max_time_min={max_time}",)
     cfg = load_experiment(config_path, overrides)
@@ -150,9 +158,20 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
 
 
 @cli.command("annotate-dp")
-@click.option("-p", "--prepared", required=True, type=click.Path(exists=True, file_okay=False),
+@click.argument("input_", metavar="[INPUT]", required=False, type=click.Path(exists=True, dir_okay=False))
+@click.option("-p", "--prepared", type=click.Path(exists=True, file_okay=False),
               help="Prepared dataset (doctrans preprocess output): its {split}.tok.{zh,en} are annotated.")
-@click.option("-o", "--out", default=None, help="Output directory [default: PREPARED/dp].")
+@click.option("-o", "--out", default=None,
+              help="Output directory [default: PREPARED/dp]; with --generator: output prefix [default: INPUT].")
+@click.option("--generator", type=click.Path(exists=True, dir_okay=False),
+              help="Apply a trained DP generator (doctrans train pipelines/dp/...) to the Chinese INPUT instead.")
+@click.option("--docs", type=click.Path(exists=True, dir_okay=False),
+              help="--generator: doc<TAB>position per INPUT line (e.g. PREPARED/test.docs) for document context.")
+@click.option("--nbest", default=6, show_default=True, help="--generator: completions per line in OUT.nbest.")
+@click.option("--input-format", type=click.Choice(["tok", "raw"]), default="tok", show_default=True,
+              help="--generator: INPUT is segmented (as PREPARED/*.tok.zh) or raw Chinese.")
+@click.option("--threshold", type=float, default=None,
+              help="--generator: insert a DP where P(no DP) < this [default: the value tuned on dev].")
 @click.option("--splits", default="train,dev,test", show_default=True,
               help="Comma-separated splits to annotate (train is needed: the LM is estimated on it).")
 @click.option("--symmetrize", type=click.Choice(["intersect", "grow-diag-final-and", "union", "forward", "reverse"]),
@@ -177,7 +196,7 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
 @click.option("--seed", default=1, show_default=True, help="Sampling seed of --explain.")
 @click.option("--oracle-dir", default=None, type=click.Path(exists=True, file_okay=False),
               help="TVsub root holding dev/dev.oracle-dp.seg.zh etc. [default: from the prepared meta.json].")
-def annotate_dp_cmd(prepared, out, splits, symmetrize, mode, overt_match, lm_order, lm_path, lm_memory, workers,
+def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format, threshold, splits, symmetrize, mode, overt_match, lm_order, lm_path, lm_memory, workers,
                     align_samplers, explain, explain_split, seed, oracle_dir) -> None:
     """Annotate dropped pronouns (DPs) in a prepared parallel corpus (thesis §4.3.1, Algorithm 1).
 
@@ -198,9 +217,29 @@ def annotate_dp_cmd(prepared, out, splits, symmetrize, mode, overt_match, lm_ord
     Stages already done (alignment, LM) are reused when the command is rerun.
 
     \b
-    Example:
+    With --generator MODEL INPUT: predict DPs in monolingual Chinese with a trained generator
+    and write OUT.dp.zh (1-best), OUT.dpp.zh (#DP#) and OUT.nbest ("LINE ||| SENTENCE |||
+    SCORE", the N best joint completions, score = product of slot probabilities); line counts
+    preserved. Score against an oracle with `doctrans score --dp`.
+
+    \b
+    Examples:
       doctrans annotate-dp -p data/quickstart --explain 5
+      doctrans annotate-dp --generator runs/dp_labeler/best.pt data/quickstart/test.tok.zh \\
+          --docs data/quickstart/test.docs -o runs/dp_labeler/test --nbest 6
     """
+    if generator:
+        from doctrans.inference import dp_generate
+
+        if not input_:
+            raise click.UsageError("--generator needs an INPUT file")
+        paths = dp_generate.run(generator, input_, out or input_, docs=docs, nbest=nbest,
+                                input_format=input_format, threshold=threshold)
+        for p in paths.values():
+            click.echo(f"wrote {p}")
+        return
+    if not prepared:
+        raise click.UsageError("give -p/--prepared (annotate a parallel corpus) or --generator MODEL INPUT")
     from doctrans.data.annotate_corpus import AnnotateConfig, render_agreement_table, run
 
     cfg = AnnotateConfig(prepared=prepared, out=out, splits=tuple(s.strip() for s in splits.split(",") if s.strip()),

@@ -1,0 +1,158 @@
+"""Apply a trained DP generator to monolingual Chinese (``doctrans annotate-dp --generator``).
+
+For each input line the generator gives, per position (each token and a final ``</s>``), a
+distribution over ``N`` + pronouns. Outputs (``OUT`` = output prefix):
+
+* ``OUT.dp.zh`` — 1-best: at every position with P(N) < τ (τ tuned on dev at training time),
+  the most probable pronoun is inserted before the token;
+* ``OUT.dpp.zh`` — the same with ``#DP#`` in place of the pronoun;
+* ``OUT.nbest`` — up to N DP-completed sentences per input line, Moses n-best style:
+  ``LINE ||| SENTENCE ||| SCORE`` (LINE 0-based). The *slots* are the 1-best DP positions; each
+  slot's alternatives are the pronouns, renormalised over the pronouns at that slot; a
+  completion's SCORE is the product of its slot probabilities (so the scores of all completions
+  of a line sum to 1 over the full list), best first. This is the thesis' confusion network
+  (§4.3.3: one column per detected position, no ε arc). A line with no slot has one entry, the
+  line itself, score 1.0; an empty line has one empty entry.
+
+Line counts are preserved everywhere (empty line in, empty line out). Document context comes
+from ``--docs`` (``doc<TAB>position`` per line, e.g. PREPARED/test.docs), else each input file is
+one document.
+"""
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from doctrans.data.annotate_dp import DPP_TOKEN, NO_DP_LABEL
+from doctrans.data.dp_data import DPSentence, read_docs
+from doctrans.utils.io import atomic_write_lines, read_lines
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Completion:
+    tokens: list[str]
+    score: float            # product of slot probabilities
+
+
+def one_best(tokens: Sequence[str], probs: np.ndarray, labels: Sequence[str], threshold: float
+             ) -> tuple[list[str], list[str], list[int]]:
+    """(DP tokens, DPP tokens, slot positions) of the 1-best decision. probs (S + 1, L)."""
+    dp, dpp, slots = [], [], []
+    best = probs[:, 1:].argmax(1) + 1
+    for t in range(len(tokens) + 1):
+        if probs[t, 0] < threshold:
+            dp.append(labels[best[t]])
+            dpp.append(DPP_TOKEN)
+            slots.append(t)
+        if t < len(tokens):
+            dp.append(tokens[t])
+            dpp.append(tokens[t])
+    return dp, dpp, slots
+
+
+def n_best(tokens: Sequence[str], probs: np.ndarray, labels: Sequence[str], slots: Sequence[int],
+           n: int) -> list[Completion]:
+    """The ``n`` best joint completions over ``slots`` (see module doc), best first.
+
+    Lazy k-best over independent slots: each slot's pronouns sorted by probability; start from
+    all-best; a successor moves one slot to its next alternative (duplicates skipped)."""
+    if not slots:
+        return [Completion(list(tokens), 1.0)]
+    alts = []
+    for t in slots:
+        p = probs[t, 1:].astype(np.float64)
+        p = p / p.sum() if p.sum() > 0 else np.full_like(p, 1.0 / len(p))
+        order = np.argsort(-p, kind="stable")
+        alts.append([(labels[j + 1], float(p[j])) for j in order])
+    start = (0,) * len(slots)
+
+    def score(state):
+        return float(np.prod([alts[s][i][1] for s, i in enumerate(state)]))
+
+    heap, seen, out = [(-score(start), start)], {start}, []
+    while heap and len(out) < n:
+        neg, state = heapq.heappop(heap)
+        chosen = {slots[s]: alts[s][i][0] for s, i in enumerate(state)}
+        toks = []
+        for t in range(len(tokens) + 1):
+            if t in chosen:
+                toks.append(chosen[t])
+            if t < len(tokens):
+                toks.append(tokens[t])
+        out.append(Completion(toks, -neg))
+        for s in range(len(slots)):
+            if state[s] + 1 < len(alts[s]):
+                nxt = state[:s] + (state[s] + 1,) + state[s + 1:]
+                if nxt not in seen:
+                    seen.add(nxt)
+                    heapq.heappush(heap, (-score(nxt), nxt))
+    return out
+
+
+def run(generator: str | Path, input_path: str | Path, out_prefix: str | Path,
+        docs: str | Path | None = None, nbest: int = 6, input_format: str = "tok",
+        threshold: float | None = None) -> dict[str, Path]:
+    """Apply ``generator`` (a checkpoint of ``doctrans train pipelines/dp/…``) to
+    ``input_path``; write ``OUT.dp.zh``, ``OUT.dpp.zh``, ``OUT.nbest`` (see module doc).
+
+    ``input_format``: ``tok`` (segmented, as PREPARED/*.tok.zh) or ``raw`` (segmented here with
+    the preprocess text pipeline). ``threshold`` overrides the tuned τ. Raises ``ValueError``
+    for a non-generator checkpoint or a docs file of a different length.
+    """
+    from doctrans.training.train_dp import DPGenerator
+
+    gen = DPGenerator.load(generator)
+    tau = gen.threshold if threshold is None else threshold
+    lines = read_lines(input_path)
+    if input_format == "raw":
+        from doctrans.data.text import normalize_zh, segment_zh
+        lines = [" ".join(segment_zh(normalize_zh(x))) if x.strip() else "" for x in lines]
+    elif input_format != "tok":
+        raise ValueError(f"input_format must be tok or raw, got {input_format!r}")
+    doc_ids = read_docs(Path(docs) if docs else None, len(lines))
+    sents = [DPSentence(x.split(), None, d, k) for k, (x, d) in enumerate(zip(lines, doc_ids))]
+    probs = gen.distributions(sents)
+    dp_lines, dpp_lines, nb_lines = [], [], []
+    for k, (s, p) in enumerate(zip(sents, probs)):
+        if not s.tokens:
+            dp_lines.append("")
+            dpp_lines.append("")
+            nb_lines.append(f"{k} |||  ||| 1.000000")
+            continue
+        dp, dpp, slots = one_best(s.tokens, p, gen.labels, tau)
+        dp_lines.append(" ".join(dp))
+        dpp_lines.append(" ".join(dpp))
+        for c in n_best(s.tokens, p, gen.labels, slots, nbest):
+            nb_lines.append(f"{k} ||| {' '.join(c.tokens)} ||| {c.score:.6f}")
+    out_prefix = Path(out_prefix)
+    out_prefix.parent.mkdir(parents=True, exist_ok=True)
+    paths = {"dp": Path(f"{out_prefix}.dp.zh"), "dpp": Path(f"{out_prefix}.dpp.zh"),
+             "nbest": Path(f"{out_prefix}.nbest")}
+    atomic_write_lines(paths["dp"], dp_lines)
+    atomic_write_lines(paths["dpp"], dpp_lines)
+    atomic_write_lines(paths["nbest"], nb_lines)
+    n_dp = sum(x.count(DPP_TOKEN) for x in dpp_lines)
+    logger.info("%d lines, %d DPs inserted (τ = %.2f); n-best: %d entries", len(lines), n_dp, tau, len(nb_lines))
+    return paths
+
+
+def read_nbest(path: str | Path, n_lines: int) -> list[list[tuple[str, float]]]:
+    """Read ``OUT.nbest`` back: per input line, its (sentence, score) list. Raises ``ValueError``
+    naming the line for a malformed entry or a line index out of order/range."""
+    out: list[list[tuple[str, float]]] = [[] for _ in range(n_lines)]
+    for no, line in enumerate(read_lines(path), 1):
+        parts = line.split(" ||| ")
+        if len(parts) != 3 or not parts[0].isdigit():
+            raise ValueError(f"{path}:{no}: expected 'LINE ||| SENTENCE ||| SCORE', got {line!r}")
+        k = int(parts[0])
+        if not 0 <= k < n_lines:
+            raise ValueError(f"{path}:{no}: line index {k} outside 0..{n_lines - 1}")
+        out[k].append((parts[1].strip(), float(parts[2])))
+    return out

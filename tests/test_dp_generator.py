@@ -1,0 +1,162 @@
+"""DP generators: shapes/masking, learning a synthetic drop rule, Table 4.6 features, N-best, apply."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from conftest import REPO
+from doctrans.cli import cli
+from doctrans.data.dp_data import DPSentence, context_of, label_inventory, surface_features
+from doctrans.inference.dp_generate import n_best, one_best, read_nbest
+from doctrans.models.dp_generator import DPLabeler, ElmanDetector, SurfaceMLP
+from doctrans.training.train_dp import DPGenerator, label_scores, load_dp_config, run
+
+
+# ---------------------------------------------------------------- models
+
+def test_shapes_and_padding_do_not_leak():
+    torch.manual_seed(0)
+    det = ElmanDetector(20, emb=8, hidden=6, window=5).eval()
+    toks = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]])
+    assert det(toks).shape == (2, 4, 2)
+    lab = DPLabeler(20, 31, emb=8, hidden=6, layers=2, dropout=0.0).eval()
+    ctx = torch.tensor([[9, 10, 2], [0, 0, 0]])
+    out = lab(toks, ctx)
+    assert out.shape == (2, 4, 31)
+    # a sentence's logits do not depend on the padding or on the other sentence of the batch
+    alone = lab(torch.tensor([[8, 2]]), torch.tensor([[0]]))
+    assert torch.allclose(out[1, :2], alone[0], atol=1e-5)
+    # an all-pad context row equals "no context"
+    assert torch.allclose(lab(torch.tensor([[8, 2]]), None), alone, atol=1e-6)
+    mlp = SurfaceMLP(50, n_slots=7, n_pronouns=30, emb=4, hidden=5)
+    assert mlp(torch.randint(0, 50, (3, 7))).shape == (3, 30)
+    with pytest.raises(ValueError, match="odd"):
+        ElmanDetector(20, window=4)
+
+
+# ---------------------------------------------------------------- synthetic rule
+
+def _synthetic(root: Path, n_train: int = 300, n_dev: int = 60) -> Path:
+    """Random sentences over a small vocabulary; 我 is dropped before 去 and 你 before 来
+    (neither pronoun appears in the text). Writes a prepared dir + annotate-dp style labels."""
+    rng = random.Random(0)
+    words = ["吃", "饭", "学校", "今天", "明天", "很", "好", "去", "来", "了", "吗"]
+    prep, ann = root / "prep", root / "prep" / "dp"
+    ann.mkdir(parents=True)
+    for split, n in (("train", n_train), ("dev", n_dev)):
+        toks, labs, docs = [], [], []
+        for k in range(n):
+            s = [rng.choice(words) for _ in range(rng.randint(2, 7))]
+            lab = [{"去": "我", "来": "你"}.get(w, "N") for w in s] + ["N"]
+            toks.append(" ".join(s))
+            labs.append(" ".join(lab))
+            docs.append(f"d{k // 20}\t{k % 20}")
+        (prep / f"{split}.tok.zh").write_text("\n".join(toks) + "\n", encoding="utf-8")
+        (ann / f"{split}.dplabel").write_text("\n".join(labs) + "\n", encoding="utf-8")
+        (prep / f"{split}.docs").write_text("\n".join(docs) + "\n", encoding="utf-8")
+    return prep
+
+
+@pytest.mark.parametrize("model, extra", [
+    ("labeler", []),
+    ("thesis", ["det_emb=16", "det_hidden=16", "feat_emb=8", "feat_hidden=16", "surface_epochs=30",
+                "epochs=12", "lr=0.02", "feat_min_freq=1"]),
+])
+def test_generator_learns_a_synthetic_drop_rule(tmp_path, model, extra):
+    prep = _synthetic(tmp_path)
+    cfg = load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml",
+                         [f"model={model}", f"prepared={prep}", f"run_dir={tmp_path / 'run'}", "min_freq=1",
+                          "threads=1", *extra])
+    run_dir = run(cfg)
+    gen = DPGenerator.load(run_dir / "best.pt")
+    dev = [DPSentence(l.split(), None, "d", k) for k, l in
+           enumerate((prep / "dev.tok.zh").read_text(encoding="utf-8").splitlines())]
+    gold = [l.split() for l in (prep / "dp" / "dev.dplabel").read_text(encoding="utf-8").splitlines()]
+    from doctrans.training.train_dp import decide
+    pred = [decide(p, gen.labels, gen.threshold) for p in gen.distributions(dev)]
+    sc = label_scores(pred, gold)
+    assert sc["detection"]["f1"] > 0.95 and sc["prediction"]["f1"] > 0.95, sc
+    lines = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert any("dev_prediction_f1" in r for r in lines)
+
+
+def test_resume_continues_from_last_epoch(tmp_path):
+    prep = _synthetic(tmp_path, 80, 20)
+    args = [f"prepared={prep}", f"run_dir={tmp_path / 'run'}", "min_freq=1", "threads=1"]
+    run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", args + ["epochs=2"]))
+    run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", args + ["epochs=3"]), resume=True)
+    epochs = [json.loads(l)["epoch"] for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert epochs == [1, 2, 3]
+
+
+# ---------------------------------------------------------------- features, context
+
+def test_table_4_6_features_on_a_hand_document():
+    doc = [DPSentence("我 昨天 看到 老师".split(), None, "A", 0),
+           DPSentence("说 你 要 去 学校".split(), None, "A", 1),          # DP before 说 (pos 0)
+           DPSentence("他 也 去 北京".split(), None, "A", 2),
+           DPSentence("她 不 来".split(), None, "B", 3)]                 # another document
+    f = surface_features(doc, 1, 0, word_window=2, sent_window=2)
+    assert len(f) == 4 * 2 + 3 + 3 + 5 + 5 + 5 + 5
+    assert f[:4] == ["w-2=<s>", "w-1=<s>", "w0=说", "w1=你"]
+    assert f[4:8] == ["p-2=<s>", "p-1=<s>", "p0=v", "p1=r"]                  # jieba POS tags
+    assert f[8:11] == ["prb0=∅", "prb1=∅", "prb2=∅"]                         # nothing before pos 0
+    assert f[11:14] == ["pra0=你", "pra1=∅", "pra2=∅"]
+    assert f[14] == "psb0=我" and f[19] == "psa0=他" and f[20] == "psa1=∅"     # 她 is in doc B
+    assert "nsb0=老师" in f and "nsa0=北京" in f
+    assert context_of(doc, 2, n_prev=2, max_tokens=0) == "我 昨天 看到 老师 </s> 说 你 要 去 学校 </s>".split()
+    assert context_of(doc, 3, n_prev=2, max_tokens=0) == []                   # document boundary
+
+
+# ---------------------------------------------------------------- 1-best and N-best
+
+def test_one_best_and_n_best_ordering_and_scores():
+    labels = label_inventory()
+    i_wo, i_ni, i_ta = labels.index("我"), labels.index("你"), labels.index("他")
+    probs = np.zeros((3, len(labels)))
+    probs[:, 0] = 1.0                                  # default: no DP
+    probs[0] = 0.0
+    probs[0, [0, i_wo, i_ni]] = [0.2, 0.6, 0.2]         # slot 1: 我 0.75 / 你 0.25 after renormalising
+    probs[2] = 0.0
+    probs[2, [0, i_ta, i_ni]] = [0.4, 0.35, 0.25]       # slot 2 (</s>): 他 7/12 / 你 5/12
+    dp, dpp, slots = one_best(["走", "吧"], probs, labels, threshold=0.5)
+    assert dp == ["我", "走", "吧", "他"] and dpp == ["#DP#", "走", "吧", "#DP#"] and slots == [0, 2]
+    nb = n_best(["走", "吧"], probs, labels, slots, n=4)
+    assert [c.tokens for c in nb] == [["我", "走", "吧", "他"], ["我", "走", "吧", "你"],
+                                      ["你", "走", "吧", "他"], ["你", "走", "吧", "你"]]
+    assert [c.score for c in nb] == pytest.approx([0.75 * 7 / 12, 0.75 * 5 / 12, 0.25 * 7 / 12, 0.25 * 5 / 12])
+    assert sum(c.score for c in n_best(["走", "吧"], probs, labels, slots, n=1000)) == pytest.approx(1.0)
+    assert n_best(["走"], probs[:2], labels, [], 5)[0].score == 1.0
+
+
+def test_apply_preserves_lines_and_writes_parsable_nbest(tmp_path):
+    prep = _synthetic(tmp_path, 80, 20)
+    run_dir = run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml",
+                                 [f"prepared={prep}", f"run_dir={tmp_path / 'run'}", "min_freq=1", "epochs=3"]))
+    inp = tmp_path / "in.zh"
+    inp.write_text("今天 去 学校\n\n明天 来 吗\n很 好\n", encoding="utf-8")
+    docs = tmp_path / "in.docs"
+    docs.write_text("A\t0\nA\t1\nB\t0\nB\t1\n", encoding="utf-8")
+    r = CliRunner().invoke(cli, ["annotate-dp", "--generator", str(run_dir / "best.pt"), str(inp),
+                                 "--docs", str(docs), "-o", str(tmp_path / "out"), "--nbest", "3"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    dp = (tmp_path / "out.dp.zh").read_text(encoding="utf-8").split("\n")
+    dpp = (tmp_path / "out.dpp.zh").read_text(encoding="utf-8").split("\n")
+    assert len(dp) == len(dpp) == 5 and dp[1] == "" and dp[4] == ""           # 4 lines + final newline
+    nb = read_nbest(tmp_path / "out.nbest", 4)
+    assert all(1 <= len(x) <= 3 for x in nb) and nb[1] == [("", 1.0)]
+    for k, entries in enumerate(nb):
+        assert entries[0][0] == dp[k]                                           # best = 1-best
+        assert [s for _, s in entries] == sorted((s for _, s in entries), reverse=True)
+    bad = tmp_path / "bad.docs"
+    bad.write_text("A\t0\n", encoding="utf-8")
+    r = CliRunner().invoke(cli, ["annotate-dp", "--generator", str(run_dir / "best.pt"), str(inp),
+                                 "--docs", str(bad)])
+    assert r.exit_code != 0
