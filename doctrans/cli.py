@@ -139,8 +139,22 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
 @click.option("--tokenized", is_flag=True, help="Write Moses-tokenized output (BPE merged) instead of detokenized text.")
 @click.option("--prepared", default="", help="Prepared dataset dir holding the BPE codes (default: the checkpoint's).")
 @click.option("--threads", default=0, help="torch threads (0 = all cores).")
+@click.option("--dp-generator", default="", help="Complete dropped pronouns in the input with this DP generator "
+                                                 "(for models trained on +DP/+DPP sources, pipelines/dp/nmt_*.yaml).")
+@click.option("--dp-input", type=click.Choice(["dp", "dpp"]), default="dp", show_default=True,
+              help="dp: insert the predicted pronouns; dpp: insert #DP# at the predicted positions.")
+@click.option("--dp-nbest", default=1, show_default=True,
+              help="Decode the N best DP completions of each sentence together (1 = the 1-best only).")
+@click.option("--dp-combine", type=click.Choice(["mixture", "max", "1best"]), default="mixture", show_default=True,
+              help="mixture: one shared beam scoring log Σ_r w_r p(y|x_r) (confusion-network analogue); "
+                   "max: decode each variant, keep the best length-normalised hypothesis; 1best.")
+@click.option("--dp-weights", type=click.Choice(["uniform", "generator"]), default="uniform", show_default=True,
+              help="Mixture weights: 1/N (the thesis) or the generator's normalised completion scores.")
+@click.option("--dp-docs", default="", help="doc<TAB>position per input line (document context of the generator).")
+@click.option("--write-lattice", default="", help="Also write the DP input as Moses PLF confusion networks, one per line.")
 def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
-                  input_format, tokenized, prepared, threads) -> None:
+                  input_format, tokenized, prepared, threads, dp_generator, dp_input, dp_nbest, dp_combine,
+                  dp_weights, dp_docs, write_lattice) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
     The output has exactly as many lines as the input; an empty input line gives an empty
@@ -151,7 +165,9 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
     run(TranslateConfig(checkpoint=checkpoint, input=input_, output=output, beam=beam, lenpen=lenpen,
                         max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
                         batch_sentences=batch_sentences, input_format=input_format,
-                        tokenized=tokenized, prepared=prepared, threads=threads))
+                        tokenized=tokenized, prepared=prepared, threads=threads, dp_generator=dp_generator,
+                        dp_input=dp_input, dp_nbest=dp_nbest, dp_combine=dp_combine, dp_weights=dp_weights,
+                        dp_docs=dp_docs, write_lattice=write_lattice))
 
 
 # --- annotate-dp (doctrans/data/annotate_corpus.py) -------------------------------------------

@@ -34,6 +34,9 @@ class DataConfig:
     train_split: str = "train"
     dev_split: str = "dev"
     src_suffix: str = "bpe.zh"          # {split}.{src_suffix}: which variant of the source to read
+    src_dir: str = ""                   # directory of the source files [default: prepared], e.g. PREP/dp
+    src_vocab: str = ""                 # source vocabulary counts file [default: prepared/vocab.zh.txt]
+    bpe_protect_dp: bool = False        # translate: keep DP pronouns and #DP# whole when applying BPE
     tgt_suffix: str = "bpe.en"
     max_len: int = 128                  # BPE tokens; longer training pairs are skipped (never dev)
     min_freq: int = 1                   # vocabulary: keep BPE tokens seen at least this often

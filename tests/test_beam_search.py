@@ -75,3 +75,43 @@ def test_early_stopping_patience_and_modes():
     st2 = TrainState()
     assert lo.update(st2, 3.0) and lo.update(st2, 2.0) and not lo.update(st2, 2.5)
     assert not lo.should_stop(st2)                      # patience 0 = never stop
+
+
+def _mixture_reference(m: Transformer, variants: list[torch.Tensor], weights: list[float], max_len: int) -> list[int]:
+    """Greedy over log Σ_r w_r p(y | x_r), re-running every prefix (no cache)."""
+    enc = [m.encode(v) for v in variants]
+    ys = [VOCAB.bos_id]
+    for _ in range(max_len):
+        p = sum(w * torch.softmax(m.logits(m.decode_train(mem, keep, torch.tensor([ys]))[0, -1]), -1)
+                for w, (mem, keep) in zip(weights, enc))
+        lp = p.log()
+        lp[VOCAB.pad_id] = lp[VOCAB.bos_id] = -float("inf")
+        nxt = int(lp.argmax())
+        if nxt == VOCAB.eos_id:
+            break
+        ys.append(nxt)
+    return ys[1:]
+
+
+def test_mixture_of_identical_variants_equals_plain_search():
+    m = model(3)
+    batch = torch.tensor([[5, 6, 7, 2, 0], [8, 9, 10, 11, 2]])
+    plain = beam_search(m, batch, VOCAB, beam=4)
+    for n in (2, 3, 6):
+        mixed = beam_search(m, batch.repeat_interleave(n, 0), VOCAB, beam=4, variants=n)
+        assert mixed.tokens == plain.tokens
+        assert all(abs(a - b) < 1e-5 for a, b in zip(mixed.scores, plain.scores))
+    # weight 0 drops a variant: [1, 0] over (x, y) decodes x alone
+    other = torch.tensor([[12, 13, 14, 2, 0], [5, 2, 0, 0, 0]])
+    pair = torch.stack([batch, other], 1).reshape(4, 5)
+    only_first = beam_search(m, pair, VOCAB, beam=4, variants=2, weights=torch.tensor([[1.0, 0.0]] * 2))
+    assert only_first.tokens == plain.tokens
+
+
+def test_mixture_greedy_matches_uncached_reference():
+    m = model(4)
+    x1, x2 = torch.tensor([[5, 6, 7, 2]]), torch.tensor([[5, 9, 6, 7, 2]])
+    src = torch.cat([torch.nn.functional.pad(x1, (0, 1)), x2])
+    res = beam_search(m, src, VOCAB, beam=1, variants=2, weights=torch.tensor([[0.3, 0.7]]),
+                      max_len_ratio=1.5, max_len_extra=10)
+    assert res.tokens[0] == _mixture_reference(m, [x1, x2], [0.3, 0.7], 8 + 10)   # ceil(1.5 × 5) + 10, longest variant

@@ -160,3 +160,41 @@ def test_apply_preserves_lines_and_writes_parsable_nbest(tmp_path):
     r = CliRunner().invoke(cli, ["annotate-dp", "--generator", str(run_dir / "best.pt"), str(inp),
                                  "--docs", str(bad)])
     assert r.exit_code != 0
+
+
+# ---------------------------------------------------------------- DP-aware translation
+
+def test_translate_with_dp_generator_nbest_and_lattice(tmp_path, reversal_prepared):
+    from doctrans.inference.dp_generate import parse_plf
+    from doctrans.inference.translate import TranslateConfig, run as translate_run
+    from doctrans.config import load_experiment
+    from doctrans.training import train as nmt_train
+
+    prep = _synthetic(tmp_path / "syn", 80, 20)
+    gen_dir = run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml",
+                                 [f"prepared={prep}", f"run_dir={tmp_path / 'gen'}", "min_freq=1", "epochs=5"]))
+    nmt_dir = nmt_train.run(load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml", [
+        f"data.prepared={reversal_prepared}", f"run_dir={tmp_path / 'nmt'}", "train.max_steps=3",
+        "train.eval_every=0", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min",
+        "data.bpe_protect_dp=true"]))
+    inp = tmp_path / "in.zh"
+    inp.write_text("今天 去 学校\n\n明天 来 吗\n很 好\n", encoding="utf-8")
+    outs = {}
+    for name, extra in {"1best": {}, "mix3": {"dp_nbest": 3}, "max3": {"dp_nbest": 3, "dp_combine": "max"},
+                        "dpp": {"dp_input": "dpp"}, "gen3": {"dp_nbest": 3, "dp_weights": "generator"}}.items():
+        out = tmp_path / f"{name}.en"
+        translate_run(TranslateConfig(checkpoint=str(nmt_dir / "best.pt"), input=str(inp), output=str(out),
+                                      input_format="tok", beam=2, dp_generator=str(gen_dir / "best.pt"),
+                                      write_lattice=str(tmp_path / f"{name}.plf"), **extra))
+        outs[name] = out.read_text(encoding="utf-8").split("\n")
+        assert len(outs[name]) == 5 and outs[name][1] == ""               # line count, empty line kept
+    plf = (tmp_path / "mix3.plf").read_text(encoding="utf-8").splitlines()
+    assert len(plf) == 4 and plf[1] == "()"
+    cols = parse_plf(plf[0])
+    words = [c[0][0] for c in cols if len(c) == 1]
+    assert words == ["今天", "去", "学校"] and all(len(c) in (1, 3) for c in cols)   # DP slots: 3 pronouns
+    for c in cols:
+        assert abs(sum(p for _, p, _ in c) - 1.0) < 1e-4 and all(j == 1 for _, _, j in c)
+    assert parse_plf("((('a',1.0,1),),)") == [[("a", 1.0, 1)]]
+    with pytest.raises(ValueError):
+        parse_plf("not a lattice")

@@ -41,7 +41,7 @@ from tqdm import tqdm
 
 from doctrans.data import align as align_mod
 from doctrans.data.annotate_dp import (
-    EOS, MODES, AnnotationResult, explain_text, find_dps, parse_alignment)
+    DPP_TOKEN, EOS, MODES, AnnotationResult, explain_text, find_dps, parse_alignment)
 from doctrans.data.dp_pronouns import TRIGGERS, pronoun_type
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
 
@@ -312,6 +312,27 @@ def annotate_split(cfg: AnnotateConfig, split: str, src: Path, tgt: Path, lm_pat
     return stats
 
 
+def write_bpe_variants(cfg: AnnotateConfig, splits: Sequence[str]) -> None:
+    """``{split}.dp.bpe.zh`` / ``{split}.dpp.bpe.zh``: the +DP / +DPP sources BPE-encoded with
+    the prepared dataset's codes, inserted pronouns and ``#DP#`` kept whole; and
+    ``vocab.dp.zh.txt`` / ``vocab.dpp.zh.txt`` (BPE unit counts of the training split), the
+    source vocabularies of the +DP / +DPP NMT configs (pipelines/dp/nmt_*.yaml)."""
+    from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
+    from doctrans.data.text import TextProcessor
+
+    proc = TextProcessor.from_prepared(cfg.prepared, "zh")
+    protect = frozenset(CHINESE_PRONOUNS) | {DPP_TOKEN}
+    for variant in ("dp", "dpp"):
+        for split in splits:
+            lines = read_lines(cfg.out / f"{split}.{variant}.zh")
+            bpe = proc.apply_bpe(lines, protect=protect)
+            atomic_write_lines(cfg.out / f"{split}.{variant}.bpe.zh", bpe)
+            if split == "train":
+                counts = Counter(t for line in bpe for t in line.split())
+                atomic_write_lines(cfg.out / f"vocab.{variant}.zh.txt",
+                                   [f"{t}\t{c}" for t, c in counts.most_common()])
+
+
 def _oracle_paths(cfg: AnnotateConfig, meta: dict, split: str) -> tuple[Path, Path] | None:
     """(oracle base = *.seg.zh, oracle DP file) for a TVsub dev/test split, if they exist."""
     if cfg.oracle_dir is not None:
@@ -407,6 +428,9 @@ def run(cfg: AnnotateConfig) -> dict:
     for split, (s, t) in files.items():
         stats[split] = annotate_split(cfg, split, s, t, lm_path).to_dict()
     timings["search_s"] = round(time.time() - t0, 1)
+    t0 = time.time()
+    write_bpe_variants(cfg, list(files))
+    timings["bpe_s"] = round(time.time() - t0, 1)
     atomic_write_text(cfg.out / "stats.json", json.dumps(stats, ensure_ascii=False, indent=1) + "\n")
     atomic_write_text(cfg.out / "stats.md", render_stats(stats))
     agr = agreement(cfg, meta, [sp for sp in files if sp != "train"])
@@ -420,6 +444,7 @@ def run(cfg: AnnotateConfig) -> dict:
     atomic_write_text(cfg.out / "meta.json", json.dumps(
         {"version": 1, "config": settings, "lm": str(lm_path), "splits": list(files), "timings": timings,
          "outputs": ["{split}.dp.zh", "{split}.dpp.zh", "{split}.dplabel", "{split}.align",
-                     "{split}.docs", "stats.json"], "labels_end_with": EOS},
+                     "{split}.docs", "{split}.dp.bpe.zh", "{split}.dpp.bpe.zh", "vocab.dp.zh.txt",
+                     "vocab.dpp.zh.txt", "stats.json"], "labels_end_with": EOS},
         ensure_ascii=False, indent=1) + "\n")
     return {"out": cfg.out, "stats": stats, "agreement": agr, "explain": pngs, "timings": timings}

@@ -188,17 +188,26 @@ class TextProcessor:
             return [s.lower() for s in segmented] if self.lowercase else segmented
         return tokenize_en(lines, lowercase=self.lowercase)
 
-    def apply_bpe(self, tok_lines: Iterable[str]) -> list[str]:
+    def apply_bpe(self, tok_lines: Iterable[str], protect: frozenset[str] = frozenset()) -> list[str]:
         """Split tokenized lines into BPE units (``@@ `` marks a unit continued by the next).
 
-        Raises RuntimeError when the processor was built without codes.
+        Tokens in ``protect`` stay whole (e.g. inserted DP pronouns and ``#DP#``, which
+        segmentation must never split). Raises RuntimeError when built without codes.
         """
         if self.bpe_codes is None:
             raise RuntimeError("TextProcessor has no BPE codes (build it with from_prepared)")
         bpe = _load_bpe(self.bpe_codes)
         if bpe is None:
             return [" ".join(line.split()) for line in tok_lines]
-        return [bpe.process_line(line) for line in tok_lines]
+        if not protect:
+            return [bpe.process_line(line) for line in tok_lines]
+        out = []
+        for line in tok_lines:
+            units: list[str] = []
+            for tok in line.split():
+                units.extend([tok] if tok in protect else bpe.segment_tokens([tok]))
+            out.append(" ".join(units))
+        return out
 
     def encode(self, lines: Iterable[str]) -> list[str]:
         """Raw lines → BPE lines: ``apply_bpe(tokenize(lines))``."""

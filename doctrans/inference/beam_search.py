@@ -7,6 +7,13 @@ are finished with score ``log p(y|x) / |y|^lenpen`` (fairseq's length normalisat
 counts ``</s>``); the best K others continue. A sentence stops when it has K finished
 hypotheses, and it leaves the batch then, so no work is spent on it afterwards. At the maximum
 length (``max_len_ratio * |x| + max_len_extra``) ``</s>`` is forced.
+
+**Mixture over input variants** (``variants`` = R > 1; the NMT analogue of confusion-network
+decoding, models.md §3.4): each sentence comes as R source variants (e.g. its N best
+DP-completed versions), each encoded once; one shared beam per sentence scores the next token
+with ``log Σ_r w_r p(y_t | y_<t, x^(r))`` (``weights`` (B, R), rows summing to 1; weight 0
+drops a variant). Decoder states are kept per (sentence, hypothesis, variant) and reordered
+together. With R = 1 this is exactly the plain search.
 """
 from __future__ import annotations
 
@@ -34,20 +41,31 @@ def _max_lengths(src: Tensor, pad_id: int, ratio: float, extra: int, cap: int) -
 
 @torch.no_grad()
 def beam_search(model, src: Tensor, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
-                max_len_ratio: float = 1.5, max_len_extra: int = 10) -> SearchResult:
-    """Translate a batch. src: (B, S) padded source ids (ending in ``</s>``).
+                max_len_ratio: float = 1.5, max_len_extra: int = 10, variants: int = 1,
+                weights: Tensor | None = None) -> SearchResult:
+    """Translate a batch. src: (B·R, S) padded source ids (ending in ``</s>``), the R variants
+    of sentence b in rows b·R … b·R + R - 1 (R = ``variants``, 1 = plain beam search).
 
-    ``model`` must provide ``encode``, ``init_state``, ``decode_step`` (see
-    ``doctrans.models.backbones.transformer.Transformer``). Returns a SearchResult of length B.
+    ``weights``: (B, R) mixture weights (default uniform 1/R). The maximum output length
+    follows the longest variant. ``model`` must provide ``encode``, ``init_state``,
+    ``decode_step`` (see ``doctrans.models.backbones.transformer.Transformer``). Returns a
+    SearchResult of length B. Raises ``ValueError`` if the rows are not a multiple of R.
     """
     model.eval()
-    b, k = src.size(0), beam
+    r = variants
+    if src.size(0) % r:
+        raise ValueError(f"{src.size(0)} source rows is not a multiple of variants={r}")
+    b, k = src.size(0) // r, beam
+    if r > 1:
+        w = torch.full((b, r), 1.0 / r) if weights is None else weights.float()
+        log_w = w.log()                                                    # (B, R); -inf drops a variant
     memory, keep = model.encode(src)
-    expand = torch.arange(b).repeat_interleave(k)                          # (B*K,)
+    # state rows are ordered (sentence, hypothesis, variant): row (b*K + k)*R + r ← source row b*R + r
+    expand = (torch.arange(b)[:, None, None] * r + torch.arange(r)[None, None, :]).expand(b, k, r).reshape(-1)
     state = model.init_state(memory.index_select(0, expand),
                              None if keep is None else keep.index_select(0, expand))
     max_len = _max_lengths(src, vocab.pad_id, max_len_ratio, max_len_extra,
-                           model.cfg.max_positions - 1)                    # (B,)
+                           model.cfg.max_positions - 1).view(b, r).max(1).values   # (B,)
     scores = torch.full((b, k), -math.inf)
     scores[:, 0] = 0.0                                                     # only beam 0 is live at step 0
     history = torch.full((b * k, 1), vocab.bos_id, dtype=torch.long)       # (nA*K, t+1)
@@ -55,7 +73,12 @@ def beam_search(model, src: Tensor, vocab: Vocab, beam: int = 5, lenpen: float =
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
     step = 0
     while active.numel():
-        lprobs = model.decode_step(history[:, -1], state)                  # (nA*K, V)
+        if r == 1:
+            lprobs = model.decode_step(history[:, -1], state)              # (nA*K, V)
+        else:
+            lp = model.decode_step(history[:, -1].repeat_interleave(r), state)   # (nA*K*R, V)
+            lp = lp.view(-1, r, lp.size(-1)) + log_w[active].repeat_interleave(k, 0)[:, :, None]
+            lprobs = torch.logsumexp(lp, dim=1)                            # (nA*K, V) mixture
         lprobs[:, vocab.pad_id] = -math.inf
         lprobs[:, vocab.bos_id] = -math.inf
         at_max = (max_len[active] <= step).repeat_interleave(k)            # (nA*K,)
@@ -78,7 +101,7 @@ def beam_search(model, src: Tensor, vocab: Vocab, beam: int = 5, lenpen: float =
                              top_tok.gather(1, pos)[keep_rows].reshape(-1, 1)], dim=1)
         scores = cont_s[keep_rows]
         active = active[keep_rows]
-        state = state.reorder(rows)
+        state = state.reorder(rows if r == 1 else (rows[:, None] * r + torch.arange(r)).reshape(-1))
         step += 1
     best = [max(f, key=lambda h: h[0]) for f in finished]
     return SearchResult([h[1] for h in best], [h[0] for h in best])

@@ -96,6 +96,77 @@ def n_best(tokens: Sequence[str], probs: np.ndarray, labels: Sequence[str], slot
     return out
 
 
+@dataclass
+class LineDPs:
+    """The generator's output for one line: 1-best DP and DPP tokens, the slot positions, the
+    N-best completions and per slot its pronoun alternatives (renormalised, best first)."""
+
+    dp: list[str]
+    dpp: list[str]
+    slots: list[int]
+    completions: list[Completion]
+    columns: list[list[tuple[str, float]]]
+
+
+def slot_alternatives(probs: np.ndarray, labels: Sequence[str], slots: Sequence[int], n: int
+                      ) -> list[list[tuple[str, float]]]:
+    """Per slot: its ``n`` most probable pronouns with probabilities renormalised over them."""
+    out = []
+    for t in slots:
+        p = probs[t, 1:].astype(np.float64)
+        top = np.argsort(-p, kind="stable")[:n]
+        z = p[top].sum() or 1.0
+        out.append([(labels[j + 1], float(p[j] / z)) for j in top])
+    return out
+
+
+def complete_lines(gen, lines: Sequence[str], doc_ids: Sequence[str], nbest: int,
+                   threshold: float | None = None) -> list[LineDPs]:
+    """Run the generator ``gen`` (``train_dp.DPGenerator``) on segmented ``lines``; an empty
+    line gives empty outputs and one empty completion."""
+    tau = gen.threshold if threshold is None else threshold
+    sents = [DPSentence(x.split(), None, d, k) for k, (x, d) in enumerate(zip(lines, doc_ids))]
+    out = []
+    for s, p in zip(sents, gen.distributions(sents)):
+        if not s.tokens:
+            out.append(LineDPs([], [], [], [Completion([], 1.0)], []))
+            continue
+        dp, dpp, slots = one_best(s.tokens, p, gen.labels, tau)
+        out.append(LineDPs(dp, dpp, slots, n_best(s.tokens, p, gen.labels, slots, nbest),
+                           slot_alternatives(p, gen.labels, slots, nbest)))
+    return out
+
+
+def plf_line(tokens: Sequence[str], slots: Sequence[int], columns: Sequence[Sequence[tuple[str, float]]],
+             uniform: bool = True) -> str:
+    """One sentence as a Moses PLF confusion network: one column per token (weight 1.0) and
+    before each slot a column of its pronoun alternatives, weighted 1/n each (``uniform``, the
+    thesis) or by their renormalised probabilities; every jump is 1."""
+    at = dict(zip(slots, columns))
+    cols = []
+    for t in range(len(tokens) + 1):
+        if t in at:
+            alts = at[t]
+            cols.append([(w, 1.0 / len(alts) if uniform else p) for w, p in alts])
+        if t < len(tokens):
+            cols.append([(tokens[t], 1.0)])
+    return "(" + "".join("(" + "".join(f"({w!r},{p:.6g},1)," for w, p in col) + ")," for col in cols) + ")"
+
+
+def parse_plf(line: str) -> list[list[tuple[str, float, int]]]:
+    """Parse one PLF line into columns of (token, weight, jump). Raises ``ValueError``."""
+    import ast
+
+    try:
+        value = ast.literal_eval(line.strip())
+    except (ValueError, SyntaxError) as e:
+        raise ValueError(f"not a PLF line: {line[:80]!r}: {e}") from None
+    if not isinstance(value, tuple) or not all(
+            isinstance(col, tuple) and all(isinstance(e, tuple) and len(e) == 3 for e in col) for col in value):
+        raise ValueError(f"not a PLF line: {line[:80]!r}")
+    return [[(str(w), float(p), int(j)) for w, p, j in col] for col in value]
+
+
 def run(generator: str | Path, input_path: str | Path, out_prefix: str | Path,
         docs: str | Path | None = None, nbest: int = 6, input_format: str = "tok",
         threshold: float | None = None) -> dict[str, Path]:
@@ -117,19 +188,11 @@ def run(generator: str | Path, input_path: str | Path, out_prefix: str | Path,
     elif input_format != "tok":
         raise ValueError(f"input_format must be tok or raw, got {input_format!r}")
     doc_ids = read_docs(Path(docs) if docs else None, len(lines))
-    sents = [DPSentence(x.split(), None, d, k) for k, (x, d) in enumerate(zip(lines, doc_ids))]
-    probs = gen.distributions(sents)
     dp_lines, dpp_lines, nb_lines = [], [], []
-    for k, (s, p) in enumerate(zip(sents, probs)):
-        if not s.tokens:
-            dp_lines.append("")
-            dpp_lines.append("")
-            nb_lines.append(f"{k} |||  ||| 1.000000")
-            continue
-        dp, dpp, slots = one_best(s.tokens, p, gen.labels, tau)
-        dp_lines.append(" ".join(dp))
-        dpp_lines.append(" ".join(dpp))
-        for c in n_best(s.tokens, p, gen.labels, slots, nbest):
+    for k, res in enumerate(complete_lines(gen, lines, doc_ids, nbest, tau)):
+        dp_lines.append(" ".join(res.dp))
+        dpp_lines.append(" ".join(res.dpp))
+        for c in res.completions:
             nb_lines.append(f"{k} ||| {' '.join(c.tokens)} ||| {c.score:.6f}")
     out_prefix = Path(out_prefix)
     out_prefix.parent.mkdir(parents=True, exist_ok=True)

@@ -42,31 +42,51 @@ class TranslateConfig:
     tokenized: bool = False           # write tokenized (not detokenized) output
     prepared: str = ""                # dataset dir with the BPE codes; default: the checkpoint's
     threads: int = 0
+    # dropped pronouns (models.md §3.4): complete the input with a DP generator first
+    dp_generator: str = ""            # DP generator checkpoint (doctrans train pipelines/dp/...)
+    dp_input: str = "dp"              # dp: pronouns inserted; dpp: #DP# at detected positions
+    dp_nbest: int = 1                 # N DP-completed variants per sentence (1 = 1-best)
+    dp_combine: str = "mixture"       # mixture (one beam, log Σ w p) | max (best variant) | 1best
+    dp_weights: str = "uniform"       # uniform 1/N (the thesis) | generator (normalised scores)
+    dp_docs: str = ""                 # doc<TAB>position per input line, for the generator's context
+    write_lattice: str = ""           # also write the DP input as Moses PLF confusion networks
 
 
-def decode_corpus(model, src: list[np.ndarray], tgt_vocab: Vocab, beam: int, lenpen: float,
-                  max_len_ratio: float, max_len_extra: int, batch_sentences: int,
-                  progress: bool = False) -> list[str]:
+def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, beam: int,
+                  lenpen: float, max_len_ratio: float, max_len_extra: int, batch_sentences: int,
+                  progress: bool = False, weights: list[list[float]] | None = None,
+                  return_scores: bool = False):
     """Translate id sequences (each ending in ``</s>``) → target token strings, in input order.
 
     Sentences are sorted by length and batched ``batch_sentences`` at a time to limit padding.
+    With ``weights``, each item of ``src`` is a list of R variants (same R for all) decoded as
+    one mixture (``beam_search(variants=R)``), ``weights[i]`` their mixture weights. With
+    ``return_scores`` also the normalised hypothesis scores.
     """
-    order = np.argsort([len(s) for s in src], kind="stable")
+    mixture = weights is not None
+    rows = [list(v) if mixture else [v] for v in src]
+    r_var = len(rows[0]) if rows else 1
+    order = np.argsort([max(len(x) for x in v) for v in rows], kind="stable")
     out: list[str] = [""] * len(src)
+    scores: list[float] = [0.0] * len(src)
     pad = tgt_vocab.pad_id
     bar = tqdm(total=len(src), unit="sent", disable=not progress, desc="translate")
     for start in range(0, len(order), batch_sentences):
         idx = order[start:start + batch_sentences]
-        width = max(len(src[i]) for i in idx)
-        batch = torch.full((len(idx), width), pad, dtype=torch.long)
-        for r, i in enumerate(idx):
-            batch[r, :len(src[i])] = torch.from_numpy(src[i])
-        res = beam_search(model, batch, tgt_vocab, beam, lenpen, max_len_ratio, max_len_extra)
-        for r, i in enumerate(idx):
-            out[i] = tgt_vocab.decode(res.tokens[r])
+        width = max(len(x) for i in idx for x in rows[i])
+        batch = torch.full((len(idx) * r_var, width), pad, dtype=torch.long)
+        for n, i in enumerate(idx):
+            for v, x in enumerate(rows[i]):
+                batch[n * r_var + v, :len(x)] = torch.from_numpy(x)
+        w = torch.tensor([weights[i] for i in idx]) if mixture else None
+        res = beam_search(model, batch, tgt_vocab, beam, lenpen, max_len_ratio, max_len_extra,
+                          variants=r_var, weights=w)
+        for n, i in enumerate(idx):
+            out[i] = tgt_vocab.decode(res.tokens[n])
+            scores[i] = res.scores[n]
         bar.update(len(idx))
     bar.close()
-    return out
+    return (out, scores) if return_scores else out
 
 
 class Translator:
@@ -87,23 +107,31 @@ class Translator:
         src_lang, tgt_lang = exp.data.src_suffix.split(".")[-1], exp.data.tgt_suffix.split(".")[-1]
         self.src_proc = TextProcessor.from_prepared(prepared, src_lang)
         self.tgt_proc = TextProcessor.from_prepared(prepared, tgt_lang)
+        self.protect: frozenset[str] = frozenset()
+        if exp.data.bpe_protect_dp:
+            from doctrans.data.annotate_dp import DPP_TOKEN
+            from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
+            self.protect = frozenset(CHINESE_PRONOUNS) | {DPP_TOKEN}
 
     def _to_bpe(self, lines: list[str]) -> list[str]:
         if self.cfg.input_format == "bpe":
             return lines
         if self.cfg.input_format == "tok":
-            return self.src_proc.apply_bpe(lines)
+            return self.src_proc.apply_bpe(lines, protect=self.protect)
         if self.cfg.input_format == "raw":
             return self.src_proc.encode(lines)
         raise ValueError(f"input_format must be raw, tok or bpe, got {self.cfg.input_format!r}")
 
     def translate(self, lines: list[str], progress: bool = False) -> list[str]:
         nonempty = [i for i, line in enumerate(lines) if line.strip()]
-        bpe = self._to_bpe([lines[i] for i in nonempty])
-        ids = [self.src_vocab.encode(s) for s in bpe]
         c = self.cfg
-        hyps = decode_corpus(self.model, ids, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
-                             c.max_len_extra, c.batch_sentences, progress)
+        if c.dp_generator:
+            hyps = self._translate_dp(lines, nonempty, progress)
+        else:
+            bpe = self._to_bpe([lines[i] for i in nonempty])
+            ids = [self.src_vocab.encode(s) for s in bpe]
+            hyps = decode_corpus(self.model, ids, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
+                                 c.max_len_extra, c.batch_sentences, progress)
         merged = [self.tgt_proc.merge_bpe(h) for h in hyps]
         if not c.tokenized:
             merged = self.tgt_proc.detokenize(merged)
@@ -111,6 +139,71 @@ class Translator:
         for i, h in zip(nonempty, merged):
             out[i] = h
         return out
+
+
+    def _translate_dp(self, lines: list[str], nonempty: list[int], progress: bool) -> list[str]:
+        """DP-aware translation (see TranslateConfig dp_*): complete every input with the
+        generator, then decode the 1-best, or the N best completions as a mixture / max."""
+        from doctrans.data.dp_data import read_docs
+        from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
+        from doctrans.inference.dp_generate import DPP_TOKEN, complete_lines, plf_line
+        from doctrans.training.train_dp import DPGenerator
+
+        c = self.cfg
+        if c.dp_combine not in ("mixture", "max", "1best") or c.dp_weights not in ("uniform", "generator") \
+                or c.dp_input not in ("dp", "dpp") or c.dp_nbest < 1:
+            raise ValueError(f"bad DP options: combine={c.dp_combine!r} weights={c.dp_weights!r} "
+                             f"input={c.dp_input!r} nbest={c.dp_nbest}")
+        if c.input_format == "bpe":
+            raise ValueError("--dp-generator needs raw or tok input (the generator reads words, not BPE)")
+        gen = self._generator = getattr(self, "_generator", None) or DPGenerator.load(c.dp_generator)
+        sub = [lines[i] for i in nonempty]
+        tok = sub if c.input_format == "tok" else self.src_proc.tokenize(sub)
+        docs = read_docs(Path(c.dp_docs) if c.dp_docs else None, len(lines))
+        res = complete_lines(gen, tok, [docs[i] for i in nonempty], max(c.dp_nbest, 1))
+        if c.write_lattice:
+            by_line = dict(zip(nonempty, res))
+            atomic_write_lines(c.write_lattice, [
+                plf_line(by_line[i].dp and [t for t, d in zip(by_line[i].dp, by_line[i].dpp) if d != DPP_TOKEN],
+                         by_line[i].slots, by_line[i].columns, uniform=c.dp_weights == "uniform")
+                if i in by_line else "()" for i in range(len(lines))])
+        protect = frozenset(CHINESE_PRONOUNS) | {DPP_TOKEN}
+
+        def ids(token_lists):
+            return [self.src_vocab.encode(s) for s in
+                    self.src_proc.apply_bpe([" ".join(t) for t in token_lists], protect=protect)]
+
+        if c.dp_input == "dpp" or c.dp_nbest == 1 or c.dp_combine == "1best":
+            src = ids([r.dpp if c.dp_input == "dpp" else r.dp for r in res])
+            return decode_corpus(self.model, src, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
+                                 c.max_len_extra, c.batch_sentences, progress)
+        n = c.dp_nbest
+        variants, weights = [], []
+        for r in res:
+            comps = r.completions[:n]
+            if c.dp_weights == "uniform":
+                w = [1.0 / len(comps)] * len(comps)
+            else:
+                z = sum(x.score for x in comps) or 1.0
+                w = [x.score / z for x in comps]
+            toks = [x.tokens for x in comps]
+            toks += [toks[0]] * (n - len(toks))                      # padding variants, weight 0
+            variants.append(toks)
+            weights.append(w + [0.0] * (n - len(w)))
+        flat = ids([t for v in variants for t in v])
+        grouped = [flat[k * n:(k + 1) * n] for k in range(len(variants))]
+        if c.dp_combine == "mixture":
+            return decode_corpus(self.model, grouped, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
+                                 c.max_len_extra, max(1, c.batch_sentences // n), progress, weights=weights)
+        real = [(k, v) for k, w in enumerate(weights) for v in range(n) if w[v] > 0]
+        hyps, scores = decode_corpus(self.model, [grouped[k][v] for k, v in real], self.tgt_vocab, c.beam,
+                                     c.lenpen, c.max_len_ratio, c.max_len_extra, c.batch_sentences, progress,
+                                     return_scores=True)
+        best: dict[int, tuple[float, str]] = {}
+        for (k, _), h, s in zip(real, hyps, scores):
+            if k not in best or s > best[k][0]:
+                best[k] = (s, h)
+        return [best[k][1] for k in range(len(variants))]
 
 
 def _read(path: str) -> list[str]:

@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 def _vocabs(cfg: ExperimentConfig) -> tuple[Vocab, Vocab]:
     prep = Path(cfg.data.prepared)
     src_lang, tgt_lang = cfg.data.src_suffix.split(".")[-1], cfg.data.tgt_suffix.split(".")[-1]
-    return (Vocab.from_counts_file(prep / f"vocab.{src_lang}.txt", cfg.data.min_freq),
+    src_counts = Path(cfg.data.src_vocab) if cfg.data.src_vocab else prep / f"vocab.{src_lang}.txt"
+    return (Vocab.from_counts_file(src_counts, cfg.data.min_freq),
             Vocab.from_counts_file(prep / f"vocab.{tgt_lang}.txt", cfg.data.min_freq))
 
 
@@ -67,13 +68,14 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
     atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
 
     d = cfg.data
-    train, skipped = load_parallel(prep / f"{d.train_split}.{d.src_suffix}", prep / f"{d.train_split}.{d.tgt_suffix}",
+    src_dir = Path(d.src_dir) if d.src_dir else prep
+    train, skipped = load_parallel(src_dir / f"{d.train_split}.{d.src_suffix}", prep / f"{d.train_split}.{d.tgt_suffix}",
                                    src_vocab, tgt_vocab, max_len=d.max_len)
     log.info("train: %d pairs (%d skipped by max_len %d/empty); vocab src %d tgt %d",
              len(train), skipped, d.max_len, len(src_vocab), len(tgt_vocab))
     dev, dev_refs = None, None
-    if (prep / f"{d.dev_split}.{d.src_suffix}").is_file():
-        dev, _ = load_parallel(prep / f"{d.dev_split}.{d.src_suffix}", prep / f"{d.dev_split}.{d.tgt_suffix}",
+    if (src_dir / f"{d.dev_split}.{d.src_suffix}").is_file():
+        dev, _ = load_parallel(src_dir / f"{d.dev_split}.{d.src_suffix}", prep / f"{d.dev_split}.{d.tgt_suffix}",
                                src_vocab, tgt_vocab, max_len=0)
         dev_refs = read_lines(prep / f"{d.dev_split}.tok.{d.tgt_suffix.split('.')[-1]}")
     batches = make_batches(train, t.max_tokens, t.seed)

@@ -43,6 +43,7 @@ from doctrans.utils.io import atomic_torch_save, atomic_write_text
 logger = logging.getLogger(__name__)
 
 MODELS = ("labeler", "thesis")
+SURFACE_BATCH = 1024     # thesis MLP: instances per update (its embedding table is large and dense)
 SURFACE_MIN_P = 0.05     # thesis model: P(DP) below this is spread uniformly over the pronouns
 
 
@@ -388,8 +389,8 @@ def _train_surface(cfg: DPGenConfig, gen: DPGenerator, train, dev, lab_id, metri
     for ep in range(cfg.surface_epochs):
         mlp.train()
         perm = torch.randperm(len(ys), generator=g)
-        for b in range(0, len(ys), 256):
-            idx = perm[b:b + 256]
+        for b in range(0, len(ys), SURFACE_BATCH):
+            idx = perm[b:b + SURFACE_BATCH]
             loss = F.cross_entropy(mlp(xs[idx]), ys[idx])
             opt.zero_grad()
             loss.backward()
