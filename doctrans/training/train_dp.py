@@ -38,6 +38,7 @@ from doctrans.data.dp_data import (
     pad, surface_features)
 from doctrans.data.vocab import SPECIALS, Vocab
 from doctrans.models.dp_generator import DPLabeler, ElmanDetector, SurfaceMLP
+from doctrans.training.optim import build_optimizer
 from doctrans.utils.io import atomic_torch_save, atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -62,9 +63,9 @@ class DPGenConfig:
     min_freq: int = 2                    # word vocabulary
     max_vocab: int = 50_000
     # labeler (ours)
-    emb: int = 256
-    hidden: int = 256
-    layers: int = 2
+    emb: int = 192
+    hidden: int = 192
+    layers: int = 1
     dropout: float = 0.2
     context_sents: int = 1               # previous sentences of the document (0 = none)
     context_max_tokens: int = 60
@@ -284,7 +285,7 @@ def run(cfg: DPGenConfig, resume: bool = False) -> Path:
     model, surface, feat_vocab = _build(cfg, vocab, labels, feat_tokens)
     gen = DPGenerator(cfg, vocab, labels, model, surface, feat_vocab)
     params = list(model.parameters())
-    opt = torch.optim.Adam(params, lr=cfg.lr)
+    opt = build_optimizer(params, cfg.lr, (0.9, 0.999), 1e-8, 0.0)      # fused Adam
     state = {"epoch": 0, "best_f": -1.0, "surface_done": False}
     if resume and (run_dir / "last.pt").is_file():
         ck = torch.load(run_dir / "last.pt", map_location="cpu", weights_only=True)
@@ -383,7 +384,7 @@ def _train_surface(cfg: DPGenConfig, gen: DPGenerator, train, dev, lab_id, metri
     xd, yd = _surface_instances(cfg, gen, dev, lab_id)
     logger.info("surface MLP: %s training instances (DP positions), %s dev", f"{len(ys):,}", f"{len(yd):,}")
     mlp = gen.surface
-    opt = torch.optim.Adam(mlp.parameters(), lr=cfg.lr)
+    opt = build_optimizer(mlp.parameters(), cfg.lr, (0.9, 0.999), 1e-8, 0.0)
     g = torch.Generator().manual_seed(cfg.seed)
     best, best_state = -1.0, None
     for ep in range(cfg.surface_epochs):
