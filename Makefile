@@ -3,6 +3,7 @@
 #   make test         install and run the test suite
 #   make dp           DP-annotate the quickstart slice (eflomal + KenLM + Algorithm 1) into PREP/dp
 #   make dp-full      preprocess the full TVsub corpus into PREP_FULL and DP-annotate it (≈8 min)
+#   make dp-table     DP generator + Baseline / +DPs / +DPPs Transformers (BUDGET min each) → results/dp_table.md
 # Variables: DATA (TVsub root), DOCS (training episodes, a slice like 0:300), BUDGET (minutes),
 #            PREP (prepared dataset dir), RUN (run dir), BEAM.
 
@@ -23,7 +24,7 @@ TVSUB_GIT := https://github.com/longyuewangdcu/tvsub
 TEST_SRC ?= $(firstword $(wildcard $(DATA)/test/test.zh $(DATA)/data/orignal/test/test.orignal.zh))
 TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/processed/test/test_trg.sgm))
 
-.PHONY: quickstart install kenlm fonts dp dp-full test check-data clean-quickstart help
+.PHONY: quickstart install kenlm fonts dp dp-full dp-table test check-data clean-quickstart help
 
 help:
 	@sed -n '2,6p' Makefile
@@ -76,6 +77,25 @@ $(PREP_FULL)/meta.json: | check-data install
 	$(BIN)/doctrans preprocess --data-dir $(DATA) --train-docs all -o $(PREP_FULL)
 $(PREP_FULL)/dp/meta.json: $(PREP_FULL)/meta.json | install
 	$(BIN)/doctrans annotate-dp -p $(PREP_FULL) --explain 5
+
+# --- DP-aware translation table (pipelines/dp/) ------------------------------------------------
+DPRUNS ?= runs
+resume = $(if $(wildcard $(1)/last.pt),--resume,)
+dp-table: results/dp_table.md
+	@cat results/dp_table.md
+$(DPRUNS)/dp_labeler/best.pt: $(PREP)/dp/meta.json
+	$(BIN)/doctrans train pipelines/dp/labeler.yaml prepared=$(PREP) run_dir=$(DPRUNS)/dp_labeler \
+	  $(call resume,$(DPRUNS)/dp_labeler)
+$(DPRUNS)/nmt_dp/best.pt: $(PREP)/dp/meta.json
+	$(BIN)/doctrans train pipelines/dp/nmt_dp.yaml data.prepared=$(PREP) data.src_dir=$(PREP)/dp \
+	  data.src_vocab=$(PREP)/dp/vocab.dp.zh.txt run_dir=$(DPRUNS)/nmt_dp --max-time $(BUDGET) $(call resume,$(DPRUNS)/nmt_dp)
+$(DPRUNS)/nmt_dpp/best.pt: $(PREP)/dp/meta.json
+	$(BIN)/doctrans train pipelines/dp/nmt_dpp.yaml data.prepared=$(PREP) data.src_dir=$(PREP)/dp \
+	  data.src_vocab=$(PREP)/dp/vocab.dpp.zh.txt run_dir=$(DPRUNS)/nmt_dpp --max-time $(BUDGET) $(call resume,$(DPRUNS)/nmt_dpp)
+results/dp_table.md: $(RUN)/best.pt $(DPRUNS)/nmt_dp/best.pt $(DPRUNS)/nmt_dpp/best.pt $(DPRUNS)/dp_labeler/best.pt
+	$(BIN)/python -m doctrans.evaluation.dp_table --baseline $(RUN)/best.pt --dp $(DPRUNS)/nmt_dp/best.pt \
+	  --dpp $(DPRUNS)/nmt_dpp/best.pt --generator $(DPRUNS)/dp_labeler/best.pt --prepared $(PREP) --data $(DATA) \
+	  --beam $(BEAM) --out $@ --work results/dp_table
 
 $(RUN)/scores.txt: $(RUN)/test.hyp
 	$(BIN)/doctrans score $< -r $(TEST_REF) --json --out $(RUN)/scores.json > /dev/null

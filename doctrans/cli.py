@@ -293,6 +293,10 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
 @click.option("--json", "as_json", is_flag=True, help="Print (and write) JSON instead of a table.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Also write the result to this file (atomically).")
+@click.option("--baseline", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A baseline hypothesis (same format as HYP): adds paired bootstrap resampling (sacrebleu, "
+                   "Koehn 2004) and the sign test of HYP vs it, in the bleu_tok_lc setting.")
+@click.option("--bootstrap", default=1000, show_default=True, help="Paired-bootstrap samples (with --baseline).")
 @click.option("--dp", is_flag=True,
               help="Dropped-pronoun agreement instead of BLEU: HYP is a DP-inserted segmented source; "
                    "needs --base and --oracle.")
@@ -304,7 +308,7 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
               help="--dp: the oracle's source without DPs (e.g. test.seg.zh) [default: --base].")
 def score_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokenized: bool | None,
               metrics: str, detok_case: str, no_split_hyphens: bool, as_json: bool, out: str | None,
-              dp: bool, base: str | None, oracle: str | None, oracle_base: str | None) -> None:
+              baseline: str | None, bootstrap: int, dp: bool, base: str | None, oracle: str | None, oracle_base: str | None) -> None:
     """Score HYP against references with sacrebleu; prints each score with its signature.
 
     \b
@@ -343,6 +347,7 @@ def score_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokeniz
         metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()),
         lowercase_detok={"auto": None, "lc": True, "mixed": False}[detok_case],
         split_hyphens=not no_split_hyphens, fmt="json" if as_json else "table", out=out,
+        baseline=baseline, bootstrap=bootstrap,
     )
     result = score.run(cfg)
     click.echo(result.read_text(encoding="utf-8") if isinstance(result, Path) else score.render(result, cfg.fmt),

@@ -59,6 +59,9 @@ class ScoreConfig:
     lowercase_detok: bool | None = None   # case-insensitive sacrebleu/chrF; None: iff all refs are lowercase
     split_hyphens: bool = True            # aggressive Moses hyphen splitting in bleu_tok_lc (TVsub refs use it)
     fmt: str = "table"                    # "table" | "json" (what `render` and the --out file hold)
+    baseline: str | None = None           # compare with this baseline hypothesis: bootstrap + sign test
+    bootstrap: int = 1000                 # paired-bootstrap samples (with baseline)
+    baseline_tokenized: bool | None = None  # default: same as hyp_tokenized
     out: str | None = None                # write the rendered result here atomically
 
     def __post_init__(self) -> None:
@@ -249,11 +252,17 @@ def score_corpus(
     return result
 
 
-def _score_tok_lc(hyps, refs, hyp_tokenized, refs_tokenized, split_hyphens) -> dict:
+def _tok_lc_prep(split_hyphens: bool):
+    """The bleu_tok_lc preparation of one side: ``tok(lines, tokenized) -> lines``."""
     def tok(lines: list[str], tokenized: bool) -> list[str]:
         if tokenized:
-            return normalize_tokenized(lines, split_hyphens)
+            return [x.lower() for x in normalize_tokenized(lines, split_hyphens)]
         return moses_tokenize(lines, split_hyphens, lowercase=True)
+    return tok
+
+
+def _score_tok_lc(hyps, refs, hyp_tokenized, refs_tokenized, split_hyphens) -> dict:
+    tok = _tok_lc_prep(split_hyphens)
 
     prep = (f"sacremoses {sacremoses.__version__} lang={_LANG} escape=False "
             f"aggressive_dash_splits={split_hyphens}; hyp {'given tokenized' if hyp_tokenized else 'tokenized here'}, "
@@ -304,6 +313,17 @@ def format_table(result: dict) -> str:
     if any(m in result for m in ("sacrebleu", "chrf")):
         lines.append("sacrebleu/chrf = standard detokenized sacrebleu; case:lc = sacrebleu lowercased hyp "
                      "and refs (default when all refs are lowercase, as TVsub's are)")
+    if "pronouns" in result:
+        pr = result["pronouns"]
+        lines.append(f"English pronouns (Table 4.2 forms): hyp {pr['hyp']}, refs {pr['refs']}"
+                     + (f", baseline {pr['baseline']}" if "baseline" in pr else ""))
+    if "significance" in result:
+        sig = result["significance"]
+        bs, st = sig["paired_bootstrap"], sig["sign_test"]
+        lines.append(f"vs baseline {sig['baseline']}: BLEU {bs['system']:.2f} vs {bs['baseline']:.2f} "
+                     f"({bs['system'] - bs['baseline']:+.2f}); paired bootstrap p = {bs['p_value']:.4f} "
+                     f"({bs['n_samples']} samples); sign test {st['wins']} better / {st['losses']} worse / "
+                     f"{st['ties']} tied, p = {st['p_value']:.4f}")
     return "\n".join(lines) + "\n"
 
 
@@ -337,6 +357,21 @@ def score_files(cfg: ScoreConfig) -> dict:
                           cfg.lowercase_detok, cfg.split_hyphens)
     result.update(hyp=str(cfg.hyp), refs=[str(r) for r in cfg.refs],
                   sacrebleu_version=sacrebleu.__version__)
+    tok = _tok_lc_prep(cfg.split_hyphens)
+    hyp_prep = tok(hyps, cfg.hyp_tokenized)
+    refs_prep = [tok(r, refs_tok) for r in refs]
+    from doctrans.evaluation.significance import count_pronouns, paired_bootstrap, sign_test
+    result["pronouns"] = {"hyp": count_pronouns(hyp_prep), "refs": [count_pronouns(r) for r in refs_prep]}
+    if cfg.baseline:
+        base = read_lines(cfg.baseline)
+        if len(base) != len(hyps):
+            raise ValueError(f"baseline {cfg.baseline} has {len(base)} lines, {cfg.hyp} has {len(hyps)}")
+        b_tok = cfg.hyp_tokenized if cfg.baseline_tokenized is None else cfg.baseline_tokenized
+        base_prep = tok(base, b_tok)
+        result["significance"] = {"baseline": str(cfg.baseline),
+                                  "paired_bootstrap": paired_bootstrap(base_prep, hyp_prep, refs_prep, cfg.bootstrap),
+                                  "sign_test": sign_test(base_prep, hyp_prep, refs_prep)}
+        result["pronouns"]["baseline"] = count_pronouns(base_prep)
     for m in cfg.metrics:
         logger.info("%s = %.2f  %s", m, result[m]["score"], result[m]["signature"])
     return result

@@ -1,0 +1,64 @@
+"""Significance (paired bootstrap, sign test) and the pronoun counter on hand-made examples."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from doctrans.cli import cli
+from doctrans.evaluation.significance import count_pronouns, paired_bootstrap, sign_test, sign_test_p
+
+
+def test_sign_test_p_values():
+    assert sign_test_p(9, 1) == pytest.approx(2 * 11 / 1024)
+    assert sign_test_p(5, 5) == 1.0 and sign_test_p(0, 0) == 1.0
+    assert sign_test_p(0, 12) == pytest.approx(2 / 4096)
+
+
+def test_sign_test_counts_wins_losses_ties():
+    refs = [["the cat sat on the mat", "i love you", "where are we going"]]
+    base = ["a cat sat", "i love you", "where we go"]
+    system = ["the cat sat on the mat", "i love you", "no"]
+    r = sign_test(base, system, refs)
+    assert (r["wins"], r["losses"], r["ties"]) == (1, 1, 1) and r["p_value"] == 1.0
+
+
+def test_paired_bootstrap_detects_a_clear_improvement():
+    refs = [[f"he said that we will go to school on day {i}" for i in range(60)]]
+    base = [f"said go school {i}" for i in range(60)]
+    system = [f"he said that we will go to school on day {i}" for i in range(60)]
+    r = paired_bootstrap(base, system, refs, n_samples=200)
+    assert r["system"] > r["baseline"] and r["p_value"] < 0.01
+
+
+def test_count_pronouns_hand_example():
+    assert count_pronouns(["I told him , you know .", "it 's hers and theirs", "the dog"]) == 6   # I him you it hers theirs
+
+
+def test_score_cli_with_baseline(tmp_path):
+    ref = tmp_path / "ref.txt"
+    ref.write_text("i love you .\nwhere are we going ?\nhe is here .\n", encoding="utf-8")
+    hyp = tmp_path / "hyp.txt"
+    hyp.write_text("i love you .\nwhere are we going ?\nhe is here .\n", encoding="utf-8")
+    base = tmp_path / "base.txt"
+    base.write_text("love .\nwhere going ?\nis here .\n", encoding="utf-8")
+    r = CliRunner().invoke(cli, ["score", str(hyp), "-r", str(ref), "--baseline", str(base), "--bootstrap", "100",
+                                 "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    assert res["pronouns"] == {"hyp": 4, "refs": [4], "baseline": 0}
+    st = res["significance"]["sign_test"]
+    assert (st["wins"], st["losses"]) == (3, 0)
+    assert res["significance"]["paired_bootstrap"]["system"] == pytest.approx(100.0)
+
+
+def test_manual_oracle_moves_onto_our_segmentation():
+    from doctrans.evaluation.dp_table import oracle_onto_tokens
+    # the oracle's base is segmented differently (这 份 vs 这份) and uses a full-width ？
+    assert oracle_onto_tokens("喜欢 这份 工作 吗 ?".split(), "喜欢 这 份 工作 吗 ？", "你 喜欢 这 份 工作 吗 ？") == \
+        ["你", "喜欢", "这份", "工作", "吗", "?"]
+    # a DP inside one of our tokens splits it; DPs at the end and in the middle
+    assert oracle_onto_tokens(["去了"], "去 了", "去 他 了") == ["去", "他", "了"]
+    assert oracle_onto_tokens("很 喜欢 , 谢谢".split(), "很 喜欢 , 谢谢", "我 很 喜欢 它 , 谢谢 你们") == \
+        ["我", "很", "喜欢", "它", ",", "谢谢", "你们"]
