@@ -19,7 +19,7 @@ for model in thesis labeler; do
     $DT annotate-dp --generator ${RUNS}_$model/best.pt $PREP/$split.tok.zh --docs $PREP/$split.docs -o ${RUNS}_$model/$split --nbest 8
     echo "== $model $split: apply took $(echo "$(date +%s.%N) - $t0" | bc) s"
     $DT score --dp ${RUNS}_$model/$split.dp.zh --base $PREP/$split.tok.zh --oracle $DATA/$split/$split.oracle-dp.seg.zh \
-      --oracle-base $DATA/$split/$split.seg.zh --json --out ${RUNS}_$model/$split.dp_scores.json | tail -0
+      --oracle-base $DATA/$split/$split.seg.zh --json --out ${RUNS}_$model/$split.dp_scores.json > /dev/null
     $DT score --dp ${RUNS}_$model/$split.dp.zh --base $PREP/$split.tok.zh --oracle $DATA/$split/$split.oracle-dp.seg.zh \
       --oracle-base $DATA/$split/$split.seg.zh
   done
