@@ -3,6 +3,7 @@
 #   make test         install and run the test suite
 #   make dp           DP-annotate the quickstart slice (eflomal + KenLM + Algorithm 1) into PREP/dp
 #   make dp-full      preprocess the full TVsub corpus into PREP_FULL and DP-annotate it (≈8 min)
+#   make dp-generators-full  train both DP generators on the full annotated corpus (after dp-full)
 #   make dp-table     DP generator + Baseline / +DPs / +DPPs Transformers (BUDGET min each) → results/dp_table.md
 # Variables: DATA (TVsub root), DOCS (training episodes, a slice like 0:300), BUDGET (minutes),
 #            PREP (prepared dataset dir), RUN (run dir), BEAM.
@@ -24,7 +25,7 @@ TVSUB_GIT := https://github.com/longyuewangdcu/tvsub
 TEST_SRC ?= $(firstword $(wildcard $(DATA)/test/test.zh $(DATA)/data/orignal/test/test.orignal.zh))
 TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/processed/test/test_trg.sgm))
 
-.PHONY: quickstart install kenlm fonts dp dp-full dp-table test check-data clean-quickstart help
+.PHONY: quickstart install kenlm fonts dp dp-full dp-generators-full dp-table test check-data clean-quickstart help
 
 help:
 	@sed -n '2,6p' Makefile
@@ -77,6 +78,12 @@ $(PREP_FULL)/meta.json: | check-data install
 	$(BIN)/doctrans preprocess --data-dir $(DATA) --train-docs all -o $(PREP_FULL)
 $(PREP_FULL)/dp/meta.json: $(PREP_FULL)/meta.json | install
 	$(BIN)/doctrans annotate-dp -p $(PREP_FULL) --explain 5
+
+dp-generators-full: $(PREP_FULL)/dp/meta.json
+	$(BIN)/doctrans train pipelines/dp/thesis.yaml prepared=$(PREP_FULL) run_dir=$(DPRUNS)/dp_thesis_full \
+	  $(call resume,$(DPRUNS)/dp_thesis_full)
+	$(BIN)/doctrans train pipelines/dp/labeler.yaml prepared=$(PREP_FULL) run_dir=$(DPRUNS)/dp_labeler_full \
+	  $(call resume,$(DPRUNS)/dp_labeler_full)
 
 # --- DP-aware translation table (pipelines/dp/) ------------------------------------------------
 DPRUNS ?= runs
