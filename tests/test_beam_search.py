@@ -115,3 +115,21 @@ def test_mixture_greedy_matches_uncached_reference():
     res = beam_search(m, src, VOCAB, beam=1, variants=2, weights=torch.tensor([[0.3, 0.7]]),
                       max_len_ratio=1.5, max_len_extra=10)
     assert res.tokens[0] == _mixture_reference(m, [x1, x2], [0.3, 0.7], 8 + 10)   # ceil(1.5 × 5) + 10, longest variant
+
+
+def test_decode_corpus_drops_zero_weight_variants_without_changing_results():
+    import numpy as np
+    from doctrans.inference.translate import decode_corpus
+
+    m = model(5)
+    a, b, c = (np.array(x) for x in ([5, 6, 7, 2], [5, 9, 6, 7, 2], [8, 2]))
+    src = [[a, b, a], [c, c, c], [b, a, c]]
+    weights = [[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.2, 0.3, 0.5]]
+    got = decode_corpus(m, src, VOCAB, 3, 1.0, 1.5, 10, batch_sentences=4, weights=weights)
+    for item, w, hyp in zip(src, weights, got):
+        keep = [x for x, wi in zip(item, w) if wi > 0]
+        width = max(len(x) for x in keep)
+        batch = torch.stack([torch.nn.functional.pad(torch.from_numpy(x), (0, width - len(x))) for x in keep])
+        ref = beam_search(m, batch, VOCAB, beam=3, variants=len(keep),
+                          weights=torch.tensor([[wi for wi in w if wi > 0]]))
+        assert hyp == VOCAB.decode(ref.tokens[0])

@@ -59,32 +59,43 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
     """Translate id sequences (each ending in ``</s>``) → target token strings, in input order.
 
     Sentences are sorted by length and batched ``batch_sentences`` at a time to limit padding.
-    With ``weights``, each item of ``src`` is a list of R variants (same R for all) decoded as
-    one mixture (``beam_search(variants=R)``), ``weights[i]`` their mixture weights. With
-    ``return_scores`` also the normalised hypothesis scores.
+    With ``weights``, each item of ``src`` is a list of variants decoded as one mixture
+    (``beam_search(variants=R)``), ``weights[i]`` their mixture weights. Variants of weight 0
+    are dropped first and sentences are grouped by their number of remaining variants, so a
+    sentence with one completion costs one decoder row per hypothesis, not R (the result is the
+    same: a zero-weight variant adds exactly nothing to the mixture). A batch then holds about
+    ``batch_sentences`` variant rows. With ``return_scores`` also the normalised scores.
     """
     mixture = weights is not None
-    rows = [list(v) if mixture else [v] for v in src]
-    r_var = len(rows[0]) if rows else 1
-    order = np.argsort([max(len(x) for x in v) for v in rows], kind="stable")
+    if mixture:
+        rows = [[x for x, w in zip(v, ws) if w > 0] for v, ws in zip(src, weights)]
+        wts = [[w for w in ws if w > 0] for ws in weights]
+    else:
+        rows, wts = [[v] for v in src], [[1.0] for _ in src]
     out: list[str] = [""] * len(src)
     scores: list[float] = [0.0] * len(src)
     pad = tgt_vocab.pad_id
     bar = tqdm(total=len(src), unit="sent", disable=not progress, desc="translate")
-    for start in range(0, len(order), batch_sentences):
-        idx = order[start:start + batch_sentences]
-        width = max(len(x) for i in idx for x in rows[i])
-        batch = torch.full((len(idx) * r_var, width), pad, dtype=torch.long)
-        for n, i in enumerate(idx):
-            for v, x in enumerate(rows[i]):
-                batch[n * r_var + v, :len(x)] = torch.from_numpy(x)
-        w = torch.tensor([weights[i] for i in idx]) if mixture else None
-        res = beam_search(model, batch, tgt_vocab, beam, lenpen, max_len_ratio, max_len_extra,
-                          variants=r_var, weights=w)
-        for n, i in enumerate(idx):
-            out[i] = tgt_vocab.decode(res.tokens[n])
-            scores[i] = res.scores[n]
-        bar.update(len(idx))
+    groups: dict[int, list[int]] = {}
+    for i, v in enumerate(rows):
+        groups.setdefault(len(v), []).append(i)
+    for r_var, members in sorted(groups.items()):
+        order = sorted(members, key=lambda i: max(len(x) for x in rows[i]))
+        per_batch = max(1, batch_sentences // r_var) if mixture else batch_sentences
+        for start in range(0, len(order), per_batch):
+            idx = order[start:start + per_batch]
+            width = max(len(x) for i in idx for x in rows[i])
+            batch = torch.full((len(idx) * r_var, width), pad, dtype=torch.long)
+            for n, i in enumerate(idx):
+                for v, x in enumerate(rows[i]):
+                    batch[n * r_var + v, :len(x)] = torch.from_numpy(x)
+            w = torch.tensor([wts[i] for i in idx]) if r_var > 1 else None
+            res = beam_search(model, batch, tgt_vocab, beam, lenpen, max_len_ratio, max_len_extra,
+                              variants=r_var, weights=w)
+            for n, i in enumerate(idx):
+                out[i] = tgt_vocab.decode(res.tokens[n])
+                scores[i] = res.scores[n]
+            bar.update(len(idx))
     bar.close()
     return (out, scores) if return_scores else out
 
@@ -194,7 +205,7 @@ class Translator:
         grouped = [flat[k * n:(k + 1) * n] for k in range(len(variants))]
         if c.dp_combine == "mixture":
             return decode_corpus(self.model, grouped, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
-                                 c.max_len_extra, max(1, c.batch_sentences // n), progress, weights=weights)
+                                 c.max_len_extra, c.batch_sentences, progress, weights=weights)
         real = [(k, v) for k, w in enumerate(weights) for v in range(n) if w[v] > 0]
         hyps, scores = decode_corpus(self.model, [grouped[k][v] for k, v in real], self.tgt_vocab, c.beam,
                                      c.lenpen, c.max_len_ratio, c.max_len_extra, c.batch_sentences, progress,
