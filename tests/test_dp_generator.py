@@ -198,3 +198,25 @@ def test_translate_with_dp_generator_nbest_and_lattice(tmp_path, reversal_prepar
     assert parse_plf("((('a',1.0,1),),)") == [[("a", 1.0, 1)]]
     with pytest.raises(ValueError):
         parse_plf("not a lattice")
+
+
+def test_mixture_weights_sum_to_one_and_plf_round_trips():
+    from doctrans.inference.dp_generate import parse_plf, plf_line
+    from doctrans.inference.translate import mixture_weights
+
+    for scores in ([0.375, 0.375, 0.125], [0.9], [0.0, 0.0]):
+        for mode in ("uniform", "generator"):
+            assert sum(mixture_weights(scores, mode)) == pytest.approx(1.0)
+    assert mixture_weights([0.6, 0.2], "generator") == pytest.approx([0.75, 0.25])
+    assert mixture_weights([0.6, 0.2, 0.2], "uniform") == pytest.approx([1 / 3] * 3)
+    with pytest.raises(ValueError):
+        mixture_weights([0.5], "max")
+    cols = [[("我", 0.6), ("你", 0.4)], [("它", 1.0)]]
+    line = plf_line(["喜欢", "吗", "?"], [0, 3], cols, uniform=False)
+    parsed = parse_plf(line)
+    assert [len(c) for c in parsed] == [2, 1, 1, 1, 1]
+    tokens = [c[0][0] for c in parsed if len(c) == 1 and c[0][0] not in ("它",)]
+    back = plf_line(tokens, [0, 3], [[(w, p) for w, p, _ in parsed[0]], [(w, p) for w, p, _ in parsed[-1]]],
+                    uniform=False)
+    assert back == line                                            # parse → write gives the same line
+    assert parse_plf(plf_line(["a'b"], [], [])) == [[("a'b", 1.0, 1)]]   # quotes are escaped

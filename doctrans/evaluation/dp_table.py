@@ -140,8 +140,9 @@ def render(rows: list[dict], src_pronouns: int) -> str:
     for r in rows:
         mark = "" if "bootstrap_p" not in r else ("*" if r["bootstrap_p"] < 0.05 and r["sign_p"] < 0.05 else "")
         ratio = f" ({r['decode_s'] / t1:.2f}×)" if t1 and r["key"].startswith("dp_") else ""
-        lines.append(f"| {r['system']} | {r['bleu']:.2f}{mark} | {r['bleu'] - base:+.2f} | "
-                     f"{r.get('bootstrap_p', float('nan')):.3f} | {r.get('sign_p', float('nan')):.3f} | "
+        bp = f"{r['bootstrap_p']:.3f}" if "bootstrap_p" in r else "—"
+        sp = f"{r['sign_p']:.3f}" if "sign_p" in r else "—"
+        lines.append(f"| {r['system']} | {r['bleu']:.2f}{mark} | {r['bleu'] - base:+.2f} | {bp} | {sp} | "
                      f"{r['pronouns']} | {r['decode_s']}{ratio} |")
     refs = rows[0]["ref_pronouns"]
     lines += ["", f"English pronouns in the 3 references: {refs} (thesis Table 6.8: human 972); "

@@ -192,11 +192,7 @@ class Translator:
         variants, weights = [], []
         for r in res:
             comps = r.completions[:n]
-            if c.dp_weights == "uniform":
-                w = [1.0 / len(comps)] * len(comps)
-            else:
-                z = sum(x.score for x in comps) or 1.0
-                w = [x.score / z for x in comps]
+            w = mixture_weights([x.score for x in comps], c.dp_weights)
             toks = [x.tokens for x in comps]
             toks += [toks[0]] * (n - len(toks))                      # padding variants, weight 0
             variants.append(toks)
@@ -215,6 +211,20 @@ class Translator:
             if k not in best or s > best[k][0]:
                 best[k] = (s, h)
         return [best[k][1] for k in range(len(variants))]
+
+
+def mixture_weights(scores: list[float], mode: str = "uniform") -> list[float]:
+    """Weights of the N-best variants of one sentence, summing to 1: ``uniform`` 1/N (the
+    thesis' confusion networks) or ``generator`` (completion scores renormalised; uniform if
+    they are all 0). Raises ``ValueError`` for an unknown mode or no scores."""
+    if not scores:
+        raise ValueError("no completions")
+    if mode == "uniform":
+        return [1.0 / len(scores)] * len(scores)
+    if mode != "generator":
+        raise ValueError(f"unknown weight mode {mode!r}")
+    z = sum(scores)
+    return [x / z for x in scores] if z > 0 else [1.0 / len(scores)] * len(scores)
 
 
 def _read(path: str) -> list[str]:
