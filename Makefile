@@ -4,7 +4,8 @@
 #   make dp           DP-annotate the quickstart slice (eflomal + KenLM + Algorithm 1) into PREP/dp
 #   make dp-full      preprocess the full TVsub corpus into PREP_FULL and DP-annotate it (≈8 min)
 #   make dp-generators-full  train both DP generators on the full annotated corpus (after dp-full)
-#   make dp-table     DP generator + Baseline / +DPs / +DPPs Transformers (BUDGET min each) → results/dp_table.md
+#   make dp-table     DP generator + Baseline / +DPs / +DPPs Transformers (BUDGET min each; DP_STEPS=N to stop
+#                     all three after N updates) → results/dp_table.md
 # Variables: DATA (TVsub root), DOCS (training episodes, a slice like 0:300), BUDGET (minutes),
 #            PREP (prepared dataset dir), RUN (run dir), BEAM.
 
@@ -87,6 +88,7 @@ dp-generators-full: $(PREP_FULL)/dp/meta.json
 
 # --- DP-aware translation table (pipelines/dp/) ------------------------------------------------
 DPRUNS ?= runs
+DP_STEPS ?= 0   # > 0: every system stops after this many updates (fair comparison); BUDGET still caps time
 resume = $(if $(wildcard $(1)/last.pt),--resume,)
 dp-table: results/dp_table.md
 	@cat results/dp_table.md
@@ -95,12 +97,15 @@ $(DPRUNS)/dp_labeler/best.pt: $(PREP)/dp/meta.json
 	  $(call resume,$(DPRUNS)/dp_labeler)
 $(DPRUNS)/nmt_dp/best.pt: $(PREP)/dp/meta.json
 	$(BIN)/doctrans train pipelines/dp/nmt_dp.yaml data.prepared=$(PREP) data.src_dir=$(PREP)/dp \
-	  data.src_vocab=$(PREP)/dp/vocab.dp.zh.txt run_dir=$(DPRUNS)/nmt_dp --max-time $(BUDGET) $(call resume,$(DPRUNS)/nmt_dp)
+	  data.src_vocab=$(PREP)/dp/vocab.dp.zh.txt run_dir=$(DPRUNS)/nmt_dp --max-time $(BUDGET) train.max_steps=$(DP_STEPS) $(call resume,$(DPRUNS)/nmt_dp)
 $(DPRUNS)/nmt_dpp/best.pt: $(PREP)/dp/meta.json
 	$(BIN)/doctrans train pipelines/dp/nmt_dpp.yaml data.prepared=$(PREP) data.src_dir=$(PREP)/dp \
-	  data.src_vocab=$(PREP)/dp/vocab.dpp.zh.txt run_dir=$(DPRUNS)/nmt_dpp --max-time $(BUDGET) $(call resume,$(DPRUNS)/nmt_dpp)
-results/dp_table.md: $(RUN)/best.pt $(DPRUNS)/nmt_dp/best.pt $(DPRUNS)/nmt_dpp/best.pt $(DPRUNS)/dp_labeler/best.pt
-	$(BIN)/python -m doctrans.evaluation.dp_table --baseline $(RUN)/best.pt --dp $(DPRUNS)/nmt_dp/best.pt \
+	  data.src_vocab=$(PREP)/dp/vocab.dpp.zh.txt run_dir=$(DPRUNS)/nmt_dpp --max-time $(BUDGET) train.max_steps=$(DP_STEPS) $(call resume,$(DPRUNS)/nmt_dpp)
+$(DPRUNS)/baseline/best.pt: $(PREP)/meta.json
+	$(BIN)/doctrans train pipelines/quickstart.yaml data.prepared=$(PREP) run_dir=$(DPRUNS)/baseline \
+	  --max-time $(BUDGET) train.max_steps=$(DP_STEPS) $(call resume,$(DPRUNS)/baseline)
+results/dp_table.md: $(DPRUNS)/baseline/best.pt $(DPRUNS)/nmt_dp/best.pt $(DPRUNS)/nmt_dpp/best.pt $(DPRUNS)/dp_labeler/best.pt
+	$(BIN)/python -m doctrans.evaluation.dp_table --baseline $(DPRUNS)/baseline/best.pt --dp $(DPRUNS)/nmt_dp/best.pt \
 	  --dpp $(DPRUNS)/nmt_dpp/best.pt --generator $(DPRUNS)/dp_labeler/best.pt --prepared $(PREP) --data $(DATA) \
 	  --beam $(BEAM) --out $@ --work results/dp_table
 
