@@ -94,8 +94,7 @@ def plot_annotation(result: AnnotationResult, src_tokens: Sequence[str], tgt_tok
     ax.set_yticks(range(T))
     ax.set_yticklabels(list(tgt_tokens))
     ax.tick_params(length=0)
-    ax.set_xlabel("Chinese source (original tokens); red: chosen DP insertion, dashed: other "
-                  "candidate gaps with best LM log10 score", fontsize=8)
+    ax.set_xlabel("Chinese source. Red: chosen DP;\ndashed: other candidate gaps (best LM log10)", fontsize=8)
     if title:
         ax.set_title(title + "   DP: " + " ".join(result.dp_tokens), fontsize=9, **props)
     fig.tight_layout()
