@@ -128,7 +128,7 @@ def test_annotate_dp_cli_on_tvsub(tmp_path):
         for name in (f"{split}.zh", f"{split}.en", f"{split}.seg.zh", f"{split}.oracle-dp.seg.zh"):
             _head(TVSUB / split / name, corpus / split / name, 60)
         segs = (corpus / split / f"{split}.en").read_text(encoding="utf-8").splitlines()
-        body = [f'<refset setid="t" srclang="zh" trglang="en"><DOC docid="A" sysid="r1">']
+        body = ['<refset setid="t" srclang="zh" trglang="en"><DOC docid="A" sysid="r1">']
         body += [f"<seg id={i + 1}> {s} </seg>" for i, s in enumerate(segs)]
         (corpus / split / f"{split}.ref.sgm").write_text("\n".join(body + ["</DOC></refset>"]) + "\n",
                                                          encoding="utf-8")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from doctrans.data.annotate_dp import Link, parse_alignment
@@ -120,23 +120,6 @@ def _tmp_next_to(path: Path) -> str:
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     return name
-
-
-def read_alignment_file(path: str | Path) -> Iterator[set[Link]]:
-    """Yield the links of each line of a Pharaoh file; ``ValueError`` names file and line."""
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            try:
-                yield parse_alignment(line)
-            except ValueError as e:
-                raise ValueError(f"{path}:{n}: {e}") from None
-
-
-def check_links(links: set[Link], n_src: int, n_tgt: int, where: str) -> None:
-    """Raise ``ValueError`` (naming ``where``) if a link lies outside the n_src × n_tgt grid."""
-    bad = [(i, j) for i, j in links if not (0 <= i < n_src and 0 <= j < n_tgt)]
-    if bad:
-        raise ValueError(f"{where}: links {sorted(bad)} outside {n_src} source × {n_tgt} target tokens")
 
 
 def symmetrize_lines(fwd_lines: Sequence[str], rev_lines: Sequence[str], method: str) -> list[str]:

@@ -34,15 +34,14 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
 
 from doctrans.data import align as align_mod
 from doctrans.data.annotate_dp import (
-    DPP_TOKEN, EOS, MODES, AnnotationResult, explain_text, find_dps, parse_alignment)
-from doctrans.data.dp_pronouns import TRIGGERS, pronoun_type
+    DPP_TOKEN, EOS, MODES, DPStats, explain_text, find_dps, parse_alignment)
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
 
 logger = logging.getLogger(__name__)
@@ -85,61 +84,7 @@ class AnnotateConfig:
             raise ValueError(f"lm_order must be at least 2, got {self.lm_order}")
 
 
-# --- corpus statistics -------------------------------------------------------------------------
-
-
-@dataclass
-class DPStats:
-    """Counts behind ``stats.json`` (cf. thesis Table 4.5): accumulate per sentence, merge."""
-
-    sentences: int = 0
-    sentences_with_dp: int = 0
-    label_conflicts: int = 0
-    pronouns: Counter = field(default_factory=Counter)   # English trigger tokens, by form
-    dropped: Counter = field(default_factory=Counter)    # annotated DPs, by English form
-    inserted: Counter = field(default_factory=Counter)   # annotated DPs, by Chinese form
-    skipped: Counter = field(default_factory=Counter)    # not annotated, by reason
-
-    def add(self, result: AnnotationResult, tgt_tokens: Sequence[str]) -> None:
-        self.sentences += 1
-        self.sentences_with_dp += bool(result.insertions)
-        self.label_conflicts += result.label_conflicts
-        self.pronouns.update(t.lower() for t in tgt_tokens if t.lower() in TRIGGERS)
-        self.dropped.update(ins.english for ins in result.insertions)
-        self.inserted.update(ins.pronoun for ins in result.insertions)
-        self.skipped.update(s.reason for s in result.skipped)
-
-    def merge(self, other: DPStats) -> None:
-        self.sentences += other.sentences
-        self.sentences_with_dp += other.sentences_with_dp
-        self.label_conflicts += other.label_conflicts
-        for name in ("pronouns", "dropped", "inserted", "skipped"):
-            getattr(self, name).update(getattr(other, name))
-
-    def to_dict(self) -> dict:
-        """The ``stats.json`` entry of one split: totals, ``by_pronoun``, ``by_type``,
-        ``by_chinese`` (inserted forms) and ``skipped`` (overt / aligned)."""
-        forms = sorted(self.pronouns.keys() | self.dropped.keys())
-        type_total: Counter = Counter()
-        type_dropped: Counter = Counter()
-        for f in forms:
-            type_total[pronoun_type(f)] += self.pronouns[f]
-            type_dropped[pronoun_type(f)] += self.dropped[f]
-        return {
-            "sentences": self.sentences,
-            "sentences_with_dp": self.sentences_with_dp,
-            **_rate(sum(self.pronouns.values()), sum(self.dropped.values())),
-            "label_conflicts": self.label_conflicts,
-            "by_pronoun": {f: _rate(self.pronouns[f], self.dropped[f]) for f in forms},
-            "by_type": {t: _rate(type_total[t], type_dropped[t]) for t in sorted(type_total)},
-            "by_chinese": dict(self.inserted.most_common()),
-            "skipped": dict(self.skipped),
-        }
-
-
-def _rate(n_pronouns: int, n_dropped: int) -> dict:
-    pct = 100.0 * n_dropped / n_pronouns if n_pronouns else 0.0
-    return {"pronouns": n_pronouns, "dropped": n_dropped, "dropped_pct": round(pct, 2)}
+# --- corpus statistics (counts: annotate_dp.DPStats) --------------------------------------------
 
 
 def render_stats(stats: dict[str, dict]) -> str:

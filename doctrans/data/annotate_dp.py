@@ -28,7 +28,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from doctrans.data.dp_pronouns import (
     TRIGGERS, chinese_roots, is_chinese_pronoun, pronoun_type, roots_compatible, zh_candidates)
@@ -289,36 +289,72 @@ def _finalize(sentence: list[str], origin: list[int], found: list[DPInsertion],
                             conflicts, frozenset(links))
 
 
+@dataclass
+class DPStats:
+    """Counts behind ``stats.json`` (cf. thesis Table 4.5): accumulate per sentence, merge."""
+
+    sentences: int = 0
+    sentences_with_dp: int = 0
+    label_conflicts: int = 0
+    pronouns: Counter = field(default_factory=Counter)   # English trigger tokens, by form
+    dropped: Counter = field(default_factory=Counter)    # annotated DPs, by English form
+    inserted: Counter = field(default_factory=Counter)   # annotated DPs, by Chinese form
+    skipped: Counter = field(default_factory=Counter)    # not annotated, by reason
+
+    def add(self, result: AnnotationResult, tgt_tokens: Sequence[str]) -> None:
+        self.sentences += 1
+        self.sentences_with_dp += bool(result.insertions)
+        self.label_conflicts += result.label_conflicts
+        self.pronouns.update(t.lower() for t in tgt_tokens if t.lower() in TRIGGERS)
+        self.dropped.update(ins.english for ins in result.insertions)
+        self.inserted.update(ins.pronoun for ins in result.insertions)
+        self.skipped.update(s.reason for s in result.skipped)
+
+    def merge(self, other: DPStats) -> None:
+        self.sentences += other.sentences
+        self.sentences_with_dp += other.sentences_with_dp
+        self.label_conflicts += other.label_conflicts
+        for name in ("pronouns", "dropped", "inserted", "skipped"):
+            getattr(self, name).update(getattr(other, name))
+
+    def to_dict(self) -> dict:
+        """The ``stats.json`` entry of one split: totals, ``by_pronoun``, ``by_type``,
+        ``by_chinese`` (inserted forms) and ``skipped`` (overt / aligned)."""
+        forms = sorted(self.pronouns.keys() | self.dropped.keys())
+        type_total: Counter = Counter()
+        type_dropped: Counter = Counter()
+        for f in forms:
+            type_total[pronoun_type(f)] += self.pronouns[f]
+            type_dropped[pronoun_type(f)] += self.dropped[f]
+        return {
+            "sentences": self.sentences,
+            "sentences_with_dp": self.sentences_with_dp,
+            **_rate(sum(self.pronouns.values()), sum(self.dropped.values())),
+            "label_conflicts": self.label_conflicts,
+            "by_pronoun": {f: _rate(self.pronouns[f], self.dropped[f]) for f in forms},
+            "by_type": {t: _rate(type_total[t], type_dropped[t]) for t in sorted(type_total)},
+            "by_chinese": dict(self.inserted.most_common()),
+            "skipped": dict(self.skipped),
+        }
+
+
 def corpus_statistics(results: Sequence[AnnotationResult],
                       tgt_sentences: Sequence[Sequence[str] | str]) -> dict:
     """How many English pronouns are dropped in the source (cf. thesis Table 4.5, Figure 4.2).
 
     ``tgt_sentences``: the English side, token lists or space-separated strings, line-aligned
-    with ``results``. Returns ``{"sentences", "pronouns", "dropped", "dropped_pct",
-    "label_conflicts", "by_pronoun": {form: {"pronouns", "dropped", "dropped_pct"}},
-    "by_type": {type: {…}}}`` where ``pronouns`` counts trigger tokens (Table 4.2, any case),
-    ``dropped`` annotated DPs and ``by_type`` uses ``pronoun_type`` (e.g. ``subject/object``).
-    Raises ``ValueError`` if the two sequences differ in length.
+    with ``results``. Returns ``DPStats.to_dict()``: ``{"sentences", "pronouns", "dropped",
+    "dropped_pct", "label_conflicts", "by_pronoun": {form: {"pronouns", "dropped",
+    "dropped_pct"}}, "by_type": {type: {…}}, …}`` where ``pronouns`` counts trigger tokens
+    (Table 4.2, any case), ``dropped`` annotated DPs and ``by_type`` uses ``pronoun_type``
+    (e.g. ``subject/object``). Raises ``ValueError`` if the two sequences differ in length.
     """
     if len(results) != len(tgt_sentences):
         raise ValueError(f"{len(results)} results but {len(tgt_sentences)} target sentences")
-    total: Counter[str] = Counter()
-    for sent in tgt_sentences:
-        toks = sent.split() if isinstance(sent, str) else sent
-        total.update(t.lower() for t in toks if t.lower() in TRIGGERS)
-    dropped = Counter(ins.english for res in results for ins in res.insertions)
-    by_type_total: Counter[str] = Counter()
-    by_type_dropped: Counter[str] = Counter()
-    for form in total.keys() | dropped.keys():
-        by_type_total[pronoun_type(form)] += total[form]
-        by_type_dropped[pronoun_type(form)] += dropped[form]
-    return {
-        "sentences": len(results),
-        **_rate(sum(total.values()), sum(dropped.values())),
-        "label_conflicts": sum(r.label_conflicts for r in results),
-        "by_pronoun": {f: _rate(total[f], dropped[f]) for f in sorted(total.keys() | dropped.keys())},
-        "by_type": {t: _rate(by_type_total[t], by_type_dropped[t]) for t in sorted(by_type_total)},
-    }
+    stats = DPStats()
+    for res, sent in zip(results, tgt_sentences):
+        stats.add(res, sent.split() if isinstance(sent, str) else sent)
+    return stats.to_dict()
 
 
 def _rate(n_pronouns: int, n_dropped: int) -> dict:

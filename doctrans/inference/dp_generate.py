@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from doctrans.data.annotate_dp import DPP_TOKEN, NO_DP_LABEL
+from doctrans.data.annotate_dp import DPP_TOKEN
 from doctrans.data.dp_data import DPSentence, read_docs
 from doctrans.utils.io import atomic_write_lines, read_lines
 

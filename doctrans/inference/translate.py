@@ -173,11 +173,10 @@ class Translator:
         docs = read_docs(Path(c.dp_docs) if c.dp_docs else None, len(lines))
         res = complete_lines(gen, tok, [docs[i] for i in nonempty], max(c.dp_nbest, 1))
         if c.write_lattice:
-            by_line = dict(zip(nonempty, res))
-            atomic_write_lines(c.write_lattice, [
-                plf_line(by_line[i].dp and [t for t, d in zip(by_line[i].dp, by_line[i].dpp) if d != DPP_TOKEN],
-                         by_line[i].slots, by_line[i].columns, uniform=c.dp_weights == "uniform")
-                if i in by_line else "()" for i in range(len(lines))])
+            plf = ["()"] * len(lines)
+            for i, t, r in zip(nonempty, tok, res):
+                plf[i] = plf_line(t.split(), r.slots, r.columns, uniform=c.dp_weights == "uniform")
+            atomic_write_lines(c.write_lattice, plf)
         protect = frozenset(CHINESE_PRONOUNS) | {DPP_TOKEN}
 
         def ids(token_lists):

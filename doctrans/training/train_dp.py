@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import random
 import time
 from collections import Counter
@@ -36,7 +35,8 @@ from doctrans.data.annotate_dp import NO_DP_LABEL
 from doctrans.data.dp_data import (
     DPSentence, build_vocab, context_of, encode, label_inventory, load_sentences, n_feature_slots,
     pad, surface_features)
-from doctrans.data.vocab import SPECIALS, Vocab
+from doctrans.data.vocab import Vocab
+from doctrans.evaluation.dp_agreement import _prf
 from doctrans.models.dp_generator import DPLabeler, ElmanDetector, SurfaceMLP
 from doctrans.training.optim import build_optimizer
 from doctrans.utils.io import atomic_torch_save, atomic_write_text
@@ -110,12 +110,6 @@ def is_dp_config(path: str | Path) -> bool:
 # --- metrics --------------------------------------------------------------------------------
 
 
-def prf(matched: int, n_sys: int, n_ref: int) -> dict:
-    p = matched / n_sys if n_sys else 0.0
-    r = matched / n_ref if n_ref else 0.0
-    return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
-
-
 def label_scores(pred: list[list[str]], gold: list[list[str]]) -> dict:
     """Position (detection) and pronoun (prediction) P/R/F over per-position labels."""
     n_sys = n_ref = pos = word = 0
@@ -126,7 +120,7 @@ def label_scores(pred: list[list[str]], gold: list[list[str]]) -> dict:
             if p != NO_DP_LABEL and g != NO_DP_LABEL:
                 pos += 1
                 word += p == g
-    return {"detection": prf(pos, n_sys, n_ref), "prediction": prf(word, n_sys, n_ref)}
+    return {"detection": _prf(pos, n_sys, n_ref), "prediction": _prf(word, n_sys, n_ref)}
 
 
 def decide(probs: np.ndarray, labels: list[str], threshold: float) -> list[str]:
