@@ -278,10 +278,13 @@ def write_bpe_variants(cfg: AnnotateConfig, splits: Sequence[str]) -> None:
                                    [f"{t}\t{c}" for t, c in counts.most_common()])
 
 
-def _oracle_paths(cfg: AnnotateConfig, meta: dict, split: str) -> tuple[Path, Path] | None:
-    """(oracle base = *.seg.zh, oracle DP file) for a TVsub dev/test split, if they exist."""
-    if cfg.oracle_dir is not None:
-        prefix = Path(cfg.oracle_dir) / split / split
+def oracle_paths(meta: dict, split: str, oracle_dir: str | Path | None = None) -> tuple[Path, Path] | None:
+    """(oracle base = *.seg.zh, oracle DP file) of a TVsub dev/test split, if both exist.
+
+    ``oracle_dir`` is a TVsub root (``ROOT/dev/dev.oracle-dp.seg.zh``); without it the split's
+    prefix comes from the prepared dataset's ``meta`` (``config.{split}_prefix``)."""
+    if oracle_dir:
+        prefix = Path(oracle_dir) / split / split
     else:
         p = meta.get("config", {}).get(f"{split}_prefix")
         if not p:
@@ -298,7 +301,7 @@ def agreement(cfg: AnnotateConfig, meta: dict, splits: Sequence[str]) -> dict:
     src = meta.get("src", "zh")
     out = {}
     for split in splits:
-        paths = _oracle_paths(cfg, meta, split)
+        paths = oracle_paths(meta, split, cfg.oracle_dir)
         if paths is None:
             continue
         oracle_base, oracle = paths

@@ -27,15 +27,16 @@ class ElmanDetector(nn.Module):
     ``forward(tokens)``: tokens (B, T) int64 with ``pad_id`` padding, T = S + 1 (``</s>``
     included) → logits (B, T, 2) (class 1 = a DP before the token). The window is padded with
     ``pad_id`` at the sentence edges. The recurrence runs left to right over T steps.
+    ``sparse``: the embedding table gets sparse gradients (train it with a sparse optimiser).
     """
 
     def __init__(self, vocab_size: int, emb: int = 200, hidden: int = 200, window: int = 5,
-                 pad_id: int = 0, dropout: float = 0.0):
+                 pad_id: int = 0, dropout: float = 0.0, sparse: bool = False):
         super().__init__()
         if window % 2 != 1:
             raise ValueError(f"window must be odd (2k+1), got {window}")
         self.k, self.pad_id = window // 2, pad_id
-        self.embed = nn.Embedding(vocab_size, emb, padding_idx=pad_id)
+        self.embed = nn.Embedding(vocab_size, emb, padding_idx=pad_id, sparse=sparse)
         self.U = nn.Linear(window * emb, hidden)
         self.V = nn.Linear(hidden, hidden, bias=False)
         self.out = nn.Linear(hidden, 2)
@@ -60,9 +61,9 @@ class SurfaceMLP(nn.Module):
     (``pad_id`` = an empty slot) → logits (N, n_pronouns)."""
 
     def __init__(self, feat_vocab: int, n_slots: int, n_pronouns: int, emb: int = 100,
-                 hidden: int = 200, pad_id: int = 0, dropout: float = 0.0):
+                 hidden: int = 200, pad_id: int = 0, dropout: float = 0.0, sparse: bool = False):
         super().__init__()
-        self.embed = nn.Embedding(feat_vocab, emb, padding_idx=pad_id)
+        self.embed = nn.Embedding(feat_vocab, emb, padding_idx=pad_id, sparse=sparse)
         self.mlp = nn.Sequential(
             nn.Dropout(dropout), nn.Linear(n_slots * emb, hidden), nn.ReLU(),
             nn.Dropout(dropout), nn.Linear(hidden, hidden), nn.ReLU(),
@@ -85,10 +86,11 @@ class DPLabeler(nn.Module):
     """
 
     def __init__(self, vocab_size: int, n_labels: int, emb: int = 256, hidden: int = 256,
-                 layers: int = 2, dropout: float = 0.2, pad_id: int = 0, use_context: bool = True):
+                 layers: int = 2, dropout: float = 0.2, pad_id: int = 0, use_context: bool = True,
+                 sparse: bool = False):
         super().__init__()
         self.pad_id, self.use_context = pad_id, use_context
-        self.embed = nn.Embedding(vocab_size, emb, padding_idx=pad_id)
+        self.embed = nn.Embedding(vocab_size, emb, padding_idx=pad_id, sparse=sparse)
         self.rnn = nn.GRU(emb, hidden, num_layers=layers, batch_first=True, bidirectional=True,
                           dropout=dropout if layers > 1 else 0.0)
         self.drop = nn.Dropout(dropout)

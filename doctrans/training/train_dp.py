@@ -11,7 +11,11 @@ Two models (``model:`` in the YAML; see ``doctrans.models.dp_generator``):
 Both write ``RUN_DIR/best.pt`` (the epoch with the best dev DP F-score on the annotated dev
 labels), ``last.pt`` (for ``--resume``, epoch granularity), ``metrics.jsonl`` and
 ``config.yaml``. A checkpoint holds tensors and primitive types only (``weights_only`` loads).
-The DP decision threshold (a DP where P(N) < τ) is tuned on dev after each epoch.
+After each epoch the DP decision threshold (a DP where P(N) < τ) is tuned on dev and the
+epoch is scored there (``tune_on``): ``oracle`` (default) scores against the hand-annotated DPs
+of TVsub dev (``dev.oracle-dp.seg.zh``, matched by character offset as in ``doctrans score
+--dp``), the data the thesis tunes on; ``annotated`` scores against our own ``annotate-dp``
+labels of dev. ``oracle`` falls back to ``annotated`` (with a warning) where no oracle exists.
 """
 from __future__ import annotations
 
@@ -44,6 +48,8 @@ from doctrans.utils.io import atomic_torch_save, atomic_write_text
 logger = logging.getLogger(__name__)
 
 MODELS = ("labeler", "thesis")
+TUNE_ON = ("oracle", "annotated")
+THRESHOLDS = tuple(round(float(t), 3) for t in np.arange(0.3, 0.976, 0.025))   # τ grid (P(N) < τ → DP)
 SURFACE_BATCH = 1024     # thesis MLP: instances per update (its embedding table is large and dense)
 SURFACE_MIN_P = 0.05     # thesis model: P(DP) below this is spread uniformly over the pronouns
 
@@ -83,14 +89,20 @@ class DPGenConfig:
     epochs: int = 10
     batch_sentences: int = 64
     lr: float = 1e-3
+    sparse_embeddings: bool = True       # sparse embedding gradients + lazy Adam (SparseAdam) on them
     seed: int = 1
     threads: int = 0
     max_time_min: float = 0.0            # wall-clock budget for the whole run; 0 = none
     log_every: int = 200
+    # dev scoring: τ tuning and best-epoch selection (see module doc)
+    tune_on: str = "oracle"              # oracle | annotated
+    oracle_dir: str = ""                 # TVsub root [default: from PREPARED/meta.json]
 
     def __post_init__(self):
         if self.model not in MODELS:
             raise ConfigError(f"model must be one of {MODELS}, got {self.model!r}")
+        if self.tune_on not in TUNE_ON:
+            raise ConfigError(f"tune_on must be one of {TUNE_ON}, got {self.tune_on!r}")
 
     @property
     def annotated_dir(self) -> Path:
@@ -130,14 +142,60 @@ def decide(probs: np.ndarray, labels: list[str], threshold: float) -> list[str]:
 
 
 def tune_threshold(probs: list[np.ndarray], gold: list[list[str]], labels: list[str]) -> tuple[float, dict]:
-    """The τ in {0.3, …, 0.9} with the best dev prediction F (ties: detection F)."""
+    """The τ of ``THRESHOLDS`` with the best prediction F against per-position ``gold`` labels
+    (ties: detection F) → (τ, ``label_scores`` at τ)."""
     best = None
-    for tau in np.arange(0.3, 0.91, 0.05):
+    for tau in THRESHOLDS:
         sc = label_scores([decide(p, labels, tau) for p in probs], gold)
         key = (sc["prediction"]["f1"], sc["detection"]["f1"])
         if best is None or key > best[0]:
-            best = (key, float(round(tau, 2)), sc)
+            best = (key, tau, sc)
     return best[1], best[2]
+
+
+class DevScorer:
+    """Scores a generator's dev distributions and tunes τ (``tune_on``, see module doc).
+
+    ``__call__(probs, labels)`` → (τ, {"detection": prf, "prediction": prf, "against": "oracle" |
+    "annotated"}); detection = DP position, prediction = position and pronoun (DP-level P/R/F).
+    """
+
+    def __init__(self, cfg: DPGenConfig, dev: list[DPSentence], prep: Path):
+        self.dev, self.against, self.oracle = dev, "annotated", None
+        if cfg.tune_on == "oracle":
+            from doctrans.data.annotate_corpus import oracle_paths
+            meta_path = prep / "meta.json"
+            meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+            paths = oracle_paths(meta, cfg.dev_split, cfg.oracle_dir or None)
+            if paths is None:
+                logger.warning("tune_on=oracle: no hand-annotated oracle for %s (from %s or oracle_dir); "
+                               "tuning on the annotate-dp labels instead", cfg.dev_split, meta_path)
+            else:
+                from doctrans.utils.io import read_lines
+                base, oracle = read_lines(paths[0]), read_lines(paths[1])
+                if len(base) != len(dev) or len(oracle) != len(dev):
+                    raise ValueError(f"oracle {paths[1]} has {len(oracle)} lines, base {paths[0]} "
+                                     f"{len(base)}, dev split {len(dev)}")
+                self.oracle, self.against = (base, oracle), "oracle"
+                logger.info("dev scored against the hand-annotated oracle %s", paths[1])
+
+    def __call__(self, probs: list[np.ndarray], labels: list[str]) -> tuple[float, dict]:
+        if self.oracle is None:
+            tau, sc = tune_threshold(probs, [s.labels for s in self.dev], labels)
+            return tau, {**sc, "against": "annotated"}
+        from doctrans.evaluation.dp_agreement import dp_agreement
+        from doctrans.inference.dp_generate import one_best
+
+        base = [" ".join(s.tokens) for s in self.dev]
+        best = None
+        for tau in THRESHOLDS:
+            sys_lines = [" ".join(one_best(s.tokens, p, labels, tau)[0]) if s.tokens else ""
+                         for s, p in zip(self.dev, probs)]
+            r = dp_agreement(base, sys_lines, *self.oracle)
+            key = (r["pronoun"]["f1"], r["position"]["f1"])
+            if best is None or key > best[0]:
+                best = (key, tau, {"detection": r["position"], "prediction": r["pronoun"], "against": "oracle"})
+        return best[1], best[2]
 
 
 # --- the generator bundle (what annotate-dp --generator loads) ---------------------------------
@@ -221,11 +279,12 @@ class DPGenerator:
 def _build(cfg: DPGenConfig, vocab: Vocab, labels: list[str], feat_tokens: list[str] | None):
     if cfg.model == "labeler":
         return DPLabeler(len(vocab), len(labels), cfg.emb, cfg.hidden, cfg.layers, cfg.dropout,
-                         vocab.pad_id, use_context=cfg.context_sents > 0), None, None
-    det = ElmanDetector(len(vocab), cfg.det_emb, cfg.det_hidden, cfg.window, vocab.pad_id)
+                         vocab.pad_id, use_context=cfg.context_sents > 0, sparse=cfg.sparse_embeddings), None, None
+    det = ElmanDetector(len(vocab), cfg.det_emb, cfg.det_hidden, cfg.window, vocab.pad_id,
+                        sparse=cfg.sparse_embeddings)
     feat_vocab = {t: i for i, t in enumerate(feat_tokens or ["<pad>", "<unk>"])}
     surf = SurfaceMLP(len(feat_vocab), n_feature_slots(cfg.word_window), len(labels) - 1,
-                      cfg.feat_emb, cfg.feat_hidden, pad_id=0)
+                      cfg.feat_emb, cfg.feat_hidden, pad_id=0, sparse=cfg.sparse_embeddings)
     return det, surf, feat_vocab
 
 
@@ -242,6 +301,55 @@ def _context_batch(cfg: DPGenConfig, vocab: Vocab, sents: list[DPSentence], idx:
 
 
 # --- training ---------------------------------------------------------------------------------
+
+
+class MixedAdam:
+    """Adam for a module whose embedding tables may have sparse gradients: fused Adam on the
+    dense parameters, ``torch.optim.SparseAdam`` (lazy Adam: moments of a row move only when
+    the row is in the batch) on the sparse tables. Updating a 50k-row table densely costs more
+    than the rest of a thesis-detector step (profile in benchmarks/RESULTS.md).
+
+    ``step(max_norm)`` clips the global gradient norm (dense and sparse together) first."""
+
+    def __init__(self, module: torch.nn.Module, lr: float):
+        self.sparse = [m.weight for m in module.modules() if isinstance(m, torch.nn.Embedding) and m.sparse]
+        ids = {id(p) for p in self.sparse}
+        self.dense = [p for p in module.parameters() if id(p) not in ids]
+        self.opts = [build_optimizer(self.dense, lr, (0.9, 0.999), 1e-8, 0.0)]
+        if self.sparse:
+            self.opts.append(torch.optim.SparseAdam(self.sparse, lr, (0.9, 0.999), 1e-8))
+
+    def zero_grad(self) -> None:
+        for o in self.opts:
+            o.zero_grad(set_to_none=True)
+
+    def step(self, max_norm: float = 0.0) -> None:
+        if max_norm:
+            sq = [p.grad.pow(2).sum() for p in self.dense if p.grad is not None]
+            for p in self.sparse:
+                if p.grad is not None:
+                    p.grad = p.grad.coalesce()
+                    sq.append(p.grad.values().pow(2).sum())
+            total = torch.stack(sq).sum().sqrt() if sq else torch.tensor(0.0)
+            scale = float(max_norm / (total + 1e-6))
+            if scale < 1.0:
+                for p in self.dense + self.sparse:
+                    if p.grad is not None:
+                        p.grad.mul_(scale)
+        for o in self.opts:
+            o.step()
+
+    def state_dict(self) -> list[dict]:
+        return [o.state_dict() for o in self.opts]
+
+    def load_state_dict(self, states: list[dict] | dict) -> None:
+        if isinstance(states, dict):        # a checkpoint from before sparse embeddings
+            states = [states]
+        if len(states) != len(self.opts):
+            raise ValueError(f"optimizer state has {len(states)} parts, expected {len(self.opts)} "
+                             "(sparse_embeddings changed since the checkpoint?)")
+        for o, st in zip(self.opts, states):
+            o.load_state_dict(st)
 
 
 def _batches(sents: list[DPSentence], size: int, rng: random.Random) -> list[list[int]]:
@@ -279,7 +387,7 @@ def run(cfg: DPGenConfig, resume: bool = False) -> Path:
     model, surface, feat_vocab = _build(cfg, vocab, labels, feat_tokens)
     gen = DPGenerator(cfg, vocab, labels, model, surface, feat_vocab)
     params = list(model.parameters())
-    opt = build_optimizer(params, cfg.lr, (0.9, 0.999), 1e-8, 0.0)      # fused Adam
+    opt = MixedAdam(model, cfg.lr)
     state = {"epoch": 0, "best_f": -1.0, "surface_done": False}
     if resume and (run_dir / "last.pt").is_file():
         ck = torch.load(run_dir / "last.pt", map_location="cpu", weights_only=True)
@@ -292,6 +400,7 @@ def run(cfg: DPGenConfig, resume: bool = False) -> Path:
     n_params = sum(p.numel() for p in params) + (sum(p.numel() for p in surface.parameters()) if surface else 0)
     logger.info("DP generator %s: %s train sentences, %s dev, vocab %d, %s parameters", cfg.model,
                 f"{len(train):,}", f"{len(dev):,}", len(vocab), f"{n_params:,}")
+    scorer = DevScorer(cfg, dev, prep)
     t_start = time.time()
     metrics = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")
     out_of_time = False
@@ -318,8 +427,7 @@ def run(cfg: DPGenConfig, resume: bool = False) -> Path:
                 n = int((gold != -100).sum())
                 opt.zero_grad()
                 (loss / n).backward()
-                torch.nn.utils.clip_grad_norm_(params, 1.0)
-                opt.step()
+                opt.step(max_norm=1.0)
                 epoch_loss, n_tok = epoch_loss + loss.item(), n_tok + n
                 if bi % cfg.log_every == 0:
                     bar.set_postfix(xent=f"{epoch_loss / max(n_tok, 1):.4f}")
@@ -330,14 +438,14 @@ def run(cfg: DPGenConfig, resume: bool = False) -> Path:
             bar.close()
             state["epoch"] += 1
             dev_probs = gen.distributions(dev)
-            tau, sc = tune_threshold(dev_probs, [s.labels for s in dev], labels)
+            tau, sc = scorer(dev_probs, labels)
             rec = {"epoch": state["epoch"], "train_xent_nats": epoch_loss / max(n_tok, 1), "dev_threshold": tau,
-                   "dev_detection_f1": sc["detection"]["f1"], "dev_prediction_f1": sc["prediction"]["f1"],
-                   "elapsed_s": round(time.time() - t_start, 1)}
+                   "dev_against": sc["against"], "dev_detection_f1": sc["detection"]["f1"],
+                   "dev_prediction_f1": sc["prediction"]["f1"], "elapsed_s": round(time.time() - t_start, 1)}
             metrics.write(json.dumps(rec) + "\n")
             metrics.flush()
-            logger.info("epoch %d: train xent %.4f, dev (annotated labels, τ=%.2f) detection F %.4f, "
-                        "prediction F %.4f", state["epoch"], rec["train_xent_nats"], tau,
+            logger.info("epoch %d: train xent %.4f, dev (%s, τ=%.3f) detection F %.4f, prediction F %.4f",
+                        state["epoch"], rec["train_xent_nats"], sc["against"], tau,
                         rec["dev_detection_f1"], rec["dev_prediction_f1"])
             if sc["prediction"]["f1"] > state["best_f"]:
                 state["best_f"] = sc["prediction"]["f1"]
@@ -378,7 +486,7 @@ def _train_surface(cfg: DPGenConfig, gen: DPGenerator, train, dev, lab_id, metri
     xd, yd = _surface_instances(cfg, gen, dev, lab_id)
     logger.info("surface MLP: %s training instances (DP positions), %s dev", f"{len(ys):,}", f"{len(yd):,}")
     mlp = gen.surface
-    opt = build_optimizer(mlp.parameters(), cfg.lr, (0.9, 0.999), 1e-8, 0.0)
+    opt = MixedAdam(mlp, cfg.lr)
     g = torch.Generator().manual_seed(cfg.seed)
     best, best_state = -1.0, None
     for ep in range(cfg.surface_epochs):
