@@ -15,7 +15,8 @@ from doctrans.cli import cli
 from doctrans.data.dp_data import DPSentence, context_of, label_inventory, surface_features
 from doctrans.inference.dp_generate import n_best, one_best, read_nbest
 from doctrans.models.dp_generator import DPLabeler, ElmanDetector, SurfaceMLP
-from doctrans.training.train_dp import DPGenerator, label_scores, load_dp_config, run
+from doctrans.training.train_dp import (
+    DevScorer, DPGenerator, MixedAdam, label_scores, load_dp_config, run)
 
 
 # ---------------------------------------------------------------- models
@@ -93,6 +94,72 @@ def test_resume_continues_from_last_epoch(tmp_path):
     run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", args + ["epochs=3"]), resume=True)
     epochs = [json.loads(l)["epoch"] for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert epochs == [1, 2, 3]
+
+
+def test_mixed_adam_sparse_equals_dense_adam_with_clipping():
+    """Step 1 of lazy Adam on a sparse table equals dense Adam (untouched rows have zero
+    moments either way); the global clip norm counts the sparse rows too."""
+    toks = torch.tensor([[3, 4, 5, 2], [6, 2, 0, 0]])
+    gold = torch.tensor([[0, 1, 0, 0], [1, 0, -100, -100]])
+    models = []
+    for sparse in (False, True):
+        torch.manual_seed(0)
+        m = ElmanDetector(12, emb=4, hidden=5, window=3, sparse=sparse)
+        opt = MixedAdam(m, 0.01)
+        assert len(opt.opts) == 1 + sparse
+        loss = torch.nn.functional.cross_entropy(m(toks).flatten(0, 1), gold.flatten(), ignore_index=-100)
+        opt.zero_grad()
+        loss.backward()
+        if not sparse:
+            ref_norm = float(torch.nn.utils.get_total_norm([p.grad for p in m.parameters()]))
+        opt.step(max_norm=0.05)          # below the gradient norm: clipping is active
+        models.append(m)
+    assert ref_norm > 0.1
+    grads = [[p.grad.to_dense() if p.grad.is_sparse else p.grad for p in m.parameters()] for m in models]
+    for a, b in zip(*grads):                                   # the same clipped gradients
+        assert torch.allclose(a, b, atol=1e-7)
+    assert float(torch.nn.utils.get_total_norm(grads[1])) == pytest.approx(0.05, rel=1e-4)
+    for (name, a), b in zip(models[0].named_parameters(), models[1].parameters()):
+        assert torch.allclose(a, b, atol=2e-4), name          # Adam's g/|g| amplifies rounding of tiny g
+    # rows not in the batch stay untouched, in both
+    torch.manual_seed(0)
+    fresh = ElmanDetector(12, emb=4, hidden=5, window=3)
+    assert torch.equal(models[1].embed.weight[7:], fresh.embed.weight[7:])
+    assert not torch.equal(models[1].embed.weight[3], fresh.embed.weight[3])
+
+
+def test_dev_scorer_tunes_threshold_against_the_hand_oracle(tmp_path):
+    """Two dev sentences; the oracle has 我 before 想 and nothing in the second. P(N) is 0.6
+    at the true slot (我 best) and 0.8 at a wrong slot: τ must land in (0.6, 0.8]."""
+    tv = tmp_path / "tvsub" / "dev"
+    tv.mkdir(parents=True)
+    (tv / "dev.seg.zh").write_text("想 去 。\n好 的\n", encoding="utf-8")
+    (tv / "dev.oracle-dp.seg.zh").write_text("我 想 去 。\n好 的\n", encoding="utf-8")
+    prep = tmp_path / "prep"
+    prep.mkdir()
+    (prep / "meta.json").write_text(json.dumps({"config": {"dev_prefix": str(tv / "dev")}}))
+    dev = [DPSentence(["想", "去", "。"], ["N"] * 4, "d", 0), DPSentence(["好", "的"], ["N"] * 3, "d", 1)]
+    labels = label_inventory()
+    probs = []
+    for s in dev:
+        p = np.zeros((len(s.tokens) + 1, len(labels)), dtype=np.float32)
+        p[:, 0] = 0.99
+        p[:, labels.index("他")] = 0.01
+        probs.append(p)
+    probs[0][0, 0], probs[0][0, labels.index("我")], probs[0][0, labels.index("他")] = 0.6, 0.3, 0.1
+    probs[1][1, 0], probs[1][1, labels.index("你")], probs[1][1, labels.index("他")] = 0.8, 0.2, 0.0
+    cfg = load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", [f"prepared={prep}"])
+    tau, sc = DevScorer(cfg, dev, prep)(probs, labels)
+    assert sc["against"] == "oracle"
+    assert 0.6 < tau <= 0.8
+    assert sc["detection"]["f1"] == 1.0 and sc["prediction"]["f1"] == 1.0
+    # the annotated labels say "no DP anywhere": the same scorer without an oracle prefers no DP
+    tau_a, sc_a = DevScorer(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml",
+                                           [f"prepared={prep}", "tune_on=annotated"]), dev, prep)(probs, labels)
+    assert sc_a["against"] == "annotated" and tau_a <= 0.6
+    # no oracle found → falls back to the annotated labels
+    (prep / "meta.json").write_text("{}")
+    assert DevScorer(cfg, dev, prep)(probs, labels)[1]["against"] == "annotated"
 
 
 # ---------------------------------------------------------------- features, context
