@@ -66,6 +66,7 @@ def _synthetic(root: Path, n_train: int = 300, n_dev: int = 60) -> Path:
 
 @pytest.mark.parametrize("model, extra", [
     ("labeler", []),
+    ("labeler", ["context_next=1"]),
     ("thesis", ["det_emb=16", "det_hidden=16", "feat_emb=8", "feat_hidden=16", "surface_epochs=30",
                 "epochs=12", "lr=0.02", "feat_min_freq=1"]),
 ])
@@ -179,6 +180,11 @@ def test_table_4_6_features_on_a_hand_document():
     assert "nsb0=老师" in f and "nsa0=北京" in f
     assert context_of(doc, 2, n_prev=2, max_tokens=0) == "我 昨天 看到 老师 </s> 说 你 要 去 学校 </s>".split()
     assert context_of(doc, 3, n_prev=2, max_tokens=0) == []                   # document boundary
+    # following sentences after a <s> marker, within the document, nearest kept under the cap
+    assert context_of(doc, 1, n_prev=1, max_tokens=0, n_next=2) == \
+        "我 昨天 看到 老师 </s> <s> 他 也 去 北京 </s>".split()
+    assert context_of(doc, 0, n_prev=1, max_tokens=3, n_next=2) == "<s> 说 你 要".split()
+    assert context_of(doc, 3, n_prev=1, max_tokens=0, n_next=1) == ["<s>"]
 
 
 # ---------------------------------------------------------------- 1-best and N-best

@@ -18,7 +18,7 @@ import torch
 
 from doctrans.data.annotate_dp import NO_DP_LABEL
 from doctrans.data.dp_pronouns import CHINESE_PRONOUNS, chinese_roots
-from doctrans.data.vocab import EOS, SPECIALS, Vocab
+from doctrans.data.vocab import BOS, EOS, SPECIALS, Vocab
 from doctrans.utils.io import read_lines
 
 
@@ -59,15 +59,27 @@ def load_sentences(tok_path: Path, label_path: Path | None = None, docs_path: Pa
     return [DPSentence(t, labels[k] if labels else None, docs[k], k) for k, t in enumerate(toks)]
 
 
-def context_of(sents: Sequence[DPSentence], k: int, n_prev: int, max_tokens: int) -> list[str]:
+def context_of(sents: Sequence[DPSentence], k: int, n_prev: int, max_tokens: int,
+               n_next: int = 0) -> list[str]:
     """Tokens of up to ``n_prev`` previous sentences of the same document, oldest first, each
-    followed by ``</s>``; at most ``max_tokens`` (the most recent kept)."""
+    followed by ``</s>``; at most ``max_tokens`` (the most recent kept). With ``n_next`` > 0,
+    then ``<s>`` (standing for the current sentence) and up to ``n_next`` following sentences
+    of the document, each followed by ``</s>`` (at most ``max_tokens``, the nearest kept)."""
     out: list[str] = []
     j = k - 1
     while j >= 0 and k - j <= n_prev and sents[j].doc == sents[k].doc:
         out = sents[j].tokens + [EOS] + out
         j -= 1
-    return out[-max_tokens:] if max_tokens else out
+    if max_tokens:
+        out = out[-max_tokens:]
+    if n_next > 0:
+        nxt: list[str] = []
+        j = k + 1
+        while j < len(sents) and j - k <= n_next and sents[j].doc == sents[k].doc:
+            nxt += sents[j].tokens + [EOS]
+            j += 1
+        out = out + [BOS] + (nxt[:max_tokens] if max_tokens else nxt)
+    return out
 
 
 def build_vocab(sents: Sequence[DPSentence], min_freq: int = 2, max_size: int = 50_000) -> Vocab:

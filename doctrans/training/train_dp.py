@@ -74,6 +74,7 @@ class DPGenConfig:
     layers: int = 1
     dropout: float = 0.2
     context_sents: int = 1               # previous sentences of the document (0 = none)
+    context_next: int = 0                # following sentences of the document (after a <s> marker)
     context_max_tokens: int = 60
     # thesis detector (Eqs. 4.1-4.3) and surface MLP (Table 4.6)
     det_emb: int = 200
@@ -279,7 +280,7 @@ class DPGenerator:
 def _build(cfg: DPGenConfig, vocab: Vocab, labels: list[str], feat_tokens: list[str] | None):
     if cfg.model == "labeler":
         return DPLabeler(len(vocab), len(labels), cfg.emb, cfg.hidden, cfg.layers, cfg.dropout,
-                         vocab.pad_id, use_context=cfg.context_sents > 0, sparse=cfg.sparse_embeddings), None, None
+                         vocab.pad_id, use_context=cfg.context_sents > 0 or cfg.context_next > 0, sparse=cfg.sparse_embeddings), None, None
     det = ElmanDetector(len(vocab), cfg.det_emb, cfg.det_hidden, cfg.window, vocab.pad_id,
                         sparse=cfg.sparse_embeddings)
     feat_vocab = {t: i for i, t in enumerate(feat_tokens or ["<pad>", "<unk>"])}
@@ -293,10 +294,10 @@ def _feature_ids(feat_vocab: dict[str, int], feats: list[str]) -> list[int]:
 
 
 def _context_batch(cfg: DPGenConfig, vocab: Vocab, sents: list[DPSentence], idx: list[int]) -> torch.Tensor:
-    if cfg.context_sents <= 0:
+    if cfg.context_sents <= 0 and cfg.context_next <= 0:
         return torch.zeros((len(idx), 0), dtype=torch.long)
     rows = [[vocab.index.get(t, vocab.unk_id) for t in context_of(sents, k, cfg.context_sents,
-                                                                   cfg.context_max_tokens)] for k in idx]
+                                                                   cfg.context_max_tokens, cfg.context_next)] for k in idx]
     return pad(rows, vocab.pad_id, min_len=1)
 
 
