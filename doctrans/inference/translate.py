@@ -187,21 +187,14 @@ class Translator:
             src = ids([r.dpp if c.dp_input == "dpp" else r.dp for r in res])
             return decode_corpus(self.model, src, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
                                  c.max_len_extra, c.batch_sentences, progress)
-        n = c.dp_nbest
-        variants, weights = [], []
-        for r in res:
-            comps = r.completions[:n]
-            w = mixture_weights([x.score for x in comps], c.dp_weights)
-            toks = [x.tokens for x in comps]
-            toks += [toks[0]] * (n - len(toks))                      # padding variants, weight 0
-            variants.append(toks)
-            weights.append(w + [0.0] * (n - len(w)))
-        flat = ids([t for v in variants for t in v])
-        grouped = [flat[k * n:(k + 1) * n] for k in range(len(variants))]
+        comps = [r.completions[:c.dp_nbest] for r in res]              # 1..N completions per line
+        weights = [mixture_weights([x.score for x in cs], c.dp_weights) for cs in comps]
+        flat = iter(ids([x.tokens for cs in comps for x in cs]))
+        grouped = [[next(flat) for _ in cs] for cs in comps]
         if c.dp_combine == "mixture":
             return decode_corpus(self.model, grouped, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
                                  c.max_len_extra, c.batch_sentences, progress, weights=weights)
-        real = [(k, v) for k, w in enumerate(weights) for v in range(n) if w[v] > 0]
+        real = [(k, v) for k, w in enumerate(weights) for v, wv in enumerate(w) if wv > 0]
         hyps, scores = decode_corpus(self.model, [grouped[k][v] for k, v in real], self.tgt_vocab, c.beam,
                                      c.lenpen, c.max_len_ratio, c.max_len_extra, c.batch_sentences, progress,
                                      return_scores=True)
@@ -209,7 +202,7 @@ class Translator:
         for (k, _), h, s in zip(real, hyps, scores):
             if k not in best or s > best[k][0]:
                 best[k] = (s, h)
-        return [best[k][1] for k in range(len(variants))]
+        return [best[k][1] for k in range(len(comps))]
 
 
 def mixture_weights(scores: list[float], mode: str = "uniform") -> list[float]:
