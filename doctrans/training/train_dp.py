@@ -8,8 +8,8 @@ Two models (``model:`` in the YAML; see ``doctrans.models.dp_generator``):
 * ``labeler`` — ours: a BiGRU labeler over ``N`` + 30 pronouns with the previous sentence(s) of
   the document attended to (``context_sents``).
 
-Both write ``RUN_DIR/best.pt`` (the epoch with the best dev DP F-score on the annotated dev
-labels), ``last.pt`` (for ``--resume``, epoch granularity), ``metrics.jsonl`` and
+Both write ``RUN_DIR/best.pt`` (the epoch with the best dev pronoun F, see ``tune_on`` below),
+``last.pt`` (for ``--resume``, epoch granularity), ``metrics.jsonl`` and
 ``config.yaml``. A checkpoint holds tensors and primitive types only (``weights_only`` loads).
 After each epoch the DP decision threshold (a DP where P(N) < τ) is tuned on dev and the
 epoch is scored there (``tune_on``): ``oracle`` (default) scores against the hand-annotated DPs
@@ -35,15 +35,17 @@ import yaml
 from tqdm import tqdm
 
 from doctrans.config import ConfigError, _load_yaml_tree, _merge, from_dict, parse_overrides
+from doctrans.data.annotate_corpus import oracle_paths
 from doctrans.data.annotate_dp import NO_DP_LABEL
 from doctrans.data.dp_data import (
     DPSentence, build_vocab, context_of, encode, label_inventory, load_sentences, n_feature_slots,
     pad, surface_features)
 from doctrans.data.vocab import Vocab
-from doctrans.evaluation.dp_agreement import _prf
+from doctrans.evaluation.dp_agreement import _prf, dp_agreement
+from doctrans.inference.dp_generate import one_best
 from doctrans.models.dp_generator import DPLabeler, ElmanDetector, SurfaceMLP
 from doctrans.training.optim import build_optimizer
-from doctrans.utils.io import atomic_torch_save, atomic_write_text
+from doctrans.utils.io import atomic_torch_save, atomic_write_text, read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +166,6 @@ class DevScorer:
     def __init__(self, cfg: DPGenConfig, dev: list[DPSentence], prep: Path):
         self.dev, self.against, self.oracle = dev, "annotated", None
         if cfg.tune_on == "oracle":
-            from doctrans.data.annotate_corpus import oracle_paths
             meta_path = prep / "meta.json"
             meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
             paths = oracle_paths(meta, cfg.dev_split, cfg.oracle_dir or None)
@@ -172,7 +173,6 @@ class DevScorer:
                 logger.warning("tune_on=oracle: no hand-annotated oracle for %s (from %s or oracle_dir); "
                                "tuning on the annotate-dp labels instead", cfg.dev_split, meta_path)
             else:
-                from doctrans.utils.io import read_lines
                 base, oracle = read_lines(paths[0]), read_lines(paths[1])
                 if len(base) != len(dev) or len(oracle) != len(dev):
                     raise ValueError(f"oracle {paths[1]} has {len(oracle)} lines, base {paths[0]} "
@@ -184,9 +184,6 @@ class DevScorer:
         if self.oracle is None:
             tau, sc = tune_threshold(probs, [s.labels for s in self.dev], labels)
             return tau, {**sc, "against": "annotated"}
-        from doctrans.evaluation.dp_agreement import dp_agreement
-        from doctrans.inference.dp_generate import one_best
-
         base = [" ".join(s.tokens) for s in self.dev]
         best = None
         for tau in THRESHOLDS:
@@ -279,8 +276,9 @@ class DPGenerator:
 
 def _build(cfg: DPGenConfig, vocab: Vocab, labels: list[str], feat_tokens: list[str] | None):
     if cfg.model == "labeler":
-        return DPLabeler(len(vocab), len(labels), cfg.emb, cfg.hidden, cfg.layers, cfg.dropout,
-                         vocab.pad_id, use_context=cfg.context_sents > 0 or cfg.context_next > 0, sparse=cfg.sparse_embeddings), None, None
+        use_context = cfg.context_sents > 0 or cfg.context_next > 0
+        return DPLabeler(len(vocab), len(labels), cfg.emb, cfg.hidden, cfg.layers, cfg.dropout, vocab.pad_id,
+                         use_context=use_context, sparse=cfg.sparse_embeddings), None, None
     det = ElmanDetector(len(vocab), cfg.det_emb, cfg.det_hidden, cfg.window, vocab.pad_id,
                         sparse=cfg.sparse_embeddings)
     feat_vocab = {t: i for i, t in enumerate(feat_tokens or ["<pad>", "<unk>"])}
@@ -296,8 +294,9 @@ def _feature_ids(feat_vocab: dict[str, int], feats: list[str]) -> list[int]:
 def _context_batch(cfg: DPGenConfig, vocab: Vocab, sents: list[DPSentence], idx: list[int]) -> torch.Tensor:
     if cfg.context_sents <= 0 and cfg.context_next <= 0:
         return torch.zeros((len(idx), 0), dtype=torch.long)
-    rows = [[vocab.index.get(t, vocab.unk_id) for t in context_of(sents, k, cfg.context_sents,
-                                                                   cfg.context_max_tokens, cfg.context_next)] for k in idx]
+    rows = [[vocab.index.get(t, vocab.unk_id)
+             for t in context_of(sents, k, cfg.context_sents, cfg.context_max_tokens, cfg.context_next)]
+            for k in idx]
     return pad(rows, vocab.pad_id, min_len=1)
 
 
