@@ -102,7 +102,10 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
     `train.lr=5e-4 model.layers_enc=2 run_dir=runs/try1`. Unknown keys are errors.
     The run directory receives config.yaml, metrics.jsonl, train.log, best.pt and last.pt.
     A YAML with `task: dp_generator` (pipelines/dp/) trains a dropped-pronoun generator on
-    `doctrans annotate-dp` output instead (keys: doctrans/training/train_dp.py DPGenConfig).
+    `doctrans annotate-dp` output instead (keys: doctrans/training/train_dp.py DPGenConfig);
+    its τ and best epoch are tuned on TVsub's hand-annotated dev DPs (`tune_on=oracle`, default;
+    `tune_on=annotated` uses our annotation of dev), `sparse_embeddings=false` for dense Adam,
+    `context_next=N` adds following sentences to the labeler's context.
     """
     from doctrans.config import load_experiment
     from doctrans.training import train, train_dp
