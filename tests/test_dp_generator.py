@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from conftest import REPO
 from doctrans.cli import cli
+from doctrans.config import ConfigError
 from doctrans.data.dp_data import DPSentence, context_of, label_inventory, surface_features
 from doctrans.inference.dp_generate import n_best, one_best, read_nbest
 from doctrans.models.dp_generator import DPLabeler, ElmanDetector, SurfaceMLP
@@ -88,13 +89,19 @@ def test_generator_learns_a_synthetic_drop_rule(tmp_path, model, extra):
     assert any("dev_prediction_f1" in r for r in lines)
 
 
-def test_resume_continues_from_last_epoch(tmp_path):
+def test_resume_continues_from_last_epoch_with_the_decayed_lr(tmp_path):
     prep = _synthetic(tmp_path, 80, 20)
-    args = [f"prepared={prep}", f"run_dir={tmp_path / 'run'}", "min_freq=1", "threads=1"]
+    args = [f"prepared={prep}", f"run_dir={tmp_path / 'run'}", "min_freq=1", "threads=1",
+            "lr=0.01", "lr_decay=0.5", "lr_decay_start=1"]
     run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", args + ["epochs=2"]))
+    ck = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
+    assert [g["lr"] for st in ck["optimizer"] for g in st["param_groups"]] == [0.005, 0.005]
     run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", args + ["epochs=3"]), resume=True)
-    epochs = [json.loads(l)["epoch"] for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert epochs == [1, 2, 3]
+    recs = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in recs] == [1, 2, 3]
+    assert [r["lr"] for r in recs] == [0.01, 0.005, 0.0025]
+    with pytest.raises(ConfigError, match="lr_decay"):
+        load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", ["lr_decay=0"])
 
 
 def test_mixed_adam_sparse_equals_dense_adam_with_clipping():

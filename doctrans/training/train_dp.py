@@ -92,6 +92,8 @@ class DPGenConfig:
     epochs: int = 10
     batch_sentences: int = 64
     lr: float = 1e-3
+    lr_decay: float = 1.0                # LR × lr_decay after every epoch from lr_decay_start on
+    lr_decay_start: int = 1              # (OpenNMT's start_decay_steps/decay, per epoch)
     sparse_embeddings: bool = True       # sparse embedding gradients + lazy Adam (SparseAdam) on them
     seed: int = 1
     threads: int = 0
@@ -106,6 +108,14 @@ class DPGenConfig:
             raise ConfigError(f"model must be one of {MODELS}, got {self.model!r}")
         if self.tune_on not in TUNE_ON:
             raise ConfigError(f"tune_on must be one of {TUNE_ON}, got {self.tune_on!r}")
+        if not 0.0 < self.lr_decay <= 1.0:
+            raise ConfigError(f"lr_decay must be in (0, 1], got {self.lr_decay}")
+
+    def lr_at(self, epoch: int) -> float:
+        """Learning rate of the 0-based ``epoch``: ``lr`` until ``lr_decay_start`` epochs are
+        done, then × ``lr_decay`` per further epoch (a function of the epoch, so ``--resume`` and
+        an uninterrupted run train alike)."""
+        return self.lr * self.lr_decay ** max(0, epoch - self.lr_decay_start + 1)
 
     @property
     def annotated_dir(self) -> Path:
@@ -319,6 +329,11 @@ class MixedAdam:
         if self.sparse:
             self.opts.append(torch.optim.SparseAdam(self.sparse, lr, (0.9, 0.999), 1e-8))
 
+    def set_lr(self, lr: float) -> None:
+        for o in self.opts:
+            for g in o.param_groups:
+                g["lr"] = lr
+
     def zero_grad(self) -> None:
         for o in self.opts:
             o.zero_grad(set_to_none=True)
@@ -411,6 +426,7 @@ def run(cfg: DPGenConfig, resume: bool = False) -> Path:
         rng = random.Random(cfg.seed + state["epoch"])
         while state["epoch"] < cfg.epochs and not out_of_time:
             model.train()
+            opt.set_lr(cfg.lr_at(state["epoch"]))
             epoch_loss, n_tok = 0.0, 0
             batches = _batches(train, cfg.batch_sentences, rng)
             bar = tqdm(batches, desc=f"epoch {state['epoch'] + 1}/{cfg.epochs}", unit="batch", mininterval=5)
@@ -439,7 +455,8 @@ def run(cfg: DPGenConfig, resume: bool = False) -> Path:
             state["epoch"] += 1
             dev_probs = gen.distributions(dev)
             tau, sc = scorer(dev_probs, labels)
-            rec = {"epoch": state["epoch"], "train_xent_nats": epoch_loss / max(n_tok, 1), "dev_threshold": tau,
+            rec = {"epoch": state["epoch"], "lr": cfg.lr_at(state["epoch"] - 1),
+                   "train_xent_nats": epoch_loss / max(n_tok, 1), "dev_threshold": tau,
                    "dev_against": sc["against"], "dev_detection_f1": sc["detection"]["f1"],
                    "dev_prediction_f1": sc["prediction"]["f1"], "elapsed_s": round(time.time() - t_start, 1)}
             metrics.write(json.dumps(rec) + "\n")
