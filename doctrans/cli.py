@@ -299,8 +299,12 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
               help="Also write the result to this file (atomically).")
 @click.option("--baseline", type=click.Path(exists=True, dir_okay=False), default=None,
               help="A baseline hypothesis (same format as HYP): adds paired bootstrap resampling (sacrebleu, "
-                   "Koehn 2004) and the sign test of HYP vs it, in the bleu_tok_lc setting.")
-@click.option("--bootstrap", default=1000, show_default=True, help="Paired-bootstrap samples (with --baseline).")
+                   "Koehn 2004) and the sign test of HYP vs it, in the bleu_tok_lc setting. With --dp: "
+                   "another DP-inserted file (made from --baseline-base), compared by paired bootstrap.")
+@click.option("--bootstrap", default=1000, show_default=True,
+              help="Paired-bootstrap samples (with --baseline; with --dp always: 95% intervals, 0 = off).")
+@click.option("--baseline-base", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="--dp --baseline: the source the baseline's DPs were inserted into [default: --base].")
 @click.option("--dp", is_flag=True,
               help="Dropped-pronoun agreement instead of BLEU: HYP is a DP-inserted segmented source; "
                    "needs --base and --oracle.")
@@ -312,7 +316,8 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
               help="--dp: the oracle's source without DPs (e.g. test.seg.zh) [default: --base].")
 def score_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokenized: bool | None,
               metrics: str, detok_case: str, no_split_hyphens: bool, as_json: bool, out: str | None,
-              baseline: str | None, bootstrap: int, dp: bool, base: str | None, oracle: str | None, oracle_base: str | None) -> None:
+              baseline: str | None, bootstrap: int, baseline_base: str | None, dp: bool, base: str | None,
+              oracle: str | None, oracle_base: str | None) -> None:
     """Score HYP against references with sacrebleu; prints each score with its signature.
 
     \b
@@ -329,19 +334,22 @@ def score_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokeniz
     \b
     With --dp: position and pronoun precision/recall/F1 of the dropped pronouns in HYP
     against an oracle, matching each DP by its character offset in the sentence with
-    spaces removed (NFKC-normalised), so the two sides may be segmented differently.
+    spaces removed (NFKC-normalised), so the two sides may be segmented differently;
+    95% bootstrap intervals over lines, and with --baseline a paired bootstrap p-value.
 
     \b
     Examples:
       doctrans score test.hyp -r ../shared/corpora/tvsub/test/test.ref.sgm --json --out scores.json
       doctrans score --dp test.auto-dp.seg.zh --base test.seg.zh --oracle test.oracle-dp.seg.zh
+      doctrans score --dp ours.dp.zh --base test.tok.zh --oracle test.oracle-dp.seg.zh \\
+          --oracle-base test.seg.zh --baseline test.auto-dp.seg.zh --baseline-base test.seg.zh
     """
     from pathlib import Path
 
     from doctrans.evaluation import score
 
     if dp:
-        _score_dp(hyp, base, oracle, oracle_base, as_json, out)
+        _score_dp(hyp, base, oracle, oracle_base, as_json, out, baseline, baseline_base, bootstrap)
         return
     if not refs:
         raise click.UsageError("give at least one reference with -r/--ref (or use --dp)")
@@ -360,15 +368,17 @@ def score_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokeniz
 
 
 def _score_dp(hyp: str, base: str | None, oracle: str | None, oracle_base: str | None,
-              as_json: bool, out: str | None) -> None:
+              as_json: bool, out: str | None, baseline: str | None = None,
+              baseline_base: str | None = None, bootstrap: int = 1000) -> None:
     import json
 
-    from doctrans.evaluation.dp_agreement import dp_agreement_files, render_agreement
+    from doctrans.evaluation.dp_agreement import dp_agreement_with_bootstrap, render_agreement
     from doctrans.utils.io import atomic_write_text
 
     if not base or not oracle:
         raise click.UsageError("--dp needs --base (HYP without DPs) and --oracle")
-    result = dp_agreement_files(base, hyp, oracle_base or base, oracle)
+    result = dp_agreement_with_bootstrap(base, hyp, oracle_base or base, oracle, baseline, baseline_base,
+                                         bootstrap)
     text = json.dumps(result, indent=2) + "\n" if as_json else render_agreement(result)
     if out:
         atomic_write_text(out, text)

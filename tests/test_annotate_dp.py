@@ -28,6 +28,7 @@ from doctrans.evaluation.dp_agreement import (
     base_chars,
     dp_agreement,
     dp_agreement_files,
+    dp_bootstrap,
     extract_dps,
     extract_dps_with_edits,
     project_offsets,
@@ -358,3 +359,27 @@ def test_score_dp_cli_matches_by_character_offset(tmp_path):
     assert res["position"]["matched"] == 2 and res["pronoun"]["matched"] == 1
     assert abs(res["position"]["precision"] - 2 / 3) < 1e-9 and res["position"]["recall"] == 1.0
     assert abs(res["pronoun"]["f1"] - 2 * (1 / 3) * 0.5 / (1 / 3 + 0.5)) < 1e-9
+    lo, hi = res["bootstrap"]["pronoun"]["ci"]
+    assert 0.0 <= lo <= res["pronoun"]["f1"] <= hi <= 1.0
+    # the oracle itself as the baseline (same base): it is never worse than the system
+    r = CliRunner().invoke(cli, ["score", "--dp", str(system), "--base", str(base), "--oracle", str(oracle),
+                                 "--oracle-base", str(obase), "--baseline", str(oracle),
+                                 "--baseline-base", str(obase), "--bootstrap", "200"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert r.output.count("baseline 1.0000 [") == 2 and r.output.count("p(system <= baseline) = 1.000") == 2
+
+
+def test_dp_bootstrap_intervals_and_paired_p_value():
+    same = [(1, 1, 1, 0)] * 50                    # every line: one DP, right place, wrong pronoun
+    bs = dp_bootstrap(same, n_samples=100)
+    assert bs["position"]["ci"] == [1.0, 1.0] and bs["pronoun"]["ci"] == [0.0, 0.0]
+    good = [(1, 1, 1, 1)] * 25 + [(0, 1, 0, 0)] * 25    # half the lines right, half missed
+    bad = [(1, 1, 0, 0)] * 50
+    bs = dp_bootstrap(good, bad, n_samples=300)
+    assert bs["pronoun"]["p_value"] == 0.0 and dp_bootstrap(bad, good, n_samples=300)["pronoun"]["p_value"] == 1.0
+    lo, hi = bs["pronoun"]["ci"]                  # point F = 2·25 / (25 + 50) = 2/3
+    assert lo < 2 / 3 < hi and hi - lo < 0.3
+    assert bs["pronoun"]["baseline_ci"] == [0.0, 0.0]
+    assert dp_bootstrap(good, good, n_samples=50)["position"]["p_value"] == 1.0   # ties count as not better
+    with pytest.raises(ValueError, match="50 lines, baseline 3"):
+        dp_bootstrap(good, bad[:3])

@@ -43,6 +43,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
 from doctrans.utils.io import read_lines
 
@@ -181,14 +183,17 @@ def _prf(matched: int, n_sys: int, n_ref: int) -> dict:
 
 
 def dp_agreement(base_lines: Sequence[str], sys_lines: Sequence[str],
-                 base_lines_oracle: Sequence[str], oracle_lines: Sequence[str]) -> dict:
+                 base_lines_oracle: Sequence[str], oracle_lines: Sequence[str],
+                 per_line: list | None = None) -> dict:
     """Position and pronoun P/R/F of system DPs against oracle DPs (micro-averaged).
 
     ``base_lines``/``sys_lines``: the system's source without / with DPs; ``base_lines_oracle``/
     ``oracle_lines``: the oracle's. All four line-aligned (``ValueError`` otherwise). Returns
     ``{"lines", "sys_dps", "oracle_dps", "position": {"matched", "precision", "recall", "f1"},
     "pronoun": {…}, "base_mismatch_lines", "sys_edit_lines", "oracle_edit_lines"}``; the last
-    two count lines whose DP version also changed non-pronoun characters.
+    two count lines whose DP version also changed non-pronoun characters. ``per_line``: a list
+    that receives one ``(system DPs, oracle DPs, position matches, pronoun matches)`` tuple per
+    line (what ``dp_bootstrap`` resamples).
     """
     n = len(base_lines)
     if not n == len(sys_lines) == len(base_lines_oracle) == len(oracle_lines):
@@ -204,9 +209,12 @@ def dp_agreement(base_lines: Sequence[str], sys_lines: Sequence[str],
             mismatch += 1
             proj = project_offsets(sb, ob)
             sys_dps = [(proj[o], p) for o, p in sys_dps]
+        line_pos = sum((Counter(o for o, _ in sys_dps) & Counter(o for o, _ in ora_dps)).values())
+        line_pron = sum((Counter(sys_dps) & Counter(ora_dps)).values())
+        if per_line is not None:
+            per_line.append((len(sys_dps), len(ora_dps), line_pos, line_pron))
         n_sys, n_ora = n_sys + len(sys_dps), n_ora + len(ora_dps)
-        pos_ok += sum((Counter(o for o, _ in sys_dps) & Counter(o for o, _ in ora_dps)).values())
-        pron_ok += sum((Counter(sys_dps) & Counter(ora_dps)).values())
+        pos_ok, pron_ok = pos_ok + line_pos, pron_ok + line_pron
         sys_edit, ora_edit = sys_edit + bool(e_sys), ora_edit + bool(e_ora)
         t_pos, t_det, t_pred = _word_tags(obase, sys_dps, ora_dps)
         n_tags, det_ok, pred_ok = n_tags + t_pos, det_ok + t_det, pred_ok + t_pred
@@ -217,6 +225,48 @@ def dp_agreement(base_lines: Sequence[str], sys_lines: Sequence[str],
             "base_mismatch_lines": mismatch, "sys_edit_lines": sys_edit, "oracle_edit_lines": ora_edit,
             "tag_accuracy": {"positions": n_tags, "detection": det_ok / n_tags if n_tags else 0.0,
                              "prediction": pred_ok / n_tags if n_tags else 0.0}}
+
+
+def _f1_rows(counts: np.ndarray) -> np.ndarray:
+    """counts (..., 4) summed (system, oracle, position, pronoun) → (..., 2) position/pronoun F1."""
+    n_sys, n_ora = counts[..., 0:1], counts[..., 1:2]
+    matched = counts[..., 2:4]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = 2 * matched / (n_sys + n_ora)          # = 2PR / (P + R) with P = m/sys, R = m/ora
+    return np.nan_to_num(f)
+
+
+def dp_bootstrap(system: Sequence[tuple[int, int, int, int]],
+                 baseline: Sequence[tuple[int, int, int, int]] | None = None,
+                 n_samples: int = 1000, seed: int = 12345) -> dict:
+    """Bootstrap resampling of lines (Koehn 2004) for the DP-level F-scores.
+
+    ``system`` / ``baseline``: ``per_line`` counts of ``dp_agreement`` over the same lines
+    (``ValueError`` if their lengths differ). Returns, for ``position`` and ``pronoun`` F1, the
+    95% percentile interval of the system's F (``ci``) and, with a baseline, the baseline's
+    interval and the paired one-sided p-value: the share of resamples in which the system's F is
+    not above the baseline's (the ``p`` of sacrebleu's paired bootstrap for BLEU).
+    """
+    sys_c = np.asarray(system, dtype=np.int64).reshape(-1, 4)
+    n = len(sys_c)
+    if baseline is not None and len(baseline) != n:
+        raise ValueError(f"bootstrap: system has {n} lines, baseline {len(baseline)}")
+    idx = np.random.default_rng(seed).integers(0, max(n, 1), size=(n_samples, n))
+    f_sys = _f1_rows(sys_c[idx].sum(1)) if n else np.zeros((n_samples, 2))
+
+    def ci(f: np.ndarray, k: int) -> list[float]:
+        return [float(np.percentile(f[:, k], 2.5)), float(np.percentile(f[:, k], 97.5))]
+
+    out: dict = {"samples": n_samples}
+    if baseline is not None:
+        base_c = np.asarray(baseline, dtype=np.int64).reshape(-1, 4)
+        f_base = _f1_rows(base_c[idx].sum(1)) if n else np.zeros((n_samples, 2))
+    for k, key in enumerate(("position", "pronoun")):
+        out[key] = {"ci": ci(f_sys, k)}
+        if baseline is not None:
+            out[key]["baseline_ci"] = ci(f_base, k)
+            out[key]["p_value"] = float(np.mean(f_sys[:, k] <= f_base[:, k]))
+    return out
 
 
 def _word_tags(oracle_base: str, sys_dps: Sequence[DP], ora_dps: Sequence[DP]) -> tuple[int, int, int]:
@@ -243,9 +293,28 @@ def _word_tags(oracle_base: str, sys_dps: Sequence[DP], ora_dps: Sequence[DP]) -
 
 
 def dp_agreement_files(base: str | Path, system: str | Path, oracle_base: str | Path,
-                       oracle: str | Path) -> dict:
+                       oracle: str | Path, per_line: list | None = None) -> dict:
     """``dp_agreement`` on four line-aligned files (paths as in its arguments)."""
-    return dp_agreement(read_lines(base), read_lines(system), read_lines(oracle_base), read_lines(oracle))
+    return dp_agreement(read_lines(base), read_lines(system), read_lines(oracle_base), read_lines(oracle),
+                        per_line)
+
+
+def dp_agreement_with_bootstrap(base: str | Path, system: str | Path, oracle_base: str | Path,
+                                oracle: str | Path, baseline: str | Path | None = None,
+                                baseline_base: str | Path | None = None, n_samples: int = 1000) -> dict:
+    """``dp_agreement_files`` plus ``"bootstrap"`` (``dp_bootstrap``: 95% intervals, and with a
+    ``baseline`` DP file — made from ``baseline_base``, default ``base`` — the paired p-values)
+    and, with a baseline, ``"baseline"`` (its own ``dp_agreement``)."""
+    rows: list = []
+    result = dp_agreement_files(base, system, oracle_base, oracle, rows)
+    base_rows = None
+    if baseline is not None:
+        base_rows = []
+        result["baseline"] = dp_agreement_files(baseline_base or base, baseline, oracle_base, oracle, base_rows)
+        result["baseline"]["file"] = str(baseline)
+    if n_samples > 0:
+        result["bootstrap"] = dp_bootstrap(rows, base_rows, n_samples)
+    return result
 
 
 def render_agreement(result: dict) -> str:
@@ -261,4 +330,14 @@ def render_agreement(result: dict) -> str:
                 f"prediction {t['prediction']:.4f}")
     rows.append(f"base mismatches {result['base_mismatch_lines']}, lines with non-DP edits: "
                 f"system {result['sys_edit_lines']}, oracle {result['oracle_edit_lines']}")
+    bs = result.get("bootstrap")
+    if bs:
+        rows.append(f"bootstrap over lines ({bs['samples']} samples), 95% interval of F1:")
+        for key in ("position", "pronoun"):
+            b = bs[key]
+            line = f"  {key:9} system [{b['ci'][0]:.4f}, {b['ci'][1]:.4f}]"
+            if "p_value" in b:
+                line += (f"  baseline {result['baseline'][key]['f1']:.4f} "
+                         f"[{b['baseline_ci'][0]:.4f}, {b['baseline_ci'][1]:.4f}]  p(system <= baseline) = {b['p_value']:.3f}")
+            rows.append(line)
     return "\n".join(rows) + "\n"
