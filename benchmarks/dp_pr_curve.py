@@ -1,0 +1,110 @@
+"""Precision/recall of DP generators over the threshold τ, against TVsub's hand oracle.
+
+Every generator has one tuned operating point (τ chosen on dev); this sweeps τ on a split and
+plots position and pronoun P/R for each generator, with the authors' released generator output
+(``test.auto-dp.seg.zh``, a single point) for reference. Writes OUT.png and OUT.json.
+
+    python benchmarks/dp_pr_curve.py --prepared data/prep_full --split test \\
+        --generator labeler=/work/runs_full/g2_labeler/best.pt --generator thesis=… -o results/dp_pr_test
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from doctrans.data.annotate_corpus import oracle_paths  # noqa: E402
+from doctrans.data.dp_data import load_sentences  # noqa: E402
+from doctrans.evaluation.dp_agreement import dp_agreement, dp_agreement_files  # noqa: E402
+from doctrans.inference.dp_generate import one_best  # noqa: E402
+from doctrans.training.train_dp import DPGenerator  # noqa: E402
+from doctrans.utils.io import atomic_write_text, read_lines  # noqa: E402
+
+TAUS = [round(float(t), 3) for t in np.arange(0.3, 0.996, 0.025)]
+
+
+def sweep(gen_path: str, prep: Path, split: str, oracle: tuple[Path, Path]) -> list[dict]:
+    gen = DPGenerator.load(gen_path)
+    sents = load_sentences(prep / f"{split}.tok.zh", None, prep / f"{split}.docs")
+    probs = gen.distributions(sents)
+    base = [" ".join(s.tokens) for s in sents]
+    obase, oline = read_lines(oracle[0]), read_lines(oracle[1])
+    rows = []
+    for tau in TAUS:
+        sys_lines = [" ".join(one_best(s.tokens, p, gen.labels, tau)[0]) if s.tokens else ""
+                     for s, p in zip(sents, probs)]
+        r = dp_agreement(base, sys_lines, obase, oline)
+        rows.append({"tau": tau, "tuned": abs(tau - gen.threshold) < 1e-6, "dps": r["sys_dps"],
+                     "position": r["position"], "pronoun": r["pronoun"]})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--prepared", default="data/prep_full")
+    ap.add_argument("--split", default="test", choices=["dev", "test"])
+    ap.add_argument("--generator", action="append", required=True, help="NAME=CHECKPOINT (repeatable)")
+    ap.add_argument("-o", "--out", default="results/dp_pr_test")
+    args = ap.parse_args()
+    prep = Path(args.prepared)
+    meta = json.loads((prep / "meta.json").read_text(encoding="utf-8"))
+    oracle = oracle_paths(meta, args.split)
+    if oracle is None:
+        sys.exit(f"no hand oracle for {args.split} (from {prep / 'meta.json'})")
+    curves = {}
+    for spec in args.generator:
+        name, _, path = spec.partition("=")
+        curves[name] = sweep(path, prep, args.split, oracle)
+    authors = None
+    auto = oracle[1].parent / f"{args.split}.auto-dp.seg.zh"
+    if auto.is_file():
+        r = dp_agreement_files(oracle[0], auto, oracle[0], oracle[1])
+        authors = {"position": r["position"], "pronoun": r["pronoun"], "dps": r["sys_dps"]}
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
+    for ax, key in zip(axes, ("position", "pronoun")):
+        for name, rows in curves.items():
+            line, = ax.plot([r[key]["recall"] for r in rows], [r[key]["precision"] for r in rows], ".-", label=name)
+            for r in rows:
+                if r["tuned"]:
+                    ax.plot(r[key]["recall"], r[key]["precision"], "o", ms=9, mfc="none", color=line.get_color())
+        if authors:
+            ax.plot(authors[key]["recall"], authors[key]["precision"], "k*", ms=12, label="authors' output")
+        for f in (0.2, 0.3, 0.4, 0.5):                       # iso-F curves
+            rr = np.linspace(f / (2 - f) + 1e-3, 1, 100)
+            ax.plot(rr, f * rr / (2 * rr - f), ":", color="grey", lw=0.7)
+            ax.text(0.98, f * 0.98 / (2 * 0.98 - f), f"F={f}", fontsize=7, color="grey", ha="right", va="bottom")
+        ax.set_xlim(0, 1), ax.set_ylim(0, 1)
+        ax.set_xlabel("recall"), ax.set_title(f"DP {key} ({args.split}, vs hand oracle)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("precision")
+    axes[1].legend(loc="upper right", fontsize=8)
+    fig.suptitle("τ sweep (a DP where P(N) < τ); circle = τ tuned on dev", fontsize=9)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(f"{out}.png", dpi=120)
+    atomic_write_text(f"{out}.json", json.dumps({"split": args.split, "curves": curves, "authors": authors},
+                                                indent=1) + "\n")
+    for name, rows in curves.items():
+        best = max(rows, key=lambda r: r["pronoun"]["f1"])
+        tuned = next((r for r in rows if r["tuned"]), None)
+        print(f"{name}: tuned τ {tuned and tuned['tau']}: position F {tuned and round(tuned['position']['f1'], 4)}, "
+              f"pronoun F {tuned and round(tuned['pronoun']['f1'], 4)}; oracle-best τ {best['tau']}: "
+              f"pronoun F {best['pronoun']['f1']:.4f} (an upper bound, τ chosen on the scored split)")
+    if authors:
+        print(f"authors: position F {authors['position']['f1']:.4f}, pronoun F {authors['pronoun']['f1']:.4f}")
+    print(f"wrote {out}.png, {out}.json")
+
+
+if __name__ == "__main__":
+    main()
