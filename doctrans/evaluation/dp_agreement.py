@@ -35,6 +35,7 @@ both.
 from __future__ import annotations
 
 import difflib
+import functools
 import html
 import logging
 import math
@@ -139,10 +140,18 @@ def _pronoun_step(dp: str, i: int, j: int, here: float, cost: list[list[float]],
 def extract_dps_with_edits(base_line: str, dp_line: str,
                            pronouns: Iterable[str] = CHINESE_PRONOUNS) -> tuple[list[DP], int]:
     """``extract_dps`` plus the number of non-DP edits needed (0 for a clean DP line)."""
-    dps, other = _align(base_chars(base_line), normalize_dp_line(dp_line).split(), set(pronouns))
+    dps, other = _extract_cached(base_line, dp_line, frozenset(pronouns))
+    return list(dps), other
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _extract_cached(base_line: str, dp_line: str, forms: frozenset[str]) -> tuple[tuple[DP, ...], int]:
+    """The alignment behind ``extract_dps_with_edits``, memoised: a τ sweep scores the same
+    oracle lines (and mostly the same system lines) once per threshold."""
+    dps, other = _align(base_chars(base_line), normalize_dp_line(dp_line).split(), set(forms))
     if other:
         logger.debug("%d non-DP edit(s) between base %r and DP line %r", other, base_line, dp_line)
-    return dps, other
+    return tuple(dps), other
 
 
 def extract_dps(base_line: str, dp_line: str, pronouns: Iterable[str] = CHINESE_PRONOUNS) -> list[DP]:
@@ -251,16 +260,15 @@ def dp_bootstrap(system: Sequence[tuple[int, int, int, int]],
     n = len(sys_c)
     if baseline is not None and len(baseline) != n:
         raise ValueError(f"bootstrap: system has {n} lines, baseline {len(baseline)}")
-    idx = np.random.default_rng(seed).integers(0, max(n, 1), size=(n_samples, n))
-    f_sys = _f1_rows(sys_c[idx].sum(1)) if n else np.zeros((n_samples, 2))
+    idx = np.random.default_rng(seed).integers(0, max(n, 1), size=(n_samples, n))   # (samples, n) line ids
+    f_sys = _f1_rows(sys_c[idx].sum(1))                                              # (samples, 2)
 
     def ci(f: np.ndarray, k: int) -> list[float]:
         return [float(np.percentile(f[:, k], 2.5)), float(np.percentile(f[:, k], 97.5))]
 
     out: dict = {"samples": n_samples}
     if baseline is not None:
-        base_c = np.asarray(baseline, dtype=np.int64).reshape(-1, 4)
-        f_base = _f1_rows(base_c[idx].sum(1)) if n else np.zeros((n_samples, 2))
+        f_base = _f1_rows(np.asarray(baseline, dtype=np.int64).reshape(-1, 4)[idx].sum(1))
     for k, key in enumerate(("position", "pronoun")):
         out[key] = {"ci": ci(f_sys, k)}
         if baseline is not None:
