@@ -1,6 +1,7 @@
 """Precision/recall of DP generators over the threshold τ, against TVsub's hand oracle.
 
-Every generator has one tuned operating point (τ chosen on dev); this sweeps τ on a split and
+Every generator has one tuned operating point (τ chosen on dev); this sweeps τ over the
+training grid (``train_dp.THRESHOLDS``, 0.30–0.975) on a split and
 plots position and pronoun P/R for each generator, with the authors' released generator output
 (``test.auto-dp.seg.zh``, a single point) for reference. Writes OUT.png and OUT.json.
 
@@ -20,28 +21,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from doctrans.data.annotate_corpus import oracle_paths  # noqa: E402
 from doctrans.data.dp_data import load_sentences  # noqa: E402
-from doctrans.evaluation.dp_agreement import dp_agreement, dp_agreement_files  # noqa: E402
-from doctrans.inference.dp_generate import one_best  # noqa: E402
-from doctrans.training.train_dp import DPGenerator  # noqa: E402
+from doctrans.evaluation.dp_agreement import dp_agreement_files  # noqa: E402
+from doctrans.training.train_dp import DPGenerator, oracle_sweep  # noqa: E402
 from doctrans.utils.io import atomic_write_text, read_lines  # noqa: E402
-
-TAUS = [round(float(t), 3) for t in np.arange(0.3, 0.996, 0.025)]
-
 
 def sweep(gen_path: str, prep: Path, split: str, oracle: tuple[Path, Path]) -> list[dict]:
     gen = DPGenerator.load(gen_path)
     sents = load_sentences(prep / f"{split}.tok.zh", None, prep / f"{split}.docs")
     probs = gen.distributions(sents)
-    base = [" ".join(s.tokens) for s in sents]
-    obase, oline = read_lines(oracle[0]), read_lines(oracle[1])
-    rows = []
-    for tau in TAUS:
-        sys_lines = [" ".join(one_best(s.tokens, p, gen.labels, tau)[0]) if s.tokens else ""
-                     for s, p in zip(sents, probs)]
-        r = dp_agreement(base, sys_lines, obase, oline)
-        rows.append({"tau": tau, "tuned": abs(tau - gen.threshold) < 1e-6, "dps": r["sys_dps"],
-                     "position": r["position"], "pronoun": r["pronoun"]})
-    return rows
+    return [{"tau": tau, "tuned": abs(tau - gen.threshold) < 1e-6, "dps": r["sys_dps"],
+             "position": r["position"], "pronoun": r["pronoun"]}
+            for tau, r in oracle_sweep(sents, probs, gen.labels, read_lines(oracle[0]), read_lines(oracle[1]))]
 
 
 def main() -> None:

@@ -194,16 +194,27 @@ class DevScorer:
         if self.oracle is None:
             tau, sc = tune_threshold(probs, [s.labels for s in self.dev], labels)
             return tau, {**sc, "against": "annotated"}
-        base = [" ".join(s.tokens) for s in self.dev]
         best = None
-        for tau in THRESHOLDS:
-            sys_lines = [" ".join(one_best(s.tokens, p, labels, tau)[0]) if s.tokens else ""
-                         for s, p in zip(self.dev, probs)]
-            r = dp_agreement(base, sys_lines, *self.oracle)
+        for tau, r in oracle_sweep(self.dev, probs, labels, *self.oracle):
             key = (r["pronoun"]["f1"], r["position"]["f1"])
             if best is None or key > best[0]:
                 best = (key, tau, {"detection": r["position"], "prediction": r["pronoun"], "against": "oracle"})
         return best[1], best[2]
+
+
+def oracle_sweep(sents: list[DPSentence], probs: list[np.ndarray], labels: list[str],
+                 oracle_base: list[str], oracle_lines: list[str],
+                 thresholds: tuple[float, ...] = THRESHOLDS) -> list[tuple[float, dict]]:
+    """Per threshold τ: the 1-best DP lines of ``sents`` (a DP where P(N) < τ; ``probs`` per
+    sentence (S + 1, L)) scored by ``dp_agreement`` against a hand oracle (line-aligned with
+    ``sents``) → [(τ, result)] in ``thresholds`` order."""
+    base = [" ".join(s.tokens) for s in sents]
+    out = []
+    for tau in thresholds:
+        sys_lines = [" ".join(one_best(s.tokens, p, labels, tau)[0]) if s.tokens else ""
+                     for s, p in zip(sents, probs)]
+        out.append((tau, dp_agreement(base, sys_lines, oracle_base, oracle_lines)))
+    return out
 
 
 # --- the generator bundle (what annotate-dp --generator loads) ---------------------------------
