@@ -22,11 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from doctrans.data.annotate_corpus import oracle_paths  # noqa: E402
 from doctrans.data.dp_data import load_sentences  # noqa: E402
 from doctrans.evaluation.dp_agreement import dp_agreement_files  # noqa: E402
-from doctrans.training.train_dp import DPGenerator, oracle_sweep  # noqa: E402
+from doctrans.training.train_dp import load_generator, oracle_sweep  # noqa: E402
 from doctrans.utils.io import atomic_write_text, read_lines  # noqa: E402
 
 def sweep(gen_path: str, prep: Path, split: str, oracle: tuple[Path, Path]) -> list[dict]:
-    gen = DPGenerator.load(gen_path)
+    gen = load_generator(gen_path)
     sents = load_sentences(prep / f"{split}.tok.zh", None, prep / f"{split}.docs")
     probs = gen.distributions(sents)
     return [{"tau": tau, "tuned": abs(tau - gen.threshold) < 1e-6, "dps": r["sys_dps"],
@@ -38,7 +38,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prepared", default="data/prep_full")
     ap.add_argument("--split", default="test", choices=["dev", "test"])
-    ap.add_argument("--generator", action="append", required=True, help="NAME=CHECKPOINT (repeatable)")
+    ap.add_argument("--generator", action="append", required=True,
+                    help="NAME=CHECKPOINT[:CHECKPOINT...] (repeatable; several checkpoints = an ensemble)")
     ap.add_argument("-o", "--out", default="results/dp_pr_test")
     args = ap.parse_args()
     prep = Path(args.prepared)

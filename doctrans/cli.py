@@ -144,7 +144,8 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
 @click.option("--prepared", default="", help="Prepared dataset dir holding the BPE codes (default: the checkpoint's).")
 @click.option("--threads", default=0, help="torch threads (0 = all cores).")
 @click.option("--dp-generator", default="", help="Complete dropped pronouns in the input with this DP generator "
-                                                 "(for models trained on +DP/+DPP sources, pipelines/dp/nmt_*.yaml).")
+                                                 "(for models trained on +DP/+DPP sources, pipelines/dp/nmt_*.yaml); "
+                                                 "A.pt:B.pt ensembles several.")
 @click.option("--dp-input", type=click.Choice(["dp", "dpp"]), default="dp", show_default=True,
               help="dp: insert the predicted pronouns; dpp: insert #DP# at the predicted positions.")
 @click.option("--dp-nbest", default=1, show_default=True,
@@ -183,8 +184,9 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
               help="Prepared dataset (doctrans preprocess output): its {split}.tok.{zh,en} are annotated.")
 @click.option("-o", "--out", default=None,
               help="Output directory [default: PREPARED/dp]; with --generator: output prefix [default: INPUT].")
-@click.option("--generator", type=click.Path(exists=True, dir_okay=False),
-              help="Apply a trained DP generator (doctrans train pipelines/dp/...) to the Chinese INPUT instead.")
+@click.option("--generator", metavar="MODEL[:MODEL...]",
+              help="Apply a trained DP generator (doctrans train pipelines/dp/...) to the Chinese INPUT instead; "
+                   "several checkpoints joined by ':' are ensembled (distributions averaged, τ = their mean).")
 @click.option("--docs", type=click.Path(exists=True, dir_okay=False),
               help="--generator: doc<TAB>position per INPUT line (e.g. PREPARED/test.docs) for document context.")
 @click.option("--nbest", default=6, show_default=True, help="--generator: completions per line in OUT.nbest.")
@@ -253,8 +255,11 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
 
         if not input_:
             raise click.UsageError("--generator needs an INPUT file")
-        paths = dp_generate.run(generator, input_, out or input_, docs=docs, nbest=nbest,
-                                input_format=input_format, threshold=threshold)
+        try:
+            paths = dp_generate.run(generator, input_, out or input_, docs=docs, nbest=nbest,
+                                    input_format=input_format, threshold=threshold)
+        except FileNotFoundError as e:
+            raise click.BadParameter(str(e), param_hint="--generator") from None
         for p in paths.values():
             click.echo(f"wrote {p}")
         return

@@ -242,6 +242,41 @@ def test_apply_preserves_lines_and_writes_parsable_nbest(tmp_path):
     assert r.exit_code != 0
 
 
+def test_ensemble_averages_member_distributions(tmp_path):
+    from doctrans.training.train_dp import DPEnsemble, load_generator
+    prep = _synthetic(tmp_path, 80, 20)
+    ckpts = []
+    for seed in (1, 2):
+        run_dir = run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", [
+            f"prepared={prep}", f"run_dir={tmp_path / f'run{seed}'}", "min_freq=1", "epochs=2", f"seed={seed}"]))
+        ckpts.append(str(run_dir / "best.pt"))
+    members = [DPGenerator.load(c) for c in ckpts]
+    ens = load_generator(":".join(ckpts))
+    assert isinstance(ens, DPEnsemble) and isinstance(load_generator(ckpts[0]), DPGenerator)
+    assert ens.threshold == pytest.approx((members[0].threshold + members[1].threshold) / 2)
+    sents = [DPSentence(l.split(), None, "d", k) for k, l in enumerate(["今天 去 学校", "明天 来 吗", "很 好"])]
+    p0, p1 = (m.distributions(sents) for m in members)
+    assert not np.allclose(p0[0], p1[0])                          # different seeds, different models
+    for a, b, e in zip(p0, p1, ens.distributions(sents)):
+        assert e.shape == a.shape and np.allclose(e, (a + b) / 2, atol=1e-6)
+        assert np.allclose(e.sum(1), 1.0, atol=1e-5)
+    members[1].labels = members[1].labels[::-1]
+    with pytest.raises(ValueError, match="label inventory"):
+        DPEnsemble(members, ckpts)
+    inp = tmp_path / "in.zh"
+    inp.write_text("今天 去 学校\n\n明天 来 吗\n", encoding="utf-8")
+    r = CliRunner().invoke(cli, ["annotate-dp", "--generator", ":".join(ckpts), str(inp), "-o", str(tmp_path / "out")],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    dp = (tmp_path / "out.dp.zh").read_text(encoding="utf-8").split("\n")
+    as_read = [DPSentence(x.split(), None, "doc", k) for k, x in enumerate(["今天 去 学校", "", "明天 来 吗"])]
+    expect = [" ".join(one_best(s.tokens, p, ens.labels, ens.threshold)[0]) if s.tokens else ""
+              for s, p in zip(as_read, ens.distributions(as_read))]
+    assert dp == [*expect, ""]                                     # the averaged 1-best; empty line kept
+    r = CliRunner().invoke(cli, ["annotate-dp", "--generator", ckpts[0] + ":" + str(tmp_path / "nope.pt"), str(inp)])
+    assert r.exit_code != 0 and "nope.pt" in r.output
+
+
 # ---------------------------------------------------------------- DP-aware translation
 
 def test_translate_with_dp_generator_nbest_and_lattice(tmp_path, reversal_prepared):

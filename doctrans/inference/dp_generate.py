@@ -167,19 +167,21 @@ def parse_plf(line: str) -> list[list[tuple[str, float, int]]]:
     return [[(str(w), float(p), int(j)) for w, p, j in col] for col in value]
 
 
-def run(generator: str | Path, input_path: str | Path, out_prefix: str | Path,
+def run(generator: str | Path | Sequence[str | Path], input_path: str | Path, out_prefix: str | Path,
         docs: str | Path | None = None, nbest: int = 6, input_format: str = "tok",
         threshold: float | None = None) -> dict[str, Path]:
-    """Apply ``generator`` (a checkpoint of ``doctrans train pipelines/dp/…``) to
-    ``input_path``; write ``OUT.dp.zh``, ``OUT.dpp.zh``, ``OUT.nbest`` (see module doc).
+    """Apply ``generator`` (a checkpoint of ``doctrans train pipelines/dp/…``; several, as a
+    sequence or joined by ``:``, are ensembled: ``train_dp.load_generator``) to ``input_path``;
+    write ``OUT.dp.zh``, ``OUT.dpp.zh``, ``OUT.nbest`` (see module doc).
 
     ``input_format``: ``tok`` (segmented, as PREPARED/*.tok.zh) or ``raw`` (segmented here with
     the preprocess text pipeline). ``threshold`` overrides the tuned τ. Raises ``ValueError``
-    for a non-generator checkpoint or a docs file of a different length.
+    for a non-generator checkpoint or a docs file of a different length, ``FileNotFoundError``
+    for a missing checkpoint.
     """
-    from doctrans.training.train_dp import DPGenerator
+    from doctrans.training.train_dp import load_generator
 
-    gen = DPGenerator.load(generator)
+    gen = load_generator(generator)
     tau = gen.threshold if threshold is None else threshold
     lines = read_lines(input_path)
     if input_format == "raw":

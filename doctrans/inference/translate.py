@@ -158,7 +158,7 @@ class Translator:
         from doctrans.data.dp_data import read_docs
         from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
         from doctrans.inference.dp_generate import DPP_TOKEN, complete_lines, plf_line
-        from doctrans.training.train_dp import DPGenerator
+        from doctrans.training.train_dp import load_generator
 
         c = self.cfg
         if c.dp_combine not in ("mixture", "max", "1best") or c.dp_weights not in ("uniform", "generator") \
@@ -167,7 +167,7 @@ class Translator:
                              f"input={c.dp_input!r} nbest={c.dp_nbest}")
         if c.input_format == "bpe":
             raise ValueError("--dp-generator needs raw or tok input (the generator reads words, not BPE)")
-        gen = self._generator = getattr(self, "_generator", None) or DPGenerator.load(c.dp_generator)
+        gen = self._generator = getattr(self, "_generator", None) or load_generator(c.dp_generator)
         sub = [lines[i] for i in nonempty]
         tok = sub if c.input_format == "tok" else self.src_proc.tokenize(sub)
         docs = read_docs(Path(c.dp_docs) if c.dp_docs else None, len(lines))

@@ -25,6 +25,7 @@ import logging
 import random
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -293,6 +294,47 @@ class DPGenerator:
         if surface is not None:
             surface.load_state_dict(ck["surface"])
         return cls(cfg, vocab, ck["labels"], model, surface, feat_vocab, ck["threshold"])
+
+
+class DPEnsemble:
+    """Several trained generators used as one: the per-position distributions of the members
+    are averaged (checkpoint ensembling, as fairseq's ``--path a.pt:b.pt``). Same interface as
+    ``DPGenerator`` for ``complete_lines`` / ``annotate-dp --generator`` / ``translate
+    --dp-generator``: ``labels``, ``threshold``, ``distributions(sents)`` → per sentence (S + 1, L).
+
+    ``threshold`` is the mean of the members' dev-tuned τ [choice: an ensemble has no τ of its
+    own; pass ``--threshold`` to override]. Raises ``ValueError`` if the members' label
+    inventories differ (``paths`` name them in the message)."""
+
+    def __init__(self, members: list[DPGenerator], paths: Sequence[str | Path] = ()):
+        if not members:
+            raise ValueError("an ensemble needs at least one generator")
+        names = [str(p) for p in paths] or [f"member {k}" for k in range(len(members))]
+        for m, name in zip(members[1:], names[1:]):
+            if m.labels != members[0].labels:
+                raise ValueError(f"{name}: label inventory differs from {names[0]}; cannot ensemble")
+        self.members, self.labels = members, members[0].labels
+        self.threshold = float(np.mean([m.threshold for m in members]))
+
+    def distributions(self, sents: list[DPSentence], batch: int = 128) -> list[np.ndarray]:
+        per_member = [m.distributions(sents, batch) for m in self.members]
+        return [np.mean(np.stack(ps), axis=0) for ps in zip(*per_member)]
+
+
+def load_generator(spec: str | Path | Sequence[str | Path]) -> DPGenerator | DPEnsemble:
+    """A generator from one checkpoint path, or an ensemble (``DPEnsemble``) from several: a
+    sequence of paths, or one string joining them with ``:``. Raises ``FileNotFoundError``
+    naming a missing checkpoint, ``ValueError`` for a non-generator checkpoint or mismatched
+    label inventories."""
+    if isinstance(spec, (str, Path)):
+        spec = [spec] if Path(spec).is_file() else [p for p in str(spec).split(":") if p]
+    paths = [Path(p) for p in spec]
+    for p in paths:
+        if not p.is_file():
+            raise FileNotFoundError(f"DP generator checkpoint {p} not found")
+    if len(paths) == 1:
+        return DPGenerator.load(paths[0])
+    return DPEnsemble([DPGenerator.load(p) for p in paths], paths)
 
 
 def _build(cfg: DPGenConfig, vocab: Vocab, labels: list[str], feat_tokens: list[str] | None):
