@@ -4,6 +4,7 @@
 #   make dp           DP-annotate the quickstart slice (eflomal + KenLM + Algorithm 1) into PREP/dp
 #   make dp-full      preprocess the full TVsub corpus into PREP_FULL and DP-annotate it (≈8 min)
 #   make dp-generators-full  train both DP generators on the full annotated corpus (after dp-full)
+#   make dp-ensemble-full    three full-corpus labelers (≈ 4 h on 2 cores) and their ensemble on test
 #   make dp-table     DP generator + Baseline / +DPs / +DPPs Transformers (BUDGET min each; DP_STEPS=N to stop
 #                     all three after N updates) → results/dp_table.md
 # Variables: DATA (TVsub root), DOCS (training episodes, a slice like 0:300), BUDGET (minutes),
@@ -26,7 +27,7 @@ TVSUB_GIT := https://github.com/longyuewangdcu/tvsub
 TEST_SRC ?= $(firstword $(wildcard $(DATA)/test/test.zh $(DATA)/data/orignal/test/test.orignal.zh))
 TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/processed/test/test_trg.sgm))
 
-.PHONY: quickstart install kenlm fonts dp dp-full dp-generators-full dp-table test check-data clean-quickstart help
+.PHONY: quickstart install kenlm fonts dp dp-full dp-generators-full dp-ensemble-full dp-table test check-data clean-quickstart help
 
 help:
 	@sed -n '2,6p' Makefile
@@ -91,6 +92,30 @@ DPRUNS ?= runs
 LABELER_FULL_EPOCHS ?= 2   # ≈ 26 min per epoch over the 2.1M-sentence corpus on 2 cores
 DP_STEPS ?= 0   # > 0: every system stops after this many updates (fair comparison); BUDGET still caps time
 resume = $(if $(wildcard $(1)/last.pt),--resume,)
+
+# The ensemble of README / benchmarks/RESULTS.md: a labeler trained 3 epochs, continued one epoch
+# at lr/2 twice (one- and three-sentence context), plus a labeler on --mode misaligned labels.
+# ENS_EXTRA: overrides for every training (e.g. max_train_sentences=2000 for a smoke run).
+ENS := $(DPRUNS)/dp_ens
+ENS_EXTRA ?=
+LABELER = $(BIN)/doctrans train pipelines/dp/labeler.yaml prepared=$(PREP_FULL) $(ENS_EXTRA)
+$(PREP_FULL)/dp_mis/meta.json: $(PREP_FULL)/dp/meta.json
+	$(BIN)/doctrans annotate-dp -p $(PREP_FULL) -o $(PREP_FULL)/dp_mis --mode misaligned --lm $(PREP_FULL)/dp/lm.zh.o5.bin
+$(ENS)/base/best.pt: $(PREP_FULL)/dp/meta.json
+	$(LABELER) run_dir=$(ENS)/base epochs=3 $(call resume,$(ENS)/base)
+$(ENS)/decay/best.pt $(ENS)/ctx3/best.pt: $(ENS)/%/best.pt: $(ENS)/base/best.pt
+	mkdir -p $(ENS)/$* && [ -f $(ENS)/$*/last.pt ] || cp $(ENS)/base/last.pt $(ENS)/base/best.pt $(ENS)/$*/
+	$(LABELER) run_dir=$(ENS)/$* epochs=4 lr_decay=0.5 lr_decay_start=3 $(if $(filter ctx3,$*),context_sents=3) --resume
+$(ENS)/mis/best.pt: $(PREP_FULL)/dp_mis/meta.json
+	$(LABELER) annotated=$(PREP_FULL)/dp_mis run_dir=$(ENS)/mis epochs=2 lr_decay=0.5 lr_decay_start=1 \
+	  $(call resume,$(ENS)/mis)
+dp-ensemble-full: $(ENS)/decay/best.pt $(ENS)/ctx3/best.pt $(ENS)/mis/best.pt
+	$(BIN)/doctrans annotate-dp --generator $(ENS)/mis/best.pt:$(ENS)/decay/best.pt:$(ENS)/ctx3/best.pt \
+	  $(PREP_FULL)/test.tok.zh --docs $(PREP_FULL)/test.docs -o $(ENS)/test
+	$(BIN)/doctrans score --dp $(ENS)/test.dp.zh --base $(PREP_FULL)/test.tok.zh \
+	  --oracle $(DATA)/test/test.oracle-dp.seg.zh --oracle-base $(DATA)/test/test.seg.zh \
+	  --baseline $(DATA)/test/test.auto-dp.seg.zh --baseline-base $(DATA)/test/test.seg.zh
+
 dp-table: results/dp_table.md
 	@cat results/dp_table.md
 $(DPRUNS)/dp_labeler/best.pt: $(PREP)/dp/meta.json

@@ -201,7 +201,7 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
               help="How the two eflomal directions are combined (intersect: the thesis' high-precision choice).")
 @click.option("--mode", type=click.Choice(["strict_unaligned", "misaligned"]), default="strict_unaligned",
               show_default=True, help="strict_unaligned: only English pronouns with no link are DPs; misaligned: "
-                                      "also those linked only to non-pronouns.")
+                                      "also those linked only to non-pronouns (agrees better with TVsub's hand oracle; see README).")
 @click.option("--overt-match/--no-overt-match", default=True, show_default=True,
               help="An unlinked English pronoun is not a DP if a matching Chinese pronoun is in the source "
                    "unclaimed (also inside jieba words like 我要). --no-overt-match: Algorithm 1 as written.")
