@@ -30,7 +30,7 @@ TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/proces
 .PHONY: quickstart install kenlm fonts dp dp-full dp-generators-full dp-ensemble-full dp-table test check-data clean-quickstart help
 
 help:
-	@sed -n '2,6p' Makefile
+	@sed -n '2,/^# *PREP (prepared/p' Makefile
 
 quickstart: $(RUN)/scores.txt $(PREP)/dp/meta.json
 	@cat $(RUN)/scores.txt
