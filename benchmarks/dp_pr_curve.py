@@ -22,14 +22,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from doctrans.data.annotate_corpus import oracle_paths  # noqa: E402
 from doctrans.data.dp_data import load_sentences  # noqa: E402
 from doctrans.evaluation.dp_agreement import dp_agreement_files  # noqa: E402
-from doctrans.training.train_dp import load_generator, oracle_sweep  # noqa: E402
+from doctrans.training.train_dp import THRESHOLDS, load_generator, oracle_sweep  # noqa: E402
 from doctrans.utils.io import atomic_write_text, read_lines  # noqa: E402
+
 
 def sweep(gen_path: str, prep: Path, split: str, oracle: tuple[Path, Path]) -> list[dict]:
     gen = load_generator(gen_path)
     sents = load_sentences(prep / f"{split}.tok.zh", None, prep / f"{split}.docs")
     probs = gen.distributions(sents)
-    return [{"tau": tau, "tuned": abs(tau - gen.threshold) < 1e-6, "dps": r["sys_dps"],
+    # the operating point: the grid τ nearest the generator's (an ensemble's mean τ may lie between)
+    tuned = min(THRESHOLDS, key=lambda t: abs(t - gen.threshold))
+    return [{"tau": tau, "tuned": tau == tuned, "dps": r["sys_dps"],
              "position": r["position"], "pronoun": r["pronoun"]}
             for tau, r in oracle_sweep(sents, probs, gen.labels, read_lines(oracle[0]), read_lines(oracle[1]))]
 
