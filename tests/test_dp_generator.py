@@ -335,3 +335,51 @@ def test_mixture_weights_sum_to_one_and_plf_round_trips():
                     uniform=False)
     assert back == line                                            # parse → write gives the same line
     assert parse_plf(plf_line(["a'b"], [], [])) == [[("a'b", 1.0, 1)]]   # quotes are escaped
+
+
+# ---------------------------------------------------------------- pseudo-DPs from overt pronouns
+
+def test_pseudo_dp_deletes_an_overt_pronoun_between_unlabelled_positions():
+    from doctrans.data.dp_data import pseudo_dp
+    toks, labs = ["你", "来", "了", "我", "去"], ["N", "N", "N", "我们", "N", "N"]
+    # 我 (index 3) has a DP before it: only 你 (index 0) qualifies
+    for seed in range(5):
+        t, lab, pos = pseudo_dp(toks, labs, random.Random(seed))
+        assert (t, lab, pos) == (["来", "了", "我", "去"], ["你", "N", "我们", "N", "N"], 0)
+        assert len(lab) == len(t) + 1
+    assert pseudo_dp(["来", "了"], ["N", "N", "N"], random.Random(0)) is None
+    with pytest.raises(ConfigError, match="pseudo_dp"):
+        load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", ["model=thesis", "pseudo_dp=0.5"])
+
+
+def test_pseudo_dps_teach_a_pronoun_the_dp_labels_never_show(tmp_path):
+    """DP labels only ever say 我 (before 去); 你 occurs only overtly, always before 来. With
+    pseudo-DPs the labeler's P(pronoun | DP) before 来 prefers 你; without them, 我."""
+    rng = random.Random(0)
+    words = ["吃", "饭", "学校", "今天", "很", "好", "了", "吗"]
+    prep = tmp_path / "prep"
+    (prep / "dp").mkdir(parents=True)
+    for split, n in (("train", 300), ("dev", 40)):
+        toks, labs = [], []
+        for _ in range(n):
+            s = [rng.choice(words) for _ in range(rng.randint(2, 5))]
+            s.insert(rng.randint(0, len(s)), "去")
+            if split == "train":
+                k = rng.randint(0, len(s))
+                s[k:k] = ["你", "来"]
+            lab = ["我" if w == "去" else "N" for w in s] + ["N"]
+            toks.append(" ".join(s))
+            labs.append(" ".join(lab))
+        (prep / f"{split}.tok.zh").write_text("\n".join(toks) + "\n", encoding="utf-8")
+        (prep / "dp" / f"{split}.dplabel").write_text("\n".join(labs) + "\n", encoding="utf-8")
+    probe = [DPSentence(["今天", "来", "了"], None, "d", 0), DPSentence(["很", "好", "来"], None, "d", 1)]
+    choice = {}
+    for rate in (0.0, 1.0):
+        cfg = load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml",
+                             [f"prepared={prep}", f"run_dir={tmp_path / f'run{rate}'}", "min_freq=1",
+                              "threads=1", "tune_on=annotated", f"pseudo_dp={rate}"])
+        gen = DPGenerator.load(run(cfg) / "best.pt")
+        probs = gen.distributions(probe)
+        choice[rate] = [gen.labels[int(p[t, 1:].argmax()) + 1] for p, t in zip(probs, (1, 2))]
+    assert choice[1.0] == ["你", "你"], choice
+    assert choice[0.0] == ["我", "我"], choice

@@ -93,6 +93,27 @@ def label_inventory() -> list[str]:
     return [NO_DP_LABEL, *CHINESE_PRONOUNS]
 
 
+def pseudo_dp(tokens: Sequence[str], labels: Sequence[str], rng) -> tuple[list[str], list[str], int] | None:
+    """Pseudo-DP instance from an overt pronoun: delete one overt Chinese pronoun (one of the 30
+    DP forms, chosen by ``rng.choice``) whose two neighbouring positions carry no DP, and label
+    the merged position with it. → (tokens (S - 1), labels (S), position) or None if the
+    sentence has no such pronoun. ``labels`` (S + 1) are ``annotate-dp`` labels.
+
+    Our addition, not in the thesis: overt pronouns are far more frequent than annotated DPs
+    and their surface is known without alignment noise, so they add supervision for *which*
+    pronoun fits a context (the trainer uses them for the pronoun choice only, see
+    ``DPGenConfig.pseudo_dp``)."""
+    cands = [i for i, t in enumerate(tokens)
+             if t in _DP_FORMS and labels[i] == NO_DP_LABEL and labels[i + 1] == NO_DP_LABEL]
+    if not cands:
+        return None
+    i = rng.choice(cands)
+    return list(tokens[:i]) + list(tokens[i + 1:]), list(labels[:i]) + [tokens[i]] + list(labels[i + 2:]), i
+
+
+_DP_FORMS = frozenset(CHINESE_PRONOUNS)
+
+
 def encode(vocab: Vocab, tokens: Sequence[str]) -> list[int]:
     """Token ids + ``</s>``."""
     return [vocab.index.get(t, vocab.unk_id) for t in tokens] + [vocab.eos_id]

@@ -6,7 +6,11 @@ Two models (``model:`` in the YAML; see ``doctrans.models.dp_generator``):
   windowed embeddings, then an MLP over the Table 4.6 features that picks the pronoun at each
   detected position. The detector trains on every position, the MLP on the DP positions only.
 * ``labeler`` — ours: a BiGRU labeler over ``N`` + 30 pronouns with the previous sentence(s) of
-  the document attended to (``context_sents``).
+  the document attended to (``context_sents``). With ``pseudo_dp`` > 0 it also learns the
+  pronoun choice from overt pronouns: per epoch, a sentence is picked with that probability and
+  one of its overt pronouns (not next to an annotated DP) is deleted; at the merged position the
+  loss is the cross-entropy of P(pronoun | DP) = softmax over the pronoun logits only, so these
+  pseudo-DPs never teach *where* pronouns are dropped (our addition, not in the thesis).
 
 Both write ``RUN_DIR/best.pt`` (the epoch with the best dev pronoun F, see ``tune_on`` below),
 ``last.pt`` (for ``--resume``, epoch granularity), ``metrics.jsonl`` and
@@ -40,7 +44,7 @@ from doctrans.data.annotate_corpus import oracle_paths
 from doctrans.data.annotate_dp import NO_DP_LABEL
 from doctrans.data.dp_data import (
     DPSentence, build_vocab, context_of, encode, label_inventory, load_sentences, n_feature_slots,
-    pad, surface_features)
+    pad, pseudo_dp, surface_features)
 from doctrans.data.vocab import Vocab
 from doctrans.evaluation.dp_agreement import _prf, dp_agreement
 from doctrans.inference.dp_generate import one_best
@@ -79,6 +83,9 @@ class DPGenConfig:
     context_sents: int = 1               # previous sentences of the document (0 = none)
     context_next: int = 0                # following sentences of the document (after a <s> marker)
     context_max_tokens: int = 60
+    pseudo_dp: float = 0.0               # per sentence and epoch: P(an overt pronoun is deleted and
+                                         # its surface trained as P(pronoun | DP), dp_data.pseudo_dp)
+    pseudo_weight: float = 1.0           # weight of those pronoun-choice terms in the loss
     # thesis detector (Eqs. 4.1-4.3) and surface MLP (Table 4.6)
     det_emb: int = 200
     det_hidden: int = 200
@@ -109,6 +116,10 @@ class DPGenConfig:
             raise ConfigError(f"model must be one of {MODELS}, got {self.model!r}")
         if self.tune_on not in TUNE_ON:
             raise ConfigError(f"tune_on must be one of {TUNE_ON}, got {self.tune_on!r}")
+        if not 0.0 <= self.pseudo_dp <= 1.0:
+            raise ConfigError(f"pseudo_dp must be in [0, 1], got {self.pseudo_dp}")
+        if self.pseudo_dp and self.model != "labeler":
+            raise ConfigError("pseudo_dp is implemented for model: labeler only")
         if not 0.0 < self.lr_decay <= 1.0:
             raise ConfigError(f"lr_decay must be in (0, 1], got {self.lr_decay}")
 
@@ -484,16 +495,28 @@ def run(cfg: DPGenConfig, resume: bool = False) -> Path:
             batches = _batches(train, cfg.batch_sentences, rng)
             bar = tqdm(batches, desc=f"epoch {state['epoch'] + 1}/{cfg.epochs}", unit="batch", mininterval=5)
             for bi, idx in enumerate(bar):
-                toks = pad([encode(vocab, train[k].tokens) for k in idx], vocab.pad_id)
-                gold_rows = [[lab_id.get(l, 0) for l in train[k].labels] for k in idx]
+                rows = [(train[k].tokens, train[k].labels, None) for k in idx]
+                if cfg.pseudo_dp:
+                    rows = [(pseudo_dp(t, lab, rng) or (t, lab, None)) if rng.random() < cfg.pseudo_dp
+                            else (t, lab, None) for t, lab, _ in rows]
+                toks = pad([encode(vocab, t) for t, _, _ in rows], vocab.pad_id)
+                gold_rows = [[lab_id.get(l, 0) for l in lab] for _, lab, _ in rows]
+                pseudo = [(r, pos, gold_rows[r][pos]) for r, (_, _, pos) in enumerate(rows) if pos is not None]
+                for r, pos, _ in pseudo:
+                    gold_rows[r][pos] = -100          # no detection target at a pseudo DP
                 if cfg.model == "labeler":
                     gold = pad(gold_rows, -100)
                     logits = model(toks, _context_batch(cfg, vocab, train, idx))
                 else:
-                    gold = pad([[int(g != 0) for g in r] for r in gold_rows], -100)
+                    gold = pad([[int(g != 0) if g != -100 else -100 for g in r] for r in gold_rows], -100)
                     logits = model(toks)
                 loss = F.cross_entropy(logits.flatten(0, 1), gold.flatten(), ignore_index=-100, reduction="sum")
                 n = int((gold != -100).sum())
+                if pseudo:
+                    r_i, p_i, y = (torch.tensor(v) for v in zip(*pseudo))
+                    loss = loss + cfg.pseudo_weight * F.cross_entropy(
+                        logits[r_i, p_i, 1:], y - 1, reduction="sum")     # P(pronoun | DP)
+                    n += len(pseudo)
                 opt.zero_grad()
                 (loss / n).backward()
                 opt.step(max_norm=1.0)
