@@ -10,7 +10,8 @@ Two models (``model:`` in the YAML; see ``doctrans.models.dp_generator``):
   pronoun choice from overt pronouns: per epoch, a sentence is picked with that probability and
   one of its overt pronouns (not next to an annotated DP) is deleted; at the merged position the
   loss is the cross-entropy of P(pronoun | DP) = softmax over the pronoun logits only, so these
-  pseudo-DPs never teach *where* pronouns are dropped (our addition, not in the thesis).
+  pseudo-DPs never teach *where* pronouns are dropped (our addition, not in the thesis). The
+  logged ``train_xent_nats`` then averages over both kinds of targets.
 
 Both write ``RUN_DIR/best.pt`` (the epoch with the best dev pronoun F, see ``tune_on`` below),
 ``last.pt`` (for ``--resume``, epoch granularity), ``metrics.jsonl`` and
@@ -120,6 +121,8 @@ class DPGenConfig:
             raise ConfigError(f"pseudo_dp must be in [0, 1], got {self.pseudo_dp}")
         if self.pseudo_dp and self.model != "labeler":
             raise ConfigError("pseudo_dp is implemented for model: labeler only")
+        if self.pseudo_weight < 0:
+            raise ConfigError(f"pseudo_weight must be ≥ 0, got {self.pseudo_weight}")
         if not 0.0 < self.lr_decay <= 1.0:
             raise ConfigError(f"lr_decay must be in (0, 1], got {self.lr_decay}")
 
