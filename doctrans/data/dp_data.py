@@ -8,6 +8,7 @@ A labelled corpus is the ``annotate-dp`` output: ``PREPARED/{split}.tok.zh`` (to
 """
 from __future__ import annotations
 
+import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 
 from doctrans.data.annotate_dp import NO_DP_LABEL
-from doctrans.data.dp_pronouns import CHINESE_PRONOUNS, chinese_roots
+from doctrans.data.dp_pronouns import CHINESE_PRONOUNS, chinese_roots, is_chinese_pronoun
 from doctrans.data.vocab import BOS, EOS, SPECIALS, Vocab
 from doctrans.utils.io import read_lines
 
@@ -93,7 +94,8 @@ def label_inventory() -> list[str]:
     return [NO_DP_LABEL, *CHINESE_PRONOUNS]
 
 
-def pseudo_dp(tokens: Sequence[str], labels: Sequence[str], rng) -> tuple[list[str], list[str], int] | None:
+def pseudo_dp(tokens: Sequence[str], labels: Sequence[str], rng: random.Random
+              ) -> tuple[list[str], list[str], int] | None:
     """Pseudo-DP instance from an overt pronoun: delete one overt Chinese pronoun (one of the 30
     DP forms, chosen by ``rng.choice``) whose two neighbouring positions carry no DP, and label
     the merged position with it. → (tokens (S - 1), labels (S), position) or None if the
@@ -104,14 +106,12 @@ def pseudo_dp(tokens: Sequence[str], labels: Sequence[str], rng) -> tuple[list[s
     pronoun fits a context (the trainer uses them for the pronoun choice only, see
     ``DPGenConfig.pseudo_dp``)."""
     cands = [i for i, t in enumerate(tokens)
-             if t in _DP_FORMS and labels[i] == NO_DP_LABEL and labels[i + 1] == NO_DP_LABEL]
+             if is_chinese_pronoun(t) and labels[i] == NO_DP_LABEL and labels[i + 1] == NO_DP_LABEL]
     if not cands:
         return None
     i = rng.choice(cands)
     return list(tokens[:i]) + list(tokens[i + 1:]), list(labels[:i]) + [tokens[i]] + list(labels[i + 2:]), i
 
-
-_DP_FORMS = frozenset(CHINESE_PRONOUNS)
 
 
 def encode(vocab: Vocab, tokens: Sequence[str]) -> list[int]:

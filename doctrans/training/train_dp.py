@@ -511,7 +511,7 @@ def run(cfg: DPGenConfig, resume: bool = False) -> Path:
                     gold = pad(gold_rows, -100)
                     logits = model(toks, _context_batch(cfg, vocab, train, idx))
                 else:
-                    gold = pad([[int(g != 0) if g != -100 else -100 for g in r] for r in gold_rows], -100)
+                    gold = pad([[int(g != 0) for g in r] for r in gold_rows], -100)
                     logits = model(toks)
                 loss = F.cross_entropy(logits.flatten(0, 1), gold.flatten(), ignore_index=-100, reduction="sum")
                 n = int((gold != -100).sum())
