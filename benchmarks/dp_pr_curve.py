@@ -37,19 +37,30 @@ def sweep(gen_path: str, prep: Path, split: str, oracle: tuple[Path, Path]) -> l
             for tau, r in oracle_sweep(sents, probs, gen.labels, read_lines(oracle[0]), read_lines(oracle[1]))]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def generator_args(description: str, out_default: str) -> argparse.ArgumentParser:
+    """The options the DP generator benchmarks share: --prepared, --split, --generator, -o."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prepared", default="data/prep_full")
     ap.add_argument("--split", default="test", choices=["dev", "test"])
     ap.add_argument("--generator", action="append", required=True,
                     help="NAME=CHECKPOINT[:CHECKPOINT...] (repeatable; several checkpoints = an ensemble)")
-    ap.add_argument("-o", "--out", default="results/dp_pr_test")
-    args = ap.parse_args()
-    prep = Path(args.prepared)
+    ap.add_argument("-o", "--out", default=out_default)
+    return ap
+
+
+def hand_oracle(prep: Path, split: str) -> tuple[Path, Path]:
+    """(oracle base, oracle DP file) of ``split`` from PREP/meta.json; exits naming the file if none."""
     meta = json.loads((prep / "meta.json").read_text(encoding="utf-8"))
-    oracle = oracle_paths(meta, args.split)
+    oracle = oracle_paths(meta, split)
     if oracle is None:
-        sys.exit(f"no hand oracle for {args.split} (from {prep / 'meta.json'})")
+        sys.exit(f"no hand oracle for {split} (from {prep / 'meta.json'})")
+    return oracle
+
+
+def main() -> None:
+    args = generator_args(__doc__, "results/dp_pr_test").parse_args()
+    prep = Path(args.prepared)
+    oracle = hand_oracle(prep, args.split)
     curves = {}
     for spec in args.generator:
         name, _, path = spec.partition("=")

@@ -12,7 +12,6 @@ pronoun F of ``doctrans score --dp``: where to insert (detection) and what (choi
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
@@ -20,11 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from doctrans.data.annotate_corpus import oracle_paths  # noqa: E402
 from doctrans.data.dp_data import DPSentence, load_sentences  # noqa: E402
 from doctrans.evaluation.dp_agreement import base_chars, extract_dps, project_offsets  # noqa: E402
 from doctrans.training.train_dp import load_generator  # noqa: E402
 from doctrans.utils.io import atomic_write_text, read_lines  # noqa: E402
+
+from dp_pr_curve import generator_args, hand_oracle  # noqa: E402  (same folder)
 
 
 def oracle_slots(sents: list[DPSentence], oracle_base: list[str], oracle: list[str]) -> list[list[tuple[int, str]]]:
@@ -47,19 +47,11 @@ def oracle_slots(sents: list[DPSentence], oracle_base: list[str], oracle: list[s
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--prepared", default="data/prep_full")
-    ap.add_argument("--split", default="test", choices=["dev", "test"])
-    ap.add_argument("--generator", action="append", required=True,
-                    help="NAME=CHECKPOINT[:CHECKPOINT...] (repeatable; several checkpoints = an ensemble)")
+    ap = generator_args(__doc__, "results/dp_choice_test")
     ap.add_argument("--top", type=int, default=5, help="gold pronouns listed separately")
-    ap.add_argument("-o", "--out", default="results/dp_choice_test")
     args = ap.parse_args()
     prep = Path(args.prepared)
-    meta = json.loads((prep / "meta.json").read_text(encoding="utf-8"))
-    paths = oracle_paths(meta, args.split)
-    if paths is None:
-        sys.exit(f"no hand oracle for {args.split} (from {prep / 'meta.json'})")
+    paths = hand_oracle(prep, args.split)
     sents = load_sentences(prep / f"{args.split}.tok.zh", None, prep / f"{args.split}.docs")
     slots = oracle_slots(sents, read_lines(paths[0]), read_lines(paths[1]))
     gold_counts = Counter(p for row in slots for _, p in row)
@@ -70,7 +62,7 @@ def main() -> None:
     for spec in args.generator:
         name, _, path = spec.partition("=")
         gen = load_generator(path)
-        right, per = Counter(), Counter()
+        right = Counter()
         for row, probs in zip(slots, gen.distributions(sents)):
             for t, gold in row:
                 pred = gen.labels[int(probs[t, 1:].argmax()) + 1]
