@@ -106,7 +106,8 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
     its τ and best epoch are tuned on TVsub's hand-annotated dev DPs (`tune_on=oracle`, default;
     `tune_on=annotated` uses our annotation of dev), `sparse_embeddings=false` for dense Adam,
     `context_next=N` adds following sentences to the labeler's context, `lr_decay=0.5
-    lr_decay_start=3` halves the learning rate after every epoch from the 3rd on.
+    lr_decay_start=3` halves the learning rate after every epoch from the 3rd on, `pseudo_dp=0.5
+    pseudo_weight=0.25` also trains the labeler's pronoun choice on overt pronouns deleted at random.
     """
     from doctrans.config import load_experiment
     from doctrans.training import train, train_dp
