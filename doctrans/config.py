@@ -46,7 +46,10 @@ class DataConfig:
 class TrainConfig:
     seed: int = 1
     lr: float = 1e-3                    # peak learning rate (after warm-up)
+    lr_schedule: str = "inverse_sqrt"   # inverse_sqrt (per update, after warm-up) | epoch_decay
     warmup: int = 300                   # updates of linear warm-up, then inverse-sqrt decay
+    lr_decay: float = 1.0               # epoch_decay: LR × lr_decay after every epoch from
+    lr_decay_start: int = 1             #   lr_decay_start on (OpenNMT's start_decay_steps/decay)
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-8
     weight_decay: float = 0.0
@@ -58,16 +61,21 @@ class TrainConfig:
     max_epochs: int = 0                 # 0 = unlimited
     max_time_min: float = 0.0           # wall-clock budget in minutes for this run; 0 = unlimited
     eval_every: int = 500               # updates between dev evaluations (0: only at the end)
+    eval_every_epochs: int = 0          # also evaluate after every N-th epoch (0: off)
     eval_bleu: bool = True              # compute dev BLEU (greedy/beam) at each evaluation
     eval_beam: int = 1                  # beam for dev BLEU (1 = greedy)
     eval_max_sentences: int = 0         # 0 = whole dev set
     save_every: int = 500               # updates between "last" checkpoints
+    save_every_epochs: int = 0          # also save "last" after every N-th epoch (0: off)
     patience: int = 0                   # evaluations without improvement before stopping; 0 = off
     metric: str = "bleu"                # early-stopping/best-checkpoint metric: bleu | xent_nats
     metric_mode: str = "max"            # max | min
     threads: int = 0                    # torch intra-op threads; 0 = all cores
-    autocast: str = "none"              # none | bf16: CPU bfloat16 autocast (fp32 master weights)
+    device: str = "auto"                # auto (cuda when available, else cpu) | cpu | cuda
+    autocast: str = "none"              # none | bf16: bfloat16 autocast on the device (fp32 master weights)
     log_every: int = 50                 # updates between log lines
+    tensorboard: bool = True            # write TensorBoard events to RUN_DIR/tensorboard/
+    plot: bool = True                   # write RUN_DIR/learning_curves.png when training ends
 
 
 @dataclass(frozen=True)
@@ -89,17 +97,20 @@ class ExperimentConfig:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
-def _merge(base: dict, over: dict) -> dict:
+def merge_trees(base: dict, over: dict) -> dict:
+    """Recursive dict merge: ``over``'s keys win, sub-mappings are merged key by key."""
     out = dict(base)
     for k, v in over.items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _merge(out[k], v)
+            out[k] = merge_trees(out[k], v)
         else:
             out[k] = v
     return out
 
 
-def _load_yaml_tree(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+def load_yaml_tree(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    """The YAML mapping at ``path`` with its ``extends:`` chain merged in. Raises ConfigError
+    for a missing file, invalid YAML, a non-mapping top level or a circular ``extends``."""
     path = path.resolve()
     if path in seen:
         raise ConfigError(f"{path}: circular 'extends'")
@@ -114,7 +125,7 @@ def _load_yaml_tree(path: Path, seen: tuple[Path, ...] = ()) -> dict:
         raise ConfigError(f"{path}: top level must be a mapping")
     parent = doc.pop("extends", None)
     if parent:
-        doc = _merge(_load_yaml_tree(path.parent / parent, seen + (path,)), doc)
+        doc = merge_trees(load_yaml_tree(path.parent / parent, seen + (path,)), doc)
     return doc
 
 
@@ -176,7 +187,7 @@ def parse_overrides(overrides: list[str] | tuple[str, ...]) -> dict:
 
 def load_experiment(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
     """Load an experiment YAML (following ``extends``) and apply ``key=value`` overrides."""
-    tree = _merge(_load_yaml_tree(Path(path)), parse_overrides(overrides))
+    tree = merge_trees(load_yaml_tree(Path(path)), parse_overrides(overrides))
     return from_dict(ExperimentConfig, tree, source=str(path))
 
 

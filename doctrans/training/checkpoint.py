@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from doctrans import __version__
-from doctrans.config import ExperimentConfig, experiment_from_dict, to_dict
+from doctrans.config import ExperimentConfig, experiment_from_dict, from_dict, to_dict
 from doctrans.utils.io import atomic_torch_save
 
 # Config fields that may change when resuming (they do not change what an update computes).
@@ -19,6 +19,8 @@ RESUME_MAY_CHANGE = {
     "train.max_steps", "train.max_epochs", "train.max_time_min", "train.patience",
     "train.eval_every", "train.save_every", "train.log_every", "train.threads",
     "train.eval_bleu", "train.eval_beam", "train.eval_max_sentences", "run_dir",
+    "train.eval_every_epochs", "train.save_every_epochs", "train.device", "train.tensorboard",
+    "train.plot",
 }
 
 
@@ -61,7 +63,8 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 
 def check_resume_compatible(saved: dict, current: ExperimentConfig) -> None:
     """Raise ValueError listing every changed key outside ``RESUME_MAY_CHANGE``."""
-    a, b = _flatten(saved), _flatten(to_dict(current))
+    # keys the saved config lacks (added to the dataclasses since) count as their defaults
+    a, b = _flatten(to_dict(from_dict(type(current), saved, source="checkpoint"))), _flatten(to_dict(current))
     diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k) and k not in RESUME_MAY_CHANGE)
     if diff:
         detail = ", ".join(f"{k}: {a.get(k)!r} → {b.get(k)!r}" for k in diff)

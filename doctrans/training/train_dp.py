@@ -40,7 +40,7 @@ import torch.nn.functional as F
 import yaml
 from tqdm import tqdm
 
-from doctrans.config import ConfigError, _load_yaml_tree, _merge, from_dict, parse_overrides
+from doctrans.config import ConfigError, load_yaml_tree, merge_trees, from_dict, parse_overrides
 from doctrans.data.annotate_corpus import oracle_paths
 from doctrans.data.annotate_dp import NO_DP_LABEL
 from doctrans.data.dp_data import (
@@ -138,13 +138,13 @@ class DPGenConfig:
 
 
 def load_dp_config(path: str | Path, overrides=()) -> DPGenConfig:
-    tree = _merge(_load_yaml_tree(Path(path)), parse_overrides(overrides))
+    tree = merge_trees(load_yaml_tree(Path(path)), parse_overrides(overrides))
     return from_dict(DPGenConfig, tree, source=str(path))
 
 
 def is_dp_config(path: str | Path) -> bool:
     """True if the YAML (following ``extends``) says ``task: dp_generator``."""
-    return _load_yaml_tree(Path(path)).get("task") == "dp_generator"
+    return load_yaml_tree(Path(path)).get("task") == "dp_generator"
 
 
 # --- metrics --------------------------------------------------------------------------------
