@@ -1,4 +1,17 @@
-"""Shared fixtures: a hand-made prepared dataset (no BPE merges) and the TVsub location."""
+"""Shared fixtures: a hand-made prepared dataset (no BPE merges), the TVsub location, the toy corpus.
+
+Tiers are directories, and each test gets its directory's marker here (``pytest -m unit``):
+
+* ``tests/unit/``         fast tests of pure functions and small modules;
+* ``tests/integration/``  several components together: small models trained a few steps,
+                          eflomal/KenLM, CliRunner on hand-made prepared data;
+* ``tests/system/``       end-to-end CLI runs (the toy corpus in ``tests/data/toy``), overfitting.
+
+A test that needs the TVsub corpus (a ``skipif`` whose reason names TVsub, e.g. ``needs_tvsub()``)
+also gets the ``corpus`` marker wherever it lives: ``pytest -m "not corpus"`` is what CI without
+``../shared`` runs in full. Test modules import these helpers with ``from conftest import …``
+(``tests/`` is on ``pythonpath``, setup.cfg).
+"""
 from __future__ import annotations
 
 import json
@@ -10,6 +23,22 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TVSUB = (REPO / ".." / "shared" / "corpora" / "tvsub").resolve()
+TOY = REPO / "tests" / "data" / "toy"      # made-up documents in the TVsub layout (README.md there)
+TIERS = ("unit", "integration", "system")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test with its tier (its directory under tests/) and ``corpus`` if it needs TVsub."""
+    tests_dir = Path(__file__).resolve().parent
+    for item in items:
+        try:
+            tier = Path(item.path).resolve().relative_to(tests_dir).parts[0]
+        except ValueError:
+            continue
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))
+        if any("TVsub" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif")):
+            item.add_marker(pytest.mark.corpus)
 
 
 def needs_tvsub():

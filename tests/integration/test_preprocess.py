@@ -12,7 +12,7 @@ from doctrans.data.corpus import read_doc_dir, read_lines, read_sgml_aligned, se
 from doctrans.data.preprocess import PreprocessConfig, run, tvsub_config
 from doctrans.data.text import TextProcessor
 
-TVSUB = (Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora" / "tvsub").resolve()
+TVSUB = (Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora" / "tvsub").resolve()
 needs_tvsub = pytest.mark.skipif(not (TVSUB / "train").is_dir(), reason=f"TVsub corpus not at {TVSUB}")
 SPLIT_FILES = ("tok.zh", "tok.en", "bpe.zh", "bpe.en", "docs")
 

@@ -7,7 +7,7 @@ import pytest
 
 from doctrans.config import ConfigError, load_experiment, to_dict, experiment_from_dict
 
-PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
+PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
 
 
 @pytest.mark.parametrize("path", sorted(PIPELINES.rglob("*.yaml")), ids=lambda p: p.name)

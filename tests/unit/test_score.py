@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from doctrans.cli import cli
 from doctrans.evaluation import score as S
 
-TVSUB = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora" / "tvsub"
+TVSUB = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora" / "tvsub"
 TEST_REF_SGM = TVSUB / "test" / "test.ref.sgm"
 
 # Hand-checked: 1-4-gram precisions 5/6, 3/5, 2/4, 1/3, BP 1 -> 100 * (1/12) ** 0.25.
