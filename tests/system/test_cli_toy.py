@@ -1,0 +1,187 @@
+"""All five stages through the click CLI on the made-up toy corpus (tests/data/toy): no TVsub needed.
+
+preprocess → annotate-dp → train → translate → score (BLEU against 3 SGML references, and
+``score --dp`` against the toy's hand DP oracle); then a DP generator trained on the toy
+annotation and applied with ``annotate-dp --generator``. Everything is written under tmp_path.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import REPO, TOY
+from doctrans.cli import cli
+from doctrans.data.annotate_dp import DPP_TOKEN, NO_DP_LABEL
+from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
+from doctrans.data.ngram_lm import KenLMToolNotFound, find_kenlm_tool
+from doctrans.data.sgml import read_sgml
+
+
+def _has_kenlm() -> bool:
+    try:
+        find_kenlm_tool("lmplz")
+        find_kenlm_tool("build_binary")
+        return True
+    except KenLMToolNotFound:
+        return False
+
+
+needs_kenlm = pytest.mark.skipif(not _has_kenlm(), reason="KenLM lmplz not built (run `make kenlm`)")
+
+
+def _lines(path: Path) -> list[str]:
+    """Lines split on \\n only; a file ends with a newline, so the last (empty) piece is dropped."""
+    text = path.read_text(encoding="utf-8")
+    assert text.endswith("\n"), path
+    return text.split("\n")[:-1]
+
+
+def _invoke(*args) -> str:
+    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+def _oracle_dp_count(split: str) -> int:
+    """DPs of the toy hand oracle: the oracle has exactly the base tokens plus the pronouns."""
+    base, oracle = _lines(TOY / split / f"{split}.seg.zh"), _lines(TOY / split / f"{split}.oracle-dp.seg.zh")
+    return sum(len(o.split()) - len(b.split()) for b, o in zip(base, oracle))
+
+
+@pytest.fixture(scope="module")
+def toy_annotated(tmp_path_factory) -> Path:
+    """Stages 1–2 on the toy corpus: PREP (preprocess) with PREP/dp (annotate-dp)."""
+    prep = tmp_path_factory.mktemp("toy") / "prep"
+    _invoke("preprocess", "--data-dir", TOY, "--train-docs", "all", "-o", prep, "--bpe-merges", 60,
+            "--workers", 1)
+    _invoke("annotate-dp", "-p", prep, "--workers", 1, "--align-samplers", 1, "--lm-memory", "64M")
+    return prep
+
+
+@needs_kenlm
+def test_preprocess_reads_the_toy_layout(toy_annotated):
+    prep = toy_annotated
+    meta = json.loads((prep / "meta.json").read_text(encoding="utf-8"))
+    n_train = sum(len(_lines(p)) for p in (TOY / "train").glob("*.zh"))
+    assert meta["splits"]["train"]["documents"] == 10
+    assert meta["splits"]["train"]["sentences"] + meta["filter"]["removed"] == n_train
+    for split in ("dev", "test"):
+        refs = read_sgml(TOY / split / f"{split}.ref.sgm")
+        docs = [line.split("\t") for line in _lines(prep / f"{split}.docs")]
+        assert [d for d, _ in docs] == refs[0].doc_ids()                      # <DOC> boundaries kept
+        assert [int(p) for d, p in docs if d == docs[-1][0]] == list(range(refs[0].docs[-1][1]))
+        assert len(_lines(prep / f"{split}.tok.zh")) == len(_lines(TOY / split / f"{split}.zh"))
+    assert "?" in _lines(prep / "test.tok.zh")[0]                             # full-width ？ normalised
+
+
+@needs_kenlm
+def test_annotate_dp_finds_dropped_pronouns_and_scores_against_the_oracle(toy_annotated):
+    prep, out = toy_annotated, toy_annotated / "dp"
+    stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
+    assert set(stats) == {"train", "dev", "test"}
+    for split in ("train", "dev", "test"):
+        src = _lines(prep / f"{split}.tok.zh")
+        dp, dpp, lab = (_lines(out / f"{split}.{x}") for x in ("dp.zh", "dpp.zh", "dplabel"))
+        assert len(src) == len(dp) == len(dpp) == len(lab)                     # line counts preserved
+        n_dp = 0
+        for s, d, p, l in zip(src, dp, dpp, lab):
+            s, d, p, l = s.split(), d.split(), p.split(), l.split()
+            assert [t for t in p if t != DPP_TOKEN] == s                       # only insertions
+            inserted = [t for t, q in zip(d, p) if q == DPP_TOKEN]
+            assert len(d) == len(p) and set(inserted) <= set(CHINESE_PRONOUNS)
+            assert len(l) == len(s) + 1 and sum(x != NO_DP_LABEL for x in l) <= len(inserted)
+            n_dp += len(inserted)
+        assert stats[split]["dropped"] == n_dp and stats[split]["sentences"] == len(src)
+    assert 0 < stats["train"]["dropped"] < stats["train"]["pronouns"]         # some, not every, pronoun
+    agr = json.loads((out / "agreement.json").read_text(encoding="utf-8"))
+    assert set(agr) == {"dev", "test"}
+    for split, r in agr.items():
+        assert r["lines"] == 14 and r["oracle_dps"] == _oracle_dp_count(split) > 0
+        assert r["sys_dps"] == stats[split]["dropped"]
+        for kind in ("position", "pronoun"):
+            assert 0.0 <= r[kind]["precision"] <= 1.0 and 0.0 <= r[kind]["f1"] <= 1.0
+        assert r["pronoun"]["matched"] <= r["position"]["matched"] <= min(r["sys_dps"], r["oracle_dps"])
+    assert agr["dev"]["position"]["matched"] + agr["test"]["position"]["matched"] > 0
+
+    # score --dp recomputes the test row of agreement.json from the files
+    res = json.loads(_invoke("score", "--dp", out / "test.dp.zh", "--base", prep / "test.tok.zh",
+                             "--oracle", TOY / "test" / "test.oracle-dp.seg.zh",
+                             "--oracle-base", TOY / "test" / "test.seg.zh", "--json", "--bootstrap", 50))
+    for key in ("sys_dps", "oracle_dps"):
+        assert res[key] == agr["test"][key]
+    assert res["position"]["f1"] == pytest.approx(agr["test"]["position"]["f1"])
+
+
+def test_score_dp_of_the_toy_auto_dp_file():
+    """The toy auto-dp file is the oracle with every 3rd DP left out and every 4th pronoun wrong."""
+    test = TOY / "test"
+    res = json.loads(_invoke("score", "--dp", test / "test.auto-dp.seg.zh", "--base", test / "test.seg.zh",
+                             "--oracle", test / "test.oracle-dp.seg.zh", "--json", "--bootstrap", 0))
+    n = _oracle_dp_count("test")
+    kept = [k for k in range(1, n + 1) if k % 3]
+    right = [k for k in kept if k % 4]
+    assert (res["oracle_dps"], res["sys_dps"]) == (n, len(kept))
+    assert res["position"]["matched"] == len(kept) and res["position"]["precision"] == 1.0
+    assert res["pronoun"]["matched"] == len(right)
+    assert res["pronoun"]["recall"] == pytest.approx(len(right) / n)
+
+
+@needs_kenlm
+def test_five_stages_train_translate_score(toy_annotated, tmp_path):
+    prep, run_dir = toy_annotated, tmp_path / "run"
+    _invoke("train", REPO / "pipelines" / "transformer" / "tiny.yaml", f"data.prepared={prep}",
+            f"run_dir={run_dir}", "train.max_steps=4", "train.eval_every=2", "train.log_every=1",
+            "train.threads=1")
+    metrics = [json.loads(line) for line in _lines(run_dir / "metrics.jsonl")]
+    assert [r["step"] for r in metrics if r["kind"] == "train"] == [1, 2, 3, 4]
+    assert [r["step"] for r in metrics if r["kind"] == "dev"] == [2, 4]
+    assert (run_dir / "best.pt").is_file() and (run_dir / "last.pt").is_file()
+
+    src = _lines(TOY / "test" / "test.zh")
+    inp, hyp = tmp_path / "in.zh", tmp_path / "out.en"
+    inp.write_text("".join(f"{x}\n" for x in src[:3] + [""] + src[3:]), encoding="utf-8")
+    _invoke("translate", "-c", run_dir / "best.pt", "-i", inp, "-o", hyp, "--beam", 2)
+    out = _lines(hyp)
+    assert len(out) == len(src) + 1 and out[3] == ""                          # empty line in, empty out
+    hyp_test = tmp_path / "test.hyp"
+    hyp_test.write_text("".join(f"{x}\n" for x in out[:3] + out[4:]), encoding="utf-8")
+
+    sgm = TOY / "test" / "test.ref.sgm"
+    scores = json.loads(_invoke("score", hyp_test, "-r", sgm, "--json"))
+    assert scores["n_refs"] == 3 and scores["n_lines"] == len(src)
+    # reference 1 itself (test.en, tokenized, mixed case) scores 100 against the three references
+    perfect = json.loads(_invoke("score", TOY / "test" / "test.en", "-r", sgm, "--hyp-tokenized", "--json"))
+    assert perfect["n_refs"] == 3 and perfect["bleu_tok_lc"]["score"] == pytest.approx(100.0)
+    assert 0.0 <= scores["bleu_tok_lc"]["score"] < perfect["bleu_tok_lc"]["score"]
+
+
+# After the DP config is sectioned (data.prepared, train.max_epochs, model.name …) only these
+# overrides need their new names.
+def _dp_overrides(prep: Path, run_dir: Path) -> list[str]:
+    return [f"prepared={prep}", f"run_dir={run_dir}"]
+
+
+@needs_kenlm
+def test_dp_generator_trained_on_the_toy_annotation(toy_annotated, tmp_path):
+    prep, run_dir = toy_annotated, tmp_path / "dp_run"
+    _invoke("train", REPO / "pipelines" / "dp" / "tiny.yaml", *_dp_overrides(prep, run_dir))
+    assert (run_dir / "best.pt").is_file()
+
+    gen = tmp_path / "test"
+    _invoke("annotate-dp", "--generator", run_dir / "best.pt", prep / "test.tok.zh",
+            "--docs", prep / "test.docs", "-o", gen, "--nbest", 3)
+    base = _lines(prep / "test.tok.zh")
+    dp, dpp = _lines(Path(f"{gen}.dp.zh")), _lines(Path(f"{gen}.dpp.zh"))
+    assert len(dp) == len(dpp) == len(base)
+    for b, d, p in zip(base, dp, dpp):
+        b, d, p = b.split(), d.split(), p.split()
+        assert [t for t in p if t != DPP_TOKEN] == b and len(d) == len(p)
+        assert {t for t, q in zip(d, p) if q == DPP_TOKEN} <= set(CHINESE_PRONOUNS)
+    res = json.loads(_invoke("score", "--dp", f"{gen}.dp.zh", "--base", prep / "test.tok.zh",
+                             "--oracle", TOY / "test" / "test.oracle-dp.seg.zh",
+                             "--oracle-base", TOY / "test" / "test.seg.zh", "--json", "--bootstrap", 0))
+    assert res["lines"] == len(base) and res["oracle_dps"] == _oracle_dp_count("test")
+    assert res["sys_dps"] == sum(p.split().count(DPP_TOKEN) for p in dpp)
