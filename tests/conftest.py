@@ -41,6 +41,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.corpus)
 
 
+def backbones() -> list[str]:
+    """The names of the backbone table ``doctrans.models.build.BACKBONES``, sorted.
+
+    Model-level tests are parametrized over these, each with its ``pipelines/<name>/tiny.yaml``
+    (``tiny_backbone``), so a new backbone is tested by adding its row and a tiny YAML.
+    """
+    from doctrans.models.build import BACKBONES
+
+    return sorted(BACKBONES)
+
+
+def tiny_backbone(name: str, *overrides: str):
+    """The ExperimentConfig of ``pipelines/<name>/tiny.yaml`` with ``key=value`` overrides."""
+    from doctrans.config import load_experiment
+
+    return load_experiment(REPO / "pipelines" / name / "tiny.yaml", list(overrides))
+
+
 def needs_tvsub():
     return pytest.mark.skipif(not (TVSUB / "train").is_dir(), reason=f"TVsub corpus not at {TVSUB}")
 

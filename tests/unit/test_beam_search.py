@@ -1,24 +1,31 @@
-"""Beam search against hand-checkable references: greedy argmax, order, length limits."""
+"""Beam search against hand-checkable references: greedy argmax, order, length limits.
+
+The search tests run on every backbone of BACKBONES (random weights, pipelines/<name>/tiny.yaml)."""
 from __future__ import annotations
 
+import pytest
 import torch
+from torch import nn
 
+from conftest import backbones, tiny_backbone
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
-from doctrans.models.backbones.transformer import Transformer, TransformerConfig
+from doctrans.models.build import build_model
 from doctrans.training.early_stopping import EarlyStopping
 from doctrans.training.state import TrainState
 
 VOCAB = Vocab(["<pad>", "<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(12)])
 
+each_backbone = pytest.mark.parametrize("backbone", backbones())
 
-def model(seed: int = 0) -> Transformer:
+
+def model(backbone: str, seed: int = 0) -> nn.Module:
     torch.manual_seed(seed)
-    cfg = TransformerConfig(layers_enc=1, layers_dec=1, d_model=16, heads=2, d_ff=32, dropout=0.0)
-    return Transformer(cfg, len(VOCAB), len(VOCAB)).eval()
+    cfg = tiny_backbone(backbone).model
+    return build_model(cfg, len(VOCAB), len(VOCAB)).eval()
 
 
-def greedy_reference(m: Transformer, src: torch.Tensor, max_len: int) -> list[int]:
+def greedy_reference(m: nn.Module, src: torch.Tensor, max_len: int) -> list[int]:
     """Re-run the whole prefix every step (no cache): the slow, obviously-correct greedy decoder."""
     memory, keep = m.encode(src)
     ys = [VOCAB.bos_id]
@@ -33,8 +40,9 @@ def greedy_reference(m: Transformer, src: torch.Tensor, max_len: int) -> list[in
     return ys[1:]
 
 
-def test_beam_1_equals_uncached_greedy():
-    m = model()
+@each_backbone
+def test_beam_1_equals_uncached_greedy(backbone):
+    m = model(backbone)
     srcs = [torch.tensor([[5, 6, 7, 2]]), torch.tensor([[8, 2]]), torch.tensor([[9, 10, 11, 12, 13, 2]])]
     for src in srcs:
         max_len = int(src.size(1) * 1.5) + 10
@@ -42,8 +50,9 @@ def test_beam_1_equals_uncached_greedy():
         assert res.tokens[0] == greedy_reference(m, src, max_len)
 
 
-def test_batched_beam_equals_one_by_one_and_respects_max_length():
-    m = model(1)
+@each_backbone
+def test_batched_beam_equals_one_by_one_and_respects_max_length(backbone):
+    m = model(backbone, 1)
     batch = torch.tensor([[5, 6, 7, 2, 0, 0], [8, 2, 0, 0, 0, 0], [9, 10, 11, 12, 13, 2]])
     together = beam_search(m, batch, VOCAB, beam=4, max_len_ratio=1.0, max_len_extra=2)
     for r in range(3):
@@ -54,8 +63,9 @@ def test_batched_beam_equals_one_by_one_and_respects_max_length():
         assert len(together.tokens[r]) + 1 <= int(row.size(1)) + 2 + 1   # +1: </s> itself
 
 
-def test_wider_beam_never_finds_a_worse_best_score():
-    m = model(2)
+@each_backbone
+def test_wider_beam_never_finds_a_worse_best_score(backbone):
+    m = model(backbone, 2)
     src = torch.tensor([[5, 6, 7, 8, 2]])
     s1 = beam_search(m, src, VOCAB, beam=1, lenpen=0.0).scores[0]
     s5 = beam_search(m, src, VOCAB, beam=5, lenpen=0.0).scores[0]
@@ -77,7 +87,7 @@ def test_early_stopping_patience_and_modes():
     assert not lo.should_stop(st2)                      # patience 0 = never stop
 
 
-def _mixture_reference(m: Transformer, variants: list[torch.Tensor], weights: list[float], max_len: int) -> list[int]:
+def _mixture_reference(m: nn.Module, variants: list[torch.Tensor], weights: list[float], max_len: int) -> list[int]:
     """Greedy over log Σ_r w_r p(y | x_r), re-running every prefix (no cache)."""
     enc = [m.encode(v) for v in variants]
     ys = [VOCAB.bos_id]
@@ -93,8 +103,9 @@ def _mixture_reference(m: Transformer, variants: list[torch.Tensor], weights: li
     return ys[1:]
 
 
-def test_mixture_of_identical_variants_equals_plain_search():
-    m = model(3)
+@each_backbone
+def test_mixture_of_identical_variants_equals_plain_search(backbone):
+    m = model(backbone, 3)
     batch = torch.tensor([[5, 6, 7, 2, 0], [8, 9, 10, 11, 2]])
     plain = beam_search(m, batch, VOCAB, beam=4)
     for n in (2, 3, 6):
@@ -108,8 +119,9 @@ def test_mixture_of_identical_variants_equals_plain_search():
     assert only_first.tokens == plain.tokens
 
 
-def test_mixture_greedy_matches_uncached_reference():
-    m = model(4)
+@each_backbone
+def test_mixture_greedy_matches_uncached_reference(backbone):
+    m = model(backbone, 4)
     x1, x2 = torch.tensor([[5, 6, 7, 2]]), torch.tensor([[5, 9, 6, 7, 2]])
     src = torch.cat([torch.nn.functional.pad(x1, (0, 1)), x2])
     res = beam_search(m, src, VOCAB, beam=1, variants=2, weights=torch.tensor([[0.3, 0.7]]),
@@ -117,11 +129,12 @@ def test_mixture_greedy_matches_uncached_reference():
     assert res.tokens[0] == _mixture_reference(m, [x1, x2], [0.3, 0.7], 8 + 10)   # ceil(1.5 × 5) + 10, longest variant
 
 
-def test_decode_corpus_drops_zero_weight_variants_without_changing_results():
+@each_backbone
+def test_decode_corpus_drops_zero_weight_variants_without_changing_results(backbone):
     import numpy as np
     from doctrans.inference.translate import decode_corpus
 
-    m = model(5)
+    m = model(backbone, 5)
     a, b, c = (np.array(x) for x in ([5, 6, 7, 2], [5, 9, 6, 7, 2], [8, 2]))
     src = [[a, b, a], [c, c, c], [b, a, c]]
     weights = [[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.2, 0.3, 0.5]]

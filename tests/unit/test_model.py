@@ -1,10 +1,13 @@
-"""Transformer backbone: shapes, padding masks, incremental decoding, weight tying."""
+"""Backbones (every row of BACKBONES, from pipelines/<name>/tiny.yaml): shapes, padding masks,
+incremental decoding; the Transformer's weight tying and config checks."""
 from __future__ import annotations
 
 import pytest
 import torch
 
+from conftest import backbones, tiny_backbone
 from doctrans.models.backbones.transformer import Transformer, TransformerConfig
+from doctrans.models.build import BACKBONES, build_model
 
 H = 8
 
@@ -15,9 +18,25 @@ def tiny(norm: str = "pre") -> Transformer:
     return Transformer(cfg, src_vocab=20, tgt_vocab=17).eval()
 
 
-@pytest.mark.parametrize("norm", ["pre", "post"])
-def test_shapes(norm):
-    m = tiny(norm)
+def tiny_of(backbone: str, *overrides: str):
+    """(model from pipelines/<backbone>/tiny.yaml with 20 source / 17 target types, eval mode; its d_model)."""
+    torch.manual_seed(0)
+    cfg = tiny_backbone(backbone, *overrides).model
+    return build_model(cfg, src_vocab=20, tgt_vocab=17).eval(), cfg.d_model
+
+
+@pytest.mark.parametrize("backbone", backbones())
+def test_every_backbone_has_a_tiny_config(backbone):
+    cfg_cls, model_cls = BACKBONES[backbone]
+    cfg = tiny_backbone(backbone).model
+    assert isinstance(cfg, cfg_cls)
+    assert type(build_model(cfg, 20, 17)) is model_cls
+
+
+@pytest.mark.parametrize("backbone, overrides", [pytest.param(b, (), id=b) for b in backbones()] +
+                         [pytest.param("transformer", ("model.norm=post",), id="transformer-post-norm")])
+def test_shapes(backbone, overrides):
+    m, H = tiny_of(backbone, *overrides)
     src = torch.randint(4, 20, (3, 5))                       # (B, S)
     tgt = torch.randint(4, 17, (3, 7))                       # (B, T)
     memory, keep = m.encode(src)
@@ -27,8 +46,9 @@ def test_shapes(norm):
     assert m.logits(hidden).shape == (3, 7, 17)
 
 
-def test_padding_does_not_change_real_positions():
-    m = tiny()
+@pytest.mark.parametrize("backbone", backbones())
+def test_padding_does_not_change_real_positions(backbone):
+    m, _ = tiny_of(backbone)
     short = torch.tensor([[5, 6, 7, 2]])
     padded = torch.tensor([[5, 6, 7, 2, 0, 0], [5, 6, 7, 8, 9, 2]])
     mem_a, _ = m.encode(short)
@@ -41,8 +61,9 @@ def test_padding_does_not_change_real_positions():
     assert torch.allclose(h_a, h_b, atol=1e-6)
 
 
-def test_causal_decoder_ignores_future_tokens():
-    m = tiny()
+@pytest.mark.parametrize("backbone", backbones())
+def test_causal_decoder_ignores_future_tokens(backbone):
+    m, _ = tiny_of(backbone)
     memory, keep = m.encode(torch.tensor([[5, 6, 2]]))
     a = m.decode_train(memory, keep, torch.tensor([[1, 4, 5, 6]]))
     b = m.decode_train(memory, keep, torch.tensor([[1, 4, 9, 9]]))
@@ -50,8 +71,9 @@ def test_causal_decoder_ignores_future_tokens():
     assert not torch.allclose(a[:, 2:], b[:, 2:], atol=1e-4)
 
 
-def test_incremental_decoding_matches_teacher_forcing():
-    m = tiny()
+@pytest.mark.parametrize("backbone", backbones())
+def test_incremental_decoding_matches_teacher_forcing(backbone):
+    m, H = tiny_of(backbone)
     src = torch.tensor([[5, 6, 7, 2, 0], [8, 9, 10, 11, 2]])
     tgt_in = torch.tensor([[1, 4, 5, 6], [1, 7, 8, 9]])
     with torch.no_grad():
@@ -60,8 +82,16 @@ def test_incremental_decoding_matches_teacher_forcing():
         state = m.init_state(memory, keep)
         steps = torch.stack([m.decode_step(tgt_in[:, t], state) for t in range(tgt_in.size(1))], 1)
     assert state.step == 4
-    assert state.layers[0].self_k.shape == (2, 2, 4, H // 2)
     assert torch.allclose(full, steps, atol=1e-5)
+
+
+def test_transformer_cache_holds_every_step_per_head():
+    m = tiny()
+    with torch.no_grad():
+        state = m.init_state(*m.encode(torch.tensor([[5, 6, 7, 2, 0], [8, 9, 10, 11, 2]])))
+        for t in range(4):
+            m.decode_step(torch.tensor([1, 4 + t]), state)
+    assert state.layers[0].self_k.shape == (2, 2, 4, H // 2)
 
 
 def test_decoder_embeddings_are_tied():
