@@ -1,6 +1,8 @@
 # doctrans: end-to-end targets. Each target is the file its stage writes.
 #   make quickstart   install, preprocess the TVsub quickstart slice, train (45 min), translate, score
-#   make test         install and run the test suite
+#   make test         install and run the test suite (tests/unit, tests/integration, tests/system; the
+#                     toy corpus tests/data/toy needs no TVsub, tests marked `corpus` skip without it);
+#                     one tier or a selection: make test TEST_ARGS='-m unit' (or "-m 'not corpus'", -k …)
 #   make dp           DP-annotate the quickstart slice (eflomal + KenLM + Algorithm 1) into PREP/dp
 #   make dp-full      preprocess the full TVsub corpus into PREP_FULL and DP-annotate it (≈8 min)
 #   make dp-generators-full  train both DP generators on the full annotated corpus (after dp-full)
@@ -139,8 +141,9 @@ $(RUN)/scores.txt: $(RUN)/test.hyp
 	$(BIN)/doctrans score $< -r $(TEST_REF) --json --out $(RUN)/scores.json > /dev/null
 	$(BIN)/doctrans score $< -r $(TEST_REF) > $@
 
+TEST_ARGS ?=
 test: install
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q tests $(TEST_ARGS)
 
 clean-quickstart:
 	rm -rf $(PREP) $(RUN)
