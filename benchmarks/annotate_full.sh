@@ -12,7 +12,7 @@ shift || true
 PY=${PY:-.venv/bin/python}
 [ -f "$PREP/meta.json" ] || { echo "no prepared dataset at $PREP: run benchmarks/preprocess_full.sh first" >&2; exit 1; }
 CMD=("$PY" -m doctrans.cli annotate-dp -p "$PREP" "$@")
-MEMLOG=$(mktemp /tmp/annotate_full_mem.XXXXXX)
+MEMLOG=$(mktemp "${TMPDIR:-/tmp}/annotate_full_mem.XXXXXX")
 echo "machine: $(nproc) CPUs, $(free -g | awk '/^Mem:/{print $2}') GiB RAM, $(lscpu | grep 'Model name' | sed 's/Model name: *//')"
 echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "command: ${CMD[*]}"

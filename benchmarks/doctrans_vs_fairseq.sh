@@ -6,7 +6,8 @@
 # Run it from a checkout nobody edits meanwhile (e.g. `git worktree add`): a long run that
 # imports edited sources halfway through is not a measurement of anything.
 # Needs fairseq in its own venv (benchmarks/fairseq_README.md); writes runs/quickstart (doctrans)
-# and $WORK (fairseq, default /work/peers/fairseq-run), then prints both results.
+# and $WORK (fairseq, default runs/fairseq), then prints both results. FAIRSEQ_VENV: see
+# benchmarks/fairseq_compare.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUDGET=${BUDGET:-45}
@@ -14,6 +15,7 @@ DATA=${DATA:-../shared/corpora/tvsub}
 PREP=${PREP:-data/quickstart}
 RUN=${RUN:-runs/quickstart}
 CFG=pipelines/quickstart.yaml
+WORK=${WORK:-runs/fairseq}
 
 mkdir -p "$(dirname "$RUN")"
 start=$(date +%s)
@@ -32,9 +34,10 @@ print(f"GEN_EXTRA='--max-len-a {d['max_len_ratio']} --max-len-b {d['max_len_extr
 PY
 )"
 export LR WARMUP MAX_TOKENS CLIP DROPOUT LABEL_SMOOTHING ADAM_EPS GEN_EXTRA
-PREP="$(realpath "$PREP")" BUDGET_MIN="$BUDGET" bash benchmarks/fairseq_compare.sh
+PREP="$(realpath "$PREP")" WORK="$(realpath -m "$WORK")" TVSUB="$(realpath "$DATA")" BUDGET_MIN="$BUDGET" \
+  bash benchmarks/fairseq_compare.sh
 
-.venv/bin/python - "$RUN" "${WORK:-/work/peers/fairseq-run}/summary.json" <<'PY'
+.venv/bin/python - "$RUN" "$WORK/summary.json" <<'PY'
 import json, sys
 run, fsq = sys.argv[1], json.load(open(sys.argv[2]))
 recs = [json.loads(l) for l in open(f"{run}/metrics.jsonl")]

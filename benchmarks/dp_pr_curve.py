@@ -6,7 +6,7 @@ plots position and pronoun P/R for each generator, with the authors' released ge
 (``test.auto-dp.seg.zh``, a single point) for reference. Writes OUT.png and OUT.json.
 
     python benchmarks/dp_pr_curve.py --prepared data/prep_full --split test \\
-        --generator labeler=/work/runs_full/g2_labeler/best.pt --generator thesis=… -o results/dp_pr_test
+        --generator labeler=runs/dp_labeler_full/best.pt --generator thesis=… -o results/dp_pr_test
 """
 from __future__ import annotations
 

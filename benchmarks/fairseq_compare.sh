@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # fairseq_compare.sh: train and decode fairseq on a doctrans-prepared dataset, as a REFERENCE
 # point for doctrans' speed and quality. fairseq is never a dependency of doctrans: it lives in
-# its own venv outside the repository (see /work/shared/design/peers.md and
-# benchmarks/fairseq_README.md for how to install it).
+# its own venv outside the repository (see benchmarks/fairseq_README.md for how to install it).
+# Defaults are paths inside or beside the repository (REPO = this script's ../), whatever the
+# current directory.
 #
 # Usage:
 #   [PREP=dir] [BUDGET_MIN=45] [WORK=dir] [LR=1e-3] [WARMUP=300] [MAX_TOKENS=4096] [CLIP=1.0] \
@@ -10,9 +11,9 @@
 #
 # Environment (defaults in brackets):
 #   PREP           doctrans prepared dataset: {train,dev,test}.bpe.{zh,en} (+ vocab.{zh,en}.txt)
-#                  [/work/main/data/quickstart]
-#   FAIRSEQ_VENV   venv holding fairseq-fixed 0.12.3.1          [/work/peers/fairseq-venv]
-#   WORK           output dir (data-bin/, checkpoints/ are wiped at start) [/work/peers/fairseq-run]
+#                  [$REPO/data/quickstart]
+#   FAIRSEQ_VENV   venv holding fairseq-fixed 0.12.3.1          [$REPO/../venvs/fairseq]
+#   WORK           output dir (data-bin/, checkpoints/ are wiped at start) [$REPO/runs/fairseq]
 #   BUDGET_MIN     wall-clock training budget, minutes (--stop-time-hours)  [45]
 #   LR WARMUP MAX_TOKENS CLIP   lr, inverse_sqrt warm-up updates, tokens per batch, clip-norm
 #                  [1e-3 300 4096 1.0]  -- set these to doctrans' values for a fair comparison
@@ -25,16 +26,18 @@
 #   CHECKPOINT     checkpoint to decode (checkpoint_best.pt | checkpoint_last.pt) [checkpoint_best.pt]
 #   BEAM GEN_BATCH beam size, sentences per decoding batch            [5 64]
 #   GEN_EXTRA      extra fairseq-generate options (e.g. "--max-len-a 1.5 --max-len-b 10") []
-#   DOCTRANS       doctrans executable used for scoring        [/work/main/.venv/bin/doctrans]
-#   REF_SGM        test references (SGML)   [/work/shared/corpora/tvsub/test/test.ref.sgm]
+#   DOCTRANS       doctrans executable used for scoring        [$REPO/.venv/bin/doctrans]
+#   TVSUB          TVsub corpus root                           [$REPO/../shared/corpora/tvsub]
+#   REF_SGM        test references (SGML)   [$TVSUB/test/test.ref.sgm]
 #
 # Outputs in $WORK: preprocess.log, train.log, generate.out, test.hyp.tok (tokenized, BPE removed,
 # one line per test.bpe.zh line, original order), score.out, summary.json.
 set -euo pipefail
 
-PREP=${PREP:-/work/main/data/quickstart}
-FAIRSEQ_VENV=${FAIRSEQ_VENV:-/work/peers/fairseq-venv}
-WORK=${WORK:-/work/peers/fairseq-run}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+PREP=${PREP:-$REPO/data/quickstart}
+FAIRSEQ_VENV=${FAIRSEQ_VENV:-$REPO/../venvs/fairseq}
+WORK=${WORK:-$REPO/runs/fairseq}
 BUDGET_MIN=${BUDGET_MIN:-45}
 LR=${LR:-1e-3}
 WARMUP=${WARMUP:-300}
@@ -51,8 +54,9 @@ CHECKPOINT=${CHECKPOINT:-checkpoint_best.pt}
 BEAM=${BEAM:-5}
 GEN_BATCH=${GEN_BATCH:-64}
 GEN_EXTRA=${GEN_EXTRA:-}
-DOCTRANS=${DOCTRANS:-/work/main/.venv/bin/doctrans}
-REF_SGM=${REF_SGM:-/work/shared/corpora/tvsub/test/test.ref.sgm}
+DOCTRANS=${DOCTRANS:-$REPO/.venv/bin/doctrans}
+TVSUB=${TVSUB:-$REPO/../shared/corpora/tvsub}
+REF_SGM=${REF_SGM:-$TVSUB/test/test.ref.sgm}
 if [[ -z ${DICT_FROM:-} ]]; then
     if [[ -f $PREP/vocab.zh.txt && -f $PREP/vocab.en.txt ]]; then DICT_FROM=vocab; else DICT_FROM=train; fi
 fi
@@ -65,7 +69,7 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 FS_BIN=$FAIRSEQ_VENV/bin
 PY=$FS_BIN/python
 for exe in python fairseq-preprocess fairseq-train fairseq-generate; do
-    [[ -x $FS_BIN/$exe ]] || die "$FS_BIN/$exe not found: install fairseq in FAIRSEQ_VENV (peers.md)"
+    [[ -x $FS_BIN/$exe ]] || die "$FS_BIN/$exe not found: install fairseq in FAIRSEQ_VENV (benchmarks/fairseq_README.md)"
 done
 for f in train dev test; do
     for l in zh en; do [[ -s $PREP/$f.bpe.$l ]] || die "missing $PREP/$f.bpe.$l"; done

@@ -10,7 +10,7 @@ OUT=${1:-data/prep_full}
 shift || true
 DATA=${DATA:-../shared/corpora/tvsub}
 PY=${PY:-.venv/bin/python}
-LOG=$(mktemp /tmp/preprocess_full.XXXXXX.log)
+LOG=$(mktemp "${TMPDIR:-/tmp}/preprocess_full.XXXXXX.log")
 CMD=("$PY" -m doctrans.cli preprocess --data-dir "$DATA" --train-docs all -o "$OUT" "$@")
 
 echo "machine: $(nproc) CPUs, $(free -g | awk '/^Mem:/{print $2}') GiB RAM, $(lscpu | grep 'Model name' | sed 's/Model name: *//')"

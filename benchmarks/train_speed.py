@@ -17,7 +17,7 @@ from doctrans.config import load_experiment
 from doctrans.data.batching import collate, epoch_batches, load_parallel, make_batches
 from doctrans.data.vocab import Vocab
 from doctrans.models.build import build_model
-from doctrans.training.loss import label_smoothed_xent
+from doctrans.training.loss import forward_loss
 
 
 def measure(cfg, data, batches, tgt_vocab, src_n, autocast: str, updates: int, warm: int) -> float:
@@ -29,16 +29,14 @@ def measure(cfg, data, batches, tgt_vocab, src_n, autocast: str, updates: int, w
         b = collate(data, idx, tgt_vocab)
         t0 = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast == "bf16"):
-            memory, keep = model.encode(b.src)
-            hidden = model.decode_train(memory, keep, b.tgt_in)
-            out = label_smoothed_xent(model, hidden, b.tgt_out, 0, 0.1)
+            out = forward_loss(model, b, 0, 0.1)
         (out.total / out.n_tokens).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         if i >= warm:
             elapsed += time.perf_counter() - t0
-            tokens += b.n_tgt_tokens
+            tokens += b.n_targets
     return tokens / elapsed
 
 

@@ -144,6 +144,8 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
 @click.option("--tokenized", is_flag=True, help="Write Moses-tokenized output (BPE merged) instead of detokenized text.")
 @click.option("--prepared", default="", help="Prepared dataset dir holding the BPE codes (default: the checkpoint's).")
 @click.option("--threads", default=0, help="torch threads (0 = all cores).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="auto: the GPU when torch sees one, else the CPU.")
 @click.option("--dp-generator", default="", help="Complete dropped pronouns in the input with this DP generator "
                                                  "(for models trained on +DP/+DPP sources, pipelines/dp/nmt_*.yaml); "
                                                  "A.pt:B.pt ensembles several.")
@@ -159,7 +161,7 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
 @click.option("--dp-docs", default="", help="doc<TAB>position per input line (document context of the generator).")
 @click.option("--write-lattice", default="", help="Also write the DP input as Moses PLF confusion networks, one per line.")
 def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
-                  input_format, tokenized, prepared, threads, dp_generator, dp_input, dp_nbest, dp_combine,
+                  input_format, tokenized, prepared, threads, device, dp_generator, dp_input, dp_nbest, dp_combine,
                   dp_weights, dp_docs, write_lattice) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
@@ -171,7 +173,8 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
     run(TranslateConfig(checkpoint=checkpoint, input=input_, output=output, beam=beam, lenpen=lenpen,
                         max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
                         batch_sentences=batch_sentences, input_format=input_format,
-                        tokenized=tokenized, prepared=prepared, threads=threads, dp_generator=dp_generator,
+                        tokenized=tokenized, prepared=prepared, threads=threads, device=device,
+                        dp_generator=dp_generator,
                         dp_input=dp_input, dp_nbest=dp_nbest, dp_combine=dp_combine, dp_weights=dp_weights,
                         dp_docs=dp_docs, write_lattice=write_lattice))
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from doctrans.models.backbones.transformer import TransformerConfig
+from doctrans.models.build import BACKBONES, DEFAULT_BACKBONE
 
 
 class ConfigError(ValueError):
@@ -92,7 +92,7 @@ class ExperimentConfig:
     name: str = "transformer"
     run_dir: str = "runs/transformer"
     data: DataConfig = field(default_factory=DataConfig)
-    model: TransformerConfig = field(default_factory=TransformerConfig)
+    model: Any = field(default_factory=BACKBONES[DEFAULT_BACKBONE][0])   # the backbone's config (model.backbone)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
@@ -158,13 +158,25 @@ def from_dict(cls: type, data: dict, where: str = "", source: str = "") -> Any:
             )
         ftype = fields[key].type
         sub = _DATACLASS_FIELDS.get((cls, key))
+        if callable(sub) and not isinstance(sub, type):
+            sub = sub(value, path, source)
         kwargs[key] = from_dict(sub, value, path, source) if sub else _coerce(value, ftype, path, source)
     return cls(**kwargs)
 
 
-_DATACLASS_FIELDS = {
+def backbone_config_class(section: Any, path: str = "model", source: str = "") -> type:
+    """The config dataclass of the backbone that ``section["backbone"]`` names (default
+    ``transformer``), from ``models/build.py:BACKBONES``. Raises ConfigError for an unknown name."""
+    name = section.get("backbone", DEFAULT_BACKBONE) if isinstance(section, dict) else DEFAULT_BACKBONE
+    if name not in BACKBONES:
+        raise ConfigError(f"{source}: unknown {path}.backbone {name!r} (known: {', '.join(sorted(BACKBONES))})")
+    return BACKBONES[name][0]
+
+
+# Nested sections: a dataclass, or a function (section dict, path, source) → dataclass chosen by the data.
+_DATACLASS_FIELDS: dict = {
     (ExperimentConfig, "data"): DataConfig,
-    (ExperimentConfig, "model"): TransformerConfig,
+    (ExperimentConfig, "model"): backbone_config_class,
     (ExperimentConfig, "train"): TrainConfig,
     (ExperimentConfig, "decode"): DecodeConfig,
 }

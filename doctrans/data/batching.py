@@ -41,7 +41,7 @@ class Batch:
     tgt_in: torch.Tensor
     tgt_out: torch.Tensor
     index: np.ndarray             # (B,) positions in the ParallelData
-    n_tgt_tokens: int             # real target tokens, including </s>
+    n_targets: int                # real target tokens, including </s> (what the loss sums over)
 
 
 def load_parallel(src_path: Path, tgt_path: Path, src_vocab: Vocab, tgt_vocab: Vocab,
@@ -108,5 +108,5 @@ def collate(data: ParallelData, index: np.ndarray, vocab: Vocab) -> Batch:
         tgt_in=_pad(tgt, vocab.pad_id, prefix=vocab.bos_id, drop_last=True),
         tgt_out=_pad(tgt, vocab.pad_id),
         index=np.asarray(index),
-        n_tgt_tokens=int(sum(len(t) for t in tgt)),
+        n_targets=int(sum(len(t) for t in tgt)),
     )

@@ -8,9 +8,9 @@ counts ``</s>``); the best K others continue. A sentence stops when it has K fin
 hypotheses, and it leaves the batch then, so no work is spent on it afterwards. At the maximum
 length (``max_len_ratio * |x| + max_len_extra``) ``</s>`` is forced.
 
-**Mixture over input variants** (``variants`` = R > 1; the NMT analogue of confusion-network
-decoding, models.md §3.4): each sentence comes as R source variants (e.g. its N best
-DP-completed versions), each encoded once; one shared beam per sentence scores the next token
+**Mixture over input variants** (``variants`` = R > 1, ``VariantMixture``; the NMT analogue of
+confusion-network decoding, models.md §3.4): each sentence comes as R source variants (any
+input transform's alternatives, e.g. the N best DP-completed versions), each encoded once; one shared beam per sentence scores the next token
 with ``log Σ_r w_r p(y_t | y_<t, x^(r))`` (``weights`` (B, R), rows summing to 1; weight 0
 drops a variant). Decoder states are kept per (sentence, hypothesis, variant) and reordered
 together. With R = 1 this is exactly the plain search.
@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from doctrans.data.vocab import Vocab
+from doctrans.models.interface import SearchBatch
 
 
 @dataclass
@@ -39,60 +40,80 @@ def _max_lengths(src: Tensor, pad_id: int, ratio: float, extra: int, cap: int) -
     return torch.clamp((src_len.float() * ratio).ceil().long() + extra, max=cap)
 
 
+class VariantMixture:
+    """The generic "score several input variants" hook of the search: decoder rows come in
+    groups of R variants per hypothesis, and ``__call__`` turns their log-probabilities into
+    one distribution per hypothesis, ``log Σ_r w_r p(y_t | y_<t, x^(r))``. R = 1 is the identity.
+
+    weights: (B, R) mixture weights per sentence (rows sum to 1; 0 drops a variant)."""
+
+    def __init__(self, variants: int, weights: Tensor | None, n_sentences: int, device: torch.device):
+        self.r = variants
+        if variants > 1:
+            w = torch.full((n_sentences, variants), 1.0 / variants) if weights is None else weights.float()
+            self.log_w = w.to(device).log()                                  # (B, R); -inf drops a variant
+
+    def expand_tokens(self, tokens: Tensor) -> Tensor:
+        """(nA*K,) last tokens → (nA*K*R,) one per decoder row."""
+        return tokens if self.r == 1 else tokens.repeat_interleave(self.r)
+
+    def __call__(self, lprobs: Tensor, active: Tensor, k: int) -> Tensor:
+        """lprobs: (nA*K*R, V) per decoder row → (nA*K, V) per hypothesis."""
+        if self.r == 1:
+            return lprobs
+        lp = lprobs.view(-1, self.r, lprobs.size(-1)) + self.log_w[active].repeat_interleave(k, 0)[:, :, None]
+        return torch.logsumexp(lp, dim=1)
+
+    def state_rows(self, rows: Tensor) -> Tensor:
+        """Hypothesis rows (n,) kept → decoder-state rows (n*R,)."""
+        if self.r == 1:
+            return rows
+        return (rows[:, None] * self.r + torch.arange(self.r, device=rows.device)).reshape(-1)
+
+
 @torch.no_grad()
 def beam_search(model, src: Tensor, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
                 max_len_ratio: float = 1.5, max_len_extra: int = 10, variants: int = 1,
                 weights: Tensor | None = None) -> SearchResult:
     """Translate a batch. src: (B·R, S) padded source ids (ending in ``</s>``), the R variants
-    of sentence b in rows b·R … b·R + R - 1 (R = ``variants``, 1 = plain beam search).
+    of sentence b in rows b·R … b·R + R - 1 (R = ``variants``, 1 = plain beam search), on the
+    model's device.
 
     ``weights``: (B, R) mixture weights (default uniform 1/R). The maximum output length
-    follows the longest variant. ``model`` must provide ``encode``, ``init_state``,
-    ``decode_step`` (see ``doctrans.models.backbones.transformer.Transformer``). Returns a
-    SearchResult of length B. Raises ``ValueError`` if the rows are not a multiple of R.
+    follows the longest variant. ``model`` is used only through the contract in
+    ``doctrans.models.interface`` (``encode``, ``init_state``, ``decode_step``,
+    ``max_target_len``). Returns a SearchResult of length B. Raises ``ValueError`` if the rows
+    are not a multiple of R.
     """
     model.eval()
-    r = variants
+    r, dev = variants, src.device
     if src.size(0) % r:
         raise ValueError(f"{src.size(0)} source rows is not a multiple of variants={r}")
     b, k = src.size(0) // r, beam
-    if r > 1:
-        w = torch.full((b, r), 1.0 / r) if weights is None else weights.float()
-        log_w = w.log()                                                    # (B, R); -inf drops a variant
-    memory, keep = model.encode(src)
+    mix = VariantMixture(r, weights, b, dev)
+    enc = model.encode(SearchBatch(src))
     # state rows are ordered (sentence, hypothesis, variant): row (b*K + k)*R + r ← source row b*R + r
-    expand = (torch.arange(b)[:, None, None] * r + torch.arange(r)[None, None, :]).expand(b, k, r).reshape(-1)
-    state = model.init_state(memory.index_select(0, expand),
-                             None if keep is None else keep.index_select(0, expand))
+    expand = (torch.arange(b, device=dev)[:, None, None] * r
+              + torch.arange(r, device=dev)[None, None, :]).expand(b, k, r).reshape(-1)
+    state = model.init_state(enc.select(expand))
     max_len = _max_lengths(src, vocab.pad_id, max_len_ratio, max_len_extra,
-                           model.cfg.max_positions - 1).view(b, r).max(1).values   # (B,)
-    scores = torch.full((b, k), -math.inf)
+                           model.max_target_len - 1).view(b, r).max(1).values   # (B,)
+    scores = torch.full((b, k), -math.inf, device=dev)
     scores[:, 0] = 0.0                                                     # only beam 0 is live at step 0
-    history = torch.full((b * k, 1), vocab.bos_id, dtype=torch.long)       # (nA*K, t+1)
-    active = torch.arange(b)                                               # sentence ids still searching
+    history = torch.full((b * k, 1), vocab.bos_id, dtype=torch.long, device=dev)   # (nA*K, t+1)
+    active = torch.arange(b, device=dev)                                   # sentence ids still searching
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
     step = 0
     while active.numel():
-        if r == 1:
-            lprobs = model.decode_step(history[:, -1], state)              # (nA*K, V)
-        else:
-            lp = model.decode_step(history[:, -1].repeat_interleave(r), state)   # (nA*K*R, V)
-            lp = lp.view(-1, r, lp.size(-1)) + log_w[active].repeat_interleave(k, 0)[:, :, None]
-            lprobs = torch.logsumexp(lp, dim=1)                            # (nA*K, V) mixture
-        lprobs[:, vocab.pad_id] = -math.inf
-        lprobs[:, vocab.bos_id] = -math.inf
-        at_max = (max_len[active] <= step).repeat_interleave(k)            # (nA*K,)
-        if at_max.any():
-            eos_col = lprobs[:, vocab.eos_id].clone()
-            lprobs[at_max] = -math.inf
-            lprobs[at_max, vocab.eos_id] = eos_col[at_max]
+        lprobs, state = model.decode_step(state, mix.expand_tokens(history[:, -1]))
+        lprobs = _mask_specials(mix(lprobs, active, k), vocab, (max_len[active] <= step).repeat_interleave(k))
         n_active, vsize = active.numel(), lprobs.size(1)
         cand = (scores.view(-1, 1) + lprobs).view(n_active, k * vsize)      # (nA, K*V)
         top_s, top_i = cand.topk(2 * k, dim=1)                             # (nA, 2K)
         top_beam, top_tok = top_i // vsize, top_i % vsize
         is_eos = top_tok.eq(vocab.eos_id) & torch.isfinite(top_s)
         _finish(finished, active, history, top_s, top_beam, is_eos, k, step, lenpen)
-        done = torch.tensor([len(finished[int(s)]) >= k for s in active], dtype=torch.bool)
+        done = torch.tensor([len(finished[int(s)]) >= k for s in active], dtype=torch.bool, device=dev)
         done |= max_len[active] <= step                                    # </s> was forced
         cont_s, pos = top_s.masked_fill(is_eos, -math.inf).topk(k, dim=1)  # (nA, K)
         keep_rows = (~done).nonzero().squeeze(1)                           # (nA',)
@@ -101,10 +122,22 @@ def beam_search(model, src: Tensor, vocab: Vocab, beam: int = 5, lenpen: float =
                              top_tok.gather(1, pos)[keep_rows].reshape(-1, 1)], dim=1)
         scores = cont_s[keep_rows]
         active = active[keep_rows]
-        state = state.reorder(rows if r == 1 else (rows[:, None] * r + torch.arange(r)).reshape(-1))
+        state = state.reorder(mix.state_rows(rows))
         step += 1
     best = [max(f, key=lambda h: h[0]) for f in finished]
     return SearchResult([h[1] for h in best], [h[0] for h in best])
+
+
+def _mask_specials(lprobs: Tensor, vocab: Vocab, at_max: Tensor) -> Tensor:
+    """Never emit ``<pad>``/``<s>``; rows at their maximum length (``at_max`` (nA*K,)) may only
+    emit ``</s>``. lprobs: (nA*K, V), changed in place and returned."""
+    lprobs[:, vocab.pad_id] = -math.inf
+    lprobs[:, vocab.bos_id] = -math.inf
+    if at_max.any():
+        eos_col = lprobs[:, vocab.eos_id].clone()
+        lprobs[at_max] = -math.inf
+        lprobs[at_max, vocab.eos_id] = eos_col[at_max]
+    return lprobs
 
 
 def _finish(finished, active: Tensor, history: Tensor, top_s: Tensor, top_beam: Tensor,

@@ -23,6 +23,7 @@ from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
 from doctrans.models.build import build_model
 from doctrans.training.checkpoint import config_of, load_checkpoint
+from doctrans.training.trainer import resolve_device
 from doctrans.utils.io import atomic_write_lines, read_lines
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ class TranslateConfig:
     tokenized: bool = False           # write tokenized (not detokenized) output
     prepared: str = ""                # dataset dir with the BPE codes; default: the checkpoint's
     threads: int = 0
+    device: str = "auto"              # auto (cuda when available) | cpu | cuda
     # dropped pronouns (models.md §3.4): complete the input with a DP generator first
     dp_generator: str = ""            # DP generator checkpoint (doctrans train pipelines/dp/...)
     dp_input: str = "dp"              # dp: pronouns inserted; dpp: #DP# at detected positions
@@ -75,6 +77,7 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
     out: list[str] = [""] * len(src)
     scores: list[float] = [0.0] * len(src)
     pad = tgt_vocab.pad_id
+    device = next(model.parameters()).device
     bar = tqdm(total=len(src), unit="sent", disable=not progress, desc="translate")
     groups: dict[int, list[int]] = {}
     for i, v in enumerate(rows):
@@ -90,7 +93,7 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
                 for v, x in enumerate(rows[i]):
                     batch[n * r_var + v, :len(x)] = torch.from_numpy(x)
             w = torch.tensor([wts[i] for i in idx]) if r_var > 1 else None
-            res = beam_search(model, batch, tgt_vocab, beam, lenpen, max_len_ratio, max_len_extra,
+            res = beam_search(model, batch.to(device), tgt_vocab, beam, lenpen, max_len_ratio, max_len_extra,
                               variants=r_var, weights=w)
             for n, i in enumerate(idx):
                 out[i] = tgt_vocab.decode(res.tokens[n])
@@ -113,6 +116,7 @@ class Translator:
         self.src_vocab, self.tgt_vocab = Vocab(ckpt["vocab"]["src"]), Vocab(ckpt["vocab"]["tgt"])
         self.model = build_model(exp.model, len(self.src_vocab), len(self.tgt_vocab))
         self.model.load_state_dict(ckpt["model"])
+        self.model.to(resolve_device(cfg.device))
         self.model.eval()
         prepared = cfg.prepared or ckpt["prepared"]
         src_lang, tgt_lang = exp.data.src_suffix.split(".")[-1], exp.data.tgt_suffix.split(".")[-1]

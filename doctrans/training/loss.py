@@ -1,7 +1,10 @@
-"""Label-smoothed cross-entropy (Szegedy et al. 2016; Vaswani et al. 2017 §5.4).
+"""Label-smoothed cross-entropy (Szegedy et al. 2016; Vaswani et al. 2017 §5.4) over the model
+contract (``models.interface``): ``forward_loss(model, batch)`` is the one forward pass that
+training, dev evaluation and benchmarks share.
 
-The output projection and softmax are applied only to non-padding target positions, which
-saves the (B·T − n_tokens)·H·V multiply-adds that padding would otherwise cost.
+The output projection and softmax are applied only to non-padding target positions
+(``decode_train(..., select=keep)``), which saves the (B·T − n_tokens)·H·V multiply-adds that
+padding would otherwise cost.
 """
 from __future__ import annotations
 
@@ -19,19 +22,26 @@ class LossOutput:
     n_tokens: int
 
 
-def label_smoothed_xent(model, hidden: Tensor, target: Tensor, pad_id: int, eps: float) -> LossOutput:
-    """hidden: (B, T, H) decoder states; target: (B, T) ids, ``pad_id`` at padding.
+def label_smoothed_xent(logits: Tensor, target: Tensor, eps: float) -> LossOutput:
+    """logits: (N, V) unnormalised scores at N real target tokens; target: (N,) ids.
 
-    loss = (1 − ε)·(−log p(y)) + ε·mean_v(−log p(v)), summed over real tokens (nats).
+    loss = (1 − ε)·(−log p(y)) + ε·mean_v(−log p(v)), summed over the N tokens (nats).
     """
-    keep = target.ne(pad_id)                                   # (B, T) True at real tokens
-    h = hidden[keep]                                           # (N, H)
-    y = target[keep]                                           # (N,)
-    lprobs = F.log_softmax(model.logits(h).float(), dim=-1)    # (N, V)
-    nll = -lprobs.gather(1, y[:, None]).squeeze(1)             # (N,)
+    lprobs = F.log_softmax(logits.float(), dim=-1)             # (N, V)
+    nll = -lprobs.gather(1, target[:, None]).squeeze(1)        # (N,)
     smooth = -lprobs.mean(dim=-1)                              # (N,)
     total = ((1.0 - eps) * nll + eps * smooth).sum()
-    return LossOutput(total=total, terms={"nll_nats": float(nll.detach().sum())}, n_tokens=int(y.numel()))
+    return LossOutput(total=total, terms={"nll_nats": float(nll.detach().sum())}, n_tokens=int(target.numel()))
+
+
+def forward_loss(model, batch, pad_id: int, eps: float) -> LossOutput:
+    """Teacher-forced loss of one batch (``batch.src`` (B, S), ``batch.tgt_in`` / ``batch.tgt_out``
+    (B, T), ``pad_id`` at padding) through the model contract: encode, decode the non-padding
+    target positions, label-smoothed cross-entropy summed over them (nats)."""
+    keep = batch.tgt_out.ne(pad_id)                            # (B, T) True at real tokens
+    enc = model.encode(batch)
+    logits = model.decode_train(enc, batch.tgt_in, select=keep)   # (N, V)
+    return label_smoothed_xent(logits, batch.tgt_out[keep], eps)
 
 
 @torch.no_grad()
@@ -40,9 +50,7 @@ def dev_xent(model, batches, pad_id: int) -> tuple[float, int]:
     model.eval()
     total, n = 0.0, 0
     for batch in batches:
-        memory, keep = model.encode(batch.src)
-        hidden = model.decode_train(memory, keep, batch.tgt_in)
-        out = label_smoothed_xent(model, hidden, batch.tgt_out, pad_id, 0.0)
+        out = forward_loss(model, batch, pad_id, 0.0)
         total += out.terms["nll_nats"]
         n += out.n_tokens
     return total / max(n, 1), n

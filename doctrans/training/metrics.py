@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -25,3 +26,31 @@ class MetricsWriter:
 def read_metrics(path: str | Path) -> list[dict]:
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+class TensorBoardWriter:
+    """TensorBoard event files (``torch.utils.tensorboard``, the fairseq / Joey NMT convention):
+    ``write("dev", rec)`` adds every numeric value of ``rec`` as scalar ``dev/<key>`` at
+    ``rec["step"]``. If the ``tensorboard`` package is missing, logs one warning and writes
+    nothing (metrics.jsonl still has everything)."""
+
+    def __init__(self, log_dir: str | Path):
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as e:                      # tensorboard is an install_requires; be safe
+            logging.getLogger(__name__).warning("no TensorBoard events: %s", e)
+            self.writer = None
+            return
+        self.writer = SummaryWriter(str(log_dir))
+
+    def write(self, kind: str, rec: dict) -> None:
+        if self.writer is None:
+            return
+        for k, v in rec.items():
+            if k not in ("step", "epoch") and isinstance(v, (int, float)) and not isinstance(v, bool):
+                self.writer.add_scalar(f"{kind}/{k}", v, rec["step"])
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()

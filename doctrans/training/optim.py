@@ -1,10 +1,17 @@
-"""Adam with linear warm-up then inverse-square-root decay (Vaswani et al. 2017, eq. 3,
-in fairseq's ``inverse_sqrt`` form: lr(s) = peak·s/w for s ≤ w, peak·sqrt(w/s) after)."""
+"""The optimizer and learning-rate schedules of the training loop.
+
+* ``inverse_sqrt``: linear warm-up then inverse-square-root decay (Vaswani et al. 2017, eq. 3,
+  in fairseq's form: lr(s) = peak·s/w for s ≤ w, peak·sqrt(w/s) after), per update;
+* ``epoch_decay``: constant ``lr`` until ``lr_decay_start`` epochs are done, then × ``lr_decay``
+  per further epoch (OpenNMT's start_decay_steps/decay, counted in epochs) — the DP generators'.
+"""
 from __future__ import annotations
 
 import math
 
 import torch
+
+SCHEDULES = ("inverse_sqrt", "epoch_decay")
 
 
 def inverse_sqrt_lr(step: int, peak: float, warmup: int) -> float:
@@ -15,8 +22,90 @@ def inverse_sqrt_lr(step: int, peak: float, warmup: int) -> float:
     return peak * step / warmup if step <= warmup else peak * math.sqrt(warmup / step)
 
 
+def epoch_decay_lr(epoch: int, peak: float, decay: float, start: int) -> float:
+    """Learning rate of the 0-based ``epoch``: ``peak · decay^max(0, epoch − start + 1)``."""
+    return peak * decay ** max(0, epoch - start + 1)
+
+
+def learning_rate(t, step: int, epoch: int) -> float:
+    """The LR of update ``step`` (1-based) in ``epoch`` (0-based) under ``t.lr_schedule`` (a
+    TrainConfig). Raises ValueError for an unknown schedule or a decay outside (0, 1]."""
+    if t.lr_schedule == "inverse_sqrt":
+        return inverse_sqrt_lr(step, t.lr, t.warmup)
+    if t.lr_schedule == "epoch_decay":
+        if not 0.0 < t.lr_decay <= 1.0:
+            raise ValueError(f"train.lr_decay must be in (0, 1], got {t.lr_decay}")
+        return epoch_decay_lr(epoch, t.lr, t.lr_decay, t.lr_decay_start)
+    raise ValueError(f"train.lr_schedule must be one of {SCHEDULES}, got {t.lr_schedule!r}")
+
+
 def build_optimizer(params, lr: float, betas, eps: float, weight_decay: float) -> torch.optim.Adam:
     """Adam (Kingma & Ba 2015) with PyTorch's fused kernel: on a 2-core CPU the per-tensor
     loop spends ~0.9 s per update on 11M parameters, the fused kernel ~0.13 s (same maths)."""
     return torch.optim.Adam(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                             fused=True)
+
+
+class MixedAdam:
+    """Adam for a module whose embedding tables may have sparse gradients: fused Adam on the
+    dense parameters, ``torch.optim.SparseAdam`` (lazy Adam: moments of a row move only when
+    the row is in the batch) on the sparse tables (``nn.Embedding(sparse=True)``). Updating a
+    50k-row table densely costs more than the rest of a DP-detector step (benchmarks/RESULTS.md).
+    Without sparse tables this is exactly ``build_optimizer`` + ``clip_grad_norm_``.
+
+    ``step(max_norm)`` clips the global gradient norm (dense and sparse together) first;
+    ``max_norm`` ≤ 0 disables clipping."""
+
+    def __init__(self, module: torch.nn.Module, lr: float, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0):
+        self.sparse = [m.weight for m in module.modules() if isinstance(m, torch.nn.Embedding) and m.sparse]
+        ids = {id(p) for p in self.sparse}
+        self.dense = [p for p in module.parameters() if id(p) not in ids]
+        self.opts = [build_optimizer(self.dense, lr, betas, eps, weight_decay)]
+        if self.sparse:
+            self.opts.append(torch.optim.SparseAdam(self.sparse, lr, tuple(betas), eps))
+
+    def set_lr(self, lr: float) -> None:
+        for o in self.opts:
+            for g in o.param_groups:
+                g["lr"] = lr
+
+    def zero_grad(self) -> None:
+        for o in self.opts:
+            o.zero_grad(set_to_none=True)
+
+    def _clip(self, max_norm: float) -> None:
+        if not self.sparse:
+            torch.nn.utils.clip_grad_norm_(self.dense, max_norm)
+            return
+        sq = [p.grad.pow(2).sum() for p in self.dense if p.grad is not None]
+        for p in self.sparse:
+            if p.grad is not None:
+                p.grad = p.grad.coalesce()
+                sq.append(p.grad.values().pow(2).sum())
+        total = torch.stack(sq).sum().sqrt() if sq else torch.tensor(0.0)
+        scale = float(max_norm / (total + 1e-6))
+        if scale < 1.0:
+            for p in self.dense + self.sparse:
+                if p.grad is not None:
+                    p.grad.mul_(scale)
+
+    def step(self, max_norm: float = 0.0) -> None:
+        if max_norm > 0:
+            self._clip(max_norm)
+        for o in self.opts:
+            o.step()
+
+    def state_dict(self) -> list[dict]:
+        return [o.state_dict() for o in self.opts]
+
+    def load_state_dict(self, states: list[dict] | dict) -> None:
+        """Accepts this class' list, or one Adam state dict (checkpoints before MixedAdam).
+        Raises ValueError if the number of parts does not match (sparse_embeddings changed)."""
+        if isinstance(states, dict):
+            states = [states]
+        if len(states) != len(self.opts):
+            raise ValueError(f"optimizer state has {len(states)} parts, expected {len(self.opts)} "
+                             "(sparse_embeddings changed since the checkpoint?)")
+        for o, st in zip(self.opts, states):
+            o.load_state_dict(st)

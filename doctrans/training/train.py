@@ -1,27 +1,29 @@
-"""``doctrans train``: build data, model and optimizer from an ExperimentConfig and fit.
+"""``doctrans train``: an NMT experiment as a ``Task`` of the shared training loop.
 
 The run directory gets ``config.yaml`` (resolved config), ``metrics.jsonl``, ``train.log``,
-``best.pt`` (best dev ``train.metric``) and ``last.pt``. ``resume=True`` continues from
-``last.pt`` with exactly the updates an uninterrupted run would have made (same batches,
-same RNG state, same optimizer moments); it refuses a changed config (see
-``checkpoint.RESUME_MAY_CHANGE``).
+``best.pt`` (best dev ``train.metric``), ``last.pt``, ``tensorboard/`` (event files) and
+``learning_curves.png``. ``resume=True`` continues from ``last.pt`` with exactly the updates an
+uninterrupted run would have made (same batches, same RNG state, same optimizer moments); it
+refuses a changed config (see ``checkpoint.RESUME_MAY_CHANGE``).
 """
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
+import numpy as np
 import torch
 import yaml
 
 from doctrans.config import ExperimentConfig, to_dict
-from doctrans.data.batching import load_parallel, make_batches
+from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches
 from doctrans.data.vocab import Vocab
+from doctrans.evaluation.score import bleu_tok_lc
+from doctrans.inference.translate import decode_corpus
 from doctrans.models.build import build_model
 from doctrans.training.checkpoint import check_resume_compatible, load_checkpoint
-from doctrans.training.optim import build_optimizer
-from doctrans.training.state import TrainState
-from doctrans.training.trainer import Trainer
+from doctrans.training.loss import dev_xent, forward_loss
+from doctrans.training.trainer import StepLoss, Trainer, resolve_device
 from doctrans.utils.io import atomic_write_text, read_lines
 
 log = logging.getLogger(__name__)
@@ -35,26 +37,97 @@ def _vocabs(cfg: ExperimentConfig) -> tuple[Vocab, Vocab]:
             Vocab.from_counts_file(prep / f"vocab.{tgt_lang}.txt", cfg.data.min_freq))
 
 
-def _add_file_log(run_dir: Path) -> None:
+def add_file_log(run_dir: Path) -> None:
+    """Also log the ``doctrans`` loggers to ``run_dir/train.log``."""
     handler = logging.FileHandler(run_dir / "train.log", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.getLogger("doctrans").addHandler(handler)
 
 
+class NMTTask:
+    """Sentence pairs → label-smoothed cross-entropy through the model contract
+    (``training.loss.forward_loss``); dev cross-entropy and dev BLEU (thesis setting, 1 ref)."""
+
+    kind = "nmt"
+
+    def __init__(self, cfg: ExperimentConfig, model: torch.nn.Module, train: ParallelData,
+                 dev: ParallelData | None, dev_refs: list[str] | None, src_vocab: Vocab, tgt_vocab: Vocab,
+                 device: torch.device):
+        self.config, self.t, self.model, self.device = cfg, cfg.train, model, device
+        self.train, self.dev, self.dev_refs = train, dev, dev_refs
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        self.batches = make_batches(train, self.t.max_tokens, self.t.seed)
+        self.dev_batches = make_batches(dev, self.t.max_tokens, 0) if dev is not None else []
+        log.info("%d batches of ≤ %d tokens per epoch", len(self.batches), self.t.max_tokens)
+
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        return epoch_batches(self.batches, self.t.seed, epoch)
+
+    def _to_device(self, batch):
+        if self.device.type != "cpu":
+            for name in ("src", "tgt_in", "tgt_out"):
+                setattr(batch, name, getattr(batch, name).to(self.device, non_blocking=True))
+        return batch
+
+    def collate(self, key: np.ndarray, epoch: int, index: int):
+        return self._to_device(collate(self.train, key, self.tgt_vocab))
+
+    def loss(self, batch) -> StepLoss:
+        out = forward_loss(self.model, batch, self.tgt_vocab.pad_id, self.t.label_smoothing)
+        return StepLoss(out.total, out.terms, out.n_tokens)
+
+    def evaluate(self) -> dict[str, float]:
+        if self.dev is None:
+            return {}
+        batches = (self._to_device(collate(self.dev, idx, self.tgt_vocab)) for idx in self.dev_batches)
+        xent, _ = dev_xent(self.model, batches, self.tgt_vocab.pad_id)
+        rec = {"xent_nats": xent, "ppl": float(np.exp(min(xent, 50)))}
+        if self.t.eval_bleu and self.dev_refs is not None:
+            rec["bleu"] = self._dev_bleu()
+        return rec
+
+    def _dev_bleu(self) -> float:
+        d = self.config.decode
+        n = self.t.eval_max_sentences or len(self.dev)
+        hyps = decode_corpus(self.model, self.dev.src[:n], self.tgt_vocab, self.t.eval_beam,
+                             d.lenpen, d.max_len_ratio, d.max_len_extra, d.batch_sentences)
+        hyps = [h.replace("@@ ", "").removesuffix("@@") for h in hyps]
+        refs = [self.dev_refs[int(i)] for i in self.dev.line[:n]]
+        return bleu_tok_lc(hyps, [refs])
+
+    def checkpoint_extra(self) -> dict:
+        return {"vocab": {"src": list(self.src_vocab.tokens), "tgt": list(self.tgt_vocab.tokens)},
+                "prepared": str(self.config.data.prepared)}
+
+
+def _load_data(cfg: ExperimentConfig, src_vocab: Vocab, tgt_vocab: Vocab):
+    d, prep = cfg.data, Path(cfg.data.prepared)
+    src_dir = Path(d.src_dir) if d.src_dir else prep
+    train, skipped = load_parallel(src_dir / f"{d.train_split}.{d.src_suffix}", prep / f"{d.train_split}.{d.tgt_suffix}",
+                                   src_vocab, tgt_vocab, max_len=d.max_len)
+    log.info("train: %d pairs (%d skipped by max_len %d/empty); vocab src %d tgt %d",
+             len(train), skipped, d.max_len, len(src_vocab), len(tgt_vocab))
+    dev, dev_refs = None, None
+    if (src_dir / f"{d.dev_split}.{d.src_suffix}").is_file():
+        dev, _ = load_parallel(src_dir / f"{d.dev_split}.{d.src_suffix}", prep / f"{d.dev_split}.{d.tgt_suffix}",
+                               src_vocab, tgt_vocab, max_len=0)
+        dev_refs = read_lines(prep / f"{d.dev_split}.tok.{d.tgt_suffix.split('.')[-1]}")
+    return train, dev, dev_refs
+
+
 def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
     """Train; returns the run directory. Raises FileNotFoundError if the prepared data is
-    missing, ValueError on an incompatible resume."""
+    missing, ValueError on an incompatible resume or an invalid train section."""
     prep, run_dir = Path(cfg.data.prepared), Path(cfg.run_dir)
     if not (prep / "meta.json").is_file():
         raise FileNotFoundError(f"no prepared dataset at {prep} (run `doctrans preprocess -o {prep}` first)")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    _add_file_log(run_dir)
     t = cfg.train
     if t.metric == "bleu" and not t.eval_bleu:
         raise ValueError("train.metric is 'bleu' but train.eval_bleu is false: set train.metric=xent_nats "
                          "train.metric_mode=min, or train.eval_bleu=true")
-    if t.autocast not in ("none", "bf16"):
-        raise ValueError(f"train.autocast must be 'none' or 'bf16', got {t.autocast!r}")
+    device = resolve_device(t.device)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    add_file_log(run_dir)
     if t.threads:
         torch.set_num_threads(t.threads)
     torch.manual_seed(t.seed)
@@ -66,34 +139,13 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
     else:
         src_vocab, tgt_vocab = _vocabs(cfg)
     atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
-
-    d = cfg.data
-    src_dir = Path(d.src_dir) if d.src_dir else prep
-    train, skipped = load_parallel(src_dir / f"{d.train_split}.{d.src_suffix}", prep / f"{d.train_split}.{d.tgt_suffix}",
-                                   src_vocab, tgt_vocab, max_len=d.max_len)
-    log.info("train: %d pairs (%d skipped by max_len %d/empty); vocab src %d tgt %d",
-             len(train), skipped, d.max_len, len(src_vocab), len(tgt_vocab))
-    dev, dev_refs = None, None
-    if (src_dir / f"{d.dev_split}.{d.src_suffix}").is_file():
-        dev, _ = load_parallel(src_dir / f"{d.dev_split}.{d.src_suffix}", prep / f"{d.dev_split}.{d.tgt_suffix}",
-                               src_vocab, tgt_vocab, max_len=0)
-        dev_refs = read_lines(prep / f"{d.dev_split}.tok.{d.tgt_suffix.split('.')[-1]}")
-    batches = make_batches(train, t.max_tokens, t.seed)
-    log.info("%d batches of ≤ %d tokens per epoch", len(batches), t.max_tokens)
-
-    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), src_vocab.pad_id)
-    optimizer = build_optimizer(model.parameters(), t.lr, t.adam_betas, t.adam_eps, t.weight_decay)
-    state = TrainState()
+    train, dev, dev_refs = _load_data(cfg, src_vocab, tgt_vocab)
+    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), src_vocab.pad_id).to(device)
+    task = NMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device)
+    trainer = Trainer(task, t, run_dir, device)
     if ckpt is not None:
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        state = TrainState.from_dict(ckpt["state"])
-        state.stop_reason = ""
-        torch.set_rng_state(ckpt["rng"])
-        log.info("resumed from %s at update %d (epoch %d, batch %d)", run_dir / "last.pt",
-                 state.step, state.epoch, state.batch_in_epoch)
-    log.info("model: %s, %.2fM parameters", type(model).__name__,
-             sum(p.numel() for p in model.parameters()) / 1e6)
-    Trainer(cfg, model, optimizer, state, train, batches, dev, dev_refs,
-            src_vocab, tgt_vocab, run_dir).fit()
+        trainer.restore(ckpt)
+    log.info("model: %s (%s), %.2fM parameters, device %s", type(model).__name__, cfg.model.backbone,
+             sum(p.numel() for p in model.parameters()) / 1e6, device)
+    trainer.fit()
     return run_dir

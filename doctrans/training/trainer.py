@@ -1,45 +1,131 @@
-"""The training loop: updates, logging, dev evaluation, checkpoints and stop conditions."""
+"""The one training loop of doctrans: updates, logging, dev evaluation, checkpoints, stop
+conditions, TensorBoard events and the learning-curve picture — for every trainable thing.
+
+What is trained is a ``Task`` (NMT models: ``training/nmt_task.py``; DP generators:
+``dp/train.py``): it owns the model, the data and the dev scoring; the loop owns the
+optimizer, the learning-rate schedule, gradient accumulation and clipping, ``TrainState``,
+``EarlyStopping``, ``MetricsWriter`` and the checkpoints. The loop never names a task or a
+model variant.
+
+Resuming (``Trainer.restore``) continues with exactly the updates an uninterrupted run would
+have made: the batch order of an epoch is a function of (seed, epoch), the position inside it
+is in ``TrainState``, and the optimizer moments and torch RNG state are in the checkpoint.
+"""
 from __future__ import annotations
 
 import logging
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import torch
+from torch import Tensor, nn
 from tqdm import tqdm
 
-from doctrans.config import ExperimentConfig
-from doctrans.data.batching import ParallelData, collate, epoch_batches, make_batches
-from doctrans.data.vocab import Vocab
-from doctrans.evaluation.score import bleu_tok_lc
-from doctrans.inference.translate import decode_corpus
-from doctrans.training.checkpoint import save_checkpoint
+from doctrans import __version__
+from doctrans.config import TrainConfig, to_dict
+from doctrans.training.curves import plot_learning_curves
 from doctrans.training.early_stopping import EarlyStopping
-from doctrans.training.loss import dev_xent, label_smoothed_xent
-from doctrans.training.metrics import MetricsWriter
-from doctrans.training.optim import inverse_sqrt_lr
+from doctrans.training.metrics import MetricsWriter, TensorBoardWriter
+from doctrans.training.optim import MixedAdam, learning_rate
 from doctrans.training.state import TrainState
+from doctrans.utils.io import atomic_torch_save
 
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class StepLoss:
+    """What ``Task.loss`` returns for one batch."""
+
+    total: Tensor                 # scalar: the summed training loss in nats (the loop divides by n_targets)
+    terms: dict[str, float]       # summed loss terms in nats, e.g. {"nll_nats": …}; logged per target
+    n_targets: int                # targets (tokens, labelled positions) the sum runs over
+
+
+class Task(Protocol):
+    """A trainable thing as the loop sees it.
+
+    ``kind`` names the checkpoint type ("nmt", "dp_generator"); ``model`` holds every trained
+    parameter; ``config`` is the resolved experiment config (a dataclass) saved in checkpoints.
+    """
+
+    kind: str
+    model: nn.Module
+    config: Any
+
+    def epoch_batches(self, epoch: int) -> list[Any]:
+        """Batch keys of ``epoch`` in training order, deterministic in (seed, epoch)."""
+        ...
+
+    def collate(self, key: Any, epoch: int, index: int) -> Any:
+        """The batch for ``key`` (the ``index``-th of ``epoch``), on the model's device; it has
+        ``n_targets`` (int), known before the forward pass."""
+        ...
+
+    def loss(self, batch: Any) -> StepLoss:
+        """Forward pass of one batch (training mode is set by the loop)."""
+        ...
+
+    def evaluate(self) -> dict[str, float]:
+        """Dev metrics with units in their keys (``xent_nats``, ``bleu``, ``prediction_f1``…)."""
+        ...
+
+    def checkpoint_extra(self) -> dict:
+        """Tensors and primitive types the checkpoint needs besides model/optimizer/state/config
+        (vocabularies, the dataset dir, a tuned threshold…)."""
+        ...
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` → cuda when available, else cpu; ``cpu``/``cuda`` as given. Raises ValueError
+    for another name or ``cuda`` without a GPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name not in ("cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda, got {name!r}")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device cuda requested but torch sees no GPU (use device: auto or cpu)")
+    return torch.device(name)
+
+
 class Trainer:
-    """Owns model, optimizer, data and state; ``fit()`` trains until a stop condition."""
+    """Owns optimizer, state and run directory; ``fit()`` trains ``task`` until a stop condition."""
 
-    def __init__(self, cfg: ExperimentConfig, model, optimizer, state: TrainState,
-                 train: ParallelData, train_batches, dev: ParallelData | None,
-                 dev_refs: list[str] | None, src_vocab: Vocab, tgt_vocab: Vocab, run_dir: Path):
-        self.cfg, self.t = cfg, cfg.train
-        self.model, self.opt, self.state = model, optimizer, state
-        self.train, self.batches, self.dev, self.dev_refs = train, train_batches, dev, dev_refs
-        self.src_vocab, self.tgt_vocab, self.run_dir = src_vocab, tgt_vocab, run_dir
-        self.metrics = MetricsWriter(run_dir / "metrics.jsonl")
-        self.stopper = EarlyStopping(self.t.metric, self.t.metric_mode, self.t.patience)
-        self._order, self._order_epoch = [], -1
-        self.dev_batches = make_batches(dev, self.t.max_tokens, 0) if dev is not None else []
+    def __init__(self, task: Task, cfg: TrainConfig, run_dir: Path, device: torch.device):
+        if cfg.autocast not in ("none", "bf16"):
+            raise ValueError(f"train.autocast must be 'none' or 'bf16', got {cfg.autocast!r}")
+        self.task, self.t, self.run_dir, self.device = task, cfg, Path(run_dir), device
+        self.opt = MixedAdam(task.model, cfg.lr, cfg.adam_betas, cfg.adam_eps, cfg.weight_decay)
+        self.state = TrainState()
+        self.metrics = MetricsWriter(self.run_dir / "metrics.jsonl")
+        self.board = TensorBoardWriter(self.run_dir / "tensorboard") if cfg.tensorboard else None
+        self.stopper = EarlyStopping(cfg.metric, cfg.metric_mode, cfg.patience)
+        self._order: list = []
+        self._order_epoch = -1
 
-    # -- stop conditions ------------------------------------------------------------------
+    # -- checkpoints ----------------------------------------------------------------------
+    def restore(self, ckpt: dict) -> None:
+        """Continue from a checkpoint written by ``save`` (model, optimizer, state, RNG)."""
+        self.task.model.load_state_dict(ckpt["model"])
+        self.opt.load_state_dict(ckpt["optimizer"])
+        self.state = TrainState.from_dict(ckpt["state"])
+        self.state.stop_reason = ""
+        torch.set_rng_state(ckpt["rng"])
+        log.info("resumed at update %d (epoch %d, batch %d)", self.state.step, self.state.epoch,
+                 self.state.batch_in_epoch)
+
+    def save(self, name: str) -> None:
+        atomic_torch_save({
+            "version": __version__, "kind": self.task.kind,
+            "model": self.task.model.state_dict(), "optimizer": self.opt.state_dict(),
+            "state": self.state.to_dict(), "config": to_dict(self.task.config),
+            "rng": torch.get_rng_state(), **self.task.checkpoint_extra(),
+        }, self.run_dir / name)
+
+    # -- the loop -------------------------------------------------------------------------
     def _stop_reason(self) -> str:
         s, t = self.state, self.t
         if t.max_steps and s.step >= t.max_steps:
@@ -58,7 +144,8 @@ class Trainer:
         self._clock = now
 
     def fit(self) -> TrainState:
-        """Train; evaluate every ``eval_every`` updates and at the end; save best/last.
+        """Train; evaluate every ``eval_every`` updates / ``eval_every_epochs`` epochs and at the
+        end; save best/last; write the learning curves.
 
         ``train.max_time_min`` bounds wall-clock time including evaluations and checkpoints
         (summed over resumed runs); the final evaluation runs after the budget is spent.
@@ -66,8 +153,9 @@ class Trainer:
         self._clock = time.perf_counter()
         bar = tqdm(initial=self.state.step, total=self.t.max_steps or None, unit="upd", desc="train", disable=None)
         window = {"loss": 0.0, "nll": 0.0, "tok": 0, "time": 0.0}
+        evaluated = False
         while not (reason := self._stop_reason()):
-            stats = self._update()
+            stats, epoch_done = self._update()
             self._tick()
             for k in window:
                 window[k] += stats[k]
@@ -76,103 +164,111 @@ class Trainer:
             if self.state.step % self.t.log_every == 0:
                 self._log_train(window)
                 window = dict.fromkeys(window, 0.0)
-            if self.t.eval_every and self.state.step % self.t.eval_every == 0:
-                self._evaluate()
-            if self.t.save_every and self.state.step % self.t.save_every == 0:
-                self._save("last.pt")
+            evaluated = self._periodic(epoch_done)
             self._tick()
         bar.close()
         self.state.stop_reason = reason
         log.info("stopping after %d updates: %s", self.state.step, reason)
-        if not self.t.eval_every or self.state.step % self.t.eval_every:
+        if not evaluated:
             self._evaluate()
-        self._save("last.pt")
+        self.save("last.pt")
+        self._finish_outputs()
         return self.state
 
-    # -- one update -----------------------------------------------------------------------
-    def _next_batch_index(self):
-        if self.state.batch_in_epoch >= len(self.batches):
-            self.state.epoch += 1
-            self.state.batch_in_epoch = 0
-        if self._order_epoch != self.state.epoch:          # shuffle once per epoch, not per update
-            self._order = epoch_batches(self.batches, self.t.seed, self.state.epoch)
-            self._order_epoch = self.state.epoch
-        index = self._order[self.state.batch_in_epoch]
-        self.state.batch_in_epoch += 1
-        return index
+    def _periodic(self, epoch_done: bool) -> bool:
+        """Evaluate / save when an interval ends; True if this update was evaluated."""
+        s, t = self.state, self.t
+        by_epoch = epoch_done and t.eval_every_epochs and s.epoch % t.eval_every_epochs == 0
+        evaluate = bool(t.eval_every and s.step % t.eval_every == 0) or bool(by_epoch)
+        if evaluate:
+            self._evaluate()
+        if (t.save_every and s.step % t.save_every == 0) or \
+                (epoch_done and t.save_every_epochs and s.epoch % t.save_every_epochs == 0):
+            self.save("last.pt")
+        return evaluate
 
-    def _update(self) -> dict:
-        """accum batches → one optimizer step. Loss is the mean over all their target tokens."""
+    def _next_batch(self) -> tuple[Any, bool]:
+        """The next batch of the current epoch; True if it is the epoch's last (the state then
+        moves to the next epoch)."""
+        s = self.state
+        if self._order_epoch != s.epoch:                 # batch order once per epoch, not per update
+            self._order = self.task.epoch_batches(s.epoch)
+            self._order_epoch = s.epoch
+            if not self._order:
+                raise ValueError("no training batches (empty training data?)")
+        batch = self.task.collate(self._order[s.batch_in_epoch], s.epoch, s.batch_in_epoch)
+        s.batch_in_epoch += 1
+        if s.batch_in_epoch >= len(self._order):
+            s.epoch, s.batch_in_epoch = s.epoch + 1, 0
+            return batch, True
+        return batch, False
+
+    def _update(self) -> tuple[dict, bool]:
+        """accum batches → one optimizer step; the loss is the mean over all their targets."""
         t0 = time.perf_counter()
-        self.model.train()
-        batches = [collate(self.train, self._next_batch_index(), self.tgt_vocab) for _ in range(self.t.accum)]
-        n_tok = sum(b.n_tgt_tokens for b in batches)
+        self.task.model.train()
+        lr = learning_rate(self.t, self.state.step + 1, self.state.epoch)    # this update's epoch
+        pairs = [self._next_batch() for _ in range(self.t.accum)]
+        batches, epoch_done = [b for b, _ in pairs], any(d for _, d in pairs)
+        n_tok = sum(b.n_targets for b in batches)
         total, nll = 0.0, 0.0
         for batch in batches:
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.t.autocast == "bf16"):
-                memory, keep = self.model.encode(batch.src)
-                hidden = self.model.decode_train(memory, keep, batch.tgt_in)
-                out = label_smoothed_xent(self.model, hidden, batch.tgt_out, self.tgt_vocab.pad_id,
-                                          self.t.label_smoothing)
-            (out.total / n_tok).backward()
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.t.autocast == "bf16"):
+                out = self.task.loss(batch)
+            (out.total / max(n_tok, 1)).backward()
             total += float(out.total.detach())
-            nll += out.terms["nll_nats"]
-        if self.t.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.t.clip_norm)
+            nll += out.terms.get("nll_nats", float(out.total.detach()))
         self.state.step += 1
-        lr = inverse_sqrt_lr(self.state.step, self.t.lr, self.t.warmup)
-        for group in self.opt.param_groups:
-            group["lr"] = lr
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.set_lr(lr)
+        self.opt.step(self.t.clip_norm)
+        self.opt.zero_grad()
         dt = time.perf_counter() - t0
         self.state.train_time_s += dt
         self.state.tgt_tokens += n_tok
-        return {"loss": total, "nll": nll, "tok": n_tok, "time": dt}
+        self._lr = lr
+        return {"loss": total, "nll": nll, "tok": n_tok, "time": dt}, epoch_done
 
     def _log_train(self, w: dict) -> None:
         tok = max(int(w["tok"]), 1)
         rec = {"step": self.state.step, "epoch": self.state.epoch,
                "loss_nats": w["loss"] / tok, "xent_nats": w["nll"] / tok,
                "ppl": math.exp(min(w["nll"] / tok, 50)), "tok_per_s": w["tok"] / max(w["time"], 1e-9),
-               "lr": inverse_sqrt_lr(self.state.step, self.t.lr, self.t.warmup),
-               "train_time_s": round(self.state.train_time_s, 1)}
+               "lr": self._lr, "train_time_s": round(self.state.train_time_s, 1)}
         self.metrics.write("train", **rec)
+        if self.board:
+            self.board.write("train", rec)
         log.info("step %(step)d ep %(epoch)d | loss %(loss_nats).3f ppl %(ppl).1f | "
                  "%(tok_per_s).0f tgt tok/s | lr %(lr).2e | %(train_time_s).0f s", rec)
 
-    # -- evaluation and checkpoints ------------------------------------------------------
+    # -- evaluation ------------------------------------------------------------------------
     def _evaluate(self) -> None:
-        if self.dev is None:
-            return
         t0 = time.perf_counter()
-        batches = (collate(self.dev, idx, self.tgt_vocab) for idx in self.dev_batches)
-        xent, _ = dev_xent(self.model, batches, self.tgt_vocab.pad_id)
-        rec = {"step": self.state.step, "xent_nats": xent, "ppl": math.exp(min(xent, 50))}
-        if self.t.eval_bleu and self.dev_refs is not None:
-            rec["bleu"] = self._dev_bleu()
-        rec["eval_s"] = round(time.perf_counter() - t0, 1)
+        rec = self.task.evaluate()
+        if not rec:
+            return
+        rec = {"step": self.state.step, "epoch": self.state.epoch, **rec,
+               "eval_s": round(time.perf_counter() - t0, 1)}
         value = rec.get(self.t.metric)
         if value is None:
             raise ValueError(f"train.metric {self.t.metric!r} is not computed (have: {sorted(rec)})")
         is_best = self.stopper.update(self.state, value)
         rec["best"] = is_best
         self.metrics.write("dev", **rec)
-        log.info("dev step %d | xent %.3f ppl %.1f | bleu %s | %s", self.state.step, xent, rec["ppl"],
-                 f"{rec['bleu']:.2f}" if "bleu" in rec else "-", "new best" if is_best else
-                 f"best {self.state.best_metric:.3f} @ {self.state.best_step}")
+        if self.board:
+            self.board.write("dev", rec)
+        shown = " | ".join(f"{k} {v:.4g}" for k, v in rec.items()
+                           if isinstance(v, float) and k not in ("eval_s",))
+        log.info("dev step %d | %s | %s", self.state.step, shown, "new best" if is_best else
+                 f"best {self.state.best_metric:.4g} @ {self.state.best_step}")
         if is_best:
-            self._save("best.pt")
+            self.save("best.pt")
 
-    def _dev_bleu(self) -> float:
-        n = self.t.eval_max_sentences or len(self.dev)
-        hyps = decode_corpus(self.model, self.dev.src[:n], self.tgt_vocab, self.t.eval_beam,
-                             self.cfg.decode.lenpen, self.cfg.decode.max_len_ratio,
-                             self.cfg.decode.max_len_extra, self.cfg.decode.batch_sentences)
-        hyps = [h.replace("@@ ", "").removesuffix("@@") for h in hyps]
-        refs = [self.dev_refs[int(i)] for i in self.dev.line[:n]]
-        return bleu_tok_lc(hyps, [refs])
-
-    def _save(self, name: str) -> None:
-        save_checkpoint(self.run_dir / name, self.model, self.opt, self.state, self.cfg,
-                        self.src_vocab.tokens, self.tgt_vocab.tokens)
+    def _finish_outputs(self) -> None:
+        if self.board:
+            self.board.close()
+        if self.t.plot:
+            try:
+                plot_learning_curves(self.run_dir / "metrics.jsonl", self.run_dir / "learning_curves.png",
+                                     self.t.metric)
+            except (OSError, ValueError) as e:          # a picture must never fail a finished run
+                log.warning("learning-curve plot not written: %s", e)

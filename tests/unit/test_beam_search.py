@@ -11,6 +11,7 @@ from conftest import backbones, tiny_backbone
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
 from doctrans.models.build import build_model
+from doctrans.models.interface import SearchBatch
 from doctrans.training.early_stopping import EarlyStopping
 from doctrans.training.state import TrainState
 
@@ -27,11 +28,10 @@ def model(backbone: str, seed: int = 0) -> nn.Module:
 
 def greedy_reference(m: nn.Module, src: torch.Tensor, max_len: int) -> list[int]:
     """Re-run the whole prefix every step (no cache): the slow, obviously-correct greedy decoder."""
-    memory, keep = m.encode(src)
+    enc = m.encode(SearchBatch(src))
     ys = [VOCAB.bos_id]
     for _ in range(max_len):
-        h = m.decode_train(memory, keep, torch.tensor([ys]))
-        lp = torch.log_softmax(m.logits(h[0, -1]), -1)
+        lp = torch.log_softmax(m.decode_train(enc, torch.tensor([ys]))[0, -1], -1)
         lp[VOCAB.pad_id] = lp[VOCAB.bos_id] = -float("inf")
         nxt = int(lp.argmax())
         if nxt == VOCAB.eos_id:
@@ -89,11 +89,11 @@ def test_early_stopping_patience_and_modes():
 
 def _mixture_reference(m: nn.Module, variants: list[torch.Tensor], weights: list[float], max_len: int) -> list[int]:
     """Greedy over log Σ_r w_r p(y | x_r), re-running every prefix (no cache)."""
-    enc = [m.encode(v) for v in variants]
+    encs = [m.encode(SearchBatch(v)) for v in variants]
     ys = [VOCAB.bos_id]
     for _ in range(max_len):
-        p = sum(w * torch.softmax(m.logits(m.decode_train(mem, keep, torch.tensor([ys]))[0, -1]), -1)
-                for w, (mem, keep) in zip(weights, enc))
+        p = sum(w * torch.softmax(m.decode_train(enc, torch.tensor([ys]))[0, -1], -1)
+                for w, enc in zip(weights, encs))
         lp = p.log()
         lp[VOCAB.pad_id] = lp[VOCAB.bos_id] = -float("inf")
         nxt = int(lp.argmax())

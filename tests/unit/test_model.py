@@ -8,6 +8,7 @@ import torch
 from conftest import backbones, tiny_backbone
 from doctrans.models.backbones.transformer import Transformer, TransformerConfig
 from doctrans.models.build import BACKBONES, build_model
+from doctrans.models.interface import EncoderOutput, SearchBatch, Seq2SeqModel
 
 H = 8
 
@@ -39,11 +40,15 @@ def test_shapes(backbone, overrides):
     m, H = tiny_of(backbone, *overrides)
     src = torch.randint(4, 20, (3, 5))                       # (B, S)
     tgt = torch.randint(4, 17, (3, 7))                       # (B, T)
-    memory, keep = m.encode(src)
-    assert memory.shape == (3, 5, H)
-    hidden = m.decode_train(memory, keep, tgt)
-    assert hidden.shape == (3, 7, H)
-    assert m.logits(hidden).shape == (3, 7, 17)
+    assert isinstance(m, Seq2SeqModel)
+    enc = m.encode(SearchBatch(src))
+    assert enc.states.shape == (3, 5, H) and enc.src_pad_mask.shape == (3, 5)
+    assert m.decode_train(enc, tgt).shape == (3, 7, 17)                    # (B, T, V)
+    select = torch.zeros(3, 7, dtype=torch.bool)
+    select[0, :2] = select[2, 5] = True
+    picked = m.decode_train(enc, tgt, select=select)                     # (N, V)
+    assert picked.shape == (3, 17)
+    assert torch.allclose(picked, m.decode_train(enc, tgt)[select], atol=1e-6)
 
 
 @pytest.mark.parametrize("backbone", backbones())
@@ -51,22 +56,22 @@ def test_padding_does_not_change_real_positions(backbone):
     m, _ = tiny_of(backbone)
     short = torch.tensor([[5, 6, 7, 2]])
     padded = torch.tensor([[5, 6, 7, 2, 0, 0], [5, 6, 7, 8, 9, 2]])
-    mem_a, _ = m.encode(short)
-    mem_b, keep_b = m.encode(padded)
-    assert keep_b is not None and keep_b.shape == (2, 1, 1, 6)
-    assert torch.allclose(mem_a[0], mem_b[0, :4], atol=1e-6)
+    enc_a = m.encode(SearchBatch(short))
+    enc_b = m.encode(SearchBatch(padded))
+    assert enc_b.src_pad_mask.tolist() == [[False] * 4 + [True] * 2, [False] * 6]
+    assert torch.allclose(enc_a.states[0], enc_b.states[0, :4], atol=1e-6)
     tgt = torch.tensor([[1, 4, 5]])
-    h_a = m.decode_train(mem_a, None, tgt)
-    h_b = m.decode_train(mem_b[:1], keep_b[:1], tgt)
-    assert torch.allclose(h_a, h_b, atol=1e-6)
+    h_a = m.decode_train(enc_a, tgt)
+    h_b = m.decode_train(enc_b.select(torch.tensor([0])), tgt)
+    assert torch.allclose(h_a, h_b, atol=1e-5)
 
 
 @pytest.mark.parametrize("backbone", backbones())
 def test_causal_decoder_ignores_future_tokens(backbone):
     m, _ = tiny_of(backbone)
-    memory, keep = m.encode(torch.tensor([[5, 6, 2]]))
-    a = m.decode_train(memory, keep, torch.tensor([[1, 4, 5, 6]]))
-    b = m.decode_train(memory, keep, torch.tensor([[1, 4, 9, 9]]))
+    enc = m.encode(SearchBatch(torch.tensor([[5, 6, 2]])))
+    a = m.decode_train(enc, torch.tensor([[1, 4, 5, 6]]))
+    b = m.decode_train(enc, torch.tensor([[1, 4, 9, 9]]))
     assert torch.allclose(a[:, :2], b[:, :2], atol=1e-6)
     assert not torch.allclose(a[:, 2:], b[:, 2:], atol=1e-4)
 
@@ -77,10 +82,14 @@ def test_incremental_decoding_matches_teacher_forcing(backbone):
     src = torch.tensor([[5, 6, 7, 2, 0], [8, 9, 10, 11, 2]])
     tgt_in = torch.tensor([[1, 4, 5, 6], [1, 7, 8, 9]])
     with torch.no_grad():
-        memory, keep = m.encode(src)
-        full = torch.log_softmax(m.logits(m.decode_train(memory, keep, tgt_in)), -1)   # (B, T, V)
-        state = m.init_state(memory, keep)
-        steps = torch.stack([m.decode_step(tgt_in[:, t], state) for t in range(tgt_in.size(1))], 1)
+        enc = m.encode(SearchBatch(src))
+        full = torch.log_softmax(m.decode_train(enc, tgt_in), -1)             # (B, T, V)
+        state = m.init_state(enc)
+        steps = []
+        for t in range(tgt_in.size(1)):
+            lp, state = m.decode_step(state, tgt_in[:, t])
+            steps.append(lp)
+        steps = torch.stack(steps, 1)
     assert state.step == 4
     assert torch.allclose(full, steps, atol=1e-5)
 
@@ -88,9 +97,9 @@ def test_incremental_decoding_matches_teacher_forcing(backbone):
 def test_transformer_cache_holds_every_step_per_head():
     m = tiny()
     with torch.no_grad():
-        state = m.init_state(*m.encode(torch.tensor([[5, 6, 7, 2, 0], [8, 9, 10, 11, 2]])))
+        state = m.init_state(m.encode(SearchBatch(torch.tensor([[5, 6, 7, 2, 0], [8, 9, 10, 11, 2]]))))
         for t in range(4):
-            m.decode_step(torch.tensor([1, 4 + t]), state)
+            _, state = m.decode_step(state, torch.tensor([1, 4 + t]))
     assert state.layers[0].self_k.shape == (2, 2, 4, H // 2)
 
 
@@ -101,10 +110,21 @@ def test_decoder_embeddings_are_tied():
     assert untied.out_proj.weight.data_ptr() != untied.tgt_embed.weight.data_ptr()
 
 
+def test_encoder_output_select_keeps_rows_aligned():
+    m = tiny()
+    enc = m.encode(SearchBatch(torch.tensor([[5, 6, 2, 0], [7, 8, 9, 2]])))
+    sel = enc.select(torch.tensor([1, 1, 0]))
+    assert isinstance(sel, EncoderOutput)
+    assert torch.equal(sel.states[0], enc.states[1]) and torch.equal(sel.states[2], enc.states[0])
+    assert sel.src_pad_mask.tolist() == [[False] * 4, [False] * 4, [False, False, False, True]]
+
+
 def test_bad_config_is_rejected():
     with pytest.raises(ValueError, match="norm"):
         Transformer(TransformerConfig(d_model=H, heads=2, norm="sandwich"), 10, 10)
     with pytest.raises(ValueError, match="divisible"):
         Transformer(TransformerConfig(d_model=9, heads=2), 10, 10)
+    with pytest.raises(ValueError, match="backbone"):
+        Transformer(TransformerConfig(backbone="rnnsearch", d_model=H, heads=2), 10, 10)
     with pytest.raises(ValueError, match="joint vocabulary"):
         Transformer(TransformerConfig(d_model=H, heads=2, share_all_embeddings=True), 10, 12)

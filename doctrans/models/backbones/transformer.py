@@ -22,11 +22,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from doctrans.layers.masks import attn_keep_mask
+from doctrans.layers.masks import attn_keep_mask, pad_mask
+from doctrans.models.interface import EncoderOutput, SourceBatch
 
 
 @dataclass(frozen=True)
 class TransformerConfig:
+    backbone: str = "transformer"       # the row of models/build.py:BACKBONES
     layers_enc: int = 3
     layers_dec: int = 3
     d_model: int = 256                  # H
@@ -197,17 +199,17 @@ class DecoderLayer(nn.Module):
 
 
 class Transformer(nn.Module):
-    """Sentence-level Transformer NMT model.
+    """Sentence-level Transformer NMT model implementing ``models.interface.Seq2SeqModel``.
 
-    ``encode(src) -> (memory, memory_keep)``; ``decode_train(memory, keep, tgt_in) -> (B,T,H)``
-    hidden states; ``logits(hidden) -> (…, V)``; ``init_state``/``decode_step`` for incremental
-    decoding. ``forward`` is not used, so each caller says which of these it needs.
+    ``forward`` is not used, so each caller says which part of the contract it needs.
     """
 
     def __init__(self, cfg: TransformerConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0):
         super().__init__()
         if cfg.d_model % cfg.heads or cfg.d_model % 2:
             raise ValueError(f"d_model {cfg.d_model} must be even and divisible by heads {cfg.heads}")
+        if cfg.backbone != "transformer":
+            raise ValueError(f"TransformerConfig.backbone must be 'transformer', got {cfg.backbone!r}")
         if cfg.norm not in ("pre", "post"):
             raise ValueError(f"model.norm must be 'pre' or 'post', got {cfg.norm!r}")
         if cfg.share_all_embeddings and src_vocab != tgt_vocab:
@@ -249,36 +251,46 @@ class Transformer(nn.Module):
         x = table(tokens) * self.embed_scale + self.positions[offset:offset + n]
         return self.drop(x)
 
-    def encode(self, src: Tensor) -> tuple[Tensor, Tensor | None]:
-        """src: (B, S) token ids → memory (B, S, H), memory_keep (B,1,1,S) bool or None."""
-        keep = attn_keep_mask(src.eq(self.pad_id))
+    @property
+    def max_target_len(self) -> int:
+        """Target positions the sinusoid table covers (``max_positions``)."""
+        return self.cfg.max_positions
+
+    def encode(self, batch: SourceBatch) -> EncoderOutput:
+        """batch.src: (B, S) token ids → states (B, S, H), src_pad_mask (B, S) True at padding."""
+        src = batch.src
+        pad = pad_mask(src, self.pad_id)
+        keep = attn_keep_mask(pad)
         x = self._embed(self.src_embed, src)
         for layer in self.encoder:
             x = layer(x, keep)
-        return self.enc_norm(x), keep
+        return EncoderOutput(self.enc_norm(x), pad)
 
-    def decode_train(self, memory: Tensor, memory_keep: Tensor | None, tgt_in: Tensor) -> Tensor:
-        """Teacher forcing. tgt_in: (B, T) = <s> y_1 … y_{T-1} → hidden states (B, T, H)."""
+    def _decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+        # tgt_in: (B, T) → decoder output states (B, T, H)
+        keep = attn_keep_mask(enc.src_pad_mask)
         y = self._embed(self.tgt_embed, tgt_in)
         for layer in self.decoder:
-            k, v = layer.cross_attn.project_kv(memory)
-            y = layer(y, k, v, memory_keep)
+            k, v = layer.cross_attn.project_kv(enc.states)
+            y = layer(y, k, v, keep)
         return self.dec_norm(y)
 
-    def logits(self, hidden: Tensor) -> Tensor:
-        """hidden: (…, H) → unnormalised scores (…, V)."""
-        return self.out_proj(hidden)
+    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
+        """Teacher forcing. tgt_in: (B, T) = <s> y_1 … y_{T-1} → logits (B, T, V), or (N, V) at
+        the positions where ``select`` (B, T) is True (the output projection runs only there)."""
+        hidden = self._decode_hidden(enc, tgt_in)
+        return self.out_proj(hidden if select is None else hidden[select])
 
-    def init_state(self, memory: Tensor, memory_keep: Tensor | None) -> DecoderState:
-        """Precompute every layer's cross-attention keys/values once. memory: (B, S, H)."""
+    def init_state(self, enc: EncoderOutput) -> DecoderState:
+        """Precompute every layer's cross-attention keys/values once. enc.states: (B, S, H)."""
         layers = []
         for layer in self.decoder:
-            k, v = layer.cross_attn.project_kv(memory)
+            k, v = layer.cross_attn.project_kv(enc.states)
             layers.append(LayerCache(None, None, k, v))
-        return DecoderState(layers, memory_keep, 0)
+        return DecoderState(layers, attn_keep_mask(enc.src_pad_mask), 0)
 
-    def decode_step(self, prev_tokens: Tensor, state: DecoderState) -> Tensor:
-        """One incremental step. prev_tokens: (B,) last emitted ids → log-probs (B, V).
+    def decode_step(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
+        """One incremental step. prev_tokens: (B,) last emitted ids → (log-probs (B, V), state).
 
         Updates ``state`` in place (appends self-attention keys/values, advances ``step``).
         """
@@ -286,4 +298,4 @@ class Transformer(nn.Module):
         for layer, cache in zip(self.decoder, state.layers):
             y = layer(y, cache.cross_k, cache.cross_v, state.memory_keep, cache=cache)
         state.step += 1
-        return F.log_softmax(self.logits(self.dec_norm(y[:, 0])).float(), dim=-1)
+        return F.log_softmax(self.out_proj(self.dec_norm(y[:, 0])).float(), dim=-1), state

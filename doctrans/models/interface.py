@@ -1,0 +1,91 @@
+"""The model contract: what training, the loss, beam/greedy search and translate may use.
+
+Every backbone (and, later, every context model wrapped around one) provides exactly this;
+nothing outside ``doctrans/models`` reads a model's config, its attention-mask layout or its
+layers. A new backbone is one file in ``models/backbones/`` that satisfies ``Seq2SeqModel``,
+one row in ``models/build.py:BACKBONES`` and ``pipelines/<name>/{tiny,small,base}.yaml``; the
+backbone-parametrized tests then check it.
+
+Shape legend: B batch rows, S source length, T target length, H hidden size, V target vocabulary.
+Tokens are batch-first ``long`` tensors padded with the vocabulary's ``pad_id``; every row
+ends in ``</s>`` (source) or starts with ``<s>`` (target input).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from torch import Tensor
+
+
+@dataclass
+class EncoderOutput:
+    """What ``encode`` returns and ``decode_train``/``init_state`` consume.
+
+    states: (B, S, H) encoder states; src_pad_mask: (B, S) bool, True at padding.
+    ``extra`` holds backbone-specific tensors whose first dimension is B (e.g. an RNN's
+    initial decoder state); ``select`` keeps them aligned with ``states``.
+    """
+
+    states: Tensor
+    src_pad_mask: Tensor
+    extra: dict[str, Tensor] | None = None
+
+    def select(self, index: Tensor) -> "EncoderOutput":
+        """Rows ``index`` (B',) of everything, e.g. to repeat each sentence once per beam."""
+        extra = None if self.extra is None else {k: v.index_select(0, index) for k, v in self.extra.items()}
+        return EncoderOutput(self.states.index_select(0, index), self.src_pad_mask.index_select(0, index), extra)
+
+
+class SourceBatch(Protocol):
+    """Anything with a ``src`` (B, S) tensor: ``data.batching.Batch`` or a search batch."""
+
+    src: Tensor
+
+
+@dataclass
+class SearchBatch:
+    """The source side of a batch to translate. src: (B, S) padded ids."""
+
+    src: Tensor
+
+
+@runtime_checkable
+class DecoderState(Protocol):
+    """The incremental decoder state of B' live hypotheses (keys/values, RNN state, step)."""
+
+    def reorder(self, index: Tensor) -> "DecoderState":
+        """Rows ``index`` (B'',) of the state: beam reordering and dropping finished rows."""
+        ...
+
+
+@runtime_checkable
+class Seq2SeqModel(Protocol):
+    """An encoder–decoder NMT model as the rest of doctrans sees it (an ``nn.Module``)."""
+
+    pad_id: int
+
+    @property
+    def max_target_len(self) -> int:
+        """Longest target (incl. ``</s>``) the model can produce; search forces ``</s>`` there."""
+        ...
+
+    def encode(self, batch: SourceBatch) -> EncoderOutput:
+        """Encode ``batch.src`` (B, S) → EncoderOutput (states (B, S, H), src_pad_mask (B, S)).
+        Raises ``ValueError`` if S exceeds what the model can represent."""
+        ...
+
+    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
+        """Teacher forcing. tgt_in: (B, T) = ``<s> y_1 … y_{T-1}`` → unnormalised logits
+        (B, T, V); with ``select`` (B, T) bool only the selected positions, (N, V) in row-major
+        order (the loss passes the non-padding positions, so padding costs no output layer)."""
+        ...
+
+    def init_state(self, enc: EncoderOutput) -> DecoderState:
+        """Decoder state before the first step for every row of ``enc`` (B rows)."""
+        ...
+
+    def decode_step(self, state: Any, prev_tokens: Tensor) -> tuple[Tensor, Any]:
+        """One incremental step. prev_tokens: (B,) ids emitted last (``<s>`` first) →
+        (log-probabilities (B, V) in float32, the advanced state). May update ``state`` in place."""
+        ...

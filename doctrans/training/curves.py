@@ -1,0 +1,50 @@
+"""The learning-curve picture a run directory gets when training ends (``learning_curves.png``):
+train and dev cross-entropy per update (nats per target), and the dev selection metric."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from doctrans.training.metrics import read_metrics
+
+
+def plot_learning_curves(metrics_path: str | Path, out_path: str | Path, metric: str = "bleu") -> Path:
+    """Read ``metrics.jsonl`` and write the PNG atomically. Left: ``xent_nats`` of the train
+    records and of the dev records against the update; right: the dev ``metric`` (if it is not
+    the cross-entropy). Raises ValueError if the file has no train or dev records."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    recs = read_metrics(metrics_path)
+    train = [r for r in recs if r.get("kind") == "train" and "xent_nats" in r]
+    dev = [r for r in recs if r.get("kind") == "dev"]
+    if not train and not dev:
+        raise ValueError(f"{metrics_path}: no train or dev records to plot")
+    extra = metric != "xent_nats" and any(metric in r for r in dev)
+    fig, axes = plt.subplots(1, 2 if extra else 1, figsize=(10 if extra else 5.5, 3.6), squeeze=False)
+    ax = axes[0][0]
+    if train:
+        ax.plot([r["step"] for r in train], [r["xent_nats"] for r in train], label="train", lw=1)
+    dev_x = [r for r in dev if "xent_nats" in r]
+    if dev_x:
+        ax.plot([r["step"] for r in dev_x], [r["xent_nats"] for r in dev_x], "o-", label="dev", ms=3)
+    ax.set_xlabel("update")
+    ax.set_ylabel("cross-entropy (nats / target)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    if extra:
+        ax2 = axes[0][1]
+        pts = [r for r in dev if metric in r]
+        ax2.plot([r["step"] for r in pts], [r[metric] for r in pts], "o-", color="C2", ms=3)
+        ax2.set_xlabel("update")
+        ax2.set_ylabel(f"dev {metric}")
+        ax2.grid(alpha=0.3)
+    fig.suptitle(Path(metrics_path).parent.name)
+    fig.tight_layout()
+    out_path = Path(out_path)
+    tmp = out_path.with_name(out_path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, out_path)
+    return out_path
