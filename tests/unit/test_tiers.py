@@ -1,7 +1,7 @@
 """The tier markers that tests/conftest.py sets from a test's directory (and ``corpus`` for TVsub)."""
 from __future__ import annotations
 
-from conftest import TIERS, TOY, needs_tvsub
+from conftest import REPO, TIERS, TOY, needs_tvsub
 
 
 def test_a_unit_test_carries_only_the_unit_marker(request):
@@ -33,3 +33,9 @@ def test_toy_corpus_is_complete_and_line_aligned():
         segs = (d / f"{split}.ref.sgm").read_text(encoding="utf-8").count("<seg ")
         n_refs = 3 if split == "test" else 1
         assert set(counts.values()) == {segs // n_refs} and segs % n_refs == 0, counts
+
+
+def test_every_test_module_lives_in_a_tier_directory():
+    """A test file directly under tests/ gets no tier marker: move it into unit/, integration/ or system/."""
+    loose = sorted(p.name for p in (REPO / "tests").glob("test_*.py"))
+    assert loose == [], loose
