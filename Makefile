@@ -131,7 +131,7 @@ $(DPRUNS)/baseline/best.pt: $(PREP)/meta.json
 	$(BIN)/doctrans train pipelines/quickstart.yaml data.prepared=$(PREP) run_dir=$(DPRUNS)/baseline \
 	  --max-time $(BUDGET) train.max_steps=$(DP_STEPS) $(call resume,$(DPRUNS)/baseline)
 results/dp_table.md: $(DPRUNS)/baseline/best.pt $(DPRUNS)/nmt_dp/best.pt $(DPRUNS)/nmt_dpp/best.pt $(DPRUNS)/dp_labeler/best.pt
-	$(BIN)/python -m doctrans.evaluation.dp_table --baseline $(DPRUNS)/baseline/best.pt --dp $(DPRUNS)/nmt_dp/best.pt \
+	$(BIN)/python -m doctrans.dp.table --baseline $(DPRUNS)/baseline/best.pt --dp $(DPRUNS)/nmt_dp/best.pt \
 	  --dpp $(DPRUNS)/nmt_dpp/best.pt --generator $(DPRUNS)/dp_labeler/best.pt --prepared $(PREP) --data $(DATA) \
 	  --beam $(BEAM) --out $@ --work results/dp_table
 

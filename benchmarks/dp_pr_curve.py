@@ -19,10 +19,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from doctrans.data.annotate_corpus import oracle_paths  # noqa: E402
-from doctrans.data.dp_data import load_sentences  # noqa: E402
-from doctrans.evaluation.dp_agreement import dp_agreement_files  # noqa: E402
-from doctrans.training.train_dp import THRESHOLDS, load_generator, oracle_sweep  # noqa: E402
+from doctrans.dp.corpus import oracle_paths  # noqa: E402
+from doctrans.dp.data import load_sentences  # noqa: E402
+from doctrans.dp.agreement import dp_agreement_files  # noqa: E402
+from doctrans.dp.train import THRESHOLDS, load_generator, oracle_sweep  # noqa: E402
 from doctrans.utils.io import atomic_write_text, read_lines  # noqa: E402
 
 

@@ -110,7 +110,8 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
     pseudo_weight=0.25` also trains the labeler's pronoun choice on overt pronouns deleted at random.
     """
     from doctrans.config import load_experiment
-    from doctrans.training import train, train_dp
+    from doctrans.dp import train as train_dp
+    from doctrans.training import train
 
     if train_dp.is_dp_config(config_path):                   # task: dp_generator (pipelines/dp/)
         if max_time is not None:
@@ -252,7 +253,7 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
           --docs data/quickstart/test.docs -o runs/dp_labeler/test --nbest 6
     """
     if generator:
-        from doctrans.inference import dp_generate
+        from doctrans.dp import apply as dp_generate
 
         if not input_:
             raise click.UsageError("--generator needs an INPUT file")
@@ -266,7 +267,7 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
         return
     if not prepared:
         raise click.UsageError("give -p/--prepared (annotate a parallel corpus) or --generator MODEL INPUT")
-    from doctrans.data.annotate_corpus import AnnotateConfig, render_agreement_table, run
+    from doctrans.dp.corpus import AnnotateConfig, render_agreement_table, run
 
     cfg = AnnotateConfig(prepared=prepared, out=out, splits=tuple(s.strip() for s in splits.split(",") if s.strip()),
                          symmetrize=symmetrize, mode=mode, overt_match=overt_match, lm_order=lm_order, lm=lm_path, lm_memory=lm_memory,
@@ -378,7 +379,7 @@ def _score_dp(hyp: str, base: str | None, oracle: str | None, oracle_base: str |
               baseline_base: str | None = None, bootstrap: int = 1000) -> None:
     import json
 
-    from doctrans.evaluation.dp_agreement import dp_agreement_with_bootstrap, render_agreement
+    from doctrans.dp.agreement import dp_agreement_with_bootstrap, render_agreement
     from doctrans.utils.io import atomic_write_text
 
     if not base or not oracle:

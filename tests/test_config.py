@@ -12,7 +12,7 @@ PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
 
 @pytest.mark.parametrize("path", sorted(PIPELINES.rglob("*.yaml")), ids=lambda p: p.name)
 def test_every_pipeline_config_loads(path):
-    from doctrans.training.train_dp import is_dp_config, load_dp_config
+    from doctrans.dp.train import is_dp_config, load_dp_config
 
     if is_dp_config(path):                       # pipelines/dp/: DP generators
         cfg = load_dp_config(path)

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from conftest import REPO
 from doctrans.cli import cli
 from doctrans.config import ConfigError
-from doctrans.data.dp_data import DPSentence, context_of, label_inventory, surface_features
-from doctrans.inference.dp_generate import n_best, one_best, read_nbest
-from doctrans.models.dp_generator import DPLabeler, ElmanDetector, SurfaceMLP
-from doctrans.training.train_dp import (
+from doctrans.dp.data import DPSentence, context_of, label_inventory, surface_features
+from doctrans.dp.apply import n_best, one_best, read_nbest
+from doctrans.dp.models.labeler import DPLabeler, ElmanDetector, SurfaceMLP
+from doctrans.dp.train import (
     DevScorer, DPGenerator, MixedAdam, label_scores, load_dp_config, run)
 
 
@@ -81,7 +81,7 @@ def test_generator_learns_a_synthetic_drop_rule(tmp_path, model, extra):
     dev = [DPSentence(l.split(), None, "d", k) for k, l in
            enumerate((prep / "dev.tok.zh").read_text(encoding="utf-8").splitlines())]
     gold = [l.split() for l in (prep / "dp" / "dev.dplabel").read_text(encoding="utf-8").splitlines()]
-    from doctrans.training.train_dp import decide
+    from doctrans.dp.train import decide
     pred = [decide(p, gen.labels, gen.threshold) for p in gen.distributions(dev)]
     sc = label_scores(pred, gold)
     assert sc["detection"]["f1"] > 0.95 and sc["prediction"]["f1"] > 0.95, sc
@@ -243,7 +243,7 @@ def test_apply_preserves_lines_and_writes_parsable_nbest(tmp_path):
 
 
 def test_ensemble_averages_member_distributions(tmp_path):
-    from doctrans.training.train_dp import DPEnsemble, load_generator
+    from doctrans.dp.train import DPEnsemble, load_generator
     prep = _synthetic(tmp_path, 80, 20)
     ckpts = []
     for seed in (1, 2):
@@ -280,7 +280,7 @@ def test_ensemble_averages_member_distributions(tmp_path):
 # ---------------------------------------------------------------- DP-aware translation
 
 def test_translate_with_dp_generator_nbest_and_lattice(tmp_path, reversal_prepared):
-    from doctrans.inference.dp_generate import parse_plf
+    from doctrans.dp.apply import parse_plf
     from doctrans.inference.translate import TranslateConfig, run as translate_run
     from doctrans.config import load_experiment
     from doctrans.training import train as nmt_train
@@ -316,7 +316,7 @@ def test_translate_with_dp_generator_nbest_and_lattice(tmp_path, reversal_prepar
 
 
 def test_mixture_weights_sum_to_one_and_plf_round_trips():
-    from doctrans.inference.dp_generate import parse_plf, plf_line
+    from doctrans.dp.apply import parse_plf, plf_line
     from doctrans.inference.translate import mixture_weights
 
     for scores in ([0.375, 0.375, 0.125], [0.9], [0.0, 0.0]):
@@ -340,7 +340,7 @@ def test_mixture_weights_sum_to_one_and_plf_round_trips():
 # ---------------------------------------------------------------- pseudo-DPs from overt pronouns
 
 def test_pseudo_dp_deletes_an_overt_pronoun_between_unlabelled_positions():
-    from doctrans.data.dp_data import pseudo_dp
+    from doctrans.dp.data import pseudo_dp
     toks, labs = ["你", "来", "了", "我", "去"], ["N", "N", "N", "我们", "N", "N"]
     # 我 (index 3) has a DP before it: only 你 (index 0) qualifies
     for seed in range(5):

@@ -120,8 +120,8 @@ class Translator:
         self.tgt_proc = TextProcessor.from_prepared(prepared, tgt_lang)
         self.protect: frozenset[str] = frozenset()
         if exp.data.bpe_protect_dp:
-            from doctrans.data.annotate_dp import DPP_TOKEN
-            from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
+            from doctrans.dp.annotate import DPP_TOKEN
+            from doctrans.dp.pronouns import CHINESE_PRONOUNS
             self.protect = frozenset(CHINESE_PRONOUNS) | {DPP_TOKEN}
 
     def _to_bpe(self, lines: list[str]) -> list[str]:
@@ -155,10 +155,10 @@ class Translator:
     def _translate_dp(self, lines: list[str], nonempty: list[int], progress: bool) -> list[str]:
         """DP-aware translation (see TranslateConfig dp_*): complete every input with the
         generator, then decode the 1-best, or the N best completions as a mixture / max."""
-        from doctrans.data.dp_data import read_docs
-        from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
-        from doctrans.inference.dp_generate import DPP_TOKEN, complete_lines, plf_line
-        from doctrans.training.train_dp import load_generator
+        from doctrans.dp.data import read_docs
+        from doctrans.dp.pronouns import CHINESE_PRONOUNS
+        from doctrans.dp.apply import DPP_TOKEN, complete_lines, plf_line
+        from doctrans.dp.train import load_generator
 
         c = self.cfg
         if c.dp_combine not in ("mixture", "max", "1best") or c.dp_weights not in ("uniform", "generator") \

@@ -1,6 +1,6 @@
 """``doctrans train pipelines/dp/*.yaml``: train a DP generator on ``annotate-dp`` output.
 
-Two models (``model:`` in the YAML; see ``doctrans.models.dp_generator``):
+Two models (``model:`` in the YAML; see ``doctrans.dp.models.labeler``):
 
 * ``thesis`` — the thesis' two-stage generator (§4.3.2): an Elman-RNN DPP detector over
   windowed embeddings, then an MLP over the Table 4.6 features that picks the pronoun at each
@@ -41,15 +41,15 @@ import yaml
 from tqdm import tqdm
 
 from doctrans.config import ConfigError, load_yaml_tree, merge_trees, from_dict, parse_overrides
-from doctrans.data.annotate_corpus import oracle_paths
-from doctrans.data.annotate_dp import NO_DP_LABEL
-from doctrans.data.dp_data import (
+from doctrans.dp.corpus import oracle_paths
+from doctrans.dp.annotate import NO_DP_LABEL
+from doctrans.dp.data import (
     DPSentence, build_vocab, context_of, encode, label_inventory, load_sentences, n_feature_slots,
     pad, pseudo_dp, surface_features)
 from doctrans.data.vocab import Vocab
-from doctrans.evaluation.dp_agreement import _prf, dp_agreement
-from doctrans.inference.dp_generate import one_best
-from doctrans.models.dp_generator import DPLabeler, ElmanDetector, SurfaceMLP
+from doctrans.dp.agreement import _prf, dp_agreement
+from doctrans.dp.apply import one_best
+from doctrans.dp.models.labeler import DPLabeler, ElmanDetector, SurfaceMLP
 from doctrans.training.optim import build_optimizer
 from doctrans.utils.io import atomic_torch_save, atomic_write_text, read_lines
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from doctrans.data.annotate_dp import NO_DP_LABEL
-from doctrans.data.dp_pronouns import CHINESE_PRONOUNS, chinese_roots, is_chinese_pronoun
+from doctrans.dp.annotate import NO_DP_LABEL
+from doctrans.dp.pronouns import CHINESE_PRONOUNS, chinese_roots, is_chinese_pronoun
 from doctrans.data.vocab import BOS, EOS, SPECIALS, Vocab
 from doctrans.utils.io import read_lines
 

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
+from doctrans.dp.pronouns import CHINESE_PRONOUNS
 from doctrans.utils.io import read_lines
 
 logger = logging.getLogger(__name__)

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from doctrans.data.annotate_dp import DPP_TOKEN
-from doctrans.data.dp_data import DPSentence, read_docs
+from doctrans.dp.annotate import DPP_TOKEN
+from doctrans.dp.data import DPSentence, read_docs
 from doctrans.utils.io import atomic_write_lines, read_lines
 
 logger = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ def run(generator: str | Path | Sequence[str | Path], input_path: str | Path, ou
     for a non-generator checkpoint or a docs file of a different length, ``FileNotFoundError``
     for a missing checkpoint.
     """
-    from doctrans.training.train_dp import load_generator
+    from doctrans.dp.train import load_generator
 
     gen = load_generator(generator)
     tau = gen.threshold if threshold is None else threshold

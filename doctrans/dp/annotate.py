@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from doctrans.data.dp_pronouns import (
+from doctrans.dp.pronouns import (
     TRIGGERS, chinese_roots, is_chinese_pronoun, pronoun_type, roots_compatible, zh_candidates)
 
 logger = logging.getLogger(__name__)
