@@ -12,11 +12,14 @@ PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
 
 @pytest.mark.parametrize("path", sorted(PIPELINES.rglob("*.yaml")), ids=lambda p: p.name)
 def test_every_pipeline_config_loads(path):
-    from doctrans.dp.train import is_dp_config, load_dp_config
+    from doctrans.config import to_dict
+    from doctrans.dp.config import dp_config_from_dict, is_dp_config, load_dp_config
+    from doctrans.dp.models import DP_MODELS
 
     if is_dp_config(path):                       # pipelines/dp/: DP generators
         cfg = load_dp_config(path)
-        assert cfg.model in ("labeler", "thesis") and cfg.epochs > 0
+        assert cfg.model.name in DP_MODELS and cfg.train.max_epochs > 0
+        assert dp_config_from_dict(to_dict(cfg)) == cfg           # the checkpoint round trip
         return
     cfg = load_experiment(path)
     assert cfg.model.d_model % cfg.model.heads == 0

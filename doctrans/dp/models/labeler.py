@@ -1,76 +1,54 @@
-"""Dropped-pronoun (DP) generators: predict, for every position of a Chinese sentence, whether
-and which pronoun was dropped before it (thesis §4.3.2, §6.2.2–6.2.3; models.md §3.3, §2.11).
+"""Our DP generator (model ``labeler``): one softmax over ``N`` + pronouns per position.
 
-Positions: the S source tokens plus a final ``</s>`` (a DP at the end of the sentence is
-labelled on ``</s>``). Label 0 is always ``N`` (no DP); labels 1… are Chinese pronouns.
-
-* ``ElmanDetector`` — the thesis' **DPP detector** (Eqs. 4.1–4.3): windowed embeddings
-  ``x_t = v_{t-k} ⊕ … ⊕ v_{t+k}`` (k = 2, "context window = 5"), an Elman RNN with a sigmoid
-  hidden layer ``h_t = σ(U x_t + V h_{t-1})`` (hidden 200), and a 2-class softmax (NA / DP).
-* ``SurfaceMLP`` — the thesis' **DP surface predictor**: embeddings (100) of the Table 4.6
-  feature slots, concatenated, two ReLU layers of 200, a softmax over the DP vocabulary.
-* ``DPLabeler`` — our stronger generator: the end-to-end labeler of thesis §6.2.2 (one
-  softmax over ``N`` + pronouns per position) with a BiGRU over the sentence and, as in
-  §6.2.3, the previous sentences of the document encoded by the same BiGRU and attended to
-  from every position.
+The end-to-end labeler of thesis §6.2.2 with a BiGRU over the sentence and, as in §6.2.3, the
+previous (``context_sents``) and following (``context_next``) sentences of the document encoded
+by the same BiGRU and attended to from every position (models.md §3.3, §2.11). With
+``pseudo_dp`` > 0 it also learns the pronoun choice from overt pronouns: per epoch, a sentence is
+picked with that probability and one of its overt pronouns (not next to an annotated DP) is
+deleted (``doctrans.dp.data.pseudo_dp``); at the merged position the loss is the cross-entropy of
+P(pronoun | DP) = softmax over the pronoun logits only, weighted by ``pseudo_weight``, so these
+pseudo-DPs never teach *where* pronouns are dropped (our addition, not in the thesis).
 """
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-class ElmanDetector(nn.Module):
-    """DPP detector (thesis Eqs. 4.1–4.3).
-
-    ``forward(tokens)``: tokens (B, T) int64 with ``pad_id`` padding, T = S + 1 (``</s>``
-    included) → logits (B, T, 2) (class 1 = a DP before the token). The window is padded with
-    ``pad_id`` at the sentence edges. The recurrence runs left to right over T steps.
-    ``sparse``: the embedding table gets sparse gradients (train it with a sparse optimiser).
-    """
-
-    def __init__(self, vocab_size: int, emb: int = 200, hidden: int = 200, window: int = 5,
-                 pad_id: int = 0, dropout: float = 0.0, sparse: bool = False):
-        super().__init__()
-        if window % 2 != 1:
-            raise ValueError(f"window must be odd (2k+1), got {window}")
-        self.k, self.pad_id = window // 2, pad_id
-        self.embed = nn.Embedding(vocab_size, emb, padding_idx=pad_id, sparse=sparse)
-        self.U = nn.Linear(window * emb, hidden)
-        self.V = nn.Linear(hidden, hidden, bias=False)
-        self.out = nn.Linear(hidden, 2)
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        B, T = tokens.shape
-        padded = F.pad(tokens, (self.k, self.k), value=self.pad_id)
-        windows = padded.unfold(1, 2 * self.k + 1, 1)               # (B, T, 2k+1)
-        x = self.drop(self.embed(windows).flatten(2))                # (B, T, (2k+1)E)   Eq. 4.1
-        ux = self.U(x)
-        h = ux.new_zeros(B, self.V.in_features)
-        states = []
-        for t in range(T):                                           # Eq. 4.2 (sigmoid Elman)
-            h = torch.sigmoid(ux[:, t] + self.V(h))
-            states.append(h)
-        return self.out(self.drop(torch.stack(states, 1)))          # Eq. 4.3 (softmax in the loss)
+from doctrans.config import ConfigError
+from doctrans.dp.data import DPSentence, context_of, pad, pseudo_dp
+from doctrans.dp.models.base import DPModel
 
 
-class SurfaceMLP(nn.Module):
-    """DP surface predictor: ``forward(features)``, features (N, F) int64 ids of the F slots
-    (``pad_id`` = an empty slot) → logits (N, n_pronouns)."""
+@dataclass(frozen=True)
+class LabelerConfig:
+    """``model:`` section of ``pipelines/dp/labeler.yaml`` (``name: labeler``)."""
 
-    def __init__(self, feat_vocab: int, n_slots: int, n_pronouns: int, emb: int = 100,
-                 hidden: int = 200, pad_id: int = 0, dropout: float = 0.0, sparse: bool = False):
-        super().__init__()
-        self.embed = nn.Embedding(feat_vocab, emb, padding_idx=pad_id, sparse=sparse)
-        self.mlp = nn.Sequential(
-            nn.Dropout(dropout), nn.Linear(n_slots * emb, hidden), nn.ReLU(),
-            nn.Dropout(dropout), nn.Linear(hidden, hidden), nn.ReLU(),
-            nn.Linear(hidden, n_pronouns))
+    name: str = "labeler"
+    emb: int = 192
+    hidden: int = 192
+    layers: int = 1
+    dropout: float = 0.2
+    context_sents: int = 1               # previous sentences of the document (0 = none)
+    context_next: int = 0                # following sentences of the document (after a <s> marker)
+    context_max_tokens: int = 60
+    pseudo_dp: float = 0.0               # per sentence and epoch: P(an overt pronoun is deleted and
+                                         # its surface trained as P(pronoun | DP))
+    pseudo_weight: float = 1.0           # weight of those pronoun-choice terms in the loss
+    sparse_embeddings: bool = True       # sparse embedding gradients + lazy Adam on them
 
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.mlp(self.embed(features).flatten(1))
+    def __post_init__(self):
+        if self.name != "labeler":
+            raise ConfigError(f"LabelerConfig needs model.name: labeler, got {self.name!r}")
+        if not 0.0 <= self.pseudo_dp <= 1.0:
+            raise ConfigError(f"model.pseudo_dp must be in [0, 1], got {self.pseudo_dp}")
+        if self.pseudo_weight < 0:
+            raise ConfigError(f"model.pseudo_weight must be ≥ 0, got {self.pseudo_weight}")
 
 
 class DPLabeler(nn.Module):
@@ -121,3 +99,57 @@ class DPLabeler(nn.Module):
                 a = torch.einsum("btc,bcd->btd", w, c)
             h = torch.cat([h, a], -1)
         return self.out(self.drop(torch.tanh(self.combine(h))))
+
+
+class LabelerModel(DPModel):
+    """``DPModel`` adapter of ``DPLabeler`` (checkpoint module name ``labeler``)."""
+
+    name = "labeler"
+
+    def __init__(self, cfg: LabelerConfig, vocab, labels: list[str], extra: dict | None = None):
+        super().__init__(cfg, vocab, labels, extra)
+        use_context = cfg.context_sents > 0 or cfg.context_next > 0
+        self.network = DPLabeler(len(vocab), len(labels), cfg.emb, cfg.hidden, cfg.layers, cfg.dropout,
+                                 vocab.pad_id, use_context=use_context, sparse=cfg.sparse_embeddings)
+        self.modules = {"labeler": self.network}
+
+    def context(self, sents: Sequence[DPSentence], idx: list[int]) -> torch.Tensor:
+        """(B, C) ids of the document context of each ``sents[k]`` (``context_of``); (B, 0)
+        when the config uses none."""
+        c = self.cfg
+        if c.context_sents <= 0 and c.context_next <= 0:
+            return torch.zeros((len(idx), 0), dtype=torch.long)
+        rows = [[self.vocab.index.get(t, self.vocab.unk_id)
+                 for t in context_of(sents, k, c.context_sents, c.context_max_tokens, c.context_next)]
+                for k in idx]
+        return pad(rows, self.vocab.pad_id, min_len=1)
+
+    def batch_probs(self, sents: Sequence[DPSentence], idx: list[int]) -> list[np.ndarray]:
+        toks = self.tokens([sents[k].tokens for k in idx])
+        probs = torch.softmax(self.network(toks, self.context(sents, idx)), -1).numpy()
+        return [probs[i, :len(sents[k].tokens) + 1] for i, k in enumerate(idx)]
+
+    def batch_loss(self, sents: Sequence[DPSentence], idx: list[int], rng: random.Random
+                   ) -> tuple[torch.Tensor, int]:
+        """Cross-entropy over ``N`` + pronouns at every position, plus ``pseudo_weight`` × the
+        pronoun-choice cross-entropy at each pseudo-DP (which has no detection target there)."""
+        c = self.cfg
+        rows = [(sents[k].tokens, sents[k].labels, None) for k in idx]
+        if c.pseudo_dp:
+            rows = [(pseudo_dp(t, lab, rng) or (t, lab, None)) if rng.random() < c.pseudo_dp
+                    else (t, lab, None) for t, lab, _ in rows]
+        toks = self.tokens([t for t, _, _ in rows])
+        gold_rows = self.gold([lab for _, lab, _ in rows])
+        pseudo = [(r, pos, gold_rows[r][pos]) for r, (_, _, pos) in enumerate(rows) if pos is not None]
+        for r, pos, _ in pseudo:
+            gold_rows[r][pos] = -100          # no detection target at a pseudo DP
+        gold = pad(gold_rows, -100)
+        logits = self.network(toks, self.context(sents, idx))
+        loss = F.cross_entropy(logits.flatten(0, 1), gold.flatten(), ignore_index=-100, reduction="sum")
+        n = int((gold != -100).sum())
+        if pseudo:
+            r_i, p_i, y = (torch.tensor(v) for v in zip(*pseudo))
+            loss = loss + c.pseudo_weight * F.cross_entropy(
+                logits[r_i, p_i, 1:], y - 1, reduction="sum")     # P(pronoun | DP)
+            n += len(pseudo)
+        return loss, n
