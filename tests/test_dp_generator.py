@@ -387,3 +387,17 @@ def test_pseudo_dps_teach_a_pronoun_the_dp_labels_never_show(tmp_path):
         choice[rate] = [gen.labels[int(p[t, 1:].argmax()) + 1] for p, t in zip(probs, (1, 2))]
     assert choice[1.0] == ["你", "你"], choice
     assert choice[0.0] == ["我", "我"], choice
+
+
+def test_old_flat_checkpoint_and_bad_transform_options_are_clear_errors(tmp_path):
+    from doctrans.dp.apply import DPInputVariants
+
+    old = tmp_path / "old.pt"
+    torch.save({"kind": "dp_generator", "cfg": {"model": "labeler", "epochs": 3}, "vocab": [], "labels": [],
+                "model": {}, "threshold": 0.5}, old)
+    with pytest.raises(ValueError, match="old.pt.*old flat config"):
+        DPGenerator.load(old)
+    with pytest.raises(ValueError, match="bad DP options"):
+        DPInputVariants(str(old), dp_input="dpx")
+    assert DPInputVariants(str(old), nbest=3, combine="max").combine == "max"
+    assert DPInputVariants(str(old), dp_input="dpp", nbest=3).combine == "1best"    # one variant per line
