@@ -9,7 +9,7 @@ Stages (each skipped when its output already exists, so an interrupted run resum
    ``{split}.align``.
 2. **LM**: a modified-Kneser-Ney n-gram LM (KenLM ``lmplz``, default order 5) on the Chinese
    side of the training split: ``lm.zh.o{N}.bin``.
-3. **Search** (``annotate_dp.find_dps``) on every sentence pair, in parallel worker processes:
+3. **Search** (``annotate.find_dps``) on every sentence pair, in parallel worker processes:
    ``{split}.dp.zh`` (x̂_DP: pronouns inserted as single tokens), ``{split}.dpp.zh`` (x̂_DPP:
    ``#DP#`` at each insertion), ``{split}.dplabel`` (for each source token and a final
    ``</s>``: the pronoun dropped immediately before it, or ``N``), ``{split}.docs`` (copied:
@@ -17,7 +17,7 @@ Stages (each skipped when its output already exists, so an interrupted run resum
 4. **Report**: ``stats.json``/``stats.md`` (English pronouns, how many dropped, by pronoun and
    by type), and for dev/test of TVsub ``agreement.json`` — position and pronoun P/R/F against
    the hand-annotated oracle (``*.oracle-dp.seg.zh``, thesis Table 4.8), scored by
-   ``evaluation.dp_agreement`` (character offsets, so jieba vs the corpus' segmentation does not
+   ``agreement`` (character offsets, so jieba vs the corpus' segmentation does not
    matter). ``--explain N`` adds ``explain/{split}-{line}.png`` and ``.txt`` for N sampled
    sentences with at least one DP.
 
@@ -57,7 +57,7 @@ class AnnotateConfig:
     out: Path | None = None              # default: PREPARED/dp
     splits: tuple[str, ...] = SPLITS     # those present are annotated; train is required for the LM
     symmetrize: str = "intersect"        # align.SYMMETRIZATIONS
-    mode: str = "strict_unaligned"       # annotate_dp.MODES
+    mode: str = "strict_unaligned"       # annotate.MODES
     link_inserted: bool = True           # link the English pronoun to its DP (anchors later DPs)
     overt_match: bool = True             # find_dps overt_match: unlinked pronoun + overt Chinese one
     lm_order: int = 5
@@ -84,7 +84,7 @@ class AnnotateConfig:
             raise ValueError(f"lm_order must be at least 2, got {self.lm_order}")
 
 
-# --- corpus statistics (counts: annotate_dp.DPStats) --------------------------------------------
+# --- corpus statistics (counts: annotate.DPStats) ----------------------------------------------
 
 
 def render_stats(stats: dict[str, dict]) -> str:
