@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from click.testing import CliRunner
 
 from conftest import REPO
@@ -401,3 +402,20 @@ def test_old_flat_checkpoint_and_bad_transform_options_are_clear_errors(tmp_path
         DPInputVariants(str(old), dp_input="dpx")
     assert DPInputVariants(str(old), nbest=3, combine="max").combine == "max"
     assert DPInputVariants(str(old), dp_input="dpp", nbest=3).combine == "1best"    # one variant per line
+
+
+def test_cli_trains_the_tiny_dp_config_with_dotted_overrides(tmp_path):
+    prep = _synthetic(tmp_path, 40, 10)
+    run_dir = tmp_path / "run"
+    r = CliRunner().invoke(cli, ["train", str(REPO / "pipelines" / "dp" / "tiny.yaml"), f"data.prepared={prep}",
+                                 f"run_dir={run_dir}", "data.min_freq=1", "train.max_epochs=2", "--max-time", "5"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    assert saved["model"]["name"] == "labeler" and saved["train"]["max_time_min"] == 5.0
+    assert saved["train"]["adam_betas"] == [0.9, 0.999] and saved["data"]["prepared"] == str(prep)
+    ck = torch.load(run_dir / "best.pt", weights_only=True)
+    assert ck["kind"] == "dp_generator" and ck["cfg"] == saved
+    assert [json.loads(l)["epoch"] for l in (run_dir / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    r = CliRunner().invoke(cli, ["train", str(REPO / "pipelines" / "dp" / "tiny.yaml"), "epochs=2"])
+    assert r.exit_code != 0 and "'epochs'" in str(r.exception)          # the flat keys are gone

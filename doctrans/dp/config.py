@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from doctrans.config import ConfigError, TrainConfig, from_dict, load_yaml_tree, merge_trees, parse_overrides
-from doctrans.dp.models import DP_MODELS
-from doctrans.dp.models.labeler import LabelerConfig
+from doctrans.dp.models import DEFAULT_MODEL, DP_MODELS
 
 TUNE_ON = ("oracle", "annotated")
 
@@ -74,7 +73,7 @@ class DPGenConfig:
     task: str = "dp_generator"
     run_dir: str = "runs/dp"
     data: DPDataConfig = field(default_factory=DPDataConfig)
-    model: Any = field(default_factory=LabelerConfig)
+    model: Any = field(default_factory=DP_MODELS[DEFAULT_MODEL][0])
     train: TrainConfig = field(default_factory=lambda: TrainConfig(**DP_TRAIN_DEFAULTS))
 
     def __post_init__(self):
@@ -112,7 +111,7 @@ def dp_config_from_dict(tree: dict, source: str = "") -> DPGenConfig:
     model = tree.get("model", {})
     if not isinstance(model, dict):
         raise ConfigError(f"{source}: 'model' must be a mapping, got {model!r}")
-    name = model.get("name", "labeler")
+    name = model.get("name", DEFAULT_MODEL)
     if name not in DP_MODELS:
         raise ConfigError(f"{source}: model.name must be one of {sorted(DP_MODELS)}, got {name!r}")
     train = merge_trees(DP_TRAIN_DEFAULTS, tree.get("train") or {})
