@@ -184,7 +184,7 @@ def setup(cfg: DPGenConfig, resume: bool = False) -> DPRun:
     model = build_model(cfg, vocab, labels, train)
     gen = DPGenerator(cfg, vocab, labels, model)
     opt = MixedAdam(model.network, cfg.train.lr, cfg.train.adam_betas, cfg.train.adam_eps)
-    r = DPRun(cfg, run_dir, train, dev, gen, opt, None)
+    r = DPRun(cfg, run_dir, train, dev, gen, opt, DevScorer(cfg, dev, Path(cfg.data.prepared)))
     if resume and (run_dir / "last.pt").is_file():
         ck = torch.load(run_dir / "last.pt", map_location="cpu", weights_only=True)
         model.load_state_dict(ck["model"])
@@ -193,7 +193,6 @@ def setup(cfg: DPGenConfig, resume: bool = False) -> DPRun:
         logger.info("resumed from %s at epoch %d", run_dir / "last.pt", r.state["epoch"])
     logger.info("DP generator %s: %s train sentences, %s dev, vocab %d, %s parameters", cfg.model.name,
                 f"{len(train):,}", f"{len(dev):,}", len(vocab), f"{model.n_parameters():,}")
-    r.scorer = DevScorer(cfg, dev, Path(cfg.data.prepared))
     r.t_start = time.time()
     return r
 
