@@ -84,10 +84,10 @@ $(PREP_FULL)/dp/meta.json: $(PREP_FULL)/meta.json | install
 	$(BIN)/doctrans annotate-dp -p $(PREP_FULL) --explain 5
 
 dp-generators-full: $(PREP_FULL)/dp/meta.json
-	$(BIN)/doctrans train pipelines/dp/thesis.yaml prepared=$(PREP_FULL) run_dir=$(DPRUNS)/dp_thesis_full \
+	$(BIN)/doctrans train pipelines/dp/thesis.yaml data.prepared=$(PREP_FULL) run_dir=$(DPRUNS)/dp_thesis_full \
 	  $(call resume,$(DPRUNS)/dp_thesis_full)
-	$(BIN)/doctrans train pipelines/dp/labeler.yaml prepared=$(PREP_FULL) run_dir=$(DPRUNS)/dp_labeler_full \
-	  epochs=$(LABELER_FULL_EPOCHS) $(call resume,$(DPRUNS)/dp_labeler_full)
+	$(BIN)/doctrans train pipelines/dp/labeler.yaml data.prepared=$(PREP_FULL) run_dir=$(DPRUNS)/dp_labeler_full \
+	  train.max_epochs=$(LABELER_FULL_EPOCHS) $(call resume,$(DPRUNS)/dp_labeler_full)
 
 # --- DP-aware translation table (pipelines/dp/) ------------------------------------------------
 DPRUNS ?= runs
@@ -97,19 +97,21 @@ resume = $(if $(wildcard $(1)/last.pt),--resume,)
 
 # The ensemble of README / benchmarks/RESULTS.md: a labeler trained 3 epochs, continued one epoch
 # at lr/2 twice (one- and three-sentence context), plus a labeler on --mode misaligned labels.
-# ENS_EXTRA: overrides for every training (e.g. max_train_sentences=2000 for a smoke run).
+# ENS_EXTRA: overrides for every training (e.g. data.max_train_sentences=2000 for a smoke run).
 ENS := $(DPRUNS)/dp_ens
 ENS_EXTRA ?=
-LABELER = $(BIN)/doctrans train pipelines/dp/labeler.yaml prepared=$(PREP_FULL) $(ENS_EXTRA)
+LABELER = $(BIN)/doctrans train pipelines/dp/labeler.yaml data.prepared=$(PREP_FULL) $(ENS_EXTRA)
 $(PREP_FULL)/dp_mis/meta.json: $(PREP_FULL)/dp/meta.json
 	$(BIN)/doctrans annotate-dp -p $(PREP_FULL) -o $(PREP_FULL)/dp_mis --mode misaligned --lm $(PREP_FULL)/dp/lm.zh.o5.bin
 $(ENS)/base/best.pt: $(PREP_FULL)/dp/meta.json
-	$(LABELER) run_dir=$(ENS)/base epochs=3 $(call resume,$(ENS)/base)
+	$(LABELER) run_dir=$(ENS)/base train.max_epochs=3 $(call resume,$(ENS)/base)
 $(ENS)/decay/best.pt $(ENS)/ctx3/best.pt: $(ENS)/%/best.pt: $(ENS)/base/best.pt
 	mkdir -p $(ENS)/$* && [ -f $(ENS)/$*/last.pt ] || cp $(ENS)/base/last.pt $(ENS)/base/best.pt $(ENS)/$*/
-	$(LABELER) run_dir=$(ENS)/$* epochs=4 lr_decay=0.5 lr_decay_start=3 $(if $(filter ctx3,$*),context_sents=3) --resume
+	$(LABELER) run_dir=$(ENS)/$* train.max_epochs=4 train.lr_decay=0.5 train.lr_decay_start=3 \
+	  $(if $(filter ctx3,$*),model.context_sents=3) --resume
 $(ENS)/mis/best.pt: $(PREP_FULL)/dp_mis/meta.json
-	$(LABELER) annotated=$(PREP_FULL)/dp_mis run_dir=$(ENS)/mis epochs=2 lr_decay=0.5 lr_decay_start=1 \
+	$(LABELER) data.annotated=$(PREP_FULL)/dp_mis run_dir=$(ENS)/mis train.max_epochs=2 train.lr_decay=0.5 \
+	  train.lr_decay_start=1 \
 	  $(call resume,$(ENS)/mis)
 dp-ensemble-full: $(ENS)/decay/best.pt $(ENS)/ctx3/best.pt $(ENS)/mis/best.pt
 	$(BIN)/doctrans annotate-dp --generator $(ENS)/mis/best.pt:$(ENS)/decay/best.pt:$(ENS)/ctx3/best.pt \
@@ -121,7 +123,7 @@ dp-ensemble-full: $(ENS)/decay/best.pt $(ENS)/ctx3/best.pt $(ENS)/mis/best.pt
 dp-table: results/dp_table.md
 	@cat results/dp_table.md
 $(DPRUNS)/dp_labeler/best.pt: $(PREP)/dp/meta.json
-	$(BIN)/doctrans train pipelines/dp/labeler.yaml prepared=$(PREP) run_dir=$(DPRUNS)/dp_labeler \
+	$(BIN)/doctrans train pipelines/dp/labeler.yaml data.prepared=$(PREP) run_dir=$(DPRUNS)/dp_labeler \
 	  $(call resume,$(DPRUNS)/dp_labeler)
 $(DPRUNS)/nmt_dp/best.pt: $(PREP)/dp/meta.json
 	$(BIN)/doctrans train pipelines/dp/nmt_dp.yaml data.prepared=$(PREP) data.src_dir=$(PREP)/dp \
@@ -133,7 +135,7 @@ $(DPRUNS)/baseline/best.pt: $(PREP)/meta.json
 	$(BIN)/doctrans train pipelines/quickstart.yaml data.prepared=$(PREP) run_dir=$(DPRUNS)/baseline \
 	  --max-time $(BUDGET) train.max_steps=$(DP_STEPS) $(call resume,$(DPRUNS)/baseline)
 results/dp_table.md: $(DPRUNS)/baseline/best.pt $(DPRUNS)/nmt_dp/best.pt $(DPRUNS)/nmt_dpp/best.pt $(DPRUNS)/dp_labeler/best.pt
-	$(BIN)/python -m doctrans.evaluation.dp_table --baseline $(DPRUNS)/baseline/best.pt --dp $(DPRUNS)/nmt_dp/best.pt \
+	$(BIN)/python -m doctrans.dp.table --baseline $(DPRUNS)/baseline/best.pt --dp $(DPRUNS)/nmt_dp/best.pt \
 	  --dpp $(DPRUNS)/nmt_dpp/best.pt --generator $(DPRUNS)/dp_labeler/best.pt --prepared $(PREP) --data $(DATA) \
 	  --beam $(BEAM) --out $@ --work results/dp_table
 

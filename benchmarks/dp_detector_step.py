@@ -13,8 +13,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from doctrans.models.dp_generator import ElmanDetector
-from doctrans.training.train_dp import MixedAdam
+from doctrans.dp.models.thesis import ElmanDetector
+from doctrans.training.optim import MixedAdam
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 # against TVsub's hand oracle (and the authors' released generator output), with timings.
 # Usage: benchmarks/dp_generator.sh [PREPARED_DIR] [RUNS_PREFIX]   (defaults data/quickstart runs/dp)
 #   PREPARED_DIR/dp must exist (doctrans annotate-dp -p PREPARED_DIR). DATA=TVsub root.
-#   EXTRA: overrides for both trainings; THESIS_EXTRA / LABELER_EXTRA: for one (e.g. epochs=2).
+#   EXTRA: overrides for both trainings; THESIS_EXTRA / LABELER_EXTRA: for one (e.g. train.max_epochs=2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PREP=${1:-data/quickstart}
@@ -13,7 +13,7 @@ DT=${DT:-.venv/bin/python -m doctrans.cli}
 echo "machine: $(nproc) CPUs, $(free -g | awk '/^Mem:/{print $2}') GiB RAM; date $(date -u +%FT%TZ); commit $(git rev-parse --short HEAD)"
 for model in thesis labeler; do
   t0=$(date +%s)
-  /usr/bin/time -f "== $model: peak RSS %M KB" $DT train pipelines/dp/$model.yaml prepared=$PREP run_dir=${RUNS}_$model ${EXTRA:-} $( [ $model = thesis ] && echo ${THESIS_EXTRA:-} || echo ${LABELER_EXTRA:-} ) $( [ -f ${RUNS}_$model/last.pt ] && echo --resume )
+  /usr/bin/time -f "== $model: peak RSS %M KB" $DT train pipelines/dp/$model.yaml data.prepared=$PREP run_dir=${RUNS}_$model ${EXTRA:-} $( [ $model = thesis ] && echo ${THESIS_EXTRA:-} || echo ${LABELER_EXTRA:-} ) $( [ -f ${RUNS}_$model/last.pt ] && echo --resume )
   echo "== $model: training took $(( $(date +%s) - t0 )) s"
   for split in dev test; do
     t0=$(date +%s.%N)

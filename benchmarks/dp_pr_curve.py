@@ -1,7 +1,7 @@
 """Precision/recall of DP generators over the threshold τ, against TVsub's hand oracle.
 
 Every generator has one tuned operating point (τ chosen on dev); this sweeps τ over the
-training grid (``train_dp.THRESHOLDS``, 0.30–0.975) on a split and
+training grid (``doctrans.dp.train.THRESHOLDS``, 0.30–0.975) on a split and
 plots position and pronoun P/R for each generator, with the authors' released generator output
 (``test.auto-dp.seg.zh``, a single point) for reference. Writes OUT.png and OUT.json.
 
@@ -19,10 +19,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from doctrans.data.annotate_corpus import oracle_paths  # noqa: E402
-from doctrans.data.dp_data import load_sentences  # noqa: E402
-from doctrans.evaluation.dp_agreement import dp_agreement_files  # noqa: E402
-from doctrans.training.train_dp import THRESHOLDS, load_generator, oracle_sweep  # noqa: E402
+from doctrans.dp.corpus import oracle_paths  # noqa: E402
+from doctrans.dp.data import load_sentences  # noqa: E402
+from doctrans.dp.agreement import dp_agreement_files  # noqa: E402
+from doctrans.dp.generator import load_generator  # noqa: E402
+from doctrans.dp.train import THRESHOLDS, oracle_sweep  # noqa: E402
 from doctrans.utils.io import atomic_write_text, read_lines  # noqa: E402
 
 

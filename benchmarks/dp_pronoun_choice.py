@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from doctrans.data.dp_data import DPSentence, load_sentences  # noqa: E402
-from doctrans.evaluation.dp_agreement import base_chars, extract_dps, project_offsets  # noqa: E402
-from doctrans.training.train_dp import load_generator  # noqa: E402
+from doctrans.dp.data import DPSentence, load_sentences  # noqa: E402
+from doctrans.dp.agreement import base_chars, extract_dps, project_offsets  # noqa: E402
+from doctrans.dp.generator import load_generator  # noqa: E402
 from doctrans.utils.io import atomic_write_text, read_lines  # noqa: E402
 
 from dp_pr_curve import generator_args, hand_oracle  # noqa: E402  (same folder)

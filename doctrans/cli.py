@@ -102,20 +102,24 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
     `train.lr=5e-4 model.layers_enc=2 run_dir=runs/try1`. Unknown keys are errors.
     The run directory receives config.yaml, metrics.jsonl, train.log, best.pt and last.pt.
     A YAML with `task: dp_generator` (pipelines/dp/) trains a dropped-pronoun generator on
-    `doctrans annotate-dp` output instead (keys: doctrans/training/train_dp.py DPGenConfig);
-    its τ and best epoch are tuned on TVsub's hand-annotated dev DPs (`tune_on=oracle`, default;
-    `tune_on=annotated` uses our annotation of dev), `sparse_embeddings=false` for dense Adam,
-    `context_next=N` adds following sentences to the labeler's context, `lr_decay=0.5
-    lr_decay_start=3` halves the learning rate after every epoch from the 3rd on, `pseudo_dp=0.5
-    pseudo_weight=0.25` also trains the labeler's pronoun choice on overt pronouns deleted at random.
+    `doctrans annotate-dp` output instead (sections data/model/train: doctrans/dp/config.py,
+    model.name picks doctrans/dp/models/*.py); its τ and best epoch are tuned on TVsub's
+    hand-annotated dev DPs (`data.tune_on=oracle`, default; `data.tune_on=annotated` uses our
+    annotation of dev), `model.sparse_embeddings=false` for dense Adam, `model.context_next=N`
+    adds following sentences to the labeler's context, `train.lr_decay=0.5 train.lr_decay_start=3`
+    halves the learning rate after every epoch from the 3rd on, `model.pseudo_dp=0.5
+    model.pseudo_weight=0.25` also trains the labeler's pronoun choice on overt pronouns deleted
+    at random.
     """
     from doctrans.config import load_experiment
-    from doctrans.training import train, train_dp
+    from doctrans.dp import train as dp_train
+    from doctrans.dp.config import is_dp_config, load_dp_config
+    from doctrans.training import train
 
-    if train_dp.is_dp_config(config_path):                   # task: dp_generator (pipelines/dp/)
+    if is_dp_config(config_path):                            # task: dp_generator (pipelines/dp/)
         if max_time is not None:
-            overrides = overrides + (f"max_time_min={max_time}",)
-        run_dir = train_dp.run(train_dp.load_dp_config(config_path, overrides), resume=resume)
+            overrides = overrides + (f"train.max_time_min={max_time}",)
+        run_dir = dp_train.run(load_dp_config(config_path, overrides), resume=resume)
         click.echo(f"run directory: {run_dir}")
         return
     if max_time is not None:
@@ -179,7 +183,7 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
                         dp_docs=dp_docs, write_lattice=write_lattice))
 
 
-# --- annotate-dp (doctrans/data/annotate_corpus.py) -------------------------------------------
+# --- annotate-dp (doctrans/dp/corpus.py, doctrans/dp/apply.py) -------------------------------------------
 
 
 @cli.command("annotate-dp")
@@ -255,13 +259,13 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
           --docs data/quickstart/test.docs -o runs/dp_labeler/test --nbest 6
     """
     if generator:
-        from doctrans.inference import dp_generate
+        from doctrans.dp import apply as dp_apply
 
         if not input_:
             raise click.UsageError("--generator needs an INPUT file")
         try:
-            paths = dp_generate.run(generator, input_, out or input_, docs=docs, nbest=nbest,
-                                    input_format=input_format, threshold=threshold)
+            paths = dp_apply.run(generator, input_, out or input_, docs=docs, nbest=nbest,
+                                 input_format=input_format, threshold=threshold)
         except FileNotFoundError as e:
             raise click.BadParameter(str(e), param_hint="--generator") from None
         for p in paths.values():
@@ -269,7 +273,7 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
         return
     if not prepared:
         raise click.UsageError("give -p/--prepared (annotate a parallel corpus) or --generator MODEL INPUT")
-    from doctrans.data.annotate_corpus import AnnotateConfig, render_agreement_table, run
+    from doctrans.dp.corpus import AnnotateConfig, render_agreement_table, run
 
     cfg = AnnotateConfig(prepared=prepared, out=out, splits=tuple(s.strip() for s in splits.split(",") if s.strip()),
                          symmetrize=symmetrize, mode=mode, overt_match=overt_match, lm_order=lm_order, lm=lm_path, lm_memory=lm_memory,
@@ -381,7 +385,7 @@ def _score_dp(hyp: str, base: str | None, oracle: str | None, oracle_base: str |
               baseline_base: str | None = None, bootstrap: int = 1000) -> None:
     import json
 
-    from doctrans.evaluation.dp_agreement import dp_agreement_with_bootstrap, render_agreement
+    from doctrans.dp.agreement import dp_agreement_with_bootstrap, render_agreement
     from doctrans.utils.io import atomic_write_text
 
     if not base or not oracle:

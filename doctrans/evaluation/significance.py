@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from doctrans.data.dp_pronouns import TRIGGERS
+from doctrans.dp.pronouns import TRIGGERS
 
 
 def sign_test_p(wins: int, losses: int) -> float:

@@ -124,9 +124,8 @@ class Translator:
         self.tgt_proc = TextProcessor.from_prepared(prepared, tgt_lang)
         self.protect: frozenset[str] = frozenset()
         if exp.data.bpe_protect_dp:
-            from doctrans.data.annotate_dp import DPP_TOKEN
-            from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
-            self.protect = frozenset(CHINESE_PRONOUNS) | {DPP_TOKEN}
+            from doctrans.dp.apply import DPInputVariants
+            self.protect = DPInputVariants.PROTECTED
 
     def _to_bpe(self, lines: list[str]) -> list[str]:
         if self.cfg.input_format == "bpe":
@@ -157,70 +156,39 @@ class Translator:
 
 
     def _translate_dp(self, lines: list[str], nonempty: list[int], progress: bool) -> list[str]:
-        """DP-aware translation (see TranslateConfig dp_*): complete every input with the
-        generator, then decode the 1-best, or the N best completions as a mixture / max."""
-        from doctrans.data.dp_data import read_docs
-        from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
-        from doctrans.inference.dp_generate import DPP_TOKEN, complete_lines, plf_line
-        from doctrans.training.train_dp import load_generator
+        """Translation of input variants (see TranslateConfig dp_*): an input transform turns
+        each tokenized line into weighted source variants; they are BPE-encoded (its protected
+        tokens kept whole) and decoded by its combine mode: ``1best`` the first variant,
+        ``mixture`` all in one beam (log Σ w p), ``max`` each alone, the best-scoring kept."""
+        from doctrans.dp.apply import DPInputVariants
 
         c = self.cfg
-        if c.dp_combine not in ("mixture", "max", "1best") or c.dp_weights not in ("uniform", "generator") \
-                or c.dp_input not in ("dp", "dpp") or c.dp_nbest < 1:
-            raise ValueError(f"bad DP options: combine={c.dp_combine!r} weights={c.dp_weights!r} "
-                             f"input={c.dp_input!r} nbest={c.dp_nbest}")
+        transform = getattr(self, "_variants", None) or DPInputVariants(
+            c.dp_generator, c.dp_input, c.dp_nbest, c.dp_combine, c.dp_weights, c.dp_docs, c.write_lattice)
         if c.input_format == "bpe":
             raise ValueError("--dp-generator needs raw or tok input (the generator reads words, not BPE)")
-        gen = self._generator = getattr(self, "_generator", None) or load_generator(c.dp_generator)
+        self._variants = transform
         sub = [lines[i] for i in nonempty]
-        tok = sub if c.input_format == "tok" else self.src_proc.tokenize(sub)
-        docs = read_docs(Path(c.dp_docs) if c.dp_docs else None, len(lines))
-        res = complete_lines(gen, tok, [docs[i] for i in nonempty], max(c.dp_nbest, 1))
-        if c.write_lattice:
-            plf = ["()"] * len(lines)
-            for i, t, r in zip(nonempty, tok, res):
-                plf[i] = plf_line(t.split(), r.slots, r.columns, uniform=c.dp_weights == "uniform")
-            atomic_write_lines(c.write_lattice, plf)
-        protect = frozenset(CHINESE_PRONOUNS) | {DPP_TOKEN}
-
-        def ids(token_lists):
-            return [self.src_vocab.encode(s) for s in
-                    self.src_proc.apply_bpe([" ".join(t) for t in token_lists], protect=protect)]
-
-        if c.dp_input == "dpp" or c.dp_nbest == 1 or c.dp_combine == "1best":
-            src = ids([r.dpp if c.dp_input == "dpp" else r.dp for r in res])
-            return decode_corpus(self.model, src, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
-                                 c.max_len_extra, c.batch_sentences, progress)
-        comps = [r.completions[:c.dp_nbest] for r in res]              # 1..N completions per line
-        weights = [mixture_weights([x.score for x in cs], c.dp_weights) for cs in comps]
-        flat = iter(ids([x.tokens for cs in comps for x in cs]))
-        grouped = [[next(flat) for _ in cs] for cs in comps]
-        if c.dp_combine == "mixture":
-            return decode_corpus(self.model, grouped, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
-                                 c.max_len_extra, c.batch_sentences, progress, weights=weights)
+        tok: list[str | None] = [None] * len(lines)
+        for i, t in zip(nonempty, sub if c.input_format == "tok" else self.src_proc.tokenize(sub)):
+            tok[i] = t
+        per_line = transform(tok)
+        variants = [per_line[i] for i in nonempty]
+        bpe = iter(self.src_proc.apply_bpe([x for vs in variants for x, _ in vs], protect=transform.protect))
+        src = [[self.src_vocab.encode(next(bpe)) for _ in vs] for vs in variants]
+        weights = [[w for _, w in vs] for vs in variants]
+        args = (self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio, c.max_len_extra, c.batch_sentences, progress)
+        if transform.combine == "1best":
+            return decode_corpus(self.model, [s[0] for s in src], *args)
+        if transform.combine == "mixture":
+            return decode_corpus(self.model, src, *args, weights=weights)
         real = [(k, v) for k, w in enumerate(weights) for v, wv in enumerate(w) if wv > 0]
-        hyps, scores = decode_corpus(self.model, [grouped[k][v] for k, v in real], self.tgt_vocab, c.beam,
-                                     c.lenpen, c.max_len_ratio, c.max_len_extra, c.batch_sentences, progress,
-                                     return_scores=True)
+        hyps, scores = decode_corpus(self.model, [src[k][v] for k, v in real], *args, return_scores=True)
         best: dict[int, tuple[float, str]] = {}
         for (k, _), h, s in zip(real, hyps, scores):
             if k not in best or s > best[k][0]:
                 best[k] = (s, h)
-        return [best[k][1] for k in range(len(comps))]
-
-
-def mixture_weights(scores: list[float], mode: str = "uniform") -> list[float]:
-    """Weights of the N-best variants of one sentence, summing to 1: ``uniform`` 1/N (the
-    thesis' confusion networks) or ``generator`` (completion scores renormalised; uniform if
-    they are all 0). Raises ``ValueError`` for an unknown mode or no scores."""
-    if not scores:
-        raise ValueError("no completions")
-    if mode == "uniform":
-        return [1.0 / len(scores)] * len(scores)
-    if mode != "generator":
-        raise ValueError(f"unknown weight mode {mode!r}")
-    z = sum(scores)
-    return [x / z for x in scores] if z > 0 else [1.0 / len(scores)] * len(scores)
+        return [best[k][1] for k in range(len(src))]
 
 
 def _read(path: str) -> list[str]:

@@ -10,11 +10,11 @@ from click.testing import CliRunner
 
 from conftest import TVSUB, needs_tvsub
 from doctrans.cli import cli
-from doctrans.data.align import (
+from doctrans.dp.align import (
     eflomal_align, format_alignment, grow_diag_final_and, symmetrize, symmetrize_lines)
-from doctrans.data.annotate_dp import NO_DP_LABEL, parse_alignment
-from doctrans.data.dp_explain import original_boundaries
-from doctrans.data.ngram_lm import KenLMToolNotFound, find_kenlm_tool
+from doctrans.dp.annotate import NO_DP_LABEL, parse_alignment
+from doctrans.dp.explain import original_boundaries
+from doctrans.dp.ngram_lm import KenLMToolNotFound, find_kenlm_tool
 
 
 def _has_lmplz() -> bool:
@@ -81,7 +81,7 @@ def test_eflomal_learns_a_synthetic_dictionary(tmp_path):
 
 @needs_lmplz
 def test_kenlm_estimates_and_scores(tmp_path):
-    from doctrans.data.ngram_lm import KenLMScorer, estimate_lm
+    from doctrans.dp.ngram_lm import KenLMScorer, estimate_lm
 
     text = tmp_path / "zh.txt"
     text.write_text("我 爱 你\n你 爱 我\n我 不 知道\n他 不 知道\n" * 20, encoding="utf-8")
@@ -102,7 +102,7 @@ def test_missing_kenlm_tool_names_the_fix(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- explain geometry
 
 def test_original_boundaries_undo_earlier_insertions():
-    from doctrans.data.annotate_dp import find_dps
+    from doctrans.dp.annotate import find_dps
     # 给 / give me it: "me" goes to the end (boundary 1); "it" is searched in 给 我 and its
     # gaps 1, 2 both lie at original boundary 1
     res = find_dps(["给"], ["give", "me", "it"], {(0, 0)}, lambda toks: 0.0, link_inserted=False)

@@ -8,16 +8,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from click.testing import CliRunner
 
 from conftest import REPO
 from doctrans.cli import cli
 from doctrans.config import ConfigError
-from doctrans.data.dp_data import DPSentence, context_of, label_inventory, surface_features
-from doctrans.inference.dp_generate import n_best, one_best, read_nbest
-from doctrans.models.dp_generator import DPLabeler, ElmanDetector, SurfaceMLP
-from doctrans.training.train_dp import (
-    DevScorer, DPGenerator, MixedAdam, label_scores, load_dp_config, run)
+from doctrans.dp.apply import n_best, read_nbest
+from doctrans.dp.config import load_dp_config
+from doctrans.dp.data import DPSentence, context_of, label_inventory, surface_features
+from doctrans.dp.generator import DPGenerator, one_best
+from doctrans.dp.models.labeler import DPLabeler
+from doctrans.dp.models.thesis import ElmanDetector, SurfaceMLP
+from doctrans.dp.train import DevScorer, label_scores, run
+from doctrans.training.optim import MixedAdam
 
 
 # ---------------------------------------------------------------- models
@@ -65,23 +69,23 @@ def _synthetic(root: Path, n_train: int = 300, n_dev: int = 60) -> Path:
     return prep
 
 
-@pytest.mark.parametrize("model, extra", [
-    ("labeler", []),
-    ("labeler", ["context_next=1"]),
-    ("thesis", ["det_emb=16", "det_hidden=16", "feat_emb=8", "feat_hidden=16", "surface_epochs=30",
-                "epochs=12", "lr=0.02", "feat_min_freq=1"]),
+@pytest.mark.parametrize("yaml_name, extra", [
+    ("tiny", []),
+    ("tiny", ["model.context_next=1"]),
+    ("tiny_thesis", ["model.det_emb=16", "model.det_hidden=16", "model.feat_emb=8", "model.feat_hidden=16",
+                     "model.surface_epochs=30", "train.max_epochs=12", "train.lr=0.02", "model.feat_min_freq=1"]),
 ])
-def test_generator_learns_a_synthetic_drop_rule(tmp_path, model, extra):
+def test_generator_learns_a_synthetic_drop_rule(tmp_path, yaml_name, extra):
     prep = _synthetic(tmp_path)
-    cfg = load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml",
-                         [f"model={model}", f"prepared={prep}", f"run_dir={tmp_path / 'run'}", "min_freq=1",
-                          "threads=1", *extra])
+    cfg = load_dp_config(REPO / "pipelines" / "dp" / f"{yaml_name}.yaml",
+                         [f"data.prepared={prep}", f"run_dir={tmp_path / 'run'}", "data.min_freq=1",
+                          "train.threads=1", *extra])
     run_dir = run(cfg)
     gen = DPGenerator.load(run_dir / "best.pt")
     dev = [DPSentence(l.split(), None, "d", k) for k, l in
            enumerate((prep / "dev.tok.zh").read_text(encoding="utf-8").splitlines())]
     gold = [l.split() for l in (prep / "dp" / "dev.dplabel").read_text(encoding="utf-8").splitlines()]
-    from doctrans.training.train_dp import decide
+    from doctrans.dp.generator import decide
     pred = [decide(p, gen.labels, gen.threshold) for p in gen.distributions(dev)]
     sc = label_scores(pred, gold)
     assert sc["detection"]["f1"] > 0.95 and sc["prediction"]["f1"] > 0.95, sc
@@ -91,17 +95,17 @@ def test_generator_learns_a_synthetic_drop_rule(tmp_path, model, extra):
 
 def test_resume_continues_from_last_epoch_with_the_decayed_lr(tmp_path):
     prep = _synthetic(tmp_path, 80, 20)
-    args = [f"prepared={prep}", f"run_dir={tmp_path / 'run'}", "min_freq=1", "threads=1",
-            "lr=0.01", "lr_decay=0.5", "lr_decay_start=1"]
-    run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", args + ["epochs=2"]))
+    args = [f"data.prepared={prep}", f"run_dir={tmp_path / 'run'}", "data.min_freq=1", "train.threads=1",
+            "train.lr=0.01", "train.lr_decay=0.5", "train.lr_decay_start=1"]
+    run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", args + ["train.max_epochs=2"]))
     ck = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     assert [g["lr"] for st in ck["optimizer"] for g in st["param_groups"]] == [0.005, 0.005]
-    run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", args + ["epochs=3"]), resume=True)
+    run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", args + ["train.max_epochs=3"]), resume=True)
     recs = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in recs] == [1, 2, 3]
     assert [r["lr"] for r in recs] == [0.01, 0.005, 0.0025]
     with pytest.raises(ConfigError, match="lr_decay"):
-        load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", ["lr_decay=0"])
+        load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", ["train.lr_decay=0"])
 
 
 def test_mixed_adam_sparse_equals_dense_adam_with_clipping():
@@ -156,14 +160,14 @@ def test_dev_scorer_tunes_threshold_against_the_hand_oracle(tmp_path):
         probs.append(p)
     probs[0][0, 0], probs[0][0, labels.index("我")], probs[0][0, labels.index("他")] = 0.6, 0.3, 0.1
     probs[1][1, 0], probs[1][1, labels.index("你")], probs[1][1, labels.index("他")] = 0.8, 0.2, 0.0
-    cfg = load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", [f"prepared={prep}"])
+    cfg = load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", [f"data.prepared={prep}"])
     tau, sc = DevScorer(cfg, dev, prep)(probs, labels)
     assert sc["against"] == "oracle"
     assert 0.6 < tau <= 0.8
     assert sc["detection"]["f1"] == 1.0 and sc["prediction"]["f1"] == 1.0
     # the annotated labels say "no DP anywhere": the same scorer without an oracle prefers no DP
     tau_a, sc_a = DevScorer(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml",
-                                           [f"prepared={prep}", "tune_on=annotated"]), dev, prep)(probs, labels)
+                                           [f"data.prepared={prep}", "data.tune_on=annotated"]), dev, prep)(probs, labels)
     assert sc_a["against"] == "annotated" and tau_a <= 0.6
     # no oracle found → falls back to the annotated labels
     (prep / "meta.json").write_text("{}")
@@ -218,7 +222,7 @@ def test_one_best_and_n_best_ordering_and_scores():
 def test_apply_preserves_lines_and_writes_parsable_nbest(tmp_path):
     prep = _synthetic(tmp_path, 80, 20)
     run_dir = run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml",
-                                 [f"prepared={prep}", f"run_dir={tmp_path / 'run'}", "min_freq=1", "epochs=3"]))
+                                 [f"data.prepared={prep}", f"run_dir={tmp_path / 'run'}", "data.min_freq=1", "train.max_epochs=3"]))
     inp = tmp_path / "in.zh"
     inp.write_text("今天 去 学校\n\n明天 来 吗\n很 好\n", encoding="utf-8")
     docs = tmp_path / "in.docs"
@@ -243,12 +247,12 @@ def test_apply_preserves_lines_and_writes_parsable_nbest(tmp_path):
 
 
 def test_ensemble_averages_member_distributions(tmp_path):
-    from doctrans.training.train_dp import DPEnsemble, load_generator
+    from doctrans.dp.generator import DPEnsemble, load_generator
     prep = _synthetic(tmp_path, 80, 20)
     ckpts = []
     for seed in (1, 2):
         run_dir = run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", [
-            f"prepared={prep}", f"run_dir={tmp_path / f'run{seed}'}", "min_freq=1", "epochs=2", f"seed={seed}"]))
+            f"data.prepared={prep}", f"run_dir={tmp_path / f'run{seed}'}", "data.min_freq=1", "train.max_epochs=2", f"train.seed={seed}"]))
         ckpts.append(str(run_dir / "best.pt"))
     members = [DPGenerator.load(c) for c in ckpts]
     ens = load_generator(":".join(ckpts))
@@ -280,14 +284,14 @@ def test_ensemble_averages_member_distributions(tmp_path):
 # ---------------------------------------------------------------- DP-aware translation
 
 def test_translate_with_dp_generator_nbest_and_lattice(tmp_path, reversal_prepared):
-    from doctrans.inference.dp_generate import parse_plf
+    from doctrans.dp.apply import parse_plf
     from doctrans.inference.translate import TranslateConfig, run as translate_run
     from doctrans.config import load_experiment
     from doctrans.training import train as nmt_train
 
     prep = _synthetic(tmp_path / "syn", 80, 20)
     gen_dir = run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml",
-                                 [f"prepared={prep}", f"run_dir={tmp_path / 'gen'}", "min_freq=1", "epochs=5"]))
+                                 [f"data.prepared={prep}", f"run_dir={tmp_path / 'gen'}", "data.min_freq=1", "train.max_epochs=5"]))
     nmt_dir = nmt_train.run(load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml", [
         f"data.prepared={reversal_prepared}", f"run_dir={tmp_path / 'nmt'}", "train.max_steps=3",
         "train.eval_every=0", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min",
@@ -316,8 +320,7 @@ def test_translate_with_dp_generator_nbest_and_lattice(tmp_path, reversal_prepar
 
 
 def test_mixture_weights_sum_to_one_and_plf_round_trips():
-    from doctrans.inference.dp_generate import parse_plf, plf_line
-    from doctrans.inference.translate import mixture_weights
+    from doctrans.dp.apply import mixture_weights, parse_plf, plf_line
 
     for scores in ([0.375, 0.375, 0.125], [0.9], [0.0, 0.0]):
         for mode in ("uniform", "generator"):
@@ -340,7 +343,7 @@ def test_mixture_weights_sum_to_one_and_plf_round_trips():
 # ---------------------------------------------------------------- pseudo-DPs from overt pronouns
 
 def test_pseudo_dp_deletes_an_overt_pronoun_between_unlabelled_positions():
-    from doctrans.data.dp_data import pseudo_dp
+    from doctrans.dp.data import pseudo_dp
     toks, labs = ["你", "来", "了", "我", "去"], ["N", "N", "N", "我们", "N", "N"]
     # 我 (index 3) has a DP before it: only 你 (index 0) qualifies
     for seed in range(5):
@@ -349,7 +352,9 @@ def test_pseudo_dp_deletes_an_overt_pronoun_between_unlabelled_positions():
         assert len(lab) == len(t) + 1
     assert pseudo_dp(["来", "了"], ["N", "N", "N"], random.Random(0)) is None
     with pytest.raises(ConfigError, match="pseudo_dp"):
-        load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", ["model=thesis", "pseudo_dp=0.5"])
+        load_dp_config(REPO / "pipelines" / "dp" / "tiny_thesis.yaml", ["model.pseudo_dp=0.5"])
+    with pytest.raises(ConfigError, match="pseudo_dp"):
+        load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", ["model.pseudo_dp=1.5"])
 
 
 def test_pseudo_dps_teach_a_pronoun_the_dp_labels_never_show(tmp_path):
@@ -376,10 +381,41 @@ def test_pseudo_dps_teach_a_pronoun_the_dp_labels_never_show(tmp_path):
     choice = {}
     for rate in (0.0, 1.0):
         cfg = load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml",
-                             [f"prepared={prep}", f"run_dir={tmp_path / f'run{rate}'}", "min_freq=1",
-                              "threads=1", "tune_on=annotated", f"pseudo_dp={rate}"])
+                             [f"data.prepared={prep}", f"run_dir={tmp_path / f'run{rate}'}", "data.min_freq=1",
+                              "train.threads=1", "data.tune_on=annotated", f"model.pseudo_dp={rate}"])
         gen = DPGenerator.load(run(cfg) / "best.pt")
         probs = gen.distributions(probe)
         choice[rate] = [gen.labels[int(p[t, 1:].argmax()) + 1] for p, t in zip(probs, (1, 2))]
     assert choice[1.0] == ["你", "你"], choice
     assert choice[0.0] == ["我", "我"], choice
+
+
+def test_old_flat_checkpoint_and_bad_transform_options_are_clear_errors(tmp_path):
+    from doctrans.dp.apply import DPInputVariants
+
+    old = tmp_path / "old.pt"
+    torch.save({"kind": "dp_generator", "cfg": {"model": "labeler", "epochs": 3}, "vocab": [], "labels": [],
+                "model": {}, "threshold": 0.5}, old)
+    with pytest.raises(ValueError, match="old.pt.*old flat config"):
+        DPGenerator.load(old)
+    with pytest.raises(ValueError, match="bad DP options"):
+        DPInputVariants(str(old), dp_input="dpx")
+    assert DPInputVariants(str(old), nbest=3, combine="max").combine == "max"
+    assert DPInputVariants(str(old), dp_input="dpp", nbest=3).combine == "1best"    # one variant per line
+
+
+def test_cli_trains_the_tiny_dp_config_with_dotted_overrides(tmp_path):
+    prep = _synthetic(tmp_path, 40, 10)
+    run_dir = tmp_path / "run"
+    r = CliRunner().invoke(cli, ["train", str(REPO / "pipelines" / "dp" / "tiny.yaml"), f"data.prepared={prep}",
+                                 f"run_dir={run_dir}", "data.min_freq=1", "train.max_epochs=2", "--max-time", "5"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    assert saved["model"]["name"] == "labeler" and saved["train"]["max_time_min"] == 5.0
+    assert saved["train"]["adam_betas"] == [0.9, 0.999] and saved["data"]["prepared"] == str(prep)
+    ck = torch.load(run_dir / "best.pt", weights_only=True)
+    assert ck["kind"] == "dp_generator" and ck["cfg"] == saved
+    assert [json.loads(l)["epoch"] for l in (run_dir / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    r = CliRunner().invoke(cli, ["train", str(REPO / "pipelines" / "dp" / "tiny.yaml"), "epochs=2"])
+    assert r.exit_code != 0 and "'epochs'" in str(r.exception)          # the flat keys are gone

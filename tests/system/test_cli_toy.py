@@ -164,7 +164,7 @@ def test_five_stages_train_translate_score(toy_annotated, tmp_path):
 # After the DP config is sectioned (data.prepared, train.max_epochs, model.name …) only these
 # overrides need their new names.
 def _dp_overrides(prep: Path, run_dir: Path) -> list[str]:
-    return [f"prepared={prep}", f"run_dir={run_dir}"]
+    return [f"data.prepared={prep}", f"run_dir={run_dir}"]
 
 
 @needs_kenlm

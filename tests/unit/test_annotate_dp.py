@@ -6,7 +6,7 @@ import math
 import pytest
 
 from conftest import TVSUB, needs_tvsub
-from doctrans.data.annotate_dp import (
+from doctrans.dp.annotate import (
     DPP_TOKEN,
     NO_DP_LABEL,
     candidate_gaps,
@@ -15,7 +15,7 @@ from doctrans.data.annotate_dp import (
     find_dps,
     parse_alignment,
 )
-from doctrans.data.dp_pronouns import (
+from doctrans.dp.pronouns import (
     chinese_roots,
     roots_compatible,
     CHINESE_PRONOUNS,
@@ -24,7 +24,7 @@ from doctrans.data.dp_pronouns import (
     pronoun_type,
     zh_candidates,
 )
-from doctrans.evaluation.dp_agreement import (
+from doctrans.dp.agreement import (
     base_chars,
     dp_agreement,
     dp_agreement_files,

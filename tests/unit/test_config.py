@@ -12,11 +12,14 @@ PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
 
 @pytest.mark.parametrize("path", sorted(PIPELINES.rglob("*.yaml")), ids=lambda p: p.name)
 def test_every_pipeline_config_loads(path):
-    from doctrans.training.train_dp import is_dp_config, load_dp_config
+    from doctrans.config import to_dict
+    from doctrans.dp.config import dp_config_from_dict, is_dp_config, load_dp_config
+    from doctrans.dp.models import DP_MODELS
 
     if is_dp_config(path):                       # pipelines/dp/: DP generators
         cfg = load_dp_config(path)
-        assert cfg.model in ("labeler", "thesis") and cfg.epochs > 0
+        assert cfg.model.name in DP_MODELS and cfg.train.max_epochs > 0
+        assert dp_config_from_dict(to_dict(cfg)) == cfg           # the checkpoint round trip
         return
     cfg = load_experiment(path)
     assert cfg.model.d_model % cfg.model.heads == 0
@@ -41,3 +44,26 @@ def test_unknown_key_names_key_and_file(tmp_path):
         load_experiment(PIPELINES / "transformer" / "tiny.yaml", ["model.dmodel=3"])
     with pytest.raises(ConfigError, match="key=value"):
         load_experiment(PIPELINES / "transformer" / "tiny.yaml", ["model.d_model"])
+
+
+def test_dp_config_sections_defaults_and_errors(tmp_path):
+    """The sectioned DP config: train defaults of the DP trainer, unknown keys named with their
+    section, model keys of the other model rejected, unsupported train settings rejected."""
+    from doctrans.dp.config import DPGenConfig, load_dp_config
+
+    cfg = load_dp_config(PIPELINES / "dp" / "labeler.yaml")
+    t = cfg.train
+    assert (t.adam_betas, t.adam_eps, t.clip_norm, t.lr_schedule) == ((0.9, 0.999), 1e-8, 1.0, "epoch_decay")
+    assert DPGenConfig().train.adam_betas == (0.9, 0.999) and DPGenConfig().model.name == "labeler"
+    cfg = load_dp_config(PIPELINES / "dp" / "labeler.yaml", ["train.lr=0.1", "train.lr_decay=0.5",
+                                                           "train.lr_decay_start=2"])
+    assert [cfg.lr_at(e) for e in range(4)] == [0.1, 0.1, 0.05, 0.025]      # decay after 2 epochs
+    for bad, key in ((["epochs=3"], "'epochs'"), (["data.epochs=3"], "data.epochs"),
+                     (["model.det_emb=8"], "model.det_emb"), (["model.name=nope"], "model.name"),
+                     (["data.tune_on=test"], "tune_on"), (["train.warmup=10"], "train.warmup"),
+                     (["train.lr_schedule=inverse_sqrt"], "train.lr_schedule"),
+                     (["train.max_epochs=0"], "max_epochs")):
+        with pytest.raises(ConfigError, match=key):
+            load_dp_config(PIPELINES / "dp" / "labeler.yaml", bad)
+    with pytest.raises(ConfigError, match="model.emb"):          # labeler keys are not thesis keys
+        load_dp_config(PIPELINES / "dp" / "labeler.yaml", ["model.name=thesis"])

@@ -28,8 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from doctrans.data.annotate_dp import DPP_TOKEN
-from doctrans.data.dp_data import DPSentence, read_docs
+from doctrans.dp.annotate import DPP_TOKEN
+from doctrans.dp.data import DPSentence, read_docs
+from doctrans.dp.generator import DPEnsemble, DPGenerator, load_generator, one_best
+from doctrans.dp.pronouns import CHINESE_PRONOUNS
 from doctrans.utils.io import atomic_write_lines, read_lines
 
 logger = logging.getLogger(__name__)
@@ -39,22 +41,6 @@ logger = logging.getLogger(__name__)
 class Completion:
     tokens: list[str]
     score: float            # product of slot probabilities
-
-
-def one_best(tokens: Sequence[str], probs: np.ndarray, labels: Sequence[str], threshold: float
-             ) -> tuple[list[str], list[str], list[int]]:
-    """(DP tokens, DPP tokens, slot positions) of the 1-best decision. probs (S + 1, L)."""
-    dp, dpp, slots = [], [], []
-    best = probs[:, 1:].argmax(1) + 1
-    for t in range(len(tokens) + 1):
-        if probs[t, 0] < threshold:
-            dp.append(labels[best[t]])
-            dpp.append(DPP_TOKEN)
-            slots.append(t)
-        if t < len(tokens):
-            dp.append(tokens[t])
-            dpp.append(tokens[t])
-    return dp, dpp, slots
 
 
 def n_best(tokens: Sequence[str], probs: np.ndarray, labels: Sequence[str], slots: Sequence[int],
@@ -120,9 +106,9 @@ def slot_alternatives(probs: np.ndarray, labels: Sequence[str], slots: Sequence[
     return out
 
 
-def complete_lines(gen, lines: Sequence[str], doc_ids: Sequence[str], nbest: int,
+def complete_lines(gen: DPGenerator | DPEnsemble, lines: Sequence[str], doc_ids: Sequence[str], nbest: int,
                    threshold: float | None = None) -> list[LineDPs]:
-    """Run the generator ``gen`` (``train_dp.DPGenerator``) on segmented ``lines``; an empty
+    """Run the generator ``gen`` on segmented ``lines`` (``doc_ids`` one per line); an empty
     line gives empty outputs and one empty completion."""
     tau = gen.threshold if threshold is None else threshold
     sents = [DPSentence(x.split(), None, d, k) for k, (x, d) in enumerate(zip(lines, doc_ids))]
@@ -171,7 +157,7 @@ def run(generator: str | Path | Sequence[str | Path], input_path: str | Path, ou
         docs: str | Path | None = None, nbest: int = 6, input_format: str = "tok",
         threshold: float | None = None) -> dict[str, Path]:
     """Apply ``generator`` (a checkpoint of ``doctrans train pipelines/dp/…``; several, as a
-    sequence or joined by ``:``, are ensembled: ``train_dp.load_generator``) to ``input_path``;
+    sequence or joined by ``:``, are ensembled: ``doctrans.dp.generator.load_generator``) to ``input_path``;
     write ``OUT.dp.zh``, ``OUT.dpp.zh``, ``OUT.nbest`` (see module doc).
 
     ``input_format``: ``tok`` (segmented, as PREPARED/*.tok.zh) or ``raw`` (segmented here with
@@ -179,8 +165,6 @@ def run(generator: str | Path | Sequence[str | Path], input_path: str | Path, ou
     for a non-generator checkpoint or a docs file of a different length, ``FileNotFoundError``
     for a missing checkpoint.
     """
-    from doctrans.training.train_dp import load_generator
-
     gen = load_generator(generator)
     tau = gen.threshold if threshold is None else threshold
     lines = read_lines(input_path)
@@ -221,3 +205,77 @@ def read_nbest(path: str | Path, n_lines: int) -> list[list[tuple[str, float]]]:
             raise ValueError(f"{path}:{no}: line index {k} outside 0..{n_lines - 1}")
         out[k].append((parts[1].strip(), float(parts[2])))
     return out
+
+
+# --- translate --dp-generator: the input transform --------------------------------------------
+
+
+def mixture_weights(scores: list[float], mode: str = "uniform") -> list[float]:
+    """Weights of the N-best variants of one sentence, summing to 1: ``uniform`` 1/N (the
+    thesis' confusion networks) or ``generator`` (completion scores renormalised; uniform if
+    they are all 0). Raises ``ValueError`` for an unknown mode or no scores."""
+    if not scores:
+        raise ValueError("no completions")
+    if mode == "uniform":
+        return [1.0 / len(scores)] * len(scores)
+    if mode != "generator":
+        raise ValueError(f"unknown weight mode {mode!r}")
+    z = sum(scores)
+    return [x / z for x in scores] if z > 0 else [1.0 / len(scores)] * len(scores)
+
+
+class DPInputVariants:
+    """The input transform of ``doctrans translate --dp-generator`` (models.md §3.4; thesis
+    §4.3.3, Tables 5.4/6.2): every tokenized source line becomes its DP-completed variants.
+
+    Options (``TranslateConfig.dp_*``): ``generator`` checkpoint(s) (``load_generator``, loaded
+    on the first call); ``dp_input`` ``dp`` (pronouns inserted) | ``dpp`` (``#DP#`` at detected
+    positions); ``nbest`` N completions per line; ``combine`` ``mixture`` | ``max`` | ``1best``;
+    ``weights`` ``uniform`` | ``generator`` (``mixture_weights``); ``docs`` a ``.docs`` file
+    (``doc<TAB>position`` per line) for the generator's document context; ``write_lattice`` a
+    path for the lines as Moses PLF confusion networks (``plf_line``; ``()`` for skipped lines).
+
+    ``combine`` is the effective decoding mode for the caller: ``1best`` whenever one variant
+    per line is produced (``dpp`` input or N = 1). ``protect`` is the token set BPE must keep
+    whole (``PROTECTED``: the pronouns and ``#DP#``). Raises ``ValueError`` for a bad option.
+    """
+
+    PROTECTED = frozenset(CHINESE_PRONOUNS) | {DPP_TOKEN}
+
+    def __init__(self, generator: str, dp_input: str = "dp", nbest: int = 1, combine: str = "mixture",
+                 weights: str = "uniform", docs: str = "", write_lattice: str = ""):
+        if combine not in ("mixture", "max", "1best") or weights not in ("uniform", "generator") \
+                or dp_input not in ("dp", "dpp") or nbest < 1:
+            raise ValueError(f"bad DP options: combine={combine!r} weights={weights!r} "
+                             f"input={dp_input!r} nbest={nbest}")
+        self.generator, self.dp_input, self.nbest, self.weights = generator, dp_input, nbest, weights
+        self.docs, self.write_lattice, self.protect = docs, write_lattice, self.PROTECTED
+        self.combine = "1best" if dp_input == "dpp" or nbest == 1 else combine
+        self._gen: DPGenerator | DPEnsemble | None = None
+
+    def __call__(self, tok_lines: Sequence[str | None], doc_ids: Sequence[str] | None = None
+                 ) -> list[list[tuple[str, float]]]:
+        """Per line of ``tok_lines`` (segmented Chinese; ``None`` = a line not translated, e.g.
+        empty input, which gets no variants): its variants as (tokenized string, weight), the
+        weights summing to 1; the 1-best first. ``doc_ids`` default: from ``docs``. Raises
+        ``ValueError`` for a docs file of a different length."""
+        if self._gen is None:
+            self._gen = load_generator(self.generator)
+        if doc_ids is None:
+            doc_ids = read_docs(Path(self.docs) if self.docs else None, len(tok_lines))
+        keep = [i for i, t in enumerate(tok_lines) if t is not None]
+        res = complete_lines(self._gen, [tok_lines[i] for i in keep], [doc_ids[i] for i in keep], self.nbest)
+        if self.write_lattice:
+            plf = ["()"] * len(tok_lines)
+            for i, r in zip(keep, res):
+                plf[i] = plf_line(tok_lines[i].split(), r.slots, r.columns, uniform=self.weights == "uniform")
+            atomic_write_lines(self.write_lattice, plf)
+        out: list[list[tuple[str, float]]] = [[] for _ in tok_lines]
+        for i, r in zip(keep, res):
+            if self.combine == "1best":
+                out[i] = [(" ".join(r.dpp if self.dp_input == "dpp" else r.dp), 1.0)]
+            else:
+                comps = r.completions[:self.nbest]                # 1..N completions per line
+                ws = mixture_weights([c.score for c in comps], self.weights)
+                out[i] = [(" ".join(c.tokens), w) for c, w in zip(comps, ws)]
+        return out

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
+from doctrans.dp.pronouns import CHINESE_PRONOUNS
 from doctrans.utils.io import read_lines
 
 logger = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ def project_offsets(src_base: str, dst_base: str) -> list[int]:
     return out
 
 
-def _prf(matched: int, n_sys: int, n_ref: int) -> dict:
+def prf(matched: int, n_sys: int, n_ref: int) -> dict:
     """Precision/recall/F1 (0.0 when a denominator is 0) with the counts behind them."""
     p = matched / n_sys if n_sys else 0.0
     r = matched / n_ref if n_ref else 0.0
@@ -230,7 +230,7 @@ def dp_agreement(base_lines: Sequence[str], sys_lines: Sequence[str],
     if mismatch:
         logger.info("%d of %d base sentences differ between system and oracle; offsets projected", mismatch, n)
     return {"lines": n, "sys_dps": n_sys, "oracle_dps": n_ora,
-            "position": _prf(pos_ok, n_sys, n_ora), "pronoun": _prf(pron_ok, n_sys, n_ora),
+            "position": prf(pos_ok, n_sys, n_ora), "pronoun": prf(pron_ok, n_sys, n_ora),
             "base_mismatch_lines": mismatch, "sys_edit_lines": sys_edit, "oracle_edit_lines": ora_edit,
             "tag_accuracy": {"positions": n_tags, "detection": det_ok / n_tags if n_tags else 0.0,
                              "prediction": pred_ok / n_tags if n_tags else 0.0}}

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from doctrans.data.dp_pronouns import (
+from doctrans.dp.pronouns import (
     TRIGGERS, chinese_roots, is_chinese_pronoun, pronoun_type, roots_compatible, zh_candidates)
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class DPInsertion:
 
     tgt_index: int                      # English pronoun position (0-based)
     english: str                        # English pronoun, lower-cased
-    pronoun_type: str                   # dp_pronouns.pronoun_type(english), e.g. "possessive"
+    pronoun_type: str                   # pronouns.pronoun_type(english), e.g. "possessive"
     pronoun: str                        # Chinese form inserted
     position: int                       # index of the DP in the final dp_tokens
     orig_position: int                  # index of the original source token it precedes (S: </s>)
@@ -214,7 +214,7 @@ def find_dps(
 
     ``overt_match`` [I] (not in the thesis; off = Algorithm 1 as written): an English pronoun
     the alignment left unlinked is *not* a DP if the source still has an unclaimed overt Chinese
-    pronoun of the same Table 4.2 row (``dp_pronouns.roots_compatible``), also inside a longer
+    pronoun of the same Table 4.2 row (``pronouns.roots_compatible``), also inside a longer
     jieba token (我要, 我爱你). Pronouns linked to a token holding a compatible root claim it
     first; the rest claim roots left to right. Sparse intersection alignments often leave
     ``you``/``你`` unlinked, and Algorithm 1 would then insert a second 你.

@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from doctrans.data.annotate_dp import Link, parse_alignment
+from doctrans.dp.annotate import Link, parse_alignment
 
 logger = logging.getLogger(__name__)
 

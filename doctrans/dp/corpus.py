@@ -9,7 +9,7 @@ Stages (each skipped when its output already exists, so an interrupted run resum
    ``{split}.align``.
 2. **LM**: a modified-Kneser-Ney n-gram LM (KenLM ``lmplz``, default order 5) on the Chinese
    side of the training split: ``lm.zh.o{N}.bin``.
-3. **Search** (``annotate_dp.find_dps``) on every sentence pair, in parallel worker processes:
+3. **Search** (``annotate.find_dps``) on every sentence pair, in parallel worker processes:
    ``{split}.dp.zh`` (x̂_DP: pronouns inserted as single tokens), ``{split}.dpp.zh`` (x̂_DPP:
    ``#DP#`` at each insertion), ``{split}.dplabel`` (for each source token and a final
    ``</s>``: the pronoun dropped immediately before it, or ``N``), ``{split}.docs`` (copied:
@@ -17,7 +17,7 @@ Stages (each skipped when its output already exists, so an interrupted run resum
 4. **Report**: ``stats.json``/``stats.md`` (English pronouns, how many dropped, by pronoun and
    by type), and for dev/test of TVsub ``agreement.json`` — position and pronoun P/R/F against
    the hand-annotated oracle (``*.oracle-dp.seg.zh``, thesis Table 4.8), scored by
-   ``evaluation.dp_agreement`` (character offsets, so jieba vs the corpus' segmentation does not
+   ``agreement`` (character offsets, so jieba vs the corpus' segmentation does not
    matter). ``--explain N`` adds ``explain/{split}-{line}.png`` and ``.txt`` for N sampled
    sentences with at least one DP.
 
@@ -39,8 +39,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from doctrans.data import align as align_mod
-from doctrans.data.annotate_dp import (
+from doctrans.dp import align as align_mod
+from doctrans.dp.annotate import (
     DPP_TOKEN, EOS, MODES, DPStats, explain_text, find_dps, parse_alignment)
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
 
@@ -57,7 +57,7 @@ class AnnotateConfig:
     out: Path | None = None              # default: PREPARED/dp
     splits: tuple[str, ...] = SPLITS     # those present are annotated; train is required for the LM
     symmetrize: str = "intersect"        # align.SYMMETRIZATIONS
-    mode: str = "strict_unaligned"       # annotate_dp.MODES
+    mode: str = "strict_unaligned"       # annotate.MODES
     link_inserted: bool = True           # link the English pronoun to its DP (anchors later DPs)
     overt_match: bool = True             # find_dps overt_match: unlinked pronoun + overt Chinese one
     lm_order: int = 5
@@ -84,7 +84,7 @@ class AnnotateConfig:
             raise ValueError(f"lm_order must be at least 2, got {self.lm_order}")
 
 
-# --- corpus statistics (counts: annotate_dp.DPStats) --------------------------------------------
+# --- corpus statistics (counts: annotate.DPStats) ----------------------------------------------
 
 
 def render_stats(stats: dict[str, dict]) -> str:
@@ -111,7 +111,7 @@ _WORKER: dict = {}
 
 
 def _init_worker(lm_path: str, options: dict) -> None:
-    from doctrans.data.ngram_lm import KenLMScorer
+    from doctrans.dp.ngram_lm import KenLMScorer
     _WORKER.update(lm=KenLMScorer(lm_path), options=options)
 
 
@@ -202,7 +202,7 @@ def align_splits(cfg: AnnotateConfig, files: dict[str, tuple[Path, Path]]) -> No
 
 def build_lm(cfg: AnnotateConfig, train_src: Path) -> Path:
     """Stage 2: the Chinese n-gram LM (or ``cfg.lm`` if given)."""
-    from doctrans.data.ngram_lm import estimate_lm
+    from doctrans.dp.ngram_lm import estimate_lm
 
     if cfg.lm is not None:
         return Path(cfg.lm)
@@ -262,7 +262,7 @@ def write_bpe_variants(cfg: AnnotateConfig, splits: Sequence[str]) -> None:
     the prepared dataset's codes, inserted pronouns and ``#DP#`` kept whole; and
     ``vocab.dp.zh.txt`` / ``vocab.dpp.zh.txt`` (BPE unit counts of the training split), the
     source vocabularies of the +DP / +DPP NMT configs (pipelines/dp/nmt_*.yaml)."""
-    from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
+    from doctrans.dp.pronouns import CHINESE_PRONOUNS
     from doctrans.data.text import TextProcessor
 
     proc = TextProcessor.from_prepared(cfg.prepared, "zh")
@@ -296,7 +296,7 @@ def oracle_paths(meta: dict, split: str, oracle_dir: str | Path | None = None) -
 
 def agreement(cfg: AnnotateConfig, meta: dict, splits: Sequence[str]) -> dict:
     """Stage 4: agreement of our dev/test annotation with the hand oracle (Table 4.8)."""
-    from doctrans.evaluation.dp_agreement import dp_agreement_files
+    from doctrans.dp.agreement import dp_agreement_files
 
     src = meta.get("src", "zh")
     out = {}
@@ -326,8 +326,8 @@ def render_agreement_table(agr: dict) -> str:
 
 def explain(cfg: AnnotateConfig, split: str, src: Path, tgt: Path, lm_path: Path) -> list[Path]:
     """``--explain``: PNG + text trace for ``cfg.explain`` sampled sentences with a DP."""
-    from doctrans.data.dp_explain import plot_annotation
-    from doctrans.data.ngram_lm import KenLMScorer
+    from doctrans.dp.explain import plot_annotation
+    from doctrans.dp.ngram_lm import KenLMScorer
 
     src_lines, tgt_lines = _read_pair(src, tgt)
     aligns = read_lines(cfg.out / f"{split}.align")

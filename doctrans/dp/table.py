@@ -1,6 +1,6 @@
 """The DP translation table (issue: DP-aware translation; thesis Tables 4.10, 5.4, 6.2, 6.8).
 
-``python -m doctrans.evaluation.dp_table --baseline B.pt --dp D.pt --dpp P.pt --generator G.pt
+``python -m doctrans.dp.table --baseline B.pt --dp D.pt --dpp P.pt --generator G.pt
 --prepared PREP --data TVSUB --out results/dp_table.md`` translates the TVsub test set with:
 
 * Baseline (original input) — model B;
@@ -23,8 +23,8 @@ import logging
 import time
 from pathlib import Path
 
-from doctrans.data.dp_pronouns import CHINESE_PRONOUNS
-from doctrans.evaluation.dp_agreement import base_chars, extract_dps, project_offsets
+from doctrans.dp.pronouns import CHINESE_PRONOUNS
+from doctrans.dp.agreement import base_chars, extract_dps, project_offsets
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
 
 logger = logging.getLogger(__name__)

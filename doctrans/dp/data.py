@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from doctrans.data.annotate_dp import NO_DP_LABEL
-from doctrans.data.dp_pronouns import CHINESE_PRONOUNS, chinese_roots, is_chinese_pronoun
+from doctrans.dp.annotate import NO_DP_LABEL
+from doctrans.dp.pronouns import CHINESE_PRONOUNS, chinese_roots, is_chinese_pronoun
 from doctrans.data.vocab import BOS, EOS, SPECIALS, Vocab
 from doctrans.utils.io import read_lines
 
@@ -104,7 +104,7 @@ def pseudo_dp(tokens: Sequence[str], labels: Sequence[str], rng: random.Random
     Our addition, not in the thesis: overt pronouns are far more frequent than annotated DPs
     and their surface is known without alignment noise, so they add supervision for *which*
     pronoun fits a context (the trainer uses them for the pronoun choice only, see
-    ``DPGenConfig.pseudo_dp``)."""
+    ``LabelerConfig.pseudo_dp``)."""
     cands = [i for i, t in enumerate(tokens)
              if is_chinese_pronoun(t) and labels[i] == NO_DP_LABEL and labels[i + 1] == NO_DP_LABEL]
     if not cands:

@@ -134,7 +134,7 @@ def pronoun_type(english: str) -> str:
     return "/".join(pronoun_types(english))
 
 
-# --- overt pronouns inside source tokens (annotate_dp's overt matching) ------------------------
+# --- overt pronouns inside source tokens (annotate's overt matching) ----------------------------
 
 # Chinese pronoun roots, longest first, and the Table 4.2 rows they express. jieba often glues a
 # pronoun to its neighbour (我要, 我爱你, 你别), so overt pronouns are found inside tokens.

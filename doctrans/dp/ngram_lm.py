@@ -95,7 +95,7 @@ def _run(cmd: list[str], what: str) -> None:
 
 
 class KenLMScorer:
-    """``lm_score`` for ``annotate_dp.find_dps``: log10 P(sentence) with ``<s>``/``</s>``.
+    """``lm_score`` for ``annotate.find_dps``: log10 P(sentence) with ``<s>``/``</s>``.
 
     ``tokens`` is a list of words (no spaces inside a word). The model is opened in the
     constructor (binary: memory-mapped, so worker processes share its pages; or ARPA).

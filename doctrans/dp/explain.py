@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from doctrans.data.annotate_dp import AnnotationResult, Link
+from doctrans.dp.annotate import AnnotationResult, Link
 
 logger = logging.getLogger(__name__)
 
