@@ -10,9 +10,10 @@ Sections, each a frozen dataclass; unknown keys are ``ConfigError``s naming the 
 
 ``train`` starts from ``DP_TRAIN_DEFAULTS`` (the DP trainer's historical settings: Adam betas
 (0.9, 0.999), eps 1e-8, clip 1.0, per-epoch LR ``lr · lr_decay^max(0, epoch − lr_decay_start +
-1)``), then the YAML, then ``key=value`` overrides (``train.max_epochs=4``). The epoch loop
-(``doctrans.dp.train``) implements only some ``TrainConfig`` fields; the others must keep their
-defaults (``ConfigError`` otherwise) until it runs on the shared NMT loop.
+1)``, dev scoring and checkpoints once per epoch), then the YAML, then ``key=value`` overrides
+(``train.max_epochs=4``). Training runs on the shared loop (``doctrans.training.trainer``), so
+``max_steps``, ``eval_every``, ``patience``, ``tensorboard``, ``plot`` … work as for NMT; the few
+fields in ``DP_TRAIN_FIXED`` / ``DP_TRAIN_UNUSED`` are ``ConfigError``s when changed.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from doctrans.config import ConfigError, TrainConfig, from_dict, load_yaml_tree, merge_trees, parse_overrides
 from doctrans.dp.models import DEFAULT_MODEL, DP_MODELS
+from doctrans.training.optim import epoch_decay_lr
 
 TUNE_ON = ("oracle", "annotated")
 
@@ -31,14 +33,18 @@ DP_TRAIN_READ: dict[str, Any] = {
     "lr": 1e-3, "lr_decay": 1.0, "lr_decay_start": 1, "adam_betas": (0.9, 0.999), "adam_eps": 1e-8,
     "clip_norm": 1.0, "max_epochs": 10, "max_time_min": 0.0, "seed": 1, "threads": 0, "log_every": 200,
 }
-# fields whose value the DP loop implements as its only behaviour (evaluate and save per epoch,
-# best epoch by dev pronoun F, CPU, per-epoch LR decay); other values are errors
-DP_TRAIN_FIXED: dict[str, Any] = {
+# the DP generators' defaults for the loop: evaluate (dev τ, P/R/F) and save once per epoch,
+# best epoch by dev pronoun F, per-epoch LR decay
+DP_TRAIN_LOOP: dict[str, Any] = {
     "lr_schedule": "epoch_decay", "eval_every": 0, "eval_every_epochs": 1, "save_every": 0,
     "save_every_epochs": 1, "eval_bleu": False, "metric": "prediction_f1", "metric_mode": "max",
-    "device": "cpu", "tensorboard": False, "plot": False,
 }
-DP_TRAIN_DEFAULTS: dict[str, Any] = {**DP_TRAIN_READ, **DP_TRAIN_FIXED}
+# values the DP generators support only as given: CPU models (their adapters build CPU tensors),
+# no BLEU, one batch per update (the pseudo-DP sampling fixes the target count in the forward pass)
+DP_TRAIN_FIXED: dict[str, Any] = {"device": "cpu", "eval_bleu": False, "accum": 1}
+# loop fields that do not apply to a DP generator: they must keep the TrainConfig default
+DP_TRAIN_UNUSED = ("label_smoothing", "max_tokens", "eval_beam", "eval_max_sentences")
+DP_TRAIN_DEFAULTS: dict[str, Any] = {**DP_TRAIN_READ, **DP_TRAIN_LOOP, **DP_TRAIN_FIXED}
 
 
 @dataclass(frozen=True)
@@ -82,22 +88,21 @@ class DPGenConfig:
             raise ConfigError(f"task must be dp_generator, got {self.task!r}")
         if not 0.0 < t.lr_decay <= 1.0:
             raise ConfigError(f"train.lr_decay must be in (0, 1], got {t.lr_decay}")
-        if t.max_epochs <= 0 and not t.max_time_min:
-            raise ConfigError("train.max_epochs must be > 0 unless train.max_time_min limits the run")
+        if t.max_epochs <= 0 and not t.max_time_min and not t.max_steps:
+            raise ConfigError("train.max_epochs must be > 0 unless train.max_steps or train.max_time_min limits the run")
         for f in dataclasses.fields(TrainConfig):
             value = getattr(t, f.name)
             if f.name in DP_TRAIN_FIXED and value != DP_TRAIN_FIXED[f.name]:
                 raise ConfigError(f"train.{f.name}: the DP trainer supports only "
                                   f"{DP_TRAIN_FIXED[f.name]!r}, got {value!r}")
-            if f.name not in DP_TRAIN_DEFAULTS and value != getattr(defaults, f.name):
+            if f.name in DP_TRAIN_UNUSED and value != getattr(defaults, f.name):
                 raise ConfigError(f"train.{f.name} is not used by the DP trainer; leave it at its default")
 
     def lr_at(self, epoch: int) -> float:
         """Learning rate of the 0-based ``epoch``: ``train.lr`` until ``lr_decay_start`` epochs
         are done, then × ``lr_decay`` per further epoch (a function of the epoch, so ``--resume``
         and an uninterrupted run train alike)."""
-        t = self.train
-        return t.lr * t.lr_decay ** max(0, epoch - t.lr_decay_start + 1)
+        return epoch_decay_lr(epoch, self.train.lr, self.train.lr_decay, self.train.lr_decay_start)
 
 
 def dp_config_from_dict(tree: dict, source: str = "") -> DPGenConfig:

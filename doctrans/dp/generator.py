@@ -7,8 +7,9 @@ where P(N) < τ (``threshold``, tuned on dev at training time). Model-specific w
 the ``DPModel`` adapter of ``DP_MODELS[cfg.model.name]``; this module names no model.
 
 Checkpoint (``weights_only`` loadable: tensors and primitive types): ``kind: dp_generator``,
-``cfg`` (the sectioned config, ``to_dict``), ``vocab``, ``labels``, ``model`` (the adapter's
-``state_dict``), ``model_extra`` (its ``extra_state``), ``threshold``, plus what the trainer adds.
+``config`` (the sectioned config, ``to_dict``), ``vocab``, ``labels``, ``model`` (the adapter's
+``state_dict``), ``model_extra`` (its ``extra_state``), ``threshold``, plus the training loop's
+``optimizer``, ``state`` and ``rng`` (``doctrans.training.trainer``).
 """
 from __future__ import annotations
 
@@ -76,13 +77,16 @@ class DPGenerator:
                 out[k] = probs
         return out
 
-    def to_checkpoint(self, extra: dict | None = None) -> dict:
-        """The checkpoint dict (module doc) with ``extra``'s keys added."""
-        ck = {"kind": "dp_generator", "cfg": to_dict(self.cfg), "vocab": self.vocab.tokens,
-              "labels": self.labels, "model": self.model.state_dict(),
-              "model_extra": self.model.extra_state(), "threshold": self.threshold}
-        ck.update(extra or {})
-        return ck
+    def checkpoint_extra(self) -> dict:
+        """What a checkpoint holds besides ``model`` (``DPModel.state_dict``), ``config`` and the
+        training loop's state: the vocabulary, labels, the model's extra state and τ."""
+        return {"vocab": list(self.vocab.tokens), "labels": list(self.labels),
+                "model_extra": self.model.extra_state(), "threshold": float(self.threshold)}
+
+    def to_checkpoint(self) -> dict:
+        """A loadable checkpoint of this generator without training state (e.g. for tests)."""
+        return {"kind": "dp_generator", "config": to_dict(self.cfg), "model": self.model.state_dict(),
+                **self.checkpoint_extra()}
 
     @classmethod
     def load(cls, path: str | Path) -> "DPGenerator":
@@ -91,10 +95,10 @@ class DPGenerator:
         ck = torch.load(path, map_location="cpu", weights_only=True)
         if ck.get("kind") != "dp_generator":
             raise ValueError(f"{path} is not a DP generator checkpoint (doctrans train pipelines/dp/…)")
-        if not isinstance(ck["cfg"].get("model"), dict):
+        if "config" not in ck or not isinstance(ck["config"].get("model"), dict):
             raise ValueError(f"{path}: a DP generator checkpoint with the old flat config (before the "
                              "sectioned data/model/train YAML); retrain it with doctrans train pipelines/dp/…")
-        cfg = dp_config_from_dict(ck["cfg"], source=str(path))
+        cfg = dp_config_from_dict(ck["config"], source=str(path))
         vocab = Vocab(ck["vocab"])
         model = DP_MODELS[cfg.model.name][1](cfg.model, vocab, ck["labels"], ck.get("model_extra"))
         model.load_state_dict(ck["model"])

@@ -8,45 +8,49 @@ Two models (``model:`` in the YAML; see ``doctrans.dp.models.labeler``):
 * ``labeler`` — ours: a BiGRU labeler over ``N`` + 30 pronouns with the previous sentence(s) of
   the document attended to (``context_sents``); with ``pseudo_dp`` > 0 it also learns the
   pronoun choice from overt pronouns deleted at random (``doctrans.dp.models.labeler``). The
-  logged ``train_xent_nats`` then averages over both kinds of targets.
+  logged train ``xent_nats`` then averages over both kinds of targets.
 
 Both write ``RUN_DIR/best.pt`` (the epoch with the best dev pronoun F, see ``data.tune_on`` below),
-``last.pt`` (for ``--resume``, epoch granularity), ``metrics.jsonl`` and
-``config.yaml``. A checkpoint holds tensors and primitive types only (``weights_only`` loads).
+``last.pt`` (for ``--resume``), ``metrics.jsonl``, ``tensorboard/``, ``learning_curves.png``
+and ``config.yaml``. A checkpoint holds tensors and primitive types only (``weights_only`` loads).
 After each epoch the DP decision threshold (a DP where P(N) < τ) is tuned on dev and the
 epoch is scored there (``data.tune_on``): ``oracle`` (default) scores against the hand-annotated DPs
 of TVsub dev (``dev.oracle-dp.seg.zh``, matched by character offset as in ``doctrans score
 --dp``), the data the thesis tunes on; ``annotated`` scores against our own ``annotate-dp``
 labels of dev. ``oracle`` falls back to ``annotated`` (with a warning) where no oracle exists.
 
-The loop is one function per step: ``train_epoch`` (batches → ``DPModel.batch_loss`` → MixedAdam
-with the per-epoch LR) and ``score_epoch`` (dev distributions → τ and P/R/F → best/last
-checkpoints); the model's ``prepare`` pre-stage runs once before the first epoch.
+Training runs on the shared loop (``doctrans.training.trainer``) as a ``DPTask``: MixedAdam
+(sparse embedding rows, global-norm clipping), the ``train.lr_schedule`` (``epoch_decay`` by
+default), ``TrainState`` / ``EarlyStopping`` on ``train.metric`` (``prediction_f1``),
+``metrics.jsonl`` + TensorBoard + ``learning_curves.png``, and exact ``--resume`` from
+``last.pt`` with the config check. The model's ``prepare`` pre-stage (the thesis' surface MLP)
+runs once before the first update of a fresh run; its records are ``kind: prepare``.
 """
 from __future__ import annotations
 
 import json
 import logging
 import random
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 import numpy as np
 import torch
 import yaml
-from tqdm import tqdm
 
 from doctrans.config import to_dict
+from doctrans.data.vocab import Vocab
 from doctrans.dp.agreement import dp_agreement, prf
 from doctrans.dp.annotate import NO_DP_LABEL
-from doctrans.dp.config import DPGenConfig
+from doctrans.dp.config import DPGenConfig, dp_config_from_dict
 from doctrans.dp.corpus import oracle_paths
 from doctrans.dp.data import DPSentence, build_vocab, label_inventory, load_sentences
 from doctrans.dp.generator import DPGenerator, build_model, decide, one_best
-from doctrans.training.optim import MixedAdam
-from doctrans.utils.io import atomic_torch_save, atomic_write_text, read_lines
+from doctrans.dp.models import DP_MODELS
+from doctrans.training.checkpoint import check_resume_compatible, load_checkpoint
+from doctrans.training.train import add_file_log
+from doctrans.training.trainer import StepLoss, Trainer, resolve_device
+from doctrans.utils.io import atomic_write_text, read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -136,22 +140,6 @@ def oracle_sweep(sents: list[DPSentence], probs: list[np.ndarray], labels: list[
 # --- training ---------------------------------------------------------------------------------
 
 
-@dataclass
-class DPRun:
-    """One training run: config, data, the generator being trained, its optimiser, the dev
-    scorer and the loop state (``epoch`` done, ``best_f``, ``prepared``: pre-stage done)."""
-
-    cfg: DPGenConfig
-    run_dir: Path
-    train: list[DPSentence]
-    dev: list[DPSentence]
-    gen: DPGenerator
-    opt: MixedAdam
-    scorer: DevScorer
-    state: dict = field(default_factory=lambda: {"epoch": 0, "best_f": -1.0, "prepared": False})
-    t_start: float = field(default_factory=time.time)
-
-
 def load_data(cfg: DPGenConfig) -> tuple[list[DPSentence], list[DPSentence]]:
     """(train, dev) labelled sentences of ``cfg.data``. Raises ``FileNotFoundError`` if the
     annotated corpus is missing, ``ValueError`` for malformed label files."""
@@ -169,34 +157,6 @@ def load_data(cfg: DPGenConfig) -> tuple[list[DPSentence], list[DPSentence]]:
     return train, dev
 
 
-def setup(cfg: DPGenConfig, resume: bool = False) -> DPRun:
-    """Seed, write ``RUN_DIR/config.yaml``, load the data, build the model and optimiser, and
-    with ``resume`` restore them and the loop state from ``RUN_DIR/last.pt``."""
-    torch.manual_seed(cfg.train.seed)
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
-    run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    train, dev = load_data(cfg)
-    vocab = build_vocab(train, cfg.data.min_freq, cfg.data.max_vocab)
-    labels = label_inventory()
-    model = build_model(cfg, vocab, labels, train)
-    gen = DPGenerator(cfg, vocab, labels, model)
-    opt = MixedAdam(model.network, cfg.train.lr, cfg.train.adam_betas, cfg.train.adam_eps)
-    r = DPRun(cfg, run_dir, train, dev, gen, opt, DevScorer(cfg, dev, Path(cfg.data.prepared)))
-    if resume and (run_dir / "last.pt").is_file():
-        ck = torch.load(run_dir / "last.pt", map_location="cpu", weights_only=True)
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        r.state = ck["state"]
-        logger.info("resumed from %s at epoch %d", run_dir / "last.pt", r.state["epoch"])
-    logger.info("DP generator %s: %s train sentences, %s dev, vocab %d, %s parameters", cfg.model.name,
-                f"{len(train):,}", f"{len(dev):,}", len(vocab), f"{model.n_parameters():,}")
-    r.t_start = time.time()
-    return r
-
-
 def _batches(sents: list[DPSentence], size: int, rng: random.Random) -> list[list[int]]:
     order = sorted(range(len(sents)), key=lambda k: (len(sents[k].tokens), rng.random()))
     batches = [order[b:b + size] for b in range(0, len(order), size)]
@@ -204,76 +164,94 @@ def _batches(sents: list[DPSentence], size: int, rng: random.Random) -> list[lis
     return batches
 
 
-def train_epoch(r: DPRun, rng: random.Random) -> tuple[float, int, bool]:
-    """One pass over ``r.train`` in shuffled length-sorted batches of ``data.batch_sentences``:
-    per batch ``DPModel.batch_loss``, mean over its targets, backward, MixedAdam step (global
-    norm clipped to ``train.clip_norm``) at ``cfg.lr_at(epoch)``. Stops early when
-    ``train.max_time_min`` is spent. → (summed loss in nats, targets, out of time)."""
-    t, model = r.cfg.train, r.gen.model
-    model.network.train()
-    r.opt.set_lr(r.cfg.lr_at(r.state["epoch"]))
-    epoch_loss, n_tok, out_of_time = 0.0, 0, False
-    batches = _batches(r.train, r.cfg.data.batch_sentences, rng)
-    total = f"/{t.max_epochs}" if t.max_epochs else ""
-    bar = tqdm(batches, desc=f"epoch {r.state['epoch'] + 1}{total}", unit="batch", mininterval=5)
-    for bi, idx in enumerate(bar):
-        loss, n = model.batch_loss(r.train, idx, rng)
-        r.opt.zero_grad()
-        (loss / n).backward()
-        r.opt.step(max_norm=t.clip_norm)
-        epoch_loss, n_tok = epoch_loss + loss.item(), n_tok + n
-        if bi % t.log_every == 0:
-            bar.set_postfix(xent=f"{epoch_loss / max(n_tok, 1):.4f}")
-        if t.max_time_min and time.time() - r.t_start > 60 * t.max_time_min:
-            out_of_time = True
-            logger.info("max_time_min reached during epoch %d", r.state["epoch"] + 1)
-            break
-    bar.close()
-    return epoch_loss, n_tok, out_of_time
+@dataclass
+class DPBatch:
+    """Sentence indices of one batch and the RNG of its sampling (pseudo-DPs). ``n_targets`` is
+    None: the number of labelled positions is known only after the sampling (``DPModel.batch_loss``)."""
+
+    idx: list[int]
+    rng: random.Random
+    n_targets: int | None = None
 
 
-def score_epoch(r: DPRun, epoch_loss: float, n_tok: int, metrics: TextIO) -> dict:
-    """After epoch ``r.state["epoch"]``: tune τ and score dev (``DevScorer``), write and log the
-    metrics record, save ``best.pt`` if the dev prediction F improved, always ``last.pt``."""
-    tau, sc = r.scorer(r.gen.distributions(r.dev), r.gen.labels)
-    rec = {"epoch": r.state["epoch"], "lr": r.cfg.lr_at(r.state["epoch"] - 1),
-           "train_xent_nats": epoch_loss / max(n_tok, 1), "dev_threshold": tau,
-           "dev_against": sc["against"], "dev_detection_f1": sc["detection"]["f1"],
-           "dev_prediction_f1": sc["prediction"]["f1"], "elapsed_s": round(time.time() - r.t_start, 1)}
-    _write_record(metrics, rec)
-    logger.info("epoch %d: train xent %.4f, dev (%s, τ=%.3f) detection F %.4f, prediction F %.4f",
-                r.state["epoch"], rec["train_xent_nats"], sc["against"], tau,
-                rec["dev_detection_f1"], rec["dev_prediction_f1"])
-    if sc["prediction"]["f1"] > r.state["best_f"]:
-        r.state["best_f"] = sc["prediction"]["f1"]
-        r.gen.threshold = tau
-        atomic_torch_save(r.gen.to_checkpoint({"dev": sc, "epoch": r.state["epoch"]}), r.run_dir / "best.pt")
-    atomic_torch_save(r.gen.to_checkpoint({"optimizer": r.opt.state_dict(), "state": r.state}),
-                      r.run_dir / "last.pt")
-    return rec
+class DPTask:
+    """A DP generator as a ``Task`` of the shared training loop (``doctrans.training.trainer``):
+    batches of ``data.batch_sentences`` length-sorted sentences in shuffled order, the model's
+    ``batch_loss``, and per evaluation the dev distributions → τ tuned and P/R/F (``DevScorer``).
 
+    The batch order of epoch e is the one the pre-loop DP trainer drew from ``Random(seed)``
+    in its e-th epoch (replayed, so runs without pseudo-DPs reproduce it exactly and a resumed
+    run is exact); the pseudo-DP draws of batch i use ``Random((seed, e, i))``."""
 
-def _write_record(metrics: TextIO, rec: dict) -> None:
-    metrics.write(json.dumps(rec) + "\n")
-    metrics.flush()
+    kind = "dp_generator"
+
+    def __init__(self, cfg: DPGenConfig, gen: DPGenerator, train: list[DPSentence], dev: list[DPSentence],
+                 scorer: DevScorer):
+        self.config, self.gen, self.train, self.dev, self.scorer = cfg, gen, train, dev, scorer
+        self.model = torch.nn.ModuleDict(gen.model.modules)
+        self._epochs: tuple[random.Random, int, list[list[int]]] | None = None
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        if self._epochs is None or self._epochs[1] > epoch:
+            self._epochs = (random.Random(self.config.train.seed), -1, [])
+        rng, done, batches = self._epochs
+        for _ in range(epoch - done):
+            batches = _batches(self.train, self.config.data.batch_sentences, rng)
+        self._epochs = (rng, epoch, batches)
+        return batches
+
+    def collate(self, key: list[int], epoch: int, index: int) -> DPBatch:
+        return DPBatch(key, random.Random(f"{self.config.train.seed}/{epoch}/{index}"))
+
+    def loss(self, batch: DPBatch) -> StepLoss:
+        total, n = self.gen.model.batch_loss(self.train, batch.idx, batch.rng)
+        return StepLoss(total, {"nll_nats": float(total.detach())}, n)
+
+    def evaluate(self) -> dict:
+        """Dev τ and P/R/F; τ becomes the generator's threshold, so the checkpoint the loop
+        writes next (best.pt when this is the best epoch, last.pt) carries its own τ."""
+        tau, sc = self.scorer(self.gen.distributions(self.dev), self.gen.labels)
+        self.gen.threshold = tau
+        return {"detection_f1": sc["detection"]["f1"], "prediction_f1": sc["prediction"]["f1"],
+                "threshold": tau, "against": sc["against"]}
+
+    def checkpoint_extra(self) -> dict:
+        return self.gen.checkpoint_extra()
 
 
 def run(cfg: DPGenConfig, resume: bool = False) -> Path:
-    """Train (see module doc); returns the run directory. Raises ``FileNotFoundError`` if the
-    annotated corpus is missing, ``ValueError`` for malformed label files."""
-    r = setup(cfg, resume)
-    t = cfg.train
-    metrics = open(r.run_dir / "metrics.jsonl", "a", encoding="utf-8")
-    try:
-        if not r.state.get("prepared"):
-            r.gen.model.prepare(r.train, r.dev, t, lambda rec: _write_record(metrics, rec))
-            r.state["prepared"] = True
-        rng = random.Random(t.seed + r.state["epoch"])
-        out_of_time = False
-        while not out_of_time and (not t.max_epochs or r.state["epoch"] < t.max_epochs):
-            epoch_loss, n_tok, out_of_time = train_epoch(r, rng)
-            r.state["epoch"] += 1
-            score_epoch(r, epoch_loss, n_tok, metrics)
-    finally:
-        metrics.close()
-    return r.run_dir
+    """Train (see module doc) on the shared loop; returns the run directory. Raises
+    ``FileNotFoundError`` if the annotated corpus (or, with ``resume``, ``last.pt``) is missing,
+    ``ValueError`` for malformed label files or a changed config on resume."""
+    torch.manual_seed(cfg.train.seed)
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    add_file_log(run_dir)
+    ckpt = None
+    if resume:
+        ckpt = load_checkpoint(run_dir / "last.pt")
+        check_resume_compatible(dp_config_from_dict(ckpt["config"], source=str(run_dir / "last.pt")), cfg)
+    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    train, dev = load_data(cfg)
+    labels = label_inventory()
+    if ckpt is None:
+        vocab = build_vocab(train, cfg.data.min_freq, cfg.data.max_vocab)
+        model = build_model(cfg, vocab, labels, train)
+    else:
+        vocab = Vocab(ckpt["vocab"])
+        model = DP_MODELS[cfg.model.name][1](cfg.model, vocab, labels, ckpt.get("model_extra"))
+    gen = DPGenerator(cfg, vocab, labels, model)
+    task = DPTask(cfg, gen, train, dev, DevScorer(cfg, dev, Path(cfg.data.prepared)))
+    trainer = Trainer(task, cfg.train, run_dir, resolve_device(cfg.train.device))
+    logger.info("DP generator %s: %s train sentences, %s dev, vocab %d, %s parameters", cfg.model.name,
+                f"{len(train):,}", f"{len(dev):,}", len(vocab), f"{model.n_parameters():,}")
+    if ckpt is None:
+        model.prepare(train, dev, cfg.train, lambda rec: trainer.metrics.write("prepare", **rec))
+        trainer.opt.zero_grad()          # the pre-stage's last gradients must not reach the loop's Adam
+    else:
+        trainer.restore(ckpt)
+        gen.threshold = float(ckpt["threshold"])
+    trainer.fit()
+    return run_dir

@@ -61,10 +61,13 @@ def _flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def check_resume_compatible(saved: dict, current: ExperimentConfig) -> None:
-    """Raise ValueError listing every changed key outside ``RESUME_MAY_CHANGE``."""
-    # keys the saved config lacks (added to the dataclasses since) count as their defaults
-    a, b = _flatten(to_dict(from_dict(type(current), saved, source="checkpoint"))), _flatten(to_dict(current))
+def check_resume_compatible(saved, current) -> None:
+    """Raise ValueError listing every changed key outside ``RESUME_MAY_CHANGE``. ``saved`` is
+    the checkpoint's config, as a dict (parsed with ``from_dict(type(current), …)``, so keys it
+    lacks — added to the dataclasses since — count as their defaults) or already parsed."""
+    if isinstance(saved, dict):
+        saved = from_dict(type(current), saved, source="checkpoint")
+    a, b = _flatten(to_dict(saved)), _flatten(to_dict(current))
     diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k) and k not in RESUME_MAY_CHANGE)
     if diff:
         detail = ", ".join(f"{k}: {a.get(k)!r} → {b.get(k)!r}" for k in diff)

@@ -62,7 +62,8 @@ class Task(Protocol):
 
     def collate(self, key: Any, epoch: int, index: int) -> Any:
         """The batch for ``key`` (the ``index``-th of ``epoch``), on the model's device; it has
-        ``n_targets`` (int), known before the forward pass."""
+        ``n_targets``: an int known before the forward pass, or None when only the forward pass
+        knows it (``StepLoss.n_targets``; then ``train.accum`` must be 1)."""
         ...
 
     def loss(self, batch: Any) -> StepLoss:
@@ -210,11 +211,16 @@ class Trainer:
         lr = learning_rate(self.t, self.state.step + 1, self.state.epoch)    # this update's epoch
         pairs = [self._next_batch() for _ in range(self.t.accum)]
         batches, epoch_done = [b for b, _ in pairs], any(d for _, d in pairs)
-        n_tok = sum(b.n_targets for b in batches)
+        known = all(b.n_targets is not None for b in batches)
+        if not known and len(batches) > 1:
+            raise ValueError("train.accum > 1 needs batches that know their n_targets before the forward pass")
+        n_tok = sum(b.n_targets for b in batches) if known else 0
         total, nll = 0.0, 0.0
         for batch in batches:
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.t.autocast == "bf16"):
                 out = self.task.loss(batch)
+            if not known:
+                n_tok = out.n_targets
             (out.total / max(n_tok, 1)).backward()
             total += float(out.total.detach())
             nll += out.terms.get("nll_nats", float(out.total.detach()))
@@ -247,7 +253,7 @@ class Trainer:
         if not rec:
             return
         rec = {"step": self.state.step, "epoch": self.state.epoch, **rec,
-               "eval_s": round(time.perf_counter() - t0, 1)}
+               "lr": getattr(self, "_lr", None), "eval_s": round(time.perf_counter() - t0, 1)}
         value = rec.get(self.t.metric)
         if value is None:
             raise ValueError(f"train.metric {self.t.metric!r} is not computed (have: {sorted(rec)})")
@@ -257,7 +263,7 @@ class Trainer:
         if self.board:
             self.board.write("dev", rec)
         shown = " | ".join(f"{k} {v:.4g}" for k, v in rec.items()
-                           if isinstance(v, float) and k not in ("eval_s",))
+                           if isinstance(v, float) and k not in ("eval_s", "lr"))
         log.info("dev step %d | %s | %s", self.state.step, shown, "new best" if is_best else
                  f"best {self.state.best_metric:.4g} @ {self.state.best_step}")
         if is_best:

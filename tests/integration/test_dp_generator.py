@@ -90,7 +90,8 @@ def test_generator_learns_a_synthetic_drop_rule(tmp_path, yaml_name, extra):
     sc = label_scores(pred, gold)
     assert sc["detection"]["f1"] > 0.95 and sc["prediction"]["f1"] > 0.95, sc
     lines = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert any("dev_prediction_f1" in r for r in lines)
+    assert any(r["kind"] == "dev" and "prediction_f1" in r for r in lines)
+    assert (run_dir / "learning_curves.png").is_file() and (run_dir / "tensorboard").is_dir()
 
 
 def test_resume_continues_from_last_epoch_with_the_decayed_lr(tmp_path):
@@ -102,6 +103,7 @@ def test_resume_continues_from_last_epoch_with_the_decayed_lr(tmp_path):
     assert [g["lr"] for st in ck["optimizer"] for g in st["param_groups"]] == [0.005, 0.005]
     run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", args + ["train.max_epochs=3"]), resume=True)
     recs = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    recs = [r for r in recs if r["kind"] == "dev"]
     assert [r["epoch"] for r in recs] == [1, 2, 3]
     assert [r["lr"] for r in recs] == [0.01, 0.005, 0.0025]
     with pytest.raises(ConfigError, match="lr_decay"):
@@ -415,7 +417,8 @@ def test_cli_trains_the_tiny_dp_config_with_dotted_overrides(tmp_path):
     assert saved["model"]["name"] == "labeler" and saved["train"]["max_time_min"] == 5.0
     assert saved["train"]["adam_betas"] == [0.9, 0.999] and saved["data"]["prepared"] == str(prep)
     ck = torch.load(run_dir / "best.pt", weights_only=True)
-    assert ck["kind"] == "dp_generator" and ck["cfg"] == saved
-    assert [json.loads(l)["epoch"] for l in (run_dir / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    assert ck["kind"] == "dp_generator" and ck["config"] == saved
+    recs = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in recs if r["kind"] == "dev"] == [1, 2]
     r = CliRunner().invoke(cli, ["train", str(REPO / "pipelines" / "dp" / "tiny.yaml"), "epochs=2"])
     assert r.exit_code != 0 and "'epochs'" in str(r.exception)          # the flat keys are gone

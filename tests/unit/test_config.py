@@ -60,8 +60,8 @@ def test_dp_config_sections_defaults_and_errors(tmp_path):
     assert [cfg.lr_at(e) for e in range(4)] == [0.1, 0.1, 0.05, 0.025]      # decay after 2 epochs
     for bad, key in ((["epochs=3"], "'epochs'"), (["data.epochs=3"], "data.epochs"),
                      (["model.det_emb=8"], "model.det_emb"), (["model.name=nope"], "model.name"),
-                     (["data.tune_on=test"], "tune_on"), (["train.warmup=10"], "train.warmup"),
-                     (["train.lr_schedule=inverse_sqrt"], "train.lr_schedule"),
+                     (["data.tune_on=test"], "tune_on"), (["train.label_smoothing=0.2"], "train.label_smoothing"),
+                     (["train.device=cuda"], "train.device"), (["train.accum=2"], "train.accum"),
                      (["train.max_epochs=0"], "max_epochs")):
         with pytest.raises(ConfigError, match=key):
             load_dp_config(PIPELINES / "dp" / "labeler.yaml", bad)

@@ -71,11 +71,12 @@ class DPModel:
         return {}
 
     def state_dict(self) -> dict:
-        return {name: m.state_dict() for name, m in self.modules.items()}
+        """The weights of every network as one ``nn.ModuleDict(self.modules)`` state dict
+        (keys ``<module name>.<parameter>``): the format the training loop saves."""
+        return torch.nn.ModuleDict(self.modules).state_dict()
 
     def load_state_dict(self, state: dict) -> None:
-        for name, m in self.modules.items():
-            m.load_state_dict(state[name])
+        torch.nn.ModuleDict(self.modules).load_state_dict(state)
 
     def train(self, mode: bool = True) -> None:
         for m in self.modules.values():
