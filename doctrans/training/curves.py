@@ -31,7 +31,8 @@ def plot_learning_curves(metrics_path: str | Path, out_path: str | Path, metric:
         ax.plot([r["step"] for r in dev_x], [r["xent_nats"] for r in dev_x], "o-", label="dev", ms=3)
     ax.set_xlabel("update")
     ax.set_ylabel("cross-entropy (nats / target)")
-    ax.legend()
+    if ax.lines:
+        ax.legend()
     ax.grid(alpha=0.3)
     if extra:
         ax2 = axes[0][1]
