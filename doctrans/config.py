@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from doctrans.models.build import BACKBONES, DEFAULT_BACKBONE
+from doctrans.models.build import BACKBONES, CONTEXT_MODELS, DEFAULT_BACKBONE
 
 
 class ConfigError(ValueError):
@@ -93,6 +93,7 @@ class ExperimentConfig:
     run_dir: str = "runs/transformer"
     data: DataConfig = field(default_factory=DataConfig)
     model: Any = field(default_factory=BACKBONES[DEFAULT_BACKBONE][0])   # the backbone's config (model.backbone)
+    context: Any = None                 # a context model's config (context.type); None = sentence-level
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
@@ -158,6 +159,9 @@ def from_dict(cls: type, data: dict, where: str = "", source: str = "") -> Any:
             )
         ftype = fields[key].type
         sub = _DATACLASS_FIELDS.get((cls, key))
+        if value is None and fields[key].default is None:      # an optional section left out
+            kwargs[key] = None
+            continue
         if callable(sub) and not isinstance(sub, type):
             sub = sub(value, path, source)
         kwargs[key] = from_dict(sub, value, path, source) if sub else _coerce(value, ftype, path, source)
@@ -173,10 +177,20 @@ def backbone_config_class(section: Any, path: str = "model", source: str = "") -
     return BACKBONES[name][0]
 
 
+def context_config_class(section: Any, path: str = "context", source: str = "") -> type:
+    """The config dataclass of the context model that ``section["type"]`` names, from
+    ``models/build.py:CONTEXT_MODELS``. Raises ConfigError for a missing or unknown type."""
+    name = section.get("type") if isinstance(section, dict) else None
+    if name not in CONTEXT_MODELS:
+        raise ConfigError(f"{source}: {path}.type must be one of {', '.join(sorted(CONTEXT_MODELS))}, got {name!r}")
+    return CONTEXT_MODELS[name][0]
+
+
 # Nested sections: a dataclass, or a function (section dict, path, source) → dataclass chosen by the data.
 _DATACLASS_FIELDS: dict = {
     (ExperimentConfig, "data"): DataConfig,
     (ExperimentConfig, "model"): backbone_config_class,
+    (ExperimentConfig, "context"): context_config_class,
     (ExperimentConfig, "train"): TrainConfig,
     (ExperimentConfig, "decode"): DecodeConfig,
 }

@@ -72,12 +72,14 @@ class VariantMixture:
 
 
 @torch.no_grad()
-def beam_search(model, src: Tensor, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
+def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
                 max_len_ratio: float = 1.5, max_len_extra: int = 10, variants: int = 1,
                 weights: Tensor | None = None) -> SearchResult:
     """Translate a batch. src: (B·R, S) padded source ids (ending in ``</s>``), the R variants
     of sentence b in rows b·R … b·R + R - 1 (R = ``variants``, 1 = plain beam search), on the
-    model's device.
+    model's device — or a batch object with ``src`` (and, for a context model, ``ctx``,
+    ``tgt_in`` and ``is_target``: only the ``is_target`` rows are translated, the others are
+    their context; ``models/context/base.py``).
 
     ``weights``: (B, R) mixture weights (default uniform 1/R). The maximum output length
     follows the longest variant. ``model`` is used only through the contract in
@@ -86,12 +88,18 @@ def beam_search(model, src: Tensor, vocab: Vocab, beam: int = 5, lenpen: float =
     are not a multiple of R.
     """
     model.eval()
+    batch = SearchBatch(src) if isinstance(src, Tensor) else src
+    enc = model.encode(batch)
+    src = batch.src
+    is_target = getattr(batch, "is_target", None)
+    if is_target is not None:                                              # context rows leave here
+        rows = is_target.nonzero().squeeze(1)
+        enc, src = enc.select(rows), src.index_select(0, rows)
     r, dev = variants, src.device
     if src.size(0) % r:
         raise ValueError(f"{src.size(0)} source rows is not a multiple of variants={r}")
     b, k = src.size(0) // r, beam
     mix = VariantMixture(r, weights, b, dev)
-    enc = model.encode(SearchBatch(src))
     # state rows are ordered (sentence, hypothesis, variant): row (b*K + k)*R + r ← source row b*R + r
     expand = (torch.arange(b, device=dev)[:, None, None] * r
               + torch.arange(r, device=dev)[None, None, :]).expand(b, k, r).reshape(-1)

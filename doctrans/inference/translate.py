@@ -114,7 +114,7 @@ class Translator:
         exp = config_of(ckpt)
         self.cfg = cfg
         self.src_vocab, self.tgt_vocab = Vocab(ckpt["vocab"]["src"]), Vocab(ckpt["vocab"]["tgt"])
-        self.model = build_model(exp.model, len(self.src_vocab), len(self.tgt_vocab))
+        self.model = build_model(exp.model, len(self.src_vocab), len(self.tgt_vocab), context=exp.context)
         self.model.load_state_dict(ckpt["model"])
         self.model.to(resolve_device(cfg.device))
         self.model.eval()

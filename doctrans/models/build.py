@@ -3,13 +3,18 @@
 ``BACKBONES``: ``model.backbone`` name → (config dataclass, model class). A backbone is one file
 in ``models/backbones/`` implementing ``models.interface.Seq2SeqModel``, one row here and
 ``pipelines/<name>/{tiny,small,base}.yaml``; its config dataclass has a ``backbone`` field
-holding its name. Nothing outside this file names a variant.
+holding its name.
+
+``CONTEXT_MODELS``: ``context.type`` name → (config dataclass, model class wrapping a backbone,
+``models/context/base.py``). A context model is one file in ``models/context/``, one row here
+and ``pipelines/context/<name>.yaml``. Nothing outside this file names a variant.
 """
 from __future__ import annotations
 
 from torch import nn
 
 from doctrans.models.backbones.transformer import Transformer, TransformerConfig
+from doctrans.models.context.concat import ConcatConfig, ConcatContext
 
 DEFAULT_BACKBONE = "transformer"
 
@@ -17,13 +22,26 @@ BACKBONES = {
     "transformer": (TransformerConfig, Transformer),
 }
 
+CONTEXT_MODELS = {
+    "concat": (ConcatConfig, ConcatContext),
+}
 
-def build_model(cfg, src_vocab: int, tgt_vocab: int, pad_id: int = 0) -> nn.Module:
+
+def build_model(cfg, src_vocab: int, tgt_vocab: int, pad_id: int = 0, context=None) -> nn.Module:
     """Instantiate the backbone named by ``cfg.backbone`` (a row of ``BACKBONES``) with its
-    config ``cfg``. Raises ValueError for an unknown name or a config of another backbone."""
-    if cfg.backbone not in BACKBONES:
-        raise ValueError(f"unknown backbone {cfg.backbone!r} (known: {', '.join(sorted(BACKBONES))})")
-    cfg_cls, model_cls = BACKBONES[cfg.backbone]
+    config ``cfg``, wrapped in the context model ``context.type`` (a row of ``CONTEXT_MODELS``)
+    when ``context`` is given. Raises ValueError for an unknown name or a mismatched config."""
+    backbone = _row(BACKBONES, cfg.backbone, cfg, "backbone")(cfg, src_vocab, tgt_vocab, pad_id)
+    if context is None:
+        return backbone
+    return _row(CONTEXT_MODELS, context.type, context, "context model")(backbone, context)
+
+
+def _row(table: dict, name: str, cfg, what: str) -> type:
+    """The model class of ``table[name]`` after checking that ``cfg`` is its config dataclass."""
+    if name not in table:
+        raise ValueError(f"unknown {what} {name!r} (known: {', '.join(sorted(table))})")
+    cfg_cls, model_cls = table[name]
     if not isinstance(cfg, cfg_cls):
-        raise ValueError(f"backbone {cfg.backbone!r} needs a {cfg_cls.__name__}, got {type(cfg).__name__}")
-    return model_cls(cfg, src_vocab, tgt_vocab, pad_id)
+        raise ValueError(f"{what} {name!r} needs a {cfg_cls.__name__}, got {type(cfg).__name__}")
+    return model_cls

@@ -89,3 +89,22 @@ class Seq2SeqModel(Protocol):
         """One incremental step. prev_tokens: (B,) ids emitted last (``<s>`` first) →
         (log-probabilities (B, V) in float32, the advanced state). May update ``state`` in place."""
         ...
+
+
+@runtime_checkable
+class BackboneParts(Protocol):
+    """What a context model (``models/context/``) uses of a backbone besides the contract:
+    the top decoder states and the output layer, separately, so a context block can sit
+    between them (e.g. HAN decoder, models.md §2.5)."""
+
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: tgt_in (B, T) → top decoder states (B, T, H)."""
+        ...
+
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        """(…, H) → unnormalised scores (…, V)."""
+        ...
+
+    def decode_step_hidden(self, state: Any, prev_tokens: Tensor) -> tuple[Tensor, Any]:
+        """One incremental step: prev_tokens (B,) → (top decoder state (B, H), state)."""
+        ...

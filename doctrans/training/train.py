@@ -140,7 +140,7 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
         src_vocab, tgt_vocab = _vocabs(cfg)
     atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
     train, dev, dev_refs = _load_data(cfg, src_vocab, tgt_vocab)
-    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), src_vocab.pad_id).to(device)
+    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), src_vocab.pad_id, cfg.context).to(device)
     task = NMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device)
     trainer = Trainer(task, t, run_dir, device)
     if ckpt is not None:

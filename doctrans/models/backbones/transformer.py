@@ -266,8 +266,9 @@ class Transformer(nn.Module):
             x = layer(x, keep)
         return EncoderOutput(self.enc_norm(x), pad)
 
-    def _decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
-        # tgt_in: (B, T) → decoder output states (B, T, H)
+    # -- the parts context models build on (models.interface.BackboneParts) --------------
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing. tgt_in: (B, T) → top decoder states (B, T, H), after the final LN."""
         keep = attn_keep_mask(enc.src_pad_mask)
         y = self._embed(self.tgt_embed, tgt_in)
         for layer in self.decoder:
@@ -275,10 +276,24 @@ class Transformer(nn.Module):
             y = layer(y, k, v, keep)
         return self.dec_norm(y)
 
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        """hidden: (…, H) top decoder states → unnormalised scores (…, V)."""
+        return self.out_proj(hidden)
+
+    def decode_step_hidden(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
+        """One incremental step. prev_tokens: (B,) → (top decoder state (B, H), state); updates
+        ``state`` in place (appends self-attention keys/values, advances ``step``)."""
+        y = self._embed(self.tgt_embed, prev_tokens[:, None], offset=state.step)     # (B, 1, H)
+        for layer, cache in zip(self.decoder, state.layers):
+            y = layer(y, cache.cross_k, cache.cross_v, state.memory_keep, cache=cache)
+        state.step += 1
+        return self.dec_norm(y[:, 0]), state
+
+    # -- the model contract ------------------------------------------------------------------
     def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
         """Teacher forcing. tgt_in: (B, T) = <s> y_1 … y_{T-1} → logits (B, T, V), or (N, V) at
         the positions where ``select`` (B, T) is True (the output projection runs only there)."""
-        hidden = self._decode_hidden(enc, tgt_in)
+        hidden = self.decode_hidden(enc, tgt_in)
         return self.out_proj(hidden if select is None else hidden[select])
 
     def init_state(self, enc: EncoderOutput) -> DecoderState:
@@ -294,8 +309,5 @@ class Transformer(nn.Module):
 
         Updates ``state`` in place (appends self-attention keys/values, advances ``step``).
         """
-        y = self._embed(self.tgt_embed, prev_tokens[:, None], offset=state.step)     # (B, 1, H)
-        for layer, cache in zip(self.decoder, state.layers):
-            y = layer(y, cache.cross_k, cache.cross_v, state.memory_keep, cache=cache)
-        state.step += 1
-        return F.log_softmax(self.out_proj(self.dec_norm(y[:, 0])).float(), dim=-1), state
+        hidden, state = self.decode_step_hidden(state, prev_tokens)
+        return F.log_softmax(self.out_proj(hidden).float(), dim=-1), state

@@ -1,0 +1,98 @@
+"""What every context model shares: the backbone it wraps, the in-batch context, gathering.
+
+A context model is a ``Seq2SeqModel`` (``models/interface.py``) wrapping a backbone. Its batches
+may carry, besides ``src`` (B, S) and ``tgt_in`` (B, T):
+
+* ``ctx`` (B, N) long — for each row, the batch row holding the n-th previous sentence of the
+  same document, oldest → newest (column N−1 is sentence m−1); −1 where that sentence does not
+  exist (before the document start). A batch without ``ctx`` (a sentence-level batch) means
+  "no context" for every row.
+* ``is_target`` (B,) bool — the rows to train on / translate; the others are context-only rows
+  (the N sentences before a run of a document, models.md §2.5 "Batching" [I]).
+
+Training batches (``data/documents.py``) and document translation (``inference/documents.py``)
+build such batches the same way (at translation time the context rows carry the model's own
+1-best outputs as ``tgt_in``), so every sentence is encoded once per batch and a context model
+has one code path for training and search. ``context_sents`` (N) and ``context_needs_target``
+tell the data path and the translator what to provide; nothing outside ``models/`` names a
+context model.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from doctrans.models.interface import EncoderOutput
+
+SPECIAL_IDS = (0, 1, 2, 3)     # <pad> <s> </s> <unk> of every doctrans vocabulary (data/vocab.py)
+
+
+def context_rows(batch, n: int, device: torch.device) -> Tensor:
+    """The batch's ``ctx`` (B, N) rows, or all −1 when the batch has none. Raises ValueError if
+    ``ctx`` has another width than the model's N."""
+    ctx = getattr(batch, "ctx", None)
+    b = batch.src.size(0)
+    if ctx is None:
+        return torch.full((b, n), -1, dtype=torch.long, device=device)
+    if ctx.dim() != 2 or ctx.size(0) != b or ctx.size(1) != n:
+        raise ValueError(f"batch.ctx has shape {tuple(ctx.shape)}, the model reads ({b}, {n}) context rows")
+    return ctx.to(device)
+
+
+def special_mask(tokens: Tensor, specials: tuple[int, ...] = SPECIAL_IDS) -> Tensor:
+    """True at ``<pad>``/``<s>``/``</s>``/``<unk>`` (the HAN word mask, models.md §2.5: from each
+    side's own vocabulary). tokens: (…, L) → bool (…, L)."""
+    mask = torch.zeros_like(tokens, dtype=torch.bool)
+    for s in specials:
+        mask |= tokens.eq(s)
+    return mask
+
+
+def gather_context(states: Tensor, masked: Tensor, rows: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Per row, the states of its context rows.
+
+    states: (B, L, H) of every batch row; masked: (B, L) True at words not to attend; rows:
+    (B, N) context row indices, −1 = missing → (ctx (B, N, L, H), word_mask (B, N, L) True =
+    masked, slot_missing (B, N) True = no such sentence or all its words masked). Missing slots
+    hold zeros and are fully masked.
+    """
+    missing = rows.lt(0)                                                     # (B, N)
+    safe = rows.clamp(min=0)
+    ctx = states[safe]                                                       # (B, N, L, H)
+    word_mask = masked[safe] | missing[:, :, None]                           # (B, N, L)
+    ctx = ctx.masked_fill(word_mask[..., None], 0.0)
+    return ctx, word_mask, missing | word_mask.all(-1)
+
+
+class ContextModel(nn.Module):
+    """Base of the context models: delegates the contract to ``backbone``; subclasses override
+    the parts they change. ``context_sents`` = N, ``context_needs_target``: whether context rows
+    must carry their (reference or 1-best) target."""
+
+    context_needs_target = False
+
+    def __init__(self, backbone: nn.Module, context_sents: int):
+        super().__init__()
+        if context_sents < 1:
+            raise ValueError(f"context_sents must be ≥ 1, got {context_sents}")
+        self.backbone, self.context_sents = backbone, context_sents
+        self.pad_id = backbone.pad_id
+
+    @property
+    def max_target_len(self) -> int:
+        return self.backbone.max_target_len
+
+    def _device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def encode(self, batch) -> EncoderOutput:
+        return self.backbone.encode(batch)
+
+    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
+        return self.backbone.decode_train(enc, tgt_in, select)
+
+    def init_state(self, enc: EncoderOutput):
+        return self.backbone.init_state(enc)
+
+    def decode_step(self, state, prev_tokens: Tensor):
+        return self.backbone.decode_step(state, prev_tokens)

@@ -1,0 +1,58 @@
+"""Concatenation context (Tiedemann & Scherrer 2017 "2-to-1"; the contextual-mt baseline).
+
+The previous N source sentences of the document are prepended to the current one and the
+backbone translates the concatenation; the target is the current sentence only. Each context
+sentence keeps its ``</s>``, which serves as the break token between sentences [I: Tiedemann &
+Scherrer use a dedicated _BREAK_ token; ``</s>`` needs no vocabulary change and is already a
+sentence boundary to the model]. Context sentences that do not exist (document start) are
+simply absent (the "empty context" of this model is the sentence-level input). With
+``max_context_tokens`` the concatenation keeps the newest context tokens that fit.
+
+Positions run over the whole concatenation, so the backbone's ``max_positions`` bounds it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from doctrans.models.context.base import ContextModel, context_rows
+from doctrans.models.interface import EncoderOutput, SearchBatch
+
+
+@dataclass(frozen=True)
+class ConcatConfig:
+    type: str = "concat"                # the row of models/build.py:CONTEXT_MODELS
+    context_sents: int = 1              # N previous source sentences prepended
+    max_context_tokens: int = 0         # keep at most this many context tokens (newest); 0 = all
+
+
+class ConcatContext(ContextModel):
+    """Source-side concatenation: encode ``[X_{m−N} … X_{m−1} X_m]`` (B, C+S) → the backbone."""
+
+    def __init__(self, backbone, cfg: ConcatConfig):
+        super().__init__(backbone, cfg.context_sents)
+        if cfg.max_context_tokens < 0:
+            raise ValueError(f"context.max_context_tokens must be ≥ 0, got {cfg.max_context_tokens}")
+        self.cfg = cfg
+
+    def concatenated_source(self, batch) -> Tensor:
+        """(B, C+S) ids: each row's existing context sentences (oldest first, padding removed)
+        followed by its own sentence, right-padded."""
+        src = batch.src                                                     # (B, S)
+        rows = context_rows(batch, self.context_sents, src.device).tolist()
+        lengths = src.ne(self.pad_id).sum(1).tolist()
+        seqs = []
+        for b, ctx in enumerate(rows):
+            parts = [src[r, :lengths[r]] for r in ctx if r >= 0]
+            context = torch.cat(parts) if parts else src.new_zeros(0)
+            if self.cfg.max_context_tokens and context.numel() > self.cfg.max_context_tokens:
+                context = context[-self.cfg.max_context_tokens:]
+            seqs.append(torch.cat([context, src[b, :lengths[b]]]))
+        return torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=self.pad_id)
+
+    def encode(self, batch) -> EncoderOutput:
+        """batch.src (B, S) and batch.ctx (B, N) → the backbone's encoding of the concatenation,
+        states (B, C+S, H); the decoder attends to context and current words alike."""
+        return self.backbone.encode(SearchBatch(self.concatenated_source(batch)))
