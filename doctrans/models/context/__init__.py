@@ -1,0 +1,1 @@
+"""Context models; the CONTEXT_MODELS table is in doctrans/models/build.py."""
