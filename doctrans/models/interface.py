@@ -97,6 +97,11 @@ class BackboneParts(Protocol):
     the top decoder states and the output layer, separately, so a context block can sit
     between them (e.g. HAN decoder, models.md §2.5)."""
 
+    @property
+    def hidden_size(self) -> int:
+        """H of the encoder and decoder states."""
+        ...
+
     def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: tgt_in (B, T) → top decoder states (B, T, H)."""
         ...

@@ -252,6 +252,11 @@ class Transformer(nn.Module):
         return self.drop(x)
 
     @property
+    def hidden_size(self) -> int:
+        """H, the size of encoder/decoder states (``d_model``)."""
+        return self.cfg.d_model
+
+    @property
     def max_target_len(self) -> int:
         """Target positions the sinusoid table covers (``max_positions``)."""
         return self.cfg.max_positions

@@ -1,0 +1,129 @@
+"""Context models (models/context/): every row of CONTEXT_MODELS through the model contract on a
+hand-made document batch — shapes, incremental decoding = teacher forcing, empty context =
+the sentence model, the context actually read, context rows never translated."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from doctrans.config import load_experiment
+from doctrans.data.vocab import Vocab
+from doctrans.inference.beam_search import beam_search
+from doctrans.models.build import CONTEXT_MODELS, build_model
+from doctrans.models.context.base import gather_context
+from doctrans.models.interface import SearchBatch, Seq2SeqModel
+
+from conftest import REPO
+
+VOCAB = Vocab(["<pad>", "<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(16)])
+VARIANTS = {
+    "concat": {"type": "concat", "context_sents": 2},
+    "han_encoder": {"type": "han", "context_sents": 2, "attach": "encoder", "heads": 2, "d_ff": 32, "dropout": 0.0},
+    "han_decoder": {"type": "han", "context_sents": 2, "attach": "decoder", "heads": 2, "d_ff": 32, "dropout": 0.0},
+    "han_joint": {"type": "han", "context_sents": 2, "attach": "both", "heads": 2, "d_ff": 32, "dropout": 0.0},
+}
+
+
+@dataclass
+class DocBatchStub:
+    src: torch.Tensor
+    tgt_in: torch.Tensor
+    ctx: torch.Tensor
+    is_target: torch.Tensor
+
+
+def model(name: str, seed: int = 0):
+    torch.manual_seed(seed)
+    ctx = VARIANTS[name]
+    cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml",
+                          ["model.dropout=0.0", f"context={ctx}".replace("'", "")])
+    return build_model(cfg.model, len(VOCAB), len(VOCAB), 0, cfg.context).eval()
+
+
+def doc_batch() -> DocBatchStub:
+    """One document of 3 sentences (rows 0–2) and a 1-sentence document (row 3)."""
+    src = torch.tensor([[4, 5, 2, 0], [6, 7, 8, 2], [9, 2, 0, 0], [10, 11, 2, 0]])
+    tgt_in = torch.tensor([[1, 12, 13, 0], [1, 14, 0, 0], [1, 15, 16, 17], [1, 18, 0, 0]])
+    ctx = torch.tensor([[-1, -1], [-1, 0], [0, 1], [-1, -1]])
+    return DocBatchStub(src, tgt_in, ctx, torch.tensor([False, True, True, True]))
+
+
+def test_table_covers_the_variants():
+    assert {v["type"] for v in VARIANTS.values()} == set(CONTEXT_MODELS)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_incremental_decoding_matches_teacher_forcing(name):
+    m, b = model(name), doc_batch()
+    assert isinstance(m, Seq2SeqModel) and m.context_sents == 2
+    with torch.no_grad():
+        enc = m.encode(b)
+        full = torch.log_softmax(m.decode_train(enc, b.tgt_in), -1)            # (B, T, V)
+        assert full.shape == (4, 4, len(VOCAB))
+        state = m.init_state(enc)
+        steps = []
+        for t in range(b.tgt_in.size(1)):
+            lp, state = m.decode_step(state, b.tgt_in[:, t])
+            steps.append(lp)
+    assert torch.allclose(full, torch.stack(steps, 1), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_no_context_is_the_sentence_model(name):
+    """A row without context (document start) gets exactly the backbone's output; a sentence
+    batch (no ctx at all) too."""
+    m, b = model(name), doc_batch()
+    with torch.no_grad():
+        ctx_logits = m.decode_train(m.encode(b), b.tgt_in)
+        base = m.backbone.decode_train(m.backbone.encode(b), b.tgt_in)
+        plain = m.decode_train(m.encode(SearchBatch(b.src)), b.tgt_in)
+    assert torch.allclose(ctx_logits[3], base[3], atol=1e-6)                   # row 3: no context
+    assert torch.allclose(plain, base, atol=1e-6)
+    assert not torch.allclose(ctx_logits[2], base[2], atol=1e-4)               # row 2 reads rows 0, 1
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_context_read_from_the_right_side(name):
+    """Changing the previous source sentence changes the current row's output for every model
+    (the HAN decoder reads it through the context's teacher-forced decoder states); changing the
+    previous target sentence only for the models with a decoder side."""
+    m, b = model(name), doc_batch()
+    with torch.no_grad():
+        ref = m.decode_train(m.encode(b), b.tgt_in)[1]
+        b_src = doc_batch()
+        b_src.src[0, :2] = torch.tensor([15, 16])
+        b_tgt = doc_batch()
+        b_tgt.tgt_in[0, 1:3] = torch.tensor([4, 5])
+        by_src = m.decode_train(m.encode(b_src), b_src.tgt_in)[1]
+        by_tgt = m.decode_train(m.encode(b_tgt), b_tgt.tgt_in)[1]
+    reads_src = True
+    reads_tgt = VARIANTS[name].get("attach") in ("decoder", "both")
+    assert (not torch.allclose(ref, by_src, atol=1e-5)) == reads_src
+    assert (not torch.allclose(ref, by_tgt, atol=1e-5)) == reads_tgt
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_search_translates_target_rows_only(name):
+    m, b = model(name), doc_batch()
+    res = beam_search(m, b, VOCAB, beam=2, max_len_extra=3)
+    assert len(res.tokens) == 3                                                 # rows 1, 2, 3
+    single = beam_search(m, DocBatchStub(b.src[3:], b.tgt_in[3:], torch.full((1, 2), -1),
+                                         torch.tensor([True])), VOCAB, beam=2, max_len_extra=3)
+    assert res.tokens[2] == single.tokens[0]                                    # no context: same output
+
+
+def test_gather_context_equals_per_row_lookup():
+    states = torch.randn(4, 3, 5)
+    masked = torch.tensor([[False, False, True]] * 4)
+    rows = torch.tensor([[-1, 2], [0, 1], [3, 3], [-1, -1]])
+    ctx, word_mask, missing = gather_context(states, masked, rows)
+    for b in range(4):
+        for n in range(2):
+            r = int(rows[b, n])
+            if r < 0:
+                assert missing[b, n] and word_mask[b, n].all() and ctx[b, n].abs().sum() == 0
+            else:
+                assert not missing[b, n]
+                assert torch.equal(ctx[b, n, :2], states[r, :2]) and word_mask[b, n].tolist() == [False, False, True]
