@@ -57,6 +57,10 @@ class TrainConfig:
     label_smoothing: float = 0.1
     max_tokens: int = 4096              # target+source tokens budget per batch (max of the two sides)
     accum: int = 1                      # gradient accumulation: batches per update
+    init_from: str = ""                 # two-stage training: start from this checkpoint's weights
+                                        # (parameters it lacks start fresh; extra ones are an error)
+    freeze: tuple[str, ...] = ()        # fnmatch patterns of parameter names not to train
+    init_lr_scale: float = 1.0          # LR factor for the parameters loaded by init_from
     max_steps: int = 0                  # updates; 0 = unlimited
     max_epochs: int = 0                 # 0 = unlimited
     max_time_min: float = 0.0           # wall-clock budget in minutes for this run; 0 = unlimited

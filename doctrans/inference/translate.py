@@ -21,6 +21,7 @@ from tqdm import tqdm
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
+from doctrans.inference.documents import translate_documents
 from doctrans.models.build import build_model
 from doctrans.training.checkpoint import config_of, load_checkpoint
 from doctrans.training.trainer import resolve_device
@@ -136,10 +137,18 @@ class Translator:
             return self.src_proc.encode(lines)
         raise ValueError(f"input_format must be raw, tok or bpe, got {self.cfg.input_format!r}")
 
-    def translate(self, lines: list[str], progress: bool = False) -> list[str]:
+    def translate(self, lines: list[str], progress: bool = False, doc_ids: list[str] | None = None) -> list[str]:
+        """Translate ``lines`` (same count out, empty lines stay empty). ``doc_ids``: the document
+        of each line (contiguous runs); a context model translates each document in order with
+        its own context (``inference/documents.py``; default: all lines one document), a
+        sentence model ignores them."""
         nonempty = [i for i, line in enumerate(lines) if line.strip()]
         c = self.cfg
-        if c.dp_generator:
+        if getattr(self.model, "context_sents", 0) > 0:
+            if c.dp_generator:
+                raise ValueError("--dp-generator is for sentence-level +DP models, not context models")
+            hyps = self._translate_documents(lines, nonempty, doc_ids, progress)
+        elif c.dp_generator:
             hyps = self._translate_dp(lines, nonempty, progress)
         else:
             bpe = self._to_bpe([lines[i] for i in nonempty])
@@ -154,6 +163,21 @@ class Translator:
             out[i] = h
         return out
 
+
+    def _translate_documents(self, lines: list[str], nonempty: list[int], doc_ids: list[str] | None,
+                             progress: bool) -> list[str]:
+        ids = dict(zip(nonempty, (self.src_vocab.encode(s) for s in self._to_bpe([lines[i] for i in nonempty]))))
+        doc_ids = doc_ids if doc_ids is not None else [""] * len(lines)
+        docs: list[list] = []
+        for i, d in enumerate(doc_ids):
+            if i == 0 or d != doc_ids[i - 1]:
+                docs.append([])
+            docs[-1].append(ids.get(i))
+        c = self.cfg
+        out = translate_documents(self.model, docs, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
+                                  c.max_len_extra, c.batch_sentences, progress)
+        flat = [h for doc in out for h in doc]
+        return [flat[i] for i in nonempty]
 
     def _translate_dp(self, lines: list[str], nonempty: list[int], progress: bool) -> list[str]:
         """Translation of input variants (see TranslateConfig dp_*): an input transform turns

@@ -46,6 +46,16 @@ def build_optimizer(params, lr: float, betas, eps: float, weight_decay: float) -
                             fused=True)
 
 
+def _groups(params: list, lr_scale: dict[int, float] | None) -> list:
+    """Parameters as one group, or groups by LR factor (key ``lr_scale``) in first-seen order."""
+    if not lr_scale:
+        return params
+    groups: dict[float, list] = {}
+    for p in params:
+        groups.setdefault(lr_scale.get(id(p), 1.0), []).append(p)
+    return [{"params": ps, "lr_scale": s} for s, ps in groups.items()]
+
+
 class MixedAdam:
     """Adam for a module whose embedding tables may have sparse gradients: fused Adam on the
     dense parameters, ``torch.optim.SparseAdam`` (lazy Adam: moments of a row move only when
@@ -57,18 +67,21 @@ class MixedAdam:
     ``max_norm`` ≤ 0 disables clipping."""
 
     def __init__(self, module: torch.nn.Module, lr: float, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0):
-        self.sparse = [m.weight for m in module.modules() if isinstance(m, torch.nn.Embedding) and m.sparse]
+                 weight_decay: float = 0.0, lr_scale: dict[int, float] | None = None):
+        """``lr_scale``: id(parameter) → factor on the LR (e.g. parameters loaded by ``init_from``);
+        parameters with ``requires_grad`` False (frozen) are left out."""
+        self.sparse = [m.weight for m in module.modules()
+                       if isinstance(m, torch.nn.Embedding) and m.sparse and m.weight.requires_grad]
         ids = {id(p) for p in self.sparse}
-        self.dense = [p for p in module.parameters() if id(p) not in ids]
-        self.opts = [build_optimizer(self.dense, lr, betas, eps, weight_decay)]
+        self.dense = [p for p in module.parameters() if id(p) not in ids and p.requires_grad]
+        self.opts = [build_optimizer(_groups(self.dense, lr_scale), lr, betas, eps, weight_decay)]
         if self.sparse:
-            self.opts.append(torch.optim.SparseAdam(self.sparse, lr, tuple(betas), eps))
+            self.opts.append(torch.optim.SparseAdam(_groups(self.sparse, lr_scale), lr, tuple(betas), eps))
 
     def set_lr(self, lr: float) -> None:
         for o in self.opts:
             for g in o.param_groups:
-                g["lr"] = lr
+                g["lr"] = lr * g.get("lr_scale", 1.0)
 
     def zero_grad(self) -> None:
         for o in self.opts:

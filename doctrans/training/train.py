@@ -100,6 +100,37 @@ class NMTTask:
                 "prepared": str(self.config.data.prepared)}
 
 
+def initialise_from(model: torch.nn.Module, path: str, freeze: tuple[str, ...] = ()) -> set[int]:
+    """Two-stage training (HAN recipe, models.md §2.5): copy the weights of checkpoint ``path``
+    into ``model``; parameters it lacks (a context model's new ones) keep their fresh
+    initialisation. A sentence-level checkpoint fits a context model's ``backbone.``. Then
+    parameters matching a ``freeze`` pattern (fnmatch over names) stop training. Returns the ids
+    of the loaded parameters. Raises ValueError naming checkpoint keys the model does not have,
+    or a pattern that matches nothing."""
+    import fnmatch
+
+    state = load_checkpoint(path)["model"]
+    own = model.state_dict()
+    if not set(state) & set(own) and hasattr(model, "backbone"):
+        state = {f"backbone.{k}": v for k, v in state.items()}
+    unexpected = sorted(set(state) - set(own))
+    if unexpected:
+        raise ValueError(f"init_from {path}: keys the model does not have: {', '.join(unexpected[:8])}"
+                         + (f" … ({len(unexpected)} in all)" if len(unexpected) > 8 else ""))
+    missing = sorted(set(own) - set(state))
+    model.load_state_dict(state, strict=False)
+    log.info("init_from %s: %d tensors loaded, %d new (%s)", path, len(state), len(missing),
+             ", ".join(sorted({k.split(".")[0] for k in missing})) or "-")
+    for pattern in freeze:
+        hits = [p for n, p in model.named_parameters() if fnmatch.fnmatch(n, pattern)]
+        if not hits:
+            raise ValueError(f"train.freeze pattern {pattern!r} matches no parameter")
+        for p in hits:
+            p.requires_grad_(False)
+    names = set(state)
+    return {id(p) for n, p in model.named_parameters() if n in names}
+
+
 def _load_data(cfg: ExperimentConfig, src_vocab: Vocab, tgt_vocab: Vocab):
     d, prep = cfg.data, Path(cfg.data.prepared)
     src_dir = Path(d.src_dir) if d.src_dir else prep
@@ -113,6 +144,12 @@ def _load_data(cfg: ExperimentConfig, src_vocab: Vocab, tgt_vocab: Vocab):
                                src_vocab, tgt_vocab, max_len=0)
         dev_refs = read_lines(prep / f"{d.dev_split}.tok.{d.tgt_suffix.split('.')[-1]}")
     return train, dev, dev_refs
+
+
+def _check_init_vocab(path: str, src_vocab: Vocab, tgt_vocab: Vocab) -> None:
+    ck = load_checkpoint(path)
+    if "vocab" in ck and (ck["vocab"]["src"] != src_vocab.tokens or ck["vocab"]["tgt"] != tgt_vocab.tokens):
+        raise ValueError(f"init_from {path}: its vocabularies differ from this run's (another prepared dataset?)")
 
 
 def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
@@ -142,6 +179,13 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
     train, dev, dev_refs = _load_data(cfg, src_vocab, tgt_vocab)
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), src_vocab.pad_id, cfg.context).to(device)
     task = NMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device)
+    if t.init_from and ckpt is None:
+        _check_init_vocab(t.init_from, src_vocab, tgt_vocab)
+        loaded = initialise_from(model, t.init_from, t.freeze)
+        if t.init_lr_scale != 1.0:
+            task.lr_scale = dict.fromkeys(loaded, t.init_lr_scale)
+    elif t.freeze:
+        raise ValueError("train.freeze needs train.init_from")
     trainer = Trainer(task, t, run_dir, device)
     if ckpt is not None:
         trainer.restore(ckpt)

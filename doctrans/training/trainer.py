@@ -49,7 +49,9 @@ class Task(Protocol):
     """A trainable thing as the loop sees it.
 
     ``kind`` names the checkpoint type ("nmt", "dp_generator"); ``model`` holds every trained
-    parameter; ``config`` is the resolved experiment config (a dataclass) saved in checkpoints.
+    parameter (those with ``requires_grad`` False are frozen); ``config`` is the resolved
+    experiment config (a dataclass) saved in checkpoints. Optional ``lr_scale``: id(parameter)
+    → LR factor.
     """
 
     kind: str
@@ -99,7 +101,8 @@ class Trainer:
         if cfg.autocast not in ("none", "bf16"):
             raise ValueError(f"train.autocast must be 'none' or 'bf16', got {cfg.autocast!r}")
         self.task, self.t, self.run_dir, self.device = task, cfg, Path(run_dir), device
-        self.opt = MixedAdam(task.model, cfg.lr, cfg.adam_betas, cfg.adam_eps, cfg.weight_decay)
+        self.opt = MixedAdam(task.model, cfg.lr, cfg.adam_betas, cfg.adam_eps, cfg.weight_decay,
+                             getattr(task, "lr_scale", None))
         self.state = TrainState()
         self.metrics = MetricsWriter(self.run_dir / "metrics.jsonl")
         self.board = TensorBoardWriter(self.run_dir / "tensorboard") if cfg.tensorboard else None

@@ -1,0 +1,106 @@
+"""Translating documents with a context model (``model.context_sents`` = N > 0).
+
+Each batch is a document batch (``models/context/base.py``): the sentences to translate are
+``is_target`` rows and the N sentences before each of them in its document are context-only
+rows, pointed to by ``ctx``. Two schedules:
+
+* **source-side context** (``model.context_needs_target`` False: concatenation, HAN encoder):
+  the context is known before anything is translated, so sentences of all documents are
+  batched together in length order, ``batch_sentences`` target rows at a time, as a sentence
+  model would be;
+* **target-side context** (HAN decoder / joint): the context rows carry the model's own 1-best
+  translations of the previous sentences (models.md §1.1), so documents are translated in
+  order, sentence m of every document in one batch (chunks of ``batch_sentences``) after
+  sentence m − 1 of all of them.
+
+Empty lines are not sentences: they give empty output and are skipped as context [I: the
+previous N *sentences*]. Output keeps every line in place.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from doctrans.data.vocab import Vocab
+from doctrans.inference.beam_search import beam_search
+
+Sentence = tuple[int, int]        # (document, line) of a non-empty line
+
+
+class _Batch:
+    """A document batch for ``beam_search``: src (B, S), tgt_in (B, T), ctx (B, N), is_target (B,)."""
+
+    def __init__(self, src, tgt_in, ctx, is_target):
+        self.src, self.tgt_in, self.ctx, self.is_target = src, tgt_in, ctx, is_target
+
+
+def _pad(seqs: list[np.ndarray], pad: int, device) -> torch.Tensor:
+    out = torch.full((len(seqs), max(len(s) for s in seqs)), pad, dtype=torch.long)
+    for r, s in enumerate(seqs):
+        out[r, :len(s)] = torch.as_tensor(s, dtype=torch.long)
+    return out.to(device)
+
+
+def _context(doc: list[int], k: int, n: int) -> list[int]:
+    """The N lines before position k of a document's non-empty lines (oldest first; fewer at
+    the document start)."""
+    return doc[max(0, k - n):k]
+
+
+def build_batch(targets: list[Sentence], sents: dict[Sentence, np.ndarray], order: dict[int, list[int]],
+                position: dict[Sentence, int], n: int, hyps: dict[Sentence, list[int]], vocab: Vocab,
+                device) -> _Batch:
+    """Target rows first, then their context rows (each context sentence once); ``ctx`` points
+    from each row to its context rows (−1 where missing); context rows' ``tgt_in`` is ``<s>``
+    + their 1-best (``hyps``) when known, else ``<s>``."""
+    rows: list[Sentence] = list(targets)
+    index = {s: r for r, s in enumerate(rows)}
+    ctx = []
+    for d, line in targets:
+        cl = [(d, c) for c in _context(order[d], position[(d, line)], n)]
+        for s in cl:
+            if s not in index:
+                index[s] = len(rows)
+                rows.append(s)
+        ctx.append([-1] * (n - len(cl)) + [index[s] for s in cl])
+    ctx += [[-1] * n for _ in range(len(rows) - len(targets))]           # context rows: no context
+    src = _pad([sents[s] for s in rows], vocab.pad_id, device)
+    tgt_in = _pad([np.asarray([vocab.bos_id] + hyps.get(s, []), dtype=np.int64) for s in rows],
+                  vocab.pad_id, device)
+    is_target = torch.zeros(len(rows), dtype=torch.bool, device=device)
+    is_target[:len(targets)] = True
+    return _Batch(src, tgt_in, torch.tensor(ctx, dtype=torch.long, device=device).view(len(rows), n),
+                  is_target)
+
+
+def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab, beam: int, lenpen: float,
+                        max_len_ratio: float, max_len_extra: int, batch_sentences: int,
+                        progress: bool = False) -> list[list[str]]:
+    """docs: per document, per line, source ids ending in ``</s>`` (None for an empty line) →
+    per document, per line, target token strings ("" for empty lines). See the module doc for
+    the two schedules. Raises ValueError if the model reads no context."""
+    n = getattr(model, "context_sents", 0)
+    if n <= 0:
+        raise ValueError("translate_documents needs a context model (model.context_sents > 0)")
+    device = next(model.parameters()).device
+    sents = {(d, i): x for d, lines in enumerate(docs) for i, x in enumerate(lines) if x is not None}
+    order = {d: [i for i, x in enumerate(lines) if x is not None] for d, lines in enumerate(docs)}
+    position = {(d, line): k for d, o in order.items() for k, line in enumerate(o)}
+    hyps: dict[Sentence, list[int]] = {}
+    if getattr(model, "context_needs_target", False):
+        steps = [[(d, o[m]) for d, o in order.items() if m < len(o)] for m in range(max(map(len, order.values()), default=0))]
+    else:
+        steps = [sorted(sents, key=lambda s: len(sents[s]))]
+    bar = tqdm(total=len(sents), unit="sent", disable=not progress, desc="translate documents")
+    for step in steps:
+        step = sorted(step, key=lambda s: len(sents[s]))
+        for start in range(0, len(step), batch_sentences):
+            chunk = step[start:start + batch_sentences]
+            batch = build_batch(chunk, sents, order, position, n, hyps, vocab, device)
+            res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra)
+            hyps.update(zip(chunk, res.tokens))
+            bar.update(len(chunk))
+    bar.close()
+    return [["" if x is None else vocab.decode(hyps[(d, i)]) for i, x in enumerate(lines)]
+            for d, lines in enumerate(docs)]
