@@ -67,8 +67,10 @@ def preprocess_cmd(data_dir, train_dir, dev_prefix, dev_sgm, test_prefix, test_s
       {split}.tok.{zh,en}    tokenized text, one sentence per line
       {split}.bpe.{zh,en}    the same after BPE ("@@ " joins units)
       {split}.docs           "doc_id<TAB>position" per line, position 0-based in the document
-    Splits: train, dev, test. Only train is length-filtered; kept sentences keep their
-    original positions. Without --train-dir, paths come from --data-dir.
+      train.target           1 = training target, 0 = filtered (kept as document context only)
+    Splits: train, dev, test. Every sentence of every document is kept (no gaps); only train
+    is length-filtered, by marking lines 0 in train.target. Without --train-dir, paths come
+    from --data-dir.
     """
     from doctrans.data import preprocess
 

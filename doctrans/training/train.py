@@ -103,8 +103,10 @@ class NMTTask:
 def _load_data(cfg: ExperimentConfig, src_vocab: Vocab, tgt_vocab: Vocab):
     d, prep = cfg.data, Path(cfg.data.prepared)
     src_dir = Path(d.src_dir) if d.src_dir else prep
+    targets = prep / f"{d.train_split}.target"     # absent in datasets of format 1: all lines
     train, skipped = load_parallel(src_dir / f"{d.train_split}.{d.src_suffix}", prep / f"{d.train_split}.{d.tgt_suffix}",
-                                   src_vocab, tgt_vocab, max_len=d.max_len)
+                                   src_vocab, tgt_vocab, max_len=d.max_len,
+                                   target_path=targets if targets.is_file() else None)
     log.info("train: %d pairs (%d skipped by max_len %d/empty); vocab src %d tgt %d",
              len(train), skipped, d.max_len, len(src_vocab), len(tgt_vocab))
     dev, dev_refs = None, None
