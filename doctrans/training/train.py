@@ -17,6 +17,7 @@ import yaml
 
 from doctrans.config import ExperimentConfig, to_dict
 from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches
+from doctrans.data.documents import DocBatchSpec, DocData, collate_doc, load_doc_split, make_doc_batches
 from doctrans.data.vocab import Vocab
 from doctrans.evaluation.score import bleu_tok_lc
 from doctrans.inference.translate import decode_corpus
@@ -56,8 +57,11 @@ class NMTTask:
         self.config, self.t, self.model, self.device = cfg, cfg.train, model, device
         self.train, self.dev, self.dev_refs = train, dev, dev_refs
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
-        self.batches = make_batches(train, self.t.max_tokens, self.t.seed)
-        self.dev_batches = make_batches(dev, self.t.max_tokens, 0) if dev is not None else []
+        self._plan_batches()
+
+    def _plan_batches(self) -> None:
+        self.batches = make_batches(self.train, self.t.max_tokens, self.t.seed)
+        self.dev_batches = make_batches(self.dev, self.t.max_tokens, 0) if self.dev is not None else []
         log.info("%d batches of ≤ %d tokens per epoch", len(self.batches), self.t.max_tokens)
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
@@ -79,12 +83,14 @@ class NMTTask:
     def evaluate(self) -> dict[str, float]:
         if self.dev is None:
             return {}
-        batches = (self._to_device(collate(self.dev, idx, self.tgt_vocab)) for idx in self.dev_batches)
-        xent, _ = dev_xent(self.model, batches, self.tgt_vocab.pad_id)
+        xent, _ = dev_xent(self.model, self._dev_batch_iter(), self.tgt_vocab.pad_id)
         rec = {"xent_nats": xent, "ppl": float(np.exp(min(xent, 50)))}
         if self.t.eval_bleu and self.dev_refs is not None:
             rec["bleu"] = self._dev_bleu()
         return rec
+
+    def _dev_batch_iter(self):
+        return (self._to_device(collate(self.dev, idx, self.tgt_vocab)) for idx in self.dev_batches)
 
     def _dev_bleu(self) -> float:
         d = self.config.decode
@@ -98,6 +104,55 @@ class NMTTask:
     def checkpoint_extra(self) -> dict:
         return {"vocab": {"src": list(self.src_vocab.tokens), "tgt": list(self.tgt_vocab.tokens)},
                 "prepared": str(self.config.data.prepared)}
+
+
+class DocNMTTask(NMTTask):
+    """``NMTTask`` on document-aware batches (``data.documents``), for context models.
+
+    Each batch is a ``DocBatch``: runs of consecutive sentences with their ``context_sents``
+    (N) preceding sentences as context-only rows, ``ctx`` (B, N) pointing at them; the loss
+    skips context-only rows (``forward_loss``). The epoch's batches are built per epoch with
+    documents shuffled by (train.seed, epoch), so resume stays exact. Dev: every dev line is a
+    target, documents in file order. No config key selects it yet: a context model's run
+    would build ``DocNMTTask(..., context_sents=N)`` on ``load_doc_splits`` data instead of
+    ``NMTTask`` on ``_load_data`` (e.g. when ``model.context`` is set).
+    """
+
+    def __init__(self, cfg: ExperimentConfig, model: torch.nn.Module, train: DocData, dev: DocData | None,
+                 dev_refs: list[str] | None, src_vocab: Vocab, tgt_vocab: Vocab, device: torch.device,
+                 context_sents: int):
+        self.context_sents = context_sents
+        super().__init__(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device)
+
+    def _plan_batches(self) -> None:
+        self.dev_batches = (make_doc_batches(self.dev, self.t.max_tokens, self.context_sents, 0)
+                            if self.dev is not None else [])
+        log.info("document batches: %d documents, %d target sentences, N = %d context sentences",
+                 self.train.n_docs, int(self.train.is_target.sum()), self.context_sents)
+
+    def epoch_batches(self, epoch: int) -> list[DocBatchSpec]:
+        return make_doc_batches(self.train, self.t.max_tokens, self.context_sents, self.t.seed, epoch)
+
+    def collate(self, key: DocBatchSpec, epoch: int, index: int):
+        return collate_doc(self.train, key, self.tgt_vocab).to(self.device)
+
+    def _dev_batch_iter(self):
+        return (collate_doc(self.dev, spec, self.tgt_vocab).to(self.device) for spec in self.dev_batches)
+
+
+def load_doc_splits(cfg: ExperimentConfig, src_vocab: Vocab, tgt_vocab: Vocab
+                    ) -> tuple[DocData, DocData | None, list[str] | None]:
+    """(train, dev, dev references) as DocData: the files ``_load_data`` reads, every line kept;
+    train targets are exactly ``_load_data``'s pairs (``train.target`` and ``data.max_len``)."""
+    d, prep = cfg.data, Path(cfg.data.prepared)
+    src_dir = Path(d.src_dir) if d.src_dir else prep
+    train = load_doc_split(prep, d.train_split, src_vocab, tgt_vocab, d.max_len, d.src_suffix, d.tgt_suffix, src_dir)
+    log.info("train: %d lines in %d documents, %d targets", len(train), train.n_docs, int(train.is_target.sum()))
+    dev, dev_refs = None, None
+    if (src_dir / f"{d.dev_split}.{d.src_suffix}").is_file():
+        dev = load_doc_split(prep, d.dev_split, src_vocab, tgt_vocab, 0, d.src_suffix, d.tgt_suffix, src_dir)
+        dev_refs = read_lines(prep / f"{d.dev_split}.tok.{d.tgt_suffix.split('.')[-1]}")
+    return train, dev, dev_refs
 
 
 def _load_data(cfg: ExperimentConfig, src_vocab: Vocab, tgt_vocab: Vocab):
