@@ -107,7 +107,9 @@ def epoch_batches(batches: list[np.ndarray], seed: int, epoch: int) -> list[np.n
     return [batches[i] for i in perm]
 
 
-def _pad(seqs: list[np.ndarray], pad: int, prefix: int | None = None, drop_last: bool = False) -> torch.Tensor:
+def pad_sequences(seqs: list[np.ndarray], pad: int, prefix: int | None = None, drop_last: bool = False) -> torch.Tensor:
+    """(len(seqs), longest) int64 rows padded with ``pad``; ``prefix`` (e.g. ``<s>``) first and
+    ``drop_last`` (the ``</s>``) give the teacher-forcing input ``tgt_in``."""
     n = max(len(s) for s in seqs) + (prefix is not None) - drop_last
     out = np.full((len(seqs), n), pad, dtype=np.int64)
     for r, s in enumerate(seqs):
@@ -125,9 +127,9 @@ def collate(data: ParallelData, index: np.ndarray, vocab: Vocab) -> Batch:
     src = [data.src[i] for i in index]
     tgt = [data.tgt[i] for i in index]
     return Batch(
-        src=_pad(src, vocab.pad_id),
-        tgt_in=_pad(tgt, vocab.pad_id, prefix=vocab.bos_id, drop_last=True),
-        tgt_out=_pad(tgt, vocab.pad_id),
+        src=pad_sequences(src, vocab.pad_id),
+        tgt_in=pad_sequences(tgt, vocab.pad_id, prefix=vocab.bos_id, drop_last=True),
+        tgt_out=pad_sequences(tgt, vocab.pad_id),
         index=np.asarray(index),
         n_targets=int(sum(len(t) for t in tgt)),
     )

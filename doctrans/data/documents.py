@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from doctrans.data.batching import _pad, read_targets
+from doctrans.data.batching import pad_sequences, read_targets
 from doctrans.data.vocab import Vocab
 from doctrans.utils.io import read_lines
 
@@ -295,9 +295,9 @@ def collate_doc(data: DocData, spec: DocBatchSpec, vocab: Vocab) -> DocBatch:
     src = [data.src[i] for i in spec.rows]
     tgt = [data.tgt[i] for i in spec.rows]
     return DocBatch(
-        src=_pad(src, vocab.pad_id),
-        tgt_in=_pad(tgt, vocab.pad_id, prefix=vocab.bos_id, drop_last=True),
-        tgt_out=_pad(tgt, vocab.pad_id),
+        src=pad_sequences(src, vocab.pad_id),
+        tgt_in=pad_sequences(tgt, vocab.pad_id, prefix=vocab.bos_id, drop_last=True),
+        tgt_out=pad_sequences(tgt, vocab.pad_id),
         index=np.asarray(spec.rows),
         n_targets=int(sum(len(t) for t, keep in zip(tgt, spec.is_target) if keep)),
         is_target=torch.from_numpy(np.asarray(spec.is_target, dtype=bool)),
