@@ -261,7 +261,7 @@ def annotate_split(cfg: AnnotateConfig, split: str, src: Path, tgt: Path, lm_pat
     if len(aligns) != len(src_lines):
         raise ValueError(f"{cfg.out / f'{split}.align'} has {len(aligns):,} lines, "
                          f"{src} has {len(src_lines):,}: delete the .align files and rerun")
-    n, numbers = len(src_lines), target_lines(cfg.prepared, split, len(src_lines))
+    numbers = target_lines(cfg.prepared, split, len(src_lines))
     jobs = [(nums, [src_lines[k] for k in nums], [tgt_lines[k] for k in nums], [aligns[k] for k in nums], split)
             for nums in (numbers[a:b] for a, b in _chunks(len(numbers), cfg.chunk_lines))]
     dp, dpp = list(src_lines), list(src_lines)          # context-only lines: the source as it is,
