@@ -214,3 +214,21 @@ def test_tvsub_dev_documents_match_sgml(tvsub_prepared):
     tok_en = read_lines(tvsub_prepared / "dev.tok.en")
     assert tok_en[8].startswith("don 't you give me")      # unescaped, not re-split
     assert all(line for line in read_lines(tvsub_prepared / "dev.tok.zh"))
+
+
+@needs_tvsub
+def test_tvsub_doc_data_targets_are_the_sentence_level_pairs(tvsub_prepared):
+    """DocData of the prepared train split: documents and positions as in train.docs, and its
+    target rows are exactly load_parallel's pairs (context-only rows between them)."""
+    from doctrans.data.batching import load_parallel
+    from doctrans.data.documents import load_doc_split
+    from doctrans.data.vocab import Vocab
+
+    out = tvsub_prepared
+    sv, tv = Vocab.from_counts_file(out / "vocab.zh.txt"), Vocab.from_counts_file(out / "vocab.en.txt")
+    data = load_doc_split(out, "train", sv, tv, max_len=80)
+    pairs, _ = load_parallel(out / "train.bpe.zh", out / "train.bpe.en", sv, tv, 80, out / "train.target")
+    assert data.doc_ids == ["0", "1", "2"] and list(data.doc_start) == [0, 947, 947 + 994, 947 + 994 + 1155]
+    assert list(data.pos[:947]) == list(range(947))
+    assert list(data.line[data.is_target]) == list(pairs.line) and 0 < len(pairs) < len(data)
+    assert all((data.src[i] == s).all() and (data.tgt[i] == t).all() for i, s, t in zip(pairs.line, pairs.src, pairs.tgt))
