@@ -246,6 +246,9 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
       stats.json/md   English pronouns, how many dropped, by pronoun and by type
       agreement.json/md  dev/test against the hand-annotated oracle (TVsub), position and
                       pronoun P/R/F (thesis Table 4.8)
+    Train lines marked 0 in PREPARED/train.target (filtered, context only) are not annotated:
+    there .dp.zh/.dpp.zh are the source, .dplabel is all N, .align is empty, and the LM and
+    the statistics use the other lines only.
     Stages already done (alignment, LM) are reused when the command is rerun.
 
     \b
