@@ -97,9 +97,17 @@ if [[ $DICT_FROM == vocab ]]; then
     done
     DICT_ARGS=(--srcdict "$WORK/dict.zh.in" --tgtdict "$WORK/dict.en.in")
 fi
+TRAINPREF="$PREP/train.bpe"
+if [[ -f $PREP/train.target ]]; then    # lines marked 0 are context only, not training pairs
+    for l in zh en; do
+        awk 'NR == FNR { keep[FNR] = ($0 == "1"); next } keep[FNR]' "$PREP/train.target" "$PREP/train.bpe.$l" \
+            > "$WORK/train.bpe.$l"
+    done
+    TRAINPREF="$WORK/train.bpe"
+fi
 t0=$(now)
 "$FS_BIN/fairseq-preprocess" --source-lang zh --target-lang en \
-    --trainpref "$PREP/train.bpe" --validpref "$PREP/dev.bpe" --testpref "$PREP/test.bpe" \
+    --trainpref "$TRAINPREF" --validpref "$PREP/dev.bpe" --testpref "$PREP/test.bpe" \
     --destdir "$WORK/data-bin" --workers 2 "${DICT_ARGS[@]}" > "$WORK/preprocess.log" 2>&1 \
     || { tail -20 "$WORK/preprocess.log" >&2; die "fairseq-preprocess failed (see $WORK/preprocess.log)"; }
 t1=$(now)

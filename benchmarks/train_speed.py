@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import torch
 
@@ -54,7 +55,9 @@ def main() -> None:
     cfg = load_experiment(args.config, [f"data.prepared={args.prepared}"])
     src_v = Vocab.from_counts_file(f"{args.prepared}/vocab.zh.txt")
     tgt_v = Vocab.from_counts_file(f"{args.prepared}/vocab.en.txt")
-    data, _ = load_parallel(f"{args.prepared}/train.bpe.zh", f"{args.prepared}/train.bpe.en", src_v, tgt_v, 128)
+    target = Path(args.prepared) / "train.target"          # absent in datasets of format 1
+    data, _ = load_parallel(f"{args.prepared}/train.bpe.zh", f"{args.prepared}/train.bpe.en", src_v, tgt_v, 128,
+                            target if target.is_file() else None)
     batches = epoch_batches(make_batches(data, cfg.train.max_tokens, 1), 1, 0)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, max_tokens {cfg.train.max_tokens}, "
           f"{args.updates} timed updates")

@@ -67,8 +67,10 @@ def preprocess_cmd(data_dir, train_dir, dev_prefix, dev_sgm, test_prefix, test_s
       {split}.tok.{zh,en}    tokenized text, one sentence per line
       {split}.bpe.{zh,en}    the same after BPE ("@@ " joins units)
       {split}.docs           "doc_id<TAB>position" per line, position 0-based in the document
-    Splits: train, dev, test. Only train is length-filtered; kept sentences keep their
-    original positions. Without --train-dir, paths come from --data-dir.
+      train.target           1 = training target, 0 = filtered (kept as document context only)
+    Splits: train, dev, test. Every sentence of every document is kept (no gaps); only train
+    is length-filtered, by marking lines 0 in train.target. Without --train-dir, paths come
+    from --data-dir.
     """
     from doctrans.data import preprocess
 
@@ -244,6 +246,9 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
       stats.json/md   English pronouns, how many dropped, by pronoun and by type
       agreement.json/md  dev/test against the hand-annotated oracle (TVsub), position and
                       pronoun P/R/F (thesis Table 4.8)
+    Train lines marked 0 in PREPARED/train.target (filtered, context only) are not annotated:
+    there .dp.zh/.dpp.zh are the source, .dplabel is all N, .align is empty, and the LM and
+    the statistics use the other lines only.
     Stages already done (alignment, LM) are reused when the command is rerun.
 
     \b

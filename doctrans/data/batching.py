@@ -44,22 +44,43 @@ class Batch:
     n_targets: int                # real target tokens, including </s> (what the loss sums over)
 
 
+def read_targets(path: Path, n_lines: int) -> np.ndarray:
+    """``train.target`` → (n_lines,) bool, True at training targets (``1``), False at filtered
+    context-only lines (``0``). Raises ValueError naming the file (and line) when the line count
+    differs from ``n_lines`` or a line is not ``0``/``1``."""
+    flags = read_lines(path)
+    if len(flags) != n_lines:
+        raise ValueError(f"{path} has {len(flags)} lines but the text files have {n_lines}")
+    for k, f in enumerate(flags):
+        if f not in ("0", "1"):
+            raise ValueError(f"{path}:{k + 1}: expected 0 or 1, got {f!r}")
+    return np.asarray([f == "1" for f in flags], dtype=bool)
+
+
 def load_parallel(src_path: Path, tgt_path: Path, src_vocab: Vocab, tgt_vocab: Vocab,
-                  max_len: int = 0) -> tuple[ParallelData, int]:
-    """Read two line-aligned BPE files → (data, n_skipped). ``max_len`` > 0 skips longer pairs
-    (and empty ones); 0 keeps every line (dev/test). Raises ValueError on a line-count mismatch."""
+                  max_len: int = 0, target_path: Path | None = None) -> tuple[ParallelData, int]:
+    """Read two line-aligned BPE files → (data, n_skipped). With ``target_path`` (a prepared
+    ``train.target``) the ``0`` lines (filtered, context only) are left out first; ``None``
+    (or a dataset of format 1, which has no such file) means every line is a target.
+    ``max_len`` > 0 then skips longer pairs (and empty ones), counted in ``n_skipped``; 0 keeps
+    every line (dev/test). ``data.line`` holds line indices in the files. Raises ValueError on
+    a line-count mismatch."""
     src_lines, tgt_lines = read_lines(src_path), read_lines(tgt_path)
     if len(src_lines) != len(tgt_lines):
         raise ValueError(f"{src_path} has {len(src_lines)} lines but {tgt_path} has {len(tgt_lines)}")
+    targets = read_targets(target_path, len(src_lines)) if target_path is not None else None
     src, tgt, lines = [], [], []
     for i, (s, t) in enumerate(zip(src_lines, tgt_lines)):
+        if targets is not None and not targets[i]:
+            continue
         a, b = src_vocab.encode(s), tgt_vocab.encode(t)
         if max_len and (len(a) > max_len + 1 or len(b) > max_len + 1 or len(a) == 1 or len(b) == 1):
             continue
         src.append(a)
         tgt.append(b)
         lines.append(i)
-    return ParallelData(src, tgt, np.asarray(lines, dtype=np.int64)), len(src_lines) - len(src)
+    n_candidates = len(src_lines) if targets is None else int(targets.sum())
+    return ParallelData(src, tgt, np.asarray(lines, dtype=np.int64)), n_candidates - len(src)
 
 
 def make_batches(data: ParallelData, max_tokens: int, seed: int) -> list[np.ndarray]:
@@ -86,7 +107,9 @@ def epoch_batches(batches: list[np.ndarray], seed: int, epoch: int) -> list[np.n
     return [batches[i] for i in perm]
 
 
-def _pad(seqs: list[np.ndarray], pad: int, prefix: int | None = None, drop_last: bool = False) -> torch.Tensor:
+def pad_sequences(seqs: list[np.ndarray], pad: int, prefix: int | None = None, drop_last: bool = False) -> torch.Tensor:
+    """(len(seqs), longest) int64 rows padded with ``pad``; ``prefix`` (e.g. ``<s>``) first and
+    ``drop_last`` (the ``</s>``) give the teacher-forcing input ``tgt_in``."""
     n = max(len(s) for s in seqs) + (prefix is not None) - drop_last
     out = np.full((len(seqs), n), pad, dtype=np.int64)
     for r, s in enumerate(seqs):
@@ -104,9 +127,9 @@ def collate(data: ParallelData, index: np.ndarray, vocab: Vocab) -> Batch:
     src = [data.src[i] for i in index]
     tgt = [data.tgt[i] for i in index]
     return Batch(
-        src=_pad(src, vocab.pad_id),
-        tgt_in=_pad(tgt, vocab.pad_id, prefix=vocab.bos_id, drop_last=True),
-        tgt_out=_pad(tgt, vocab.pad_id),
+        src=pad_sequences(src, vocab.pad_id),
+        tgt_in=pad_sequences(tgt, vocab.pad_id, prefix=vocab.bos_id, drop_last=True),
+        tgt_out=pad_sequences(tgt, vocab.pad_id),
         index=np.asarray(index),
         n_targets=int(sum(len(t) for t in tgt)),
     )

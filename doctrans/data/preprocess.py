@@ -8,16 +8,22 @@ Output layout (the trainer and translator depend on it)::
     OUT/{split}.tok.{src,tgt}      tokenized/segmented, one sentence per line
     OUT/{split}.bpe.{src,tgt}      after BPE
     OUT/{split}.docs               "doc_id<TAB>position", line-aligned with the text files
+    OUT/train.target               "1" (a training target) or "0" (filtered: context only) per line
 
-Splits are ``train`` (required), ``dev`` and ``test`` (optional). Only ``train`` is filtered
-(empty side, more than ``max_len`` tokens on a side, token-count ratio above
-``max_len_ratio``; counted after tokenization, before BPE); kept sentences keep their original
-position in the document, so gaps show where sentences were dropped. ``dev``/``test`` keep
-every line, empty lines included.
+Splits are ``train`` (required), ``dev`` and ``test`` (optional). Every split keeps every
+sentence of every document, in document order, so line k+1 is the next sentence of line k's
+document and positions go 0, 1, 2… (document context is never shifted). Only ``train`` is
+*filtered* (empty side, more than ``max_len`` tokens on a side, token-count ratio above
+``max_len_ratio``; counted after tokenization, before BPE): a filtered line stays in every
+train file (an empty side stays an empty line) and is marked ``0`` in ``train.target``, so it
+serves as document context but is never a training target. Sentence-level training reads only
+the ``1`` lines (``batching.load_parallel(target_path=…)``), exactly the pairs the filter kept.
+Datasets of format version 1 (before ``train.target``) held only the kept lines.
 
-BPE is learnt on an evenly spaced sample of at most ``bpe_sample_lines`` filtered train lines
-(0 = all): the learning cost grows with the number of distinct words, and 500k of TVsub's 2.15M
-lines already give the frequent pairs that 8000 merges use. Codes are then applied to every line.
+BPE codes and vocabularies are learnt on the target lines only (an evenly spaced sample of at
+most ``bpe_sample_lines`` of them, 0 = all): the learning cost grows with the number of
+distinct words, and 500k of TVsub's 2.15M lines already give the frequent pairs that 8000
+merges use. Codes are then applied to every line.
 
 Every file is written to a temporary name in OUT and moved into place with ``os.replace``; a
 ``meta.json`` left from an earlier run is deleted first. Tokenization and BPE application run
@@ -45,7 +51,7 @@ from doctrans.utils.io import atomic_write_lines, atomic_write_text
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2                 # 2: filtered train lines kept, marked in train.target
 TVSUB_CLONE = "git clone https://github.com/longyuewangdcu/tvsub"
 
 
@@ -269,9 +275,10 @@ def map_lines(workers: Workers, fn: Callable, columns: dict, chunk_lines: int, d
 # --- steps ----------------------------------------------------------------------------------
 
 
-def filter_train(train: Split, cfg: PreprocessConfig) -> tuple[Split, dict]:
-    """Drop train pairs with an empty side, a side over ``max_len`` tokens or a ratio over
-    ``max_len_ratio`` (token counts of the tokenized text). Returns kept split and statistics."""
+def filter_train(train: Split, cfg: PreprocessConfig) -> tuple[list[int], dict]:
+    """Find the train pairs that are training targets: not an empty side, no side over
+    ``max_len`` tokens, no ratio over ``max_len_ratio`` (token counts of the tokenized text).
+    Returns (indices of the target lines, in order; statistics). Nothing is removed."""
     removed = Counter()
     keep = []
     for i, (s, t) in enumerate(zip(train.src, train.tgt)):
@@ -292,7 +299,7 @@ def filter_train(train: Split, cfg: PreprocessConfig) -> tuple[Split, dict]:
     }
     logger.info("train filter: kept %d, removed %d %s", len(keep), stats["removed"],
                 stats["removed_by_reason"])
-    return train.subset(keep), stats
+    return keep, stats
 
 
 def word_counts(lines: list[str], sample_lines: int) -> Counter:
@@ -341,13 +348,21 @@ def token_vocab(lines: list[str]) -> list[tuple[str, int]]:
 
 
 def write_split(out: Path, tok: Split, bpe: Split, src: str, tgt: str) -> None:
-    """``{split}.tok.*``, ``{split}.bpe.*`` and ``{split}.docs`` of one split."""
+    """``{split}.tok.*``, ``{split}.bpe.*`` and ``{split}.docs`` of one split (every line)."""
     atomic_write_lines(out / f"{tok.name}.tok.{src}", tok.src)
     atomic_write_lines(out / f"{tok.name}.tok.{tgt}", tok.tgt)
     atomic_write_lines(out / f"{tok.name}.bpe.{src}", bpe.src)
     atomic_write_lines(out / f"{tok.name}.bpe.{tgt}", bpe.tgt)
     atomic_write_lines(out / f"{tok.name}.docs",
                        (f"{d}\t{p}" for d, p in zip(tok.doc_ids, tok.positions)))
+
+
+def write_targets(out: Path, n_lines: int, targets: list[int]) -> None:
+    """``train.target``: ``1`` on the ``targets`` lines, ``0`` on the others (``n_lines`` lines)."""
+    flags = ["0"] * n_lines
+    for i in targets:
+        flags[i] = "1"
+    atomic_write_lines(out / "train.target", flags)
 
 
 def write_vocab(out: Path, lang: str, lines: list[str]) -> None:
@@ -373,10 +388,13 @@ def _bpe_splits(workers: Workers, tok: list[Split], codes: dict[str, Path], cfg:
             for s in tok]
 
 
-def _meta(cfg: PreprocessConfig, splits: list[Split], filter_stats: dict, n_train_docs: int) -> dict:
+def _meta(cfg: PreprocessConfig, splits: list[Split], filter_stats: dict) -> dict:
+    """``meta.json``: ``splits.{name}.sentences`` counts the lines of the split's files (train:
+    targets + filtered context-only lines)."""
     info = {s.name: {"sentences": len(s.src), "documents": s.n_documents(), "source": s.source}
             for s in splits}
-    info["train"]["documents_selected"] = n_train_docs
+    info["train"]["documents_selected"] = splits[0].n_documents()
+    info["train"]["targets"] = filter_stats["kept"]
     info["train"]["filtered"] = filter_stats["removed"]
     return {
         "version": FORMAT_VERSION, "src": cfg.src, "tgt": cfg.tgt, "lowercase": cfg.lowercase,
@@ -398,15 +416,16 @@ def run(cfg: PreprocessConfig) -> Path:
     (out / "meta.json").unlink(missing_ok=True)  # stale meta would bless a half-rewritten dir
     with Workers(cfg.workers) as workers:
         tok = _tokenize_splits(workers, read_splits(cfg), cfg)  # raw text freed afterwards
-        n_train_docs = tok[0].n_documents()
-        tok[0], filter_stats = filter_train(tok[0], cfg)
-        codes = learn_codes(workers, tok[0], cfg, out)
+        targets, filter_stats = filter_train(tok[0], cfg)
+        codes = learn_codes(workers, tok[0].subset(targets), cfg, out)
         bpe = _bpe_splits(workers, tok, codes, cfg)
     for t, b in zip(tok, bpe):
         write_split(out, t, b, cfg.src, cfg.tgt)
-    write_vocab(out, cfg.src, bpe[0].src)
-    write_vocab(out, cfg.tgt, bpe[0].tgt)
-    meta = _meta(cfg, tok, filter_stats, n_train_docs)
+    write_targets(out, len(tok[0].src), targets)
+    train_bpe = bpe[0].subset(targets)
+    write_vocab(out, cfg.src, train_bpe.src)
+    write_vocab(out, cfg.tgt, train_bpe.tgt)
+    meta = _meta(cfg, tok, filter_stats)
     atomic_write_text(out / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False, default=str) + "\n")
     logger.info("prepared dataset %s in %.1f s (%s)", out, time.monotonic() - t0,
                 ", ".join(f"{s.name} {len(s.src)}" for s in tok))

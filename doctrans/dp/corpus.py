@@ -21,6 +21,13 @@ Stages (each skipped when its output already exists, so an interrupted run resum
    matter). ``--explain N`` adds ``explain/{split}-{line}.png`` and ``.txt`` for N sampled
    sentences with at least one DP.
 
+**Context-only lines.** Training lines marked ``0`` in ``PREPARED/train.target`` (filtered by
+``doctrans preprocess``, kept only as document context) are not annotated: every output stays
+line-aligned with ``PREPARED/train.tok.zh``, and on those lines ``.dp.zh``/``.dpp.zh`` are the
+source as it is, ``.dplabel`` is all ``N``, the ``.align*`` lines are empty. Alignment, the LM,
+the search, the statistics and ``vocab.{dp,dpp}.zh.txt`` use the target lines only, exactly the
+lines a dataset without ``train.target`` (format 1) held, so their results do not change.
+
 ``meta.json`` is written last; its presence marks a complete annotation.
 """
 from __future__ import annotations
@@ -41,7 +48,7 @@ from tqdm import tqdm
 
 from doctrans.dp import align as align_mod
 from doctrans.dp.annotate import (
-    DPP_TOKEN, EOS, MODES, DPStats, explain_text, find_dps, parse_alignment)
+    DPP_TOKEN, EOS, MODES, NO_DP_LABEL, DPStats, explain_text, find_dps, parse_alignment)
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
 
 logger = logging.getLogger(__name__)
@@ -115,9 +122,9 @@ def _init_worker(lm_path: str, options: dict) -> None:
     _WORKER.update(lm=KenLMScorer(lm_path), options=options)
 
 
-def _annotate_chunk(job: tuple[int, list[str], list[str], list[str], str]) -> tuple[int, list, DPStats]:
-    """Annotate lines ``start…`` of one split: returns (start, [(dp, dpp, labels)], stats)."""
-    start, srcs, tgts, aligns, split = job
+def _annotate_chunk(job: tuple[list[int], list[str], list[str], list[str], str]) -> tuple[list[int], list, DPStats]:
+    """Annotate the lines ``numbers`` (0-based) of one split: returns (numbers, [(dp, dpp, labels)], stats)."""
+    numbers, srcs, tgts, aligns, split = job
     lm, options = _WORKER["lm"], _WORKER["options"]
     rows, stats = [], DPStats()
     for k, (s, t, a) in enumerate(zip(srcs, tgts, aligns)):
@@ -126,10 +133,10 @@ def _annotate_chunk(job: tuple[int, list[str], list[str], list[str], str]) -> tu
             links = parse_alignment(a)
             res = find_dps(src, tgt, links, lm, **options)
         except ValueError as e:
-            raise ValueError(f"{split} line {start + k + 1}: {e}") from None
+            raise ValueError(f"{split} line {numbers[k] + 1}: {e}") from None
         rows.append((" ".join(res.dp_tokens), " ".join(res.dpp_tokens), " ".join(res.labels)))
         stats.add(res, tgt)
-    return start, rows, stats
+    return numbers, rows, stats
 
 
 def _search_options(cfg: AnnotateConfig) -> dict:
@@ -157,6 +164,26 @@ def _split_files(cfg: AnnotateConfig, meta: dict) -> dict[str, tuple[Path, Path]
     return found
 
 
+def target_lines(prepared: Path, split: str, n_lines: int) -> list[int]:
+    """0-based numbers of the lines to annotate: the ``1`` lines of ``PREPARED/{split}.target``
+    (written for train by ``doctrans preprocess``), or all ``n_lines`` lines without one."""
+    path = Path(prepared) / f"{split}.target"
+    if not path.is_file():
+        return list(range(n_lines))
+    flags = read_lines(path)
+    if len(flags) != n_lines:
+        raise ValueError(f"{path} has {len(flags):,} lines, {split}.tok.* have {n_lines:,}: not line-aligned")
+    return [k for k, f in enumerate(flags) if f == "1"]
+
+
+def _expand(lines: Sequence[str], numbers: Sequence[int], n_lines: int, fill: str = "") -> list[str]:
+    """``lines[j]`` placed at line ``numbers[j]`` of ``n_lines``, ``fill`` elsewhere."""
+    out = [fill] * n_lines
+    for k, line in zip(numbers, lines):
+        out[k] = line
+    return out
+
+
 def _read_pair(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
     s, t = read_lines(src), read_lines(tgt)
     if len(s) != len(t):
@@ -171,12 +198,14 @@ def align_splits(cfg: AnnotateConfig, files: dict[str, tuple[Path, Path]]) -> No
         logger.info("alignment: reusing %s/*.align.{fwd,rev}", out)
     else:
         sizes, all_src, all_tgt = {}, out / ".all.tok.src", out / ".all.tok.tgt"
+        numbers, n_lines = {}, {}
         with open(all_src, "w", encoding="utf-8") as fs, open(all_tgt, "w", encoding="utf-8") as ft:
             for sp, (s, t) in files.items():
                 src_lines, tgt_lines = _read_pair(s, t)
-                sizes[sp] = len(src_lines)
-                fs.writelines(line + "\n" for line in src_lines)
-                ft.writelines(line + "\n" for line in tgt_lines)
+                n_lines[sp], numbers[sp] = len(src_lines), target_lines(cfg.prepared, sp, len(src_lines))
+                sizes[sp] = len(numbers[sp])
+                fs.writelines(src_lines[k] + "\n" for k in numbers[sp])
+                ft.writelines(tgt_lines[k] + "\n" for k in numbers[sp])
         total = sum(sizes.values())
         logger.info("alignment: eflomal on %s sentence pairs (%s)", f"{total:,}",
                     ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
@@ -189,9 +218,9 @@ def align_splits(cfg: AnnotateConfig, files: dict[str, tuple[Path, Path]]) -> No
         if len(fwd) != total or len(rev) != total:
             raise RuntimeError(f"eflomal wrote {len(fwd)}/{len(rev)} lines for {total} sentence pairs")
         pos = 0
-        for sp, n in sizes.items():
-            atomic_write_lines(out / f"{sp}.align.fwd", fwd[pos:pos + n])
-            atomic_write_lines(out / f"{sp}.align.rev", rev[pos:pos + n])
+        for sp, n in sizes.items():     # context-only lines: empty alignments
+            atomic_write_lines(out / f"{sp}.align.fwd", _expand(fwd[pos:pos + n], numbers[sp], n_lines[sp]))
+            atomic_write_lines(out / f"{sp}.align.rev", _expand(rev[pos:pos + n], numbers[sp], n_lines[sp]))
             pos += n
         for p in (all_src, all_tgt, fwd_all, rev_all):
             p.unlink()
@@ -211,8 +240,16 @@ def build_lm(cfg: AnnotateConfig, train_src: Path) -> Path:
         logger.info("LM: reusing %s", path)
         return path
     t0 = time.time()
-    logger.info("LM: lmplz order %d on %s", cfg.lm_order, train_src)
-    estimate_lm(train_src, path, order=cfg.lm_order, memory=cfg.lm_memory)
+    lines = read_lines(train_src)
+    numbers = target_lines(cfg.prepared, "train", len(lines))
+    text = train_src
+    if len(numbers) < len(lines):                       # the target lines only
+        text = cfg.out / ".lm.train.zh"
+        atomic_write_lines(text, [lines[k] for k in numbers])
+    logger.info("LM: lmplz order %d on %s (%s lines)", cfg.lm_order, train_src, f"{len(numbers):,}")
+    estimate_lm(text, path, order=cfg.lm_order, memory=cfg.lm_memory)
+    if text != train_src:
+        text.unlink()
     logger.info("LM: %s (%.1f MB) in %.1f s", path, path.stat().st_size / 1e6, time.time() - t0)
     return path
 
@@ -224,11 +261,13 @@ def annotate_split(cfg: AnnotateConfig, split: str, src: Path, tgt: Path, lm_pat
     if len(aligns) != len(src_lines):
         raise ValueError(f"{cfg.out / f'{split}.align'} has {len(aligns):,} lines, "
                          f"{src} has {len(src_lines):,}: delete the .align files and rerun")
-    n = len(src_lines)
-    jobs = [(a, src_lines[a:b], tgt_lines[a:b], aligns[a:b], split) for a, b in _chunks(n, cfg.chunk_lines)]
-    dp, dpp, lab = [None] * n, [None] * n, [None] * n
+    numbers = target_lines(cfg.prepared, split, len(src_lines))
+    jobs = [(nums, [src_lines[k] for k in nums], [tgt_lines[k] for k in nums], [aligns[k] for k in nums], split)
+            for nums in (numbers[a:b] for a, b in _chunks(len(numbers), cfg.chunk_lines))]
+    dp, dpp = list(src_lines), list(src_lines)          # context-only lines: the source as it is,
+    lab = [" ".join([NO_DP_LABEL] * (len(x.split()) + 1)) for x in src_lines]  # no DP
     stats = DPStats()
-    bar = tqdm(total=n, desc=f"annotate-dp {split}", unit="sent", unit_scale=True, mininterval=2)
+    bar = tqdm(total=len(numbers), desc=f"annotate-dp {split}", unit="sent", unit_scale=True, mininterval=2)
     init_args = (str(lm_path), _search_options(cfg))
     if cfg.workers <= 1 or len(jobs) == 1:
         _init_worker(*init_args)
@@ -238,9 +277,9 @@ def annotate_split(cfg: AnnotateConfig, split: str, src: Path, tgt: Path, lm_pat
         pool = mp.get_context("fork").Pool(cfg.workers, initializer=_init_worker, initargs=init_args)
         results = pool.imap_unordered(_annotate_chunk, jobs)
     try:
-        for start, rows, part in results:
-            for k, (a, b, c) in enumerate(rows):
-                dp[start + k], dpp[start + k], lab[start + k] = a, b, c
+        for nums, rows, part in results:
+            for k, (a, b, c) in zip(nums, rows):
+                dp[k], dpp[k], lab[k] = a, b, c
             stats.merge(part)
             bar.update(len(rows))
     finally:
@@ -272,8 +311,9 @@ def write_bpe_variants(cfg: AnnotateConfig, splits: Sequence[str]) -> None:
             lines = read_lines(cfg.out / f"{split}.{variant}.zh")
             bpe = proc.apply_bpe(lines, protect=protect)
             atomic_write_lines(cfg.out / f"{split}.{variant}.bpe.zh", bpe)
-            if split == "train":
-                counts = Counter(t for line in bpe for t in line.split())
+            if split == "train":               # BPE units of the target lines
+                numbers = target_lines(cfg.prepared, split, len(bpe))
+                counts = Counter(t for k in numbers for t in bpe[k].split())
                 atomic_write_lines(cfg.out / f"vocab.{variant}.zh.txt",
                                    [f"{t}\t{c}" for t, c in counts.most_common()])
 
@@ -393,6 +433,8 @@ def run(cfg: AnnotateConfig) -> dict:
         {"version": 1, "config": settings, "lm": str(lm_path), "splits": list(files), "timings": timings,
          "outputs": ["{split}.dp.zh", "{split}.dpp.zh", "{split}.dplabel", "{split}.align",
                      "{split}.docs", "{split}.dp.bpe.zh", "{split}.dpp.bpe.zh", "vocab.dp.zh.txt",
-                     "vocab.dpp.zh.txt", "stats.json"], "labels_end_with": EOS},
+                     "vocab.dpp.zh.txt", "stats.json"], "labels_end_with": EOS,
+         "context_only_lines": "PREPARED/{split}.target 0 lines: not annotated (dp/dpp = the source, "
+                               "labels all N, empty alignments), not in the statistics"},
         ensure_ascii=False, indent=1) + "\n")
     return {"out": cfg.out, "stats": stats, "agreement": agr, "explain": pngs, "timings": timings}

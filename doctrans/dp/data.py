@@ -5,6 +5,11 @@ A labelled corpus is the ``annotate-dp`` output: ``PREPARED/{split}.tok.zh`` (to
 ``DP_DIR/{split}.dplabel`` (S + 1 labels: the pronoun dropped before each token / ``</s>``, or
 ``N``) and ``{split}.docs`` (document id, position). Unlabelled input for ``annotate-dp
 --generator`` is tokens + documents only.
+
+The training split of a prepared dataset has context-only lines (``0`` in ``train.target``:
+filtered by ``doctrans preprocess``, not annotated, all-``N`` labels). ``load_sentences(…,
+target_path=…)`` leaves them out, so the generators train on exactly the sentences they did
+before ``train.target`` existed, with the same (document-)neighbours in ``context_of``.
 """
 from __future__ import annotations
 
@@ -43,10 +48,12 @@ def read_docs(path: Path | None, n: int) -> list[str]:
     return docs
 
 
-def load_sentences(tok_path: Path, label_path: Path | None = None, docs_path: Path | None = None
-                   ) -> list[DPSentence]:
-    """Read tokens (+ labels) (+ documents). Raises ``ValueError`` naming file and line when a
-    label line does not have one label per token plus one for ``</s>``."""
+def load_sentences(tok_path: Path, label_path: Path | None = None, docs_path: Path | None = None,
+                   target_path: Path | None = None) -> list[DPSentence]:
+    """Read tokens (+ labels) (+ documents); with ``target_path`` (``PREPARED/train.target``,
+    used where it exists) only its ``1`` lines, ``index`` keeping their line numbers. Raises
+    ``ValueError`` naming file and line when a label line does not have one label per token
+    plus one for ``</s>``, or the target file is not line-aligned."""
     toks = [line.split() for line in read_lines(tok_path)]
     labels = None
     if label_path is not None:
@@ -57,7 +64,13 @@ def load_sentences(tok_path: Path, label_path: Path | None = None, docs_path: Pa
             if len(lab) != len(t) + 1:
                 raise ValueError(f"{label_path}:{k + 1}: {len(lab)} labels for {len(t)} tokens (+ </s>)")
     docs = read_docs(docs_path, len(toks))
-    return [DPSentence(t, labels[k] if labels else None, docs[k], k) for k, t in enumerate(toks)]
+    keep = range(len(toks))
+    if target_path is not None and Path(target_path).is_file():
+        flags = read_lines(target_path)
+        if len(flags) != len(toks):
+            raise ValueError(f"{target_path} has {len(flags)} lines, {tok_path} has {len(toks)}")
+        keep = [k for k, f in enumerate(flags) if f == "1"]
+    return [DPSentence(toks[k], labels[k] if labels else None, docs[k], k) for k in keep]
 
 
 def context_of(sents: Sequence[DPSentence], k: int, n_prev: int, max_tokens: int,

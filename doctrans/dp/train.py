@@ -149,7 +149,7 @@ def load_data(cfg: DPGenConfig) -> tuple[list[DPSentence], list[DPSentence]]:
         if not (ann / f"{split}.dplabel").is_file():
             raise FileNotFoundError(f"{ann / f'{split}.dplabel'} missing: run `doctrans annotate-dp -p {prep}` first")
     train = load_sentences(prep / f"{d.train_split}.tok.zh", ann / f"{d.train_split}.dplabel",
-                           prep / f"{d.train_split}.docs")
+                           prep / f"{d.train_split}.docs", prep / f"{d.train_split}.target")
     if d.max_train_sentences:
         train = train[:d.max_train_sentences]
     dev = load_sentences(prep / f"{d.dev_split}.tok.zh", ann / f"{d.dev_split}.dplabel",

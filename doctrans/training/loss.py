@@ -37,13 +37,13 @@ def label_smoothed_xent(logits: Tensor, target: Tensor, eps: float) -> LossOutpu
 def forward_loss(model, batch, pad_id: int, eps: float) -> LossOutput:
     """Teacher-forced loss of one batch (``batch.src`` (B, S), ``batch.tgt_in`` / ``batch.tgt_out``
     (B, T), ``pad_id`` at padding) through the model contract: encode, decode the non-padding
-    target positions, label-smoothed cross-entropy summed over them (nats). A document batch's
-    context-only rows (``batch.is_target`` (B,) False) are encoded and decoded as context but
-    not trained on."""
+    target positions, label-smoothed cross-entropy summed over them (nats). A document batch
+    (``data.documents.DocBatch``) has ``is_target`` (B,): its context-only rows are encoded and
+    decoded like the others but get no loss (their tokens are not selected)."""
     keep = batch.tgt_out.ne(pad_id)                            # (B, T) True at real tokens
-    is_target = getattr(batch, "is_target", None)
+    is_target = getattr(batch, "is_target", None)              # (B,) bool, DocBatch only
     if is_target is not None:
-        keep &= is_target[:, None]
+        keep = keep & is_target.to(keep.device)[:, None]
     enc = model.encode(batch)
     logits = model.decode_train(enc, batch.tgt_in, select=keep)   # (N, V)
     return label_smoothed_xent(logits, batch.tgt_out[keep], eps)

@@ -17,8 +17,10 @@ import yaml
 
 from doctrans.config import ExperimentConfig, to_dict
 from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches
+from doctrans.data.documents import DocBatchSpec, DocData, collate_doc, load_doc_split, make_doc_batches
 from doctrans.data.vocab import Vocab
 from doctrans.evaluation.score import bleu_tok_lc
+from doctrans.inference.documents import translate_documents
 from doctrans.inference.translate import decode_corpus
 from doctrans.models.build import build_model
 from doctrans.training.checkpoint import check_resume_compatible, load_checkpoint
@@ -56,8 +58,11 @@ class NMTTask:
         self.config, self.t, self.model, self.device = cfg, cfg.train, model, device
         self.train, self.dev, self.dev_refs = train, dev, dev_refs
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
-        self.batches = make_batches(train, self.t.max_tokens, self.t.seed)
-        self.dev_batches = make_batches(dev, self.t.max_tokens, 0) if dev is not None else []
+        self._plan_batches()
+
+    def _plan_batches(self) -> None:
+        self.batches = make_batches(self.train, self.t.max_tokens, self.t.seed)
+        self.dev_batches = make_batches(self.dev, self.t.max_tokens, 0) if self.dev is not None else []
         log.info("%d batches of ≤ %d tokens per epoch", len(self.batches), self.t.max_tokens)
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
@@ -79,12 +84,14 @@ class NMTTask:
     def evaluate(self) -> dict[str, float]:
         if self.dev is None:
             return {}
-        batches = (self._to_device(collate(self.dev, idx, self.tgt_vocab)) for idx in self.dev_batches)
-        xent, _ = dev_xent(self.model, batches, self.tgt_vocab.pad_id)
+        xent, _ = dev_xent(self.model, self._dev_batch_iter(), self.tgt_vocab.pad_id)
         rec = {"xent_nats": xent, "ppl": float(np.exp(min(xent, 50)))}
         if self.t.eval_bleu and self.dev_refs is not None:
             rec["bleu"] = self._dev_bleu()
         return rec
+
+    def _dev_batch_iter(self):
+        return (self._to_device(collate(self.dev, idx, self.tgt_vocab)) for idx in self.dev_batches)
 
     def _dev_bleu(self) -> float:
         d = self.config.decode
@@ -131,11 +138,75 @@ def initialise_from(model: torch.nn.Module, path: str, freeze: tuple[str, ...] =
     return {id(p) for n, p in model.named_parameters() if n in names}
 
 
+class DocNMTTask(NMTTask):
+    """``NMTTask`` on document-aware batches (``data.documents``), for context models.
+
+    Each batch is a ``DocBatch``: runs of consecutive sentences with their ``context_sents``
+    (N) preceding sentences as context-only rows, ``ctx`` (B, N) pointing at them; the loss
+    skips context-only rows (``forward_loss``). The epoch's batches are built per epoch with
+    documents shuffled by (train.seed, epoch), so resume stays exact. Dev: every dev line is a
+    target, documents in file order. ``run`` uses it for every model with ``context_sents`` > 0.
+    """
+
+    def __init__(self, cfg: ExperimentConfig, model: torch.nn.Module, train: DocData, dev: DocData | None,
+                 dev_refs: list[str] | None, src_vocab: Vocab, tgt_vocab: Vocab, device: torch.device,
+                 context_sents: int):
+        self.context_sents = context_sents
+        super().__init__(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device)
+
+    def _plan_batches(self) -> None:
+        self.dev_batches = (make_doc_batches(self.dev, self.t.max_tokens, self.context_sents, 0)
+                            if self.dev is not None else [])
+        log.info("document batches: %d documents, %d target sentences, N = %d context sentences",
+                 self.train.n_docs, int(self.train.is_target.sum()), self.context_sents)
+
+    def epoch_batches(self, epoch: int) -> list[DocBatchSpec]:
+        return make_doc_batches(self.train, self.t.max_tokens, self.context_sents, self.t.seed, epoch)
+
+    def collate(self, key: DocBatchSpec, epoch: int, index: int):
+        return collate_doc(self.train, key, self.tgt_vocab).to(self.device)
+
+    def _dev_batch_iter(self):
+        return (collate_doc(self.dev, spec, self.tgt_vocab).to(self.device) for spec in self.dev_batches)
+
+    def _dev_bleu(self) -> float:
+        """Dev BLEU with the documents as context (``inference.documents``), the first
+        ``eval_max_sentences`` lines (0 = all)."""
+        d = self.config.decode
+        n = self.t.eval_max_sentences or len(self.dev)
+        docs: list[list] = []
+        for i in range(n):
+            if i == 0 or self.dev.doc[i] != self.dev.doc[i - 1]:
+                docs.append([])
+            docs[-1].append(self.dev.src[i])
+        out = translate_documents(self.model, docs, self.tgt_vocab, self.t.eval_beam, d.lenpen,
+                                  d.max_len_ratio, d.max_len_extra, d.batch_sentences)
+        hyps = [h.replace("@@ ", "").removesuffix("@@") for doc in out for h in doc]
+        return bleu_tok_lc(hyps, [self.dev_refs[:n]])
+
+
+def load_doc_splits(cfg: ExperimentConfig, src_vocab: Vocab, tgt_vocab: Vocab
+                    ) -> tuple[DocData, DocData | None, list[str] | None]:
+    """(train, dev, dev references) as DocData: the files ``_load_data`` reads, every line kept;
+    train targets are exactly ``_load_data``'s pairs (``train.target`` and ``data.max_len``)."""
+    d, prep = cfg.data, Path(cfg.data.prepared)
+    src_dir = Path(d.src_dir) if d.src_dir else prep
+    train = load_doc_split(prep, d.train_split, src_vocab, tgt_vocab, d.max_len, d.src_suffix, d.tgt_suffix, src_dir)
+    log.info("train: %d lines in %d documents, %d targets", len(train), train.n_docs, int(train.is_target.sum()))
+    dev, dev_refs = None, None
+    if (src_dir / f"{d.dev_split}.{d.src_suffix}").is_file():
+        dev = load_doc_split(prep, d.dev_split, src_vocab, tgt_vocab, 0, d.src_suffix, d.tgt_suffix, src_dir)
+        dev_refs = read_lines(prep / f"{d.dev_split}.tok.{d.tgt_suffix.split('.')[-1]}")
+    return train, dev, dev_refs
+
+
 def _load_data(cfg: ExperimentConfig, src_vocab: Vocab, tgt_vocab: Vocab):
     d, prep = cfg.data, Path(cfg.data.prepared)
     src_dir = Path(d.src_dir) if d.src_dir else prep
+    targets = prep / f"{d.train_split}.target"     # absent in datasets of format 1: all lines
     train, skipped = load_parallel(src_dir / f"{d.train_split}.{d.src_suffix}", prep / f"{d.train_split}.{d.tgt_suffix}",
-                                   src_vocab, tgt_vocab, max_len=d.max_len)
+                                   src_vocab, tgt_vocab, max_len=d.max_len,
+                                   target_path=targets if targets.is_file() else None)
     log.info("train: %d pairs (%d skipped by max_len %d/empty); vocab src %d tgt %d",
              len(train), skipped, d.max_len, len(src_vocab), len(tgt_vocab))
     dev, dev_refs = None, None
@@ -176,9 +247,14 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
     else:
         src_vocab, tgt_vocab = _vocabs(cfg)
     atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    train, dev, dev_refs = _load_data(cfg, src_vocab, tgt_vocab)
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), src_vocab.pad_id, cfg.context).to(device)
-    task = NMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device)
+    n_context = getattr(model, "context_sents", 0)           # a context model reads documents
+    if n_context:
+        train, dev, dev_refs = load_doc_splits(cfg, src_vocab, tgt_vocab)
+        task = DocNMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, n_context)
+    else:
+        train, dev, dev_refs = _load_data(cfg, src_vocab, tgt_vocab)
+        task = NMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device)
     if t.init_from and ckpt is None:
         _check_init_vocab(t.init_from, src_vocab, tgt_vocab)
         loaded = initialise_from(model, t.init_from, t.freeze)

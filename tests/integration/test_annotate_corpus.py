@@ -160,6 +160,13 @@ def test_annotate_dp_cli_on_tvsub(tmp_path):
             n_dp += p.count("#DP#")
             assert sum(x != NO_DP_LABEL for x in l) <= p.count("#DP#")
         st = stats[split]
+        if split == "train":          # filtered lines (train.target 0): context only, not annotated
+            flags = (prep / "train.target").read_text(encoding="utf-8").split("\n")
+            skipped = [k for k, f in enumerate(flags) if f == "0"]
+            assert skipped and st["sentences"] == flags.count("1")
+            for k in skipped:
+                assert dp[k] == dpp[k] == src[k] and ali[k] == "" and set(lab[k].split()) == {NO_DP_LABEL}
+                assert len(lab[k].split()) == len(src[k].split()) + 1
         assert st["dropped"] == n_dp and 0 < st["dropped"] < st["pronouns"]
         assert st["dropped"] == sum(v["dropped"] for v in st["by_type"].values())
     agr = json.loads((out / "agreement.json").read_text(encoding="utf-8"))

@@ -422,3 +422,22 @@ def test_cli_trains_the_tiny_dp_config_with_dotted_overrides(tmp_path):
     assert [r["epoch"] for r in recs if r["kind"] == "dev"] == [1, 2]
     r = CliRunner().invoke(cli, ["train", str(REPO / "pipelines" / "dp" / "tiny.yaml"), "epochs=2"])
     assert r.exit_code != 0 and "'epochs'" in str(r.exception)          # the flat keys are gone
+
+
+def test_train_data_is_the_target_lines_of_train_target(tmp_path):
+    """Context-only lines (0 in PREPARED/train.target; annotate-dp labels them all N) are not
+    training sentences: the generator sees exactly what a dataset without them gives."""
+    from doctrans.dp.train import load_data
+
+    prep = _synthetic(tmp_path)
+    cfg = load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", [f"data.prepared={prep}", f"run_dir={tmp_path / 'r'}"])
+    full, _ = load_data(cfg)
+    flags = ["0" if k % 7 == 3 else "1" for k in range(len(full))]
+    (prep / "train.target").write_text("\n".join(flags) + "\n", encoding="utf-8")
+    train, _ = load_data(cfg)
+    assert [s.index for s in train] == [k for k, f in enumerate(flags) if f == "1"]
+    assert [(s.tokens, s.labels, s.doc) for s in train] == [(s.tokens, s.labels, s.doc) for s in full
+                                                             if flags[s.index] == "1"]
+    (prep / "train.target").write_text("1\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"train\.target has 1 lines"):
+        load_data(cfg)

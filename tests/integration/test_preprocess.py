@@ -86,17 +86,26 @@ def toy_corpus(tmp_path: Path) -> dict:
 
 def test_filter_applies_to_train_only(tmp_path, toy_corpus):
     out = run(PreprocessConfig(out=str(tmp_path / "prep"), workers=1, **toy_corpus))
-    # train: empty source, 9-token pair (> max_len 8) and 1:5 ratio dropped; positions kept
-    assert _docs(out / "train.docs") == [("0", 0), ("0", 4), ("1", 0)]
-    assert read_lines(out / "train.tok.en") == ["hello .", "thank you .", "bye ."]
-    # dev: nothing dropped, the empty line stays empty on both sides
-    assert _docs(out / "dev.docs") == [("A", i) for i in range(4)]
+    # train: every sentence stays; empty source, 9-token pair (> max_len 8) and 1:5 ratio are
+    # marked 0 in train.target (context only), the empty side stays an empty line
+    assert _docs(out / "train.docs") == [("0", 0), ("0", 1), ("0", 2), ("0", 3), ("0", 4), ("1", 0)]
+    assert read_lines(out / "train.target") == ["1", "0", "0", "0", "1", "1"]
+    assert read_lines(out / "train.tok.en")[::4] == ["hello .", "thank you ."]
+    assert read_lines(out / "train.tok.zh")[1] == "" == read_lines(out / "train.bpe.zh")[1]
+    assert len(read_lines(out / "train.bpe.zh")[2].split()) >= 9
+    # vocabularies count the target lines only
+    vocab_en = dict(line.split("\t") for line in read_lines(out / "vocab.en.txt"))
+    assert "word" not in vocab_en and "empty" not in vocab_en and vocab_en["."] == "3"
+    # dev: nothing dropped, the empty line stays empty on both sides; no dev.target
+    assert _docs(out / "dev.docs") == [("A", i) for i in range(4)] and not (out / "dev.target").exists()
     assert read_lines(out / "dev.tok.zh")[1] == "" and read_lines(out / "dev.bpe.en")[1] == ""
     assert len(read_lines(out / "dev.bpe.zh")[2].split()) >= 9
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+    assert meta["version"] == 2
     assert meta["filter"]["removed_by_reason"] == {"empty": 1, "too_long": 1, "ratio": 1}
+    assert (meta["filter"]["kept"], meta["filter"]["removed"]) == (3, 3)
     assert meta["splits"]["train"] | {"source": ""} == {
-        "sentences": 3, "documents": 2, "documents_selected": 2, "filtered": 3, "source": ""}
+        "sentences": 6, "documents": 2, "documents_selected": 2, "targets": 3, "filtered": 3, "source": ""}
     assert meta["splits"]["dev"]["sentences"] == 4 and "test" not in meta["splits"]
 
 
@@ -152,12 +161,13 @@ def tvsub_prepared(tmp_path_factory) -> Path:
 def test_tvsub_layout_and_alignment(tvsub_prepared):
     out = tvsub_prepared
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
-    assert (meta["version"], meta["src"], meta["tgt"], meta["lowercase"]) == (1, "zh", "en", True)
+    assert (meta["version"], meta["src"], meta["tgt"], meta["lowercase"]) == (2, "zh", "en", True)
     assert meta["bpe"]["merges"] == 200 and meta["bpe"]["joint"] is False
     for name in ("bpe.codes.zh", "bpe.codes.en", "vocab.zh.txt", "vocab.en.txt"):
         assert (out / name).is_file()
     for split in ("train", "dev"):
-        counts = {f: len(read_lines(out / f"{split}.{f}")) for f in SPLIT_FILES}
+        files = SPLIT_FILES + (("target",) if split == "train" else ())
+        counts = {f: len(read_lines(out / f"{split}.{f}")) for f in files}
         assert set(counts.values()) == {meta["splits"][split]["sentences"]}, counts
         for lang in ("zh", "en"):
             tok, bpe = read_lines(out / f"{split}.tok.{lang}"), read_lines(out / f"{split}.bpe.{lang}")
@@ -165,29 +175,36 @@ def test_tvsub_layout_and_alignment(tvsub_prepared):
     vocab = [line.split("\t") for line in read_lines(out / "vocab.en.txt")]
     counts = [int(c) for _, c in vocab]
     assert counts == sorted(counts, reverse=True) and not {"<pad>", "<s>", "</s>", "<unk>"} & {t for t, _ in vocab}
-    assert sum(counts) == sum(len(line.split()) for line in read_lines(out / "train.bpe.en"))
+    targets = [t == "1" for t in read_lines(out / "train.target")]
+    assert sum(counts) == sum(len(line.split()) for line, t in zip(read_lines(out / "train.bpe.en"), targets) if t)
 
 
 @needs_tvsub
 def test_tvsub_train_documents_keep_order_and_positions(tvsub_prepared):
+    """Line k of train.tok.* / train.docs is sentence p of raw document d: no shift anywhere,
+    also right after a filtered sentence (kept as a context-only line, 0 in train.target)."""
     out = tvsub_prepared
     docs = _docs(out / "train.docs")
     tok = {lang: read_lines(out / f"train.tok.{lang}") for lang in ("zh", "en")}
-    assert [d for d, _ in docs] == sorted((d for d, _ in docs), key=int)
-    assert {d for d, _ in docs} == {"0", "1", "2"}
+    target = read_lines(out / "train.target")
     procs = {lang: TextProcessor(lang, lowercase=True) for lang in ("zh", "en")}
-    n_kept = 0
+    expected, raw_docs = [], {}
     for doc in ("0", "1", "2"):
-        rows = [i for i, (d, _) in enumerate(docs) if d == doc]
-        positions = [docs[i][1] for i in rows]
-        assert positions == sorted(set(positions))          # in order, no duplicates
-        for lang in ("zh", "en"):
-            raw = read_lines(TVSUB / "train" / f"{doc}.{lang}")
-            assert max(positions) < len(raw)
-            assert [tok[lang][i] for i in rows] == procs[lang].tokenize([raw[p] for p in positions])
-        n_kept += len(rows)
+        raw_docs[doc] = {lang: read_lines(TVSUB / "train" / f"{doc}.{lang}") for lang in ("zh", "en")}
+        expected += [(doc, p) for p in range(len(raw_docs[doc]["zh"]))]
+    assert docs == expected and len(docs) == 947 + 994 + 1155        # every sentence, in order
+    for lang in ("zh", "en"):
+        raw = [raw_docs[d][lang][p] for d, p in docs]
+        assert tok[lang] == procs[lang].tokenize(raw)
+    filtered = [k for k, t in enumerate(target) if t == "0"]
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
-    assert n_kept + meta["splits"]["train"]["filtered"] == 947 + 994 + 1155
+    assert len(filtered) == meta["splits"]["train"]["filtered"] > 0
+    for k in filtered[:20]:                    # the neighbours of a filtered line are true neighbours
+        d, p = docs[k]
+        for j in (k - 1, k, k + 1):
+            if 0 <= j < len(docs) and docs[j][0] == d:
+                assert docs[j] == (d, p + j - k)
+                assert tok["zh"][j] == procs["zh"].tokenize([raw_docs[d]["zh"][p + j - k]])[0]
 
 
 @needs_tvsub
@@ -197,3 +214,21 @@ def test_tvsub_dev_documents_match_sgml(tvsub_prepared):
     tok_en = read_lines(tvsub_prepared / "dev.tok.en")
     assert tok_en[8].startswith("don 't you give me")      # unescaped, not re-split
     assert all(line for line in read_lines(tvsub_prepared / "dev.tok.zh"))
+
+
+@needs_tvsub
+def test_tvsub_doc_data_targets_are_the_sentence_level_pairs(tvsub_prepared):
+    """DocData of the prepared train split: documents and positions as in train.docs, and its
+    target rows are exactly load_parallel's pairs (context-only rows between them)."""
+    from doctrans.data.batching import load_parallel
+    from doctrans.data.documents import load_doc_split
+    from doctrans.data.vocab import Vocab
+
+    out = tvsub_prepared
+    sv, tv = Vocab.from_counts_file(out / "vocab.zh.txt"), Vocab.from_counts_file(out / "vocab.en.txt")
+    data = load_doc_split(out, "train", sv, tv, max_len=80)
+    pairs, _ = load_parallel(out / "train.bpe.zh", out / "train.bpe.en", sv, tv, 80, out / "train.target")
+    assert data.doc_ids == ["0", "1", "2"] and list(data.doc_start) == [0, 947, 947 + 994, 947 + 994 + 1155]
+    assert list(data.pos[:947]) == list(range(947))
+    assert list(data.line[data.is_target]) == list(pairs.line) and 0 < len(pairs) < len(data)
+    assert all((data.src[i] == s).all() and (data.tgt[i] == t).all() for i, s, t in zip(pairs.line, pairs.src, pairs.tgt))

@@ -71,3 +71,28 @@ def test_translate_keeps_line_count_and_empty_lines(reversal_prepared, tmp_path)
     assert len((tmp_path / "docs_out" / "a.zh").read_text().split("\n")) == 4
     assert (tmp_path / "docs_out" / "a.zh").read_text().split("\n")[1] == ""
     assert len((tmp_path / "docs_out" / "sub" / "b.zh").read_text().splitlines()) == 1
+
+
+def test_doc_task_trains_on_document_batches_with_context_rows(reversal_prepared, tmp_path):
+    """DocNMTTask: document batches through the shared loop; the loss counts target rows only."""
+    from doctrans.data.documents import DocBatch
+    from doctrans.models.build import build_model
+    from doctrans.training.trainer import Trainer
+
+    (reversal_prepared / "train.target").write_text("".join("0\n" if i % 5 == 2 else "1\n" for i in range(20)))
+    cfg = tiny_cfg(reversal_prepared, tmp_path / "r", "train.max_steps=4", "train.max_tokens=60", "train.eval_every=2",
+                   "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min", "train.log_every=1")
+    src_vocab, tgt_vocab = train._vocabs(cfg)
+    data, dev, refs = train.load_doc_splits(cfg, src_vocab, tgt_vocab)
+    assert (len(data), int(data.is_target.sum())) == (20, 16)
+    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), src_vocab.pad_id)
+    task = train.DocNMTTask(cfg, model, data, dev, refs, src_vocab, tgt_vocab, torch.device("cpu"), context_sents=2)
+    specs = task.epoch_batches(0)
+    assert [s.rows.tolist() for s in specs] == [s.rows.tolist() for s in task.epoch_batches(0)]
+    batch = task.collate(specs[1], 0, 1)
+    assert isinstance(batch, DocBatch) and batch.ctx.shape[1] == 2 and not batch.is_target[0]  # context row first
+    assert task.loss(batch).n_targets == batch.n_targets
+    Trainer(task, cfg.train, tmp_path / "r", torch.device("cpu")).fit()
+    recs = read_metrics(tmp_path / "r" / "metrics.jsonl")
+    assert [r["step"] for r in recs if r["kind"] == "train"] == [1, 2, 3, 4]
+    assert any(r["kind"] == "dev" and r["xent_nats"] > 0 for r in recs)

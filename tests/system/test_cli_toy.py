@@ -70,7 +70,8 @@ def test_preprocess_reads_the_toy_layout(toy_annotated):
     meta = json.loads((prep / "meta.json").read_text(encoding="utf-8"))
     n_train = sum(len(_lines(p)) for p in (TOY / "train").glob("*.zh"))
     assert meta["splits"]["train"]["documents"] == 10
-    assert meta["splits"]["train"]["sentences"] + meta["filter"]["removed"] == n_train
+    assert meta["splits"]["train"]["sentences"] == n_train == len(_lines(prep / "train.target"))
+    assert meta["splits"]["train"]["targets"] + meta["filter"]["removed"] == n_train
     for split in ("dev", "test"):
         refs = read_sgml(TOY / split / f"{split}.ref.sgm")
         docs = [line.split("\t") for line in _lines(prep / f"{split}.docs")]
@@ -97,7 +98,8 @@ def test_annotate_dp_finds_dropped_pronouns_and_scores_against_the_oracle(toy_an
             assert len(d) == len(p) and set(inserted) <= set(CHINESE_PRONOUNS)
             assert len(l) == len(s) + 1 and sum(x != NO_DP_LABEL for x in l) <= len(inserted)
             n_dp += len(inserted)
-        assert stats[split]["dropped"] == n_dp and stats[split]["sentences"] == len(src)
+        targets = _lines(prep / "train.target").count("1") if split == "train" else len(src)
+        assert stats[split]["dropped"] == n_dp and stats[split]["sentences"] == targets
     assert 0 < stats["train"]["dropped"] < stats["train"]["pronouns"]         # some, not every, pronoun
     agr = json.loads((out / "agreement.json").read_text(encoding="utf-8"))
     assert set(agr) == {"dev", "test"}
