@@ -1,0 +1,63 @@
+"""Two-stage training (the HAN recipe, models.md §2.5): train.init_from / freeze / init_lr_scale."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import REPO
+from doctrans.config import load_experiment
+from doctrans.training import train
+
+TINY = REPO / "pipelines" / "transformer" / "tiny.yaml"
+HAN = "context={type: han, context_sents: 2, attach: %s, heads: 2, d_ff: 32, dropout: 0.0}"
+COMMON = ("train.threads=1", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min",
+          "train.tensorboard=false", "train.plot=false")
+
+
+def _run(prep, run_dir, *extra):
+    return train.run(load_experiment(TINY, [f"data.prepared={prep}", f"run_dir={run_dir}", *COMMON, *extra]))
+
+
+def _weights(run_dir):
+    return torch.load(run_dir / "last.pt", weights_only=True)["model"]
+
+
+def test_context_model_starts_from_the_sentence_model(reversal_prepared, tmp_path):
+    stage1 = _run(reversal_prepared, tmp_path / "s1", "train.max_steps=3")
+    s1 = _weights(stage1)
+    # frozen backbone, 0 updates of the rest would change nothing: check the copy and the freeze
+    stage2 = _run(reversal_prepared, tmp_path / "s2", "train.max_steps=2", HAN % "encoder",
+                  f"train.init_from={stage1 / 'last.pt'}", "train.freeze=[backbone.*]")
+    s2 = _weights(stage2)
+    assert all(torch.equal(s2[f"backbone.{k}"], v) for k, v in s1.items())        # copied and frozen
+    assert any(k.startswith("han_enc.") for k in s2)
+    ck = torch.load(stage2 / "last.pt", weights_only=True)
+    assert ck["state"]["step"] == 2
+
+    # the joint model starts from the HAN encoder: encoder-side HAN copied, decoder-side fresh
+    joint = _run(reversal_prepared, tmp_path / "joint", "train.max_steps=1", HAN % "both",
+                 f"train.init_from={stage2 / 'last.pt'}", "train.freeze=[backbone.*, han_enc.*]")
+    j = _weights(joint)
+    assert all(torch.equal(j[k], v) for k, v in s2.items())
+    assert any(k.startswith("han_dec.") for k in j)
+
+
+def test_init_from_errors_name_the_problem(reversal_prepared, tmp_path):
+    han = _run(reversal_prepared, tmp_path / "han", "train.max_steps=1", HAN % "encoder")
+    with pytest.raises(ValueError, match="keys the model does not have: backbone"):   # context ckpt → sentence model
+        _run(reversal_prepared, tmp_path / "bad", "train.max_steps=1", f"train.init_from={han / 'last.pt'}")
+    with pytest.raises(ValueError, match="matches no parameter"):
+        _run(reversal_prepared, tmp_path / "bad2", "train.max_steps=1", HAN % "encoder",
+             f"train.init_from={han / 'last.pt'}", "train.freeze=[nothing.*]")
+    with pytest.raises(ValueError, match="init_from"):
+        _run(reversal_prepared, tmp_path / "bad3", "train.max_steps=1", "train.freeze=[encoder.*]")
+
+
+def test_lower_lr_for_pretrained_parameters(reversal_prepared, tmp_path):
+    stage1 = _run(reversal_prepared, tmp_path / "s1", "train.max_steps=2")
+    stage2 = _run(reversal_prepared, tmp_path / "s2", "train.max_steps=2", HAN % "encoder", "train.warmup=0",
+                  f"train.init_from={stage1 / 'last.pt'}", "train.init_lr_scale=0.1")
+    groups = torch.load(stage2 / "last.pt", weights_only=True)["optimizer"][0]["param_groups"]
+    assert sorted(round(g["lr"] / groups[0]["lr"] * (1 / g["lr_scale"]) * groups[0]["lr_scale"], 6)
+                  for g in groups) == [1.0, 1.0]
+    assert sorted(g["lr_scale"] for g in groups) == [0.1, 1.0]
