@@ -9,6 +9,9 @@
 #   make dp-ensemble-full    three full-corpus labelers (≈ 4 h on 2 cores) and their ensemble on test
 #   make dp-table     DP generator + Baseline / +DPs / +DPPs Transformers (BUDGET min each; DP_STEPS=N to stop
 #                     all three after N updates) → results/dp_table.md
+#   make context-table  stage 2 on top of the quickstart model (RUN/best.pt): the Transformer continued
+#                     and every context model of pipelines/context/, CTX_STEPS updates each (HAN joint:
+#                     CTX_STEPS more after HAN encoder, as the paper) → results/context_table.md
 # Variables: DATA (TVsub root), DOCS (training episodes, a slice like 0:300), BUDGET (minutes),
 #            PREP (prepared dataset dir), RUN (run dir), BEAM.
 
@@ -29,7 +32,7 @@ TVSUB_GIT := https://github.com/longyuewangdcu/tvsub
 TEST_SRC ?= $(firstword $(wildcard $(DATA)/test/test.zh $(DATA)/data/orignal/test/test.orignal.zh))
 TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/processed/test/test_trg.sgm))
 
-.PHONY: quickstart install kenlm fonts dp dp-full dp-generators-full dp-ensemble-full dp-table test check-data clean-quickstart help
+.PHONY: quickstart install kenlm fonts dp dp-full dp-generators-full dp-ensemble-full dp-table context-table test check-data clean-quickstart help
 
 help:
 	@sed -n '2,/^# *PREP (prepared/p' Makefile
@@ -138,6 +141,27 @@ results/dp_table.md: $(DPRUNS)/baseline/best.pt $(DPRUNS)/nmt_dp/best.pt $(DPRUN
 	$(BIN)/python -m doctrans.dp.table --baseline $(DPRUNS)/baseline/best.pt --dp $(DPRUNS)/nmt_dp/best.pt \
 	  --dpp $(DPRUNS)/nmt_dpp/best.pt --generator $(DPRUNS)/dp_labeler/best.pt --prepared $(PREP) --data $(DATA) \
 	  --beam $(BEAM) --out $@ --work results/dp_table
+
+# --- context models: stage 2 from the sentence-level quickstart model, equal updates ------------
+CTX_STEPS ?= 300
+CTX_RUNS  ?= runs/context
+CTX_MODELS ?= concat han_encoder han_decoder han_joint
+CTX_TRAIN = data.prepared=$(PREP) train.max_steps=$(CTX_STEPS) train.max_time_min=0
+context-table: results/context_table.md
+	@cat results/context_table.md
+$(CTX_RUNS)/transformer/last.pt: $(RUN)/best.pt
+	$(BIN)/doctrans train pipelines/quickstart.yaml $(CTX_TRAIN) run_dir=$(CTX_RUNS)/transformer \
+	  train.init_from=$(RUN)/best.pt $(call resume,$(CTX_RUNS)/transformer)
+$(CTX_RUNS)/han_joint/last.pt: $(CTX_RUNS)/han_encoder/last.pt
+	$(BIN)/doctrans train pipelines/context/han_joint.yaml $(CTX_TRAIN) run_dir=$(CTX_RUNS)/han_joint \
+	  train.init_from=$(CTX_RUNS)/han_encoder/last.pt $(call resume,$(CTX_RUNS)/han_joint)
+$(CTX_RUNS)/%/last.pt: $(RUN)/best.pt
+	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) run_dir=$(CTX_RUNS)/$* \
+	  train.init_from=$(RUN)/best.pt $(call resume,$(CTX_RUNS)/$*)
+results/context_table.md: $(CTX_RUNS)/transformer/last.pt $(foreach m,$(CTX_MODELS),$(CTX_RUNS)/$(m)/last.pt)
+	$(BIN)/python -m doctrans.evaluation.context_table --system Transformer=$(CTX_RUNS)/transformer \
+	  $(foreach m,$(CTX_MODELS),--system $(m)=$(CTX_RUNS)/$(m)) --prepared $(PREP) --data $(DATA) \
+	  --beam $(BEAM) --out $@ --work results/context_table
 
 $(RUN)/scores.txt: $(RUN)/test.hyp
 	$(BIN)/doctrans score $< -r $(TEST_REF) --json --out $(RUN)/scores.json > /dev/null
