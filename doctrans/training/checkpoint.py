@@ -2,7 +2,9 @@
 
 A checkpoint holds ``model``, ``optimizer``, ``state`` (TrainState), ``config`` (the resolved
 ExperimentConfig), ``vocab`` (source/target token lists), ``rng`` (torch CPU RNG state),
-``prepared`` (the dataset dir, for BPE codes) and ``version``. Writes are atomic.
+``prepared`` (the dataset dir it was trained on) and ``version``; an NMT checkpoint also
+``text`` (``{"src": …, "tgt": …}``, each ``TextProcessor.settings()``: lowercasing and the BPE
+codes' text), so that it translates anywhere without its dataset. Writes are atomic.
 """
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ import yaml
 
 from doctrans.config import ExperimentConfig, to_dict
 from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches
+from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
 from doctrans.evaluation.score import bleu_tok_lc
 from doctrans.inference.translate import decode_corpus
@@ -96,8 +97,14 @@ class NMTTask:
         return bleu_tok_lc(hyps, [refs])
 
     def checkpoint_extra(self) -> dict:
+        """Vocabularies, the dataset path, and ``text``: each side's ``TextProcessor.settings()``
+        (lowercasing, the BPE codes' text), so the checkpoint translates without the dataset."""
+        if getattr(self, "_text", None) is None:
+            d = self.config.data
+            self._text = {side: TextProcessor.from_prepared(d.prepared, suffix.split(".")[-1]).settings()
+                          for side, suffix in (("src", d.src_suffix), ("tgt", d.tgt_suffix))}
         return {"vocab": {"src": list(self.src_vocab.tokens), "tgt": list(self.tgt_vocab.tokens)},
-                "prepared": str(self.config.data.prepared)}
+                "prepared": str(self.config.data.prepared), "text": self._text}
 
 
 def _load_data(cfg: ExperimentConfig, src_vocab: Vocab, tgt_vocab: Vocab):
