@@ -119,3 +119,15 @@ def test_wellformed_sgml_with_a_multiline_segment(tmp_path):
     p.write_text(SGM_OK, encoding="utf-8")
     (s,) = read_sgml(p)
     assert s.segments == ["hello .", "how are you ?"] and s.docs == [("D1", 2)]
+
+
+def test_cli_score_names_the_sgml_problem_and_line(tmp_path):
+    """The issue's case: ``<seg id=2>`` unclosed used to give "reference(s) … have 0 lines"."""
+    ref = tmp_path / "ref.sgm"
+    ref.write_text(SGM_OK.replace("<seg id=2> how are\nyou ?</seg>", "<seg id=2> how are you ?"), encoding="utf-8")
+    hyp = tmp_path / "hyp.en"
+    hyp.write_text("hello .\nhow are you ?\n", encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "doctrans.cli", "score", str(hyp), "-r", str(ref)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"error: {ref}:5: </doc> inside the <seg> opened at line 4 (missing </seg>)" in r.stderr
