@@ -25,6 +25,7 @@ from doctrans.models.build import build_model
 from doctrans.training.checkpoint import check_resume_compatible, load_checkpoint
 from doctrans.training.loss import dev_xent, forward_loss
 from doctrans.training.trainer import StepLoss, Trainer, resolve_device
+from doctrans.utils.cpu import warn_if_slow_bf16
 from doctrans.utils.io import atomic_write_text, read_lines
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,7 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
     device = resolve_device(t.device)
     run_dir.mkdir(parents=True, exist_ok=True)
     add_file_log(run_dir)
+    warn_if_slow_bf16(t.autocast, device)
     if t.threads:
         torch.set_num_threads(t.threads)
     torch.manual_seed(t.seed)
