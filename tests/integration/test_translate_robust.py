@@ -152,3 +152,57 @@ def test_cli_collection_with_failures_exits_1_after_writing_the_rest(trained, tm
                         "-o", str(tmp_path / "out"), "--beam", "1"], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 1 and "error: 1 of 2 documents failed" in r.stderr and "Traceback" not in r.stderr
     assert len(_lines(tmp_path / "out" / "a.zh")) == 1
+
+
+def _dp_prepared(root: Path) -> Path:
+    """A tiny DP-annotated prepared dir: 我 is dropped before 去 (as tests/integration/test_dp_generator.py)."""
+    import random
+
+    rng, words = random.Random(0), ["吃", "饭", "学校", "今天", "去", "很", "好"]
+    prep = root / "prep"
+    (prep / "dp").mkdir(parents=True)
+    for split, n in (("train", 60), ("dev", 20)):
+        sents = [[rng.choice(words) for _ in range(rng.randint(2, 6))] for _ in range(n)]
+        (prep / f"{split}.tok.zh").write_text("".join(" ".join(s) + "\n" for s in sents), encoding="utf-8")
+        (prep / "dp" / f"{split}.dplabel").write_text(
+            "".join(" ".join(["我" if w == "去" else "N" for w in s] + ["N"]) + "\n" for s in sents), encoding="utf-8")
+        (prep / f"{split}.docs").write_text("".join(f"d0\t{k}\n" for k in range(n)), encoding="utf-8")
+    return prep
+
+
+def test_over_long_line_with_a_dp_generator_is_translated_without_dp(trained, tmp_path, caplog):
+    from doctrans.dp.config import load_dp_config
+    from doctrans.dp.train import run as dp_run
+
+    gen = dp_run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", [
+        f"data.prepared={_dp_prepared(tmp_path)}", f"run_dir={tmp_path / 'gen'}", "data.min_freq=1",
+        "train.max_epochs=1"])) / "best.pt"
+    inp = tmp_path / "in.zh"
+    inp.write_text("今天 去 学校\n" + " ".join(["w1 w2 去 。"] * 25) + "\n", encoding="utf-8")
+    out = tmp_path / "out.en"
+    with caplog.at_level(logging.WARNING):
+        translate_run(_cfg(trained, inp, out, input_format="tok", dp_generator=str(gen), dp_nbest=2))
+    got = _lines(out)
+    assert len(got) == 2 and got[1].strip()
+    assert f"{inp}:2: too long for DP completion" in caplog.text and f"{inp}:2: 100 source tokens" in caplog.text
+    assert f"{inp}:1:" not in caplog.text
+
+
+def test_collection_reports_an_unreadable_file(trained, tmp_path, monkeypatch):
+    import doctrans.inference.collection as collection
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("a.zh", "locked.zh"):
+        (docs / name).write_text("w1 w2\n", encoding="utf-8")
+    real = collection.read_lines
+
+    def read_lines(path, errors="strict"):                 # root can read a chmod 000 file: simulate
+        if Path(path).name == "locked.zh":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, errors=errors)
+
+    monkeypatch.setattr(collection, "read_lines", read_lines)
+    with pytest.raises(CollectionError, match=r"1 of 2 documents failed.*locked\.zh.*Permission denied"):
+        translate_run(_cfg(trained, docs, tmp_path / "out"))
+    assert len(_lines(tmp_path / "out" / "a.zh")) == 1 and not (tmp_path / "out" / "locked.zh").exists()
