@@ -4,8 +4,9 @@ A Transformer reads at most ``max_positions`` source tokens (``</s>`` included);
 used to stop ``doctrans translate`` for the whole file. Here such a line is split, on its BPE
 units, after each sentence-final punctuation token (``。！？；…`` and their NFKC forms ``! ? ;
 ...``), each sentence becoming one piece (the model was trained on sentences, not on
-paragraphs); a sentence still too long is cut into chunks at word boundaries (a BPE unit not
-ending in ``@@``), or anywhere when one word alone is too long. The pieces are translated with
+paragraphs); a sentence still too long is cut into chunks of the training length
+(``data.max_len`` of the checkpoint's config) at word boundaries (a BPE unit not ending in
+``@@``), or anywhere when one word alone is too long. The pieces are translated with
 all other lines and their translations joined with a space onto the original line. Lines
 within the limit are not touched, so ordinary input translates exactly as before.
 """
@@ -49,12 +50,15 @@ def chunk(units: list[str], limit: int) -> list[list[str]]:
     return pieces
 
 
-def split_line(units: list[str], limit: int) -> list[list[str]]:
+def split_line(units: list[str], limit: int, chunk_len: int = 0) -> list[list[str]]:
     """Pieces of at most ``limit`` units: ``[units]`` when it fits, else its sentences
-    (``split_sentences``), each ``chunk``-ed when still too long."""
+    (``split_sentences``); a sentence still over ``limit`` is ``chunk``-ed into pieces of
+    ``chunk_len`` units (0 or more than ``limit``: ``limit``) — e.g. the training length, which
+    the model translates better (and much faster) than pieces as long as it can read."""
     if len(units) <= limit:
         return [units]
-    return [p for s in split_sentences(units) for p in chunk(s, limit)]
+    size = chunk_len if 0 < chunk_len <= limit else limit
+    return [p for s in split_sentences(units) for p in (chunk(s, size) if len(s) > limit else [s])]
 
 
 @dataclass
@@ -74,15 +78,15 @@ class SplitLines:
 
 
 def split_long_lines(bpe: list[str], limit: int, name: str = "<input>",
-                     line_numbers: list[int] | None = None) -> SplitLines:
-    """Split every BPE line of more than ``limit`` units (``split_line``), logging a warning
-    naming ``name`` and the 1-based line (``line_numbers[k]`` for ``bpe[k]``, default k + 1).
-    ``limit`` is the model's source positions minus one for ``</s>``. Raises ValueError for
-    ``limit`` < 1."""
+                     line_numbers: list[int] | None = None, chunk_len: int = 0) -> SplitLines:
+    """Split every BPE line of more than ``limit`` units (``split_line`` with ``chunk_len``),
+    logging a warning naming ``name`` and the 1-based line (``line_numbers[k]`` for ``bpe[k]``,
+    default k + 1). ``limit`` is the model's source positions minus one for ``</s>``. Raises
+    ValueError for ``limit`` < 1."""
     pieces, owner = [], []
     for k, line in enumerate(bpe):
         units = line.split()
-        parts = split_line(units, limit)
+        parts = split_line(units, limit, chunk_len)
         if len(parts) > 1:
             no = line_numbers[k] if line_numbers is not None else k + 1
             log.warning("%s:%d: %d source tokens exceed the model's limit of %d: split into %d pieces at "

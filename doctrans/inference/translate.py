@@ -149,6 +149,7 @@ class Translator:
         self.model.to(resolve_device(cfg.device))
         self.model.eval()
         self.src_proc, self.tgt_proc = text_processors(ckpt, cfg.checkpoint, cfg.prepared)
+        self.chunk_len = exp.data.max_len          # chunks of an over-long sentence: the training length
         self.protect: frozenset[str] = frozenset()
         if exp.data.bpe_protect_dp:
             from doctrans.dp.apply import DPInputVariants
@@ -190,7 +191,7 @@ class Translator:
             if short:
                 hyps.update(zip(short, self._translate_dp(lines, short, progress)))
         if plain:
-            split = split_long_lines([bpe[i] for i in plain], limit, name, [i + 1 for i in plain])
+            split = split_long_lines([bpe[i] for i in plain], limit, name, [i + 1 for i in plain], self.chunk_len)
             ids = [self.src_vocab.encode(s) for s in split.pieces]
             res = decode_corpus(self.model, ids, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
                                 c.max_len_extra, c.batch_sentences, progress)

@@ -41,3 +41,11 @@ def test_split_long_lines_keeps_every_unit_and_owner_and_warns(caplog):
     assert "doc.zh:5: 1500 source tokens" in caplog.text and "doc.zh:9: 2500" in caplog.text
     assert "doc.zh:1:" not in caplog.text
     assert s.join([f"t{i}" for i in range(len(s.pieces))], 3)[0] == "t0"
+
+
+def test_over_long_sentences_are_chunked_at_the_training_length():
+    units = [f"w{i}" for i in range(250)] + ["。"] + ["x"] * 50 + ["。"]
+    parts = split_line(units, 200, chunk_len=80)
+    assert [len(p) for p in parts] == [80, 80, 80, 11, 51]              # the short sentence stays whole
+    assert [len(p) for p in split_line(units, 200, chunk_len=0)] == [200, 51, 51]
+    assert [len(p) for p in split_line(units, 200, chunk_len=500)] == [200, 51, 51]
