@@ -148,7 +148,8 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
 @click.option("--input-format", type=click.Choice(["raw", "tok", "bpe"]), default="raw", show_default=True,
               help="raw: untokenized Chinese; tok: already segmented; bpe: already BPE-encoded.")
 @click.option("--tokenized", is_flag=True, help="Write Moses-tokenized output (BPE merged) instead of detokenized text.")
-@click.option("--prepared", default="", help="Prepared dataset dir holding the BPE codes (default: the checkpoint's).")
+@click.option("--prepared", default="", help="Prepared dataset dir holding the BPE codes (default: the codes inside "
+                                             "the checkpoint; for older checkpoints, the dataset it names).")
 @click.option("--threads", default=0, help="torch threads (0 = all cores).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: the GPU when torch sees one, else the CPU.")
@@ -166,13 +167,24 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
               help="Mixture weights: 1/N (the thesis) or the generator's normalised completion scores.")
 @click.option("--dp-docs", default="", help="doc<TAB>position per input line (document context of the generator).")
 @click.option("--write-lattice", default="", help="Also write the DP input as Moses PLF confusion networks, one per line.")
+@click.option("--encoding-errors", type=click.Choice(["strict", "replace"]), default="strict", show_default=True,
+              help="Input that is not UTF-8: strict: an error naming file, line and byte; replace: U+FFFD "
+                   "for each undecodable byte sequence, with a warning giving their count.")
+@click.option("--resume", is_flag=True, help="Directory input: skip documents whose output already exists "
+                                             "with as many lines as the input (outputs are written atomically).")
+@click.option("--max-source-len", default=0, show_default=True,
+              help="Split lines of more than N BPE tokens at sentence punctuation (or into chunks), translate "
+                   "the pieces and join them (0 = the model's limit, e.g. max_positions - 1).")
 def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
                   input_format, tokenized, prepared, threads, device, dp_generator, dp_input, dp_nbest, dp_combine,
-                  dp_weights, dp_docs, write_lattice) -> None:
+                  dp_weights, dp_docs, write_lattice, encoding_errors, resume, max_source_len) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
     The output has exactly as many lines as the input; an empty input line gives an empty
-    output line. Output is BPE-merged and Moses-detokenized unless --tokenized.
+    output line; an over-long line is split, translated in pieces and joined (with a warning).
+    Output is BPE-merged and Moses-detokenized unless --tokenized. The checkpoint carries its BPE
+    codes, so it translates from any directory. A directory of documents: bad files are reported
+    and skipped (exit code 1 at the end), --resume skips finished documents.
     """
     from doctrans.inference.translate import TranslateConfig, run
 
@@ -182,7 +194,8 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
                         tokenized=tokenized, prepared=prepared, threads=threads, device=device,
                         dp_generator=dp_generator,
                         dp_input=dp_input, dp_nbest=dp_nbest, dp_combine=dp_combine, dp_weights=dp_weights,
-                        dp_docs=dp_docs, write_lattice=write_lattice))
+                        dp_docs=dp_docs, write_lattice=write_lattice, encoding_errors=encoding_errors,
+                        resume=resume, max_source_len=max_source_len))
 
 
 # --- annotate-dp (doctrans/dp/corpus.py, doctrans/dp/apply.py) -------------------------------------------

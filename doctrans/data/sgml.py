@@ -14,7 +14,6 @@ from pathlib import Path
 
 _DOC_RE = re.compile(r"<doc\s+([^>]*)>", re.IGNORECASE)
 _ATTR_RE = re.compile(r"(\w+)\s*=\s*\"?([^\"\s>]+)\"?")
-_SEG_RE = re.compile(r"<seg[^>]*>(.*?)</seg>", re.IGNORECASE)
 
 
 class SGMLError(ValueError):
@@ -38,36 +37,92 @@ class SGMLSet:
         return [d for d, n in self.docs for _ in range(n)]
 
 
+_TAG_RE = re.compile(r"<(/?)(doc|seg)\b([^>]*)>", re.IGNORECASE)
+
+
+class _Reader:
+    """Scans ``<DOC …>``/``</DOC>``/``<seg …>``/``</seg>`` tags line by line, checking nesting."""
+
+    def __init__(self, path: Path, unescape: bool):
+        self.path, self.unescape = path, unescape
+        self.systems: dict[str, tuple[list[tuple[str, int]], list[str]]] = {}
+        self.doc: tuple[list[tuple[str, int]], list[str]] | None = None
+        self.doc_line = 0                         # line of the open <DOC>, 0 = none open
+        self.seg_line = 0                         # line of the open <seg>, 0 = none open
+        self.seg_text: list[str] = []
+
+    def error(self, lineno: int, msg: str) -> SGMLError:
+        return SGMLError(f"{self.path}:{lineno}: {msg}")
+
+    def line(self, lineno: int, line: str) -> None:
+        pos = 0
+        for m in _TAG_RE.finditer(line):
+            if self.seg_line:
+                self.seg_text.append(line[pos:m.start()])
+            self.tag(lineno, m.group(1) == "/", m.group(2).lower(), m.group(3))
+            pos = m.end()
+        if self.seg_line:
+            self.seg_text.append(line[pos:])
+
+    def tag(self, lineno: int, closing: bool, name: str, attrs: str) -> None:
+        if self.seg_line and not (closing and name == "seg"):
+            raise self.error(lineno, f"<{'/' if closing else ''}{name}> inside the <seg> opened at line "
+                                     f"{self.seg_line} (missing </seg>)")
+        if name == "doc" and not closing:
+            if self.doc_line:
+                raise self.error(lineno, f"<DOC> inside the <DOC> opened at line {self.doc_line} (missing </DOC>)")
+            found = {k.lower(): v for k, v in _ATTR_RE.findall(attrs)}
+            if "docid" not in found:
+                raise self.error(lineno, "<DOC> without docid")
+            self.doc = self.systems.setdefault(found.get("sysid", ""), ([], []))
+            self.doc[0].append((found["docid"], 0))
+            self.doc_line = lineno
+        elif name == "doc":
+            if not self.doc_line:
+                raise self.error(lineno, "</DOC> without an open <DOC>")
+            self.doc_line = 0
+        elif not closing:
+            if not self.doc_line:
+                raise self.error(lineno, "<seg> outside a <DOC> block")
+            self.seg_line, self.seg_text = lineno, []
+        else:
+            if not self.seg_line:
+                raise self.error(lineno, "</seg> without an open <seg>")
+            self.close_seg()
+
+    def close_seg(self) -> None:
+        docid, n = self.doc[0][-1]
+        self.doc[0][-1] = (docid, n + 1)
+        text = "".join(self.seg_text).replace("\r", "").replace("\n", " ").strip()
+        self.doc[1].append(html.unescape(text) if self.unescape else text)
+        self.seg_line = 0
+
+    def finish(self, lineno: int) -> None:
+        if self.seg_line:
+            raise self.error(self.seg_line, "<seg> never closed (missing </seg> before the end of the file)")
+        if self.doc_line:
+            raise self.error(self.doc_line, "<DOC> never closed (missing </DOC> before the end of the file)")
+        if not self.systems:
+            raise SGMLError(f"{self.path}: no <DOC> blocks found")
+
+
 def read_sgml(path: str | Path, unescape: bool = True) -> list[SGMLSet]:
     """Read every system of an SGML file, in order of first appearance.
 
-    Raises SGMLError (naming file and line) on a ``<seg>`` outside a ``<DOC>``, or when the
-    systems of a multi-reference set disagree on their documents.
+    Raises SGMLError (a ValueError) naming the file, the line and the problem: a ``<seg>``
+    outside a ``<DOC>``, a ``<seg>`` without ``</seg>`` (another tag or the end of the file
+    comes first), a ``<DOC>`` without ``</DOC>``, a closing tag with nothing open, a ``<DOC>``
+    without docid, no ``<DOC>`` at all, or systems of a multi-reference set that disagree on
+    their documents. A segment may span lines (each line break becomes a space).
     """
     path = Path(path)
-    systems: dict[str, tuple[list[tuple[str, int]], list[str]]] = {}
-    cur: tuple[list[tuple[str, int]], list[str]] | None = None
+    reader = _Reader(path, unescape)
+    lineno = 0
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
-            m = _DOC_RE.search(line)
-            if m:
-                attrs = {k.lower(): v for k, v in _ATTR_RE.findall(m.group(1))}
-                if "docid" not in attrs:
-                    raise SGMLError(f"{path}:{lineno}: <DOC> without docid")
-                sysid = attrs.get("sysid", "")
-                cur = systems.setdefault(sysid, ([], []))
-                cur[0].append((attrs["docid"], 0))
-                continue
-            for seg in _SEG_RE.findall(line):
-                if cur is None:
-                    raise SGMLError(f"{path}:{lineno}: <seg> outside a <DOC> block")
-                docid, n = cur[0][-1]
-                cur[0][-1] = (docid, n + 1)
-                text = seg.strip()
-                cur[1].append(html.unescape(text) if unescape else text)
-    if not systems:
-        raise SGMLError(f"{path}: no <DOC> blocks found")
-    sets = [SGMLSet(sysid, docs, segs) for sysid, (docs, segs) in systems.items()]
+            reader.line(lineno, line)
+    reader.finish(lineno)
+    sets = [SGMLSet(sysid, docs, segs) for sysid, (docs, segs) in reader.systems.items()]
     first = sets[0]
     for s in sets[1:]:
         if s.docs != first.docs:

@@ -129,16 +129,22 @@ def _load_bpe(codes_path: str):
 
 @functools.lru_cache(maxsize=4)
 def _load_bpe_cached(codes_path: str, mtime_ns: int, size: int):
+    with open(codes_path, encoding="utf-8") as f:
+        return _bpe_from_text(f.read(), codes_path)
+
+
+@functools.lru_cache(maxsize=4)
+def _bpe_from_text(text: str, label: str = "<checkpoint>"):
+    """subword-nmt BPE for the text of a codes file (None when it holds no merges). Cached per
+    process by text. Raises ValueError naming ``label`` for malformed codes."""
     from subword_nmt.apply_bpe import BPE
 
-    with open(codes_path, encoding="utf-8") as f:
-        text = f.read()
     if not [line for line in text.splitlines() if line.strip() and not line.startswith("#version")]:
         return None
     try:
         return BPE(io.StringIO(text), separator=BPE_SEPARATOR)
     except SystemExit:
-        raise ValueError(f"malformed BPE codes file {codes_path}") from None
+        raise ValueError(f"malformed BPE codes file {label}") from None
 
 
 def codes_path(prepared_dir: str | Path, lang: str, joint: bool) -> Path:
@@ -151,16 +157,45 @@ class TextProcessor:
 
     ``tokenize`` (normalise, segment/tokenize, lowercase) then ``apply_bpe`` give ``encode``;
     ``merge_bpe`` then ``detokenize`` go back. Built with ``from_prepared`` for the exact
-    settings a prepared dataset was made with. Without codes only ``tokenize`` and the
+    settings a prepared dataset was made with, or with ``from_settings`` for those a checkpoint
+    carries (``settings()``). Without codes only ``tokenize`` and the
     reverse steps work (preprocess tokenizes before it has learnt BPE).
     """
 
-    def __init__(self, lang: str, lowercase: bool = True, bpe_codes: str | Path | None = None):
+    SETTINGS_VERSION = 1
+
+    def __init__(self, lang: str, lowercase: bool = True, bpe_codes: str | Path | None = None,
+                 bpe_codes_text: str | None = None):
         if lang not in LANGUAGES:
             raise ValueError(f"unsupported language {lang!r}; supported: {', '.join(LANGUAGES)}")
         self.lang = lang
         self.lowercase = lowercase
         self.bpe_codes = str(bpe_codes) if bpe_codes is not None else None
+        self.bpe_codes_text = bpe_codes_text      # the codes themselves (from a checkpoint)
+
+    def settings(self) -> dict:
+        """Everything ``from_settings`` needs, as primitive types (checkpoints store it, so a model
+        translates without its prepared dataset): language, lowercasing, the BPE codes' text.
+        Raises RuntimeError when built without codes."""
+        if self.bpe_codes_text is None and self.bpe_codes is None:
+            raise RuntimeError("TextProcessor has no BPE codes (build it with from_prepared)")
+        text = self.bpe_codes_text
+        if text is None:
+            text = Path(self.bpe_codes).read_text(encoding="utf-8")
+        return {"version": self.SETTINGS_VERSION, "lang": self.lang, "lowercase": bool(self.lowercase),
+                "bpe_codes": text}
+
+    @classmethod
+    def from_settings(cls, settings: dict) -> TextProcessor:
+        """The processor ``settings()`` describes. Raises ValueError for settings of a newer
+        doctrans or with keys missing."""
+        if settings.get("version", 0) > cls.SETTINGS_VERSION:
+            raise ValueError(f"text settings version {settings.get('version')} is newer than this doctrans "
+                             f"reads ({cls.SETTINGS_VERSION}): upgrade doctrans")
+        missing = [k for k in ("lang", "lowercase", "bpe_codes") if k not in settings]
+        if missing:
+            raise ValueError(f"text settings lack {', '.join(missing)}")
+        return cls(settings["lang"], lowercase=settings["lowercase"], bpe_codes_text=settings["bpe_codes"])
 
     @classmethod
     def from_prepared(cls, prepared_dir: str | Path, lang: str) -> TextProcessor:
@@ -194,9 +229,12 @@ class TextProcessor:
         Tokens in ``protect`` stay whole (e.g. inserted DP pronouns and ``#DP#``, which
         segmentation must never split). Raises RuntimeError when built without codes.
         """
-        if self.bpe_codes is None:
+        if self.bpe_codes_text is not None:
+            bpe = _bpe_from_text(self.bpe_codes_text)
+        elif self.bpe_codes is not None:
+            bpe = _load_bpe(self.bpe_codes)
+        else:
             raise RuntimeError("TextProcessor has no BPE codes (build it with from_prepared)")
-        bpe = _load_bpe(self.bpe_codes)
         if bpe is None:
             return [" ".join(line.split()) for line in tok_lines]
         if not protect:
@@ -225,4 +263,5 @@ class TextProcessor:
         return detokenize_en(lines)
 
     def __repr__(self) -> str:
-        return f"TextProcessor(lang={self.lang!r}, lowercase={self.lowercase}, bpe_codes={self.bpe_codes!r})"
+        codes = self.bpe_codes if self.bpe_codes_text is None else f"<{len(self.bpe_codes_text)} chars>"
+        return f"TextProcessor(lang={self.lang!r}, lowercase={self.lowercase}, bpe_codes={codes!r})"

@@ -26,6 +26,7 @@ from doctrans.dp.config import DPGenConfig, dp_config_from_dict
 from doctrans.dp.data import DPSentence
 from doctrans.dp.models import DP_MODELS
 from doctrans.dp.models.base import DPModel
+from doctrans.training.checkpoint import load_torch_file
 
 
 def decide(probs: np.ndarray, labels: list[str], threshold: float) -> list[str]:
@@ -91,9 +92,9 @@ class DPGenerator:
     @classmethod
     def load(cls, path: str | Path) -> "DPGenerator":
         """Load ``best.pt``/``last.pt`` (weights_only). Raises ``ValueError`` if it is not a DP
-        generator checkpoint or has the flat config of doctrans before ``doctrans.dp``."""
-        ck = torch.load(path, map_location="cpu", weights_only=True)
-        if ck.get("kind") != "dp_generator":
+        generator checkpoint (or no doctrans checkpoint at all, or truncated/corrupt) or has the flat config of doctrans before ``doctrans.dp``."""
+        ck = load_torch_file(path)
+        if not isinstance(ck, dict) or ck.get("kind") != "dp_generator":
             raise ValueError(f"{path} is not a DP generator checkpoint (doctrans train pipelines/dp/…)")
         if "config" not in ck or not isinstance(ck["config"].get("model"), dict):
             raise ValueError(f"{path}: a DP generator checkpoint with the old flat config (before the "

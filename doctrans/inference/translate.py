@@ -3,8 +3,11 @@
 Input lines are normalised, segmented (jieba), BPE-encoded with the training data's codes,
 translated with beam search (``beam_search.py``), BPE-merged and Moses-detokenized (unless
 ``tokenized``). The output always has exactly as many lines as the input; an empty input line
-gives an empty output line without running the model. A directory input is mirrored file by
-file under the output directory, so document files keep their boundaries.
+gives an empty output line without running the model; a line longer than the model can read is
+split, translated in pieces and joined back (``long_lines.py``). A directory input is mirrored
+file by file under the output directory, so document files keep their boundaries; bad files are
+reported and skipped (``collection.py``). The checkpoint carries the BPE codes and text settings,
+so it translates without its prepared dataset.
 """
 from __future__ import annotations
 
@@ -21,11 +24,13 @@ from tqdm import tqdm
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
+from doctrans.inference.collection import translate_collection
 from doctrans.inference.documents import translate_documents
+from doctrans.inference.long_lines import split_long_lines
 from doctrans.models.build import build_model
 from doctrans.training.checkpoint import config_of, load_checkpoint
 from doctrans.training.trainer import resolve_device
-from doctrans.utils.io import atomic_write_lines, read_lines
+from doctrans.utils.io import atomic_write_lines, decode_lines, read_lines
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +58,9 @@ class TranslateConfig:
     dp_weights: str = "uniform"       # uniform 1/N (the thesis) | generator (normalised scores)
     dp_docs: str = ""                 # doc<TAB>position per input line, for the generator's context
     write_lattice: str = ""           # also write the DP input as Moses PLF confusion networks
+    max_source_len: int = 0           # split lines over this many BPE units (0 = the model's limit)
+    encoding_errors: str = "strict"   # strict: undecodable input is an error | replace: U+FFFD, warn
+    resume: bool = False              # directory input: skip documents whose output is complete
 
 
 def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, beam: int,
@@ -104,6 +112,28 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
     return (out, scores) if return_scores else out
 
 
+def text_processors(ckpt: dict, path: str, prepared: str = "") -> tuple[TextProcessor, TextProcessor]:
+    """Source and target ``TextProcessor`` of a checkpoint: from the settings it carries
+    (``text``, doctrans ≥ issue 18), or from a prepared dataset — ``prepared`` when given (it
+    overrides the checkpoint's), else the dataset path stored by an older checkpoint. Raises
+    FileNotFoundError naming what is missing and how to supply it."""
+    exp = config_of(ckpt)
+    langs = [exp.data.src_suffix.split(".")[-1], exp.data.tgt_suffix.split(".")[-1]]
+    text = ckpt.get("text")
+    if not prepared and isinstance(text, dict) and {"src", "tgt"} <= set(text):
+        return TextProcessor.from_settings(text["src"]), TextProcessor.from_settings(text["tgt"])
+    where = prepared or ckpt.get("prepared", "")
+    try:
+        return TextProcessor.from_prepared(where, langs[0]), TextProcessor.from_prepared(where, langs[1])
+    except FileNotFoundError as e:
+        if prepared:
+            raise
+        raise FileNotFoundError(
+            f"{path} carries no BPE codes or text settings (saved by an older doctrans) and the dataset it "
+            f"names, {where!r}, is not usable here ({e}): pass --prepared DIR, the prepared dataset it was "
+            f"trained on") from None
+
+
 class Translator:
     """A loaded model plus the text processing of its training data.
 
@@ -119,10 +149,8 @@ class Translator:
         self.model.load_state_dict(ckpt["model"])
         self.model.to(resolve_device(cfg.device))
         self.model.eval()
-        prepared = cfg.prepared or ckpt["prepared"]
-        src_lang, tgt_lang = exp.data.src_suffix.split(".")[-1], exp.data.tgt_suffix.split(".")[-1]
-        self.src_proc = TextProcessor.from_prepared(prepared, src_lang)
-        self.tgt_proc = TextProcessor.from_prepared(prepared, tgt_lang)
+        self.src_proc, self.tgt_proc = text_processors(ckpt, cfg.checkpoint, cfg.prepared)
+        self.chunk_len = exp.data.max_len          # chunks of an over-long sentence: the training length
         self.protect: frozenset[str] = frozenset()
         if exp.data.bpe_protect_dp:
             from doctrans.dp.apply import DPInputVariants
@@ -137,25 +165,49 @@ class Translator:
             return self.src_proc.encode(lines)
         raise ValueError(f"input_format must be raw, tok or bpe, got {self.cfg.input_format!r}")
 
-    def translate(self, lines: list[str], progress: bool = False, doc_ids: list[str] | None = None) -> list[str]:
-        """Translate ``lines`` (same count out, empty lines stay empty). ``doc_ids``: the document
-        of each line (contiguous runs); a context model translates each document in order with
-        its own context (``inference/documents.py``; default: all lines one document), a
+    def max_source_units(self) -> int:
+        """Source BPE units a line may have (``</s>`` not counted): the model's source positions
+        (``max_source_len``, else ``max_target_len``) minus one, or ``--max-source-len`` if lower."""
+        model_limit = getattr(self.model, "max_source_len", None) or self.model.max_target_len
+        limit = model_limit - 1
+        return min(limit, self.cfg.max_source_len) if self.cfg.max_source_len > 0 else limit
+
+    def translate(self, lines: list[str], progress: bool = False, name: str = "<input>",
+                  doc_ids: list[str] | None = None) -> list[str]:
+        """Translations of ``lines``, one per line, empty for an empty line. A line over
+        ``max_source_units`` is split, translated piece by piece and joined (``long_lines``),
+        with a warning naming ``name`` and the line; with a DP generator such a line (or one
+        that DP insertions could push over: 2 × units + 1 > limit) is translated without DP.
+        ``doc_ids``: the document of each line (contiguous runs); a context model translates
+        each document in order with its own context (``inference/documents.py``; default: all
+        lines one document; the pieces of a split line are consecutive sentences there), a
         sentence model ignores them."""
         nonempty = [i for i, line in enumerate(lines) if line.strip()]
         c = self.cfg
+        limit = self.max_source_units()
+        bpe = dict(zip(nonempty, self._to_bpe([lines[i] for i in nonempty])))
+        hyps: dict[int, str] = {}
+        plain = nonempty
         if getattr(self.model, "context_sents", 0) > 0:
             if c.dp_generator:
                 raise ValueError("--dp-generator is for sentence-level +DP models, not context models")
-            hyps = self._translate_documents(lines, nonempty, doc_ids, progress)
+            hyps.update(self._translate_documents(bpe, nonempty, doc_ids, limit, name, progress))
+            plain = []
         elif c.dp_generator:
-            hyps = self._translate_dp(lines, nonempty, progress)
-        else:
-            bpe = self._to_bpe([lines[i] for i in nonempty])
-            ids = [self.src_vocab.encode(s) for s in bpe]
-            hyps = decode_corpus(self.model, ids, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
-                                 c.max_len_extra, c.batch_sentences, progress)
-        merged = [self.tgt_proc.merge_bpe(h) for h in hyps]
+            plain = [i for i in nonempty if 2 * len(bpe[i].split()) + 1 > limit]
+            short = [i for i in nonempty if 2 * len(bpe[i].split()) + 1 <= limit]
+            for i in plain:
+                log.warning("%s:%d: too long for DP completion within the model's %d positions: translated "
+                            "without it", name, i + 1, limit + 1)
+            if short:
+                hyps.update(zip(short, self._translate_dp(lines, short, progress)))
+        if plain:
+            split = split_long_lines([bpe[i] for i in plain], limit, name, [i + 1 for i in plain], self.chunk_len)
+            ids = [self.src_vocab.encode(s) for s in split.pieces]
+            res = decode_corpus(self.model, ids, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
+                                c.max_len_extra, c.batch_sentences, progress)
+            hyps.update(zip(plain, split.join(res, len(plain))))
+        merged = [self.tgt_proc.merge_bpe(hyps[i]) for i in nonempty]
         if not c.tokenized:
             merged = self.tgt_proc.detokenize(merged)
         out = [""] * len(lines)
@@ -163,21 +215,22 @@ class Translator:
             out[i] = h
         return out
 
-
-    def _translate_documents(self, lines: list[str], nonempty: list[int], doc_ids: list[str] | None,
-                             progress: bool) -> list[str]:
-        ids = dict(zip(nonempty, (self.src_vocab.encode(s) for s in self._to_bpe([lines[i] for i in nonempty]))))
-        doc_ids = doc_ids if doc_ids is not None else [""] * len(lines)
+    def _translate_documents(self, bpe: dict[int, str], nonempty: list[int], doc_ids: list[str] | None,
+                             limit: int, name: str, progress: bool) -> dict[int, str]:
+        """Line index → translation of the non-empty lines, each document with its context."""
+        split = split_long_lines([bpe[i] for i in nonempty], limit, name, [i + 1 for i in nonempty], self.chunk_len)
+        doc_of = doc_ids if doc_ids is not None else [""] * (max(nonempty, default=0) + 1)
         docs: list[list] = []
-        for i, d in enumerate(doc_ids):
-            if i == 0 or d != doc_ids[i - 1]:
+        for piece, k in zip(split.pieces, split.owner):
+            d = doc_of[nonempty[k]]
+            if not docs or d != last:
                 docs.append([])
-            docs[-1].append(ids.get(i))
+            docs[-1].append(self.src_vocab.encode(piece))
+            last = d
         c = self.cfg
         out = translate_documents(self.model, docs, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
                                   c.max_len_extra, c.batch_sentences, progress)
-        flat = [h for doc in out for h in doc]
-        return [flat[i] for i in nonempty]
+        return dict(zip(nonempty, split.join([h for doc in out for h in doc], len(nonempty))))
 
     def _translate_dp(self, lines: list[str], nonempty: list[int], progress: bool) -> list[str]:
         """Translation of input variants (see TranslateConfig dp_*): an input transform turns
@@ -215,31 +268,37 @@ class Translator:
         return [best[k][1] for k in range(len(src))]
 
 
-def _read(path: str) -> list[str]:
+def read_input(path: str, errors: str = "strict") -> list[str]:
+    """Lines of a file, or of stdin for ``-`` (named ``<stdin>`` in errors); see
+    ``utils.io.decode_lines`` for ``errors``. Raises TextDecodeError naming the file and line."""
     if path == "-":
-        return [line.rstrip("\n").rstrip("\r") for line in sys.stdin]
-    return read_lines(path)
+        buf = getattr(sys.stdin, "buffer", None)
+        data = buf.read() if buf is not None else sys.stdin.read().encode("utf-8")
+        return decode_lines(data, "<stdin>", errors)
+    return read_lines(path, errors=errors)
 
 
 def run(cfg: TranslateConfig) -> Path | None:
-    """Translate ``cfg.input`` to ``cfg.output``; returns the output path (None for stdout)."""
+    """Translate ``cfg.input`` to ``cfg.output``; returns the output path (None for stdout).
+
+    A directory is translated as a collection (``collection.translate_collection``: bad files
+    skipped, ``resume``, summary). Raises FileNotFoundError for a missing input, ValueError
+    (TextDecodeError) for undecodable input under ``encoding_errors="strict"``, CollectionError
+    when documents of a collection failed (the others are written)."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    translator = Translator(cfg)
     inp = Path(cfg.input)
-    if cfg.input != "-" and inp.is_dir():
-        if cfg.output == "-":
-            raise ValueError(f"input {inp} is a directory: give --output DIR")
-        files = sorted(p for p in inp.rglob("*") if p.is_file())
-        for p in tqdm(files, unit="file", desc="documents"):
-            dest = Path(cfg.output) / p.relative_to(inp)
-            atomic_write_lines(dest, translator.translate(_read(str(p))))
-        return Path(cfg.output)
-    if cfg.input != "-" and not inp.is_file():
+    if cfg.input != "-" and not inp.exists():
         raise FileNotFoundError(f"input not found: {inp}")
-    lines = _read(cfg.input)
+    if cfg.input != "-" and inp.is_dir() and cfg.output == "-":
+        raise ValueError(f"input {inp} is a directory: give --output DIR")
+    translator = Translator(cfg)
+    if cfg.input != "-" and inp.is_dir():
+        translate_collection(translator, inp, Path(cfg.output), cfg.resume, cfg.encoding_errors)
+        return Path(cfg.output)
+    lines = read_input(cfg.input, cfg.encoding_errors)
     t0 = time.time()
-    out = translator.translate(lines, progress=cfg.output != "-")
+    out = translator.translate(lines, progress=cfg.output != "-", name="<stdin>" if cfg.input == "-" else cfg.input)
     dt = time.time() - t0
     log.info("translated %d lines in %.1f s (%.1f sent/s, beam %d)", len(lines), dt,
              len(lines) / max(dt, 1e-9), cfg.beam)

@@ -18,6 +18,7 @@ import yaml
 from doctrans.config import ExperimentConfig, to_dict
 from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches
 from doctrans.data.documents import DocBatchSpec, DocData, collate_doc, load_doc_split, make_doc_batches
+from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
 from doctrans.evaluation.score import bleu_tok_lc
 from doctrans.inference.documents import translate_documents
@@ -26,6 +27,7 @@ from doctrans.models.build import build_model
 from doctrans.training.checkpoint import check_resume_compatible, load_checkpoint
 from doctrans.training.loss import dev_xent, forward_loss
 from doctrans.training.trainer import StepLoss, Trainer, resolve_device
+from doctrans.utils.cpu import warn_if_slow_bf16
 from doctrans.utils.io import atomic_write_text, read_lines
 
 log = logging.getLogger(__name__)
@@ -103,8 +105,14 @@ class NMTTask:
         return bleu_tok_lc(hyps, [refs])
 
     def checkpoint_extra(self) -> dict:
+        """Vocabularies, the dataset path, and ``text``: each side's ``TextProcessor.settings()``
+        (lowercasing, the BPE codes' text), so the checkpoint translates without the dataset."""
+        if getattr(self, "_text", None) is None:
+            d = self.config.data
+            self._text = {side: TextProcessor.from_prepared(d.prepared, suffix.split(".")[-1]).settings()
+                          for side, suffix in (("src", d.src_suffix), ("tgt", d.tgt_suffix))}
         return {"vocab": {"src": list(self.src_vocab.tokens), "tgt": list(self.tgt_vocab.tokens)},
-                "prepared": str(self.config.data.prepared)}
+                "prepared": str(self.config.data.prepared), "text": self._text}
 
 
 def initialise_from(model: torch.nn.Module, path: str, freeze: tuple[str, ...] = ()) -> set[int]:
@@ -236,6 +244,7 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
     device = resolve_device(t.device)
     run_dir.mkdir(parents=True, exist_ok=True)
     add_file_log(run_dir)
+    warn_if_slow_bf16(t.autocast, device)
     if t.threads:
         torch.set_num_threads(t.threads)
     torch.manual_seed(t.seed)

@@ -1,6 +1,8 @@
-"""Atomic file writes: write a temporary file in the target's directory, then ``os.replace``."""
+"""Line reading with useful decode errors; atomic file writes (a temporary file in the target's
+directory, then ``os.replace``)."""
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -8,15 +10,55 @@ from typing import Iterable
 
 import torch
 
+log = logging.getLogger(__name__)
 
-def read_lines(path: str | Path) -> list[str]:
-    """All lines of a UTF-8 text file without their ``\n`` (and a trailing ``\r``).
+
+ENCODING_ERRORS = ("strict", "replace")
+
+
+class TextDecodeError(ValueError):
+    """A file (or stdin) that is not valid UTF-8; the message names it, the line and the byte."""
+
+
+def decode_lines(data: bytes, name: str, errors: str = "strict") -> list[str]:
+    """UTF-8 ``data`` → its lines without ``\n`` (and a trailing ``\r``); ``name`` labels messages.
 
     Only ``\n`` ends a line, so a stray ``\r`` or U+2028 inside a line never changes the line
-    count (``wc -l`` semantics). Raises FileNotFoundError.
+    count (``wc -l`` semantics). ``errors="replace"`` turns each undecodable byte sequence into
+    U+FFFD and logs one warning with their count. Raises TextDecodeError (a ValueError) naming
+    ``name``, the 1-based line and the byte offset when ``errors="strict"``; ValueError for an
+    unknown ``errors``.
     """
-    with open(path, encoding="utf-8", newline="\n") as f:
-        return [line.rstrip("\n").rstrip("\r") for line in f]
+    if errors not in ENCODING_ERRORS:
+        raise ValueError(f"encoding errors must be one of {', '.join(ENCODING_ERRORS)}, got {errors!r}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1)
+        if errors == "strict":
+            raise TextDecodeError(
+                f"{name}:{line}: not valid UTF-8 (byte 0x{data[e.start]:02x} at byte {col} of the line, "
+                f"offset {e.start} of the file); convert it (e.g. iconv -f GB18030 -t UTF-8) or "
+                f"replace undecodable bytes (doctrans translate --encoding-errors replace)") from None
+        text = data.decode("utf-8", errors="replace")
+        n_bad = text.count("\ufffd") - data.count("\ufffd".encode("utf-8"))
+        log.warning("%s: %d undecodable byte sequence(s) replaced by U+FFFD (the first on line %d)",
+                    name, n_bad, line)
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def read_lines(path: str | Path, errors: str = "strict") -> list[str]:
+    """All lines of a UTF-8 text file without their ``\n`` (and a trailing ``\r``).
+
+    See ``decode_lines`` (line semantics, ``errors``). Raises FileNotFoundError, TextDecodeError
+    naming the file, line and byte offset of the first undecodable byte.
+    """
+    with open(path, "rb") as f:
+        return decode_lines(f.read(), str(path), errors)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
