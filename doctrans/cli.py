@@ -153,6 +153,10 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
 @click.option("--threads", default=0, help="torch threads (0 = all cores).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: the GPU when torch sees one, else the CPU.")
+@click.option("--docs", default="", help="doc_id<TAB>position per input line (like PREP/test.docs): the documents a "
+                                         "context model translates in order with their context. An SGML input "
+                                         "(.sgm) takes its <DOC> blocks; a directory, one document per file. "
+                                         "Sentence-level models ignore documents.")
 @click.option("--dp-generator", default="", help="Complete dropped pronouns in the input with this DP generator "
                                                  "(for models trained on +DP/+DPP sources, pipelines/dp/nmt_*.yaml); "
                                                  "A.pt:B.pt ensembles several.")
@@ -176,7 +180,7 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
               help="Split lines of more than N BPE tokens at sentence punctuation (or into chunks), translate "
                    "the pieces and join them (0 = the model's limit, e.g. max_positions - 1).")
 def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
-                  input_format, tokenized, prepared, threads, device, dp_generator, dp_input, dp_nbest, dp_combine,
+                  input_format, tokenized, prepared, threads, device, docs, dp_generator, dp_input, dp_nbest, dp_combine,
                   dp_weights, dp_docs, write_lattice, encoding_errors, resume, max_source_len) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
@@ -191,7 +195,7 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
     run(TranslateConfig(checkpoint=checkpoint, input=input_, output=output, beam=beam, lenpen=lenpen,
                         max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
                         batch_sentences=batch_sentences, input_format=input_format,
-                        tokenized=tokenized, prepared=prepared, threads=threads, device=device,
+                        tokenized=tokenized, prepared=prepared, threads=threads, device=device, docs=docs,
                         dp_generator=dp_generator,
                         dp_input=dp_input, dp_nbest=dp_nbest, dp_combine=dp_combine, dp_weights=dp_weights,
                         dp_docs=dp_docs, write_lattice=write_lattice, encoding_errors=encoding_errors,

@@ -50,6 +50,7 @@ class TranslateConfig:
     prepared: str = ""                # dataset dir with the BPE codes; default: the checkpoint's
     threads: int = 0
     device: str = "auto"              # auto (cuda when available) | cpu | cuda
+    docs: str = ""                    # doc_id<TAB>position per input line: documents for a context model
     # dropped pronouns (models.md §3.4): complete the input with a DP generator first
     dp_generator: str = ""            # DP generator checkpoint (doctrans train pipelines/dp/...)
     dp_input: str = "dp"              # dp: pronouns inserted; dpp: #DP# at detected positions
@@ -278,6 +279,28 @@ def read_input(path: str, errors: str = "strict") -> list[str]:
     return read_lines(path, errors=errors)
 
 
+def read_documents(cfg: TranslateConfig) -> tuple[list[str], list[str] | None]:
+    """The input lines and their document ids: from ``cfg.docs`` (``doc_id<TAB>position`` per
+    input line, as ``PREP/{split}.docs``), or the ``<DOC>`` blocks of an SGML input (``.sgm`` /
+    ``.xml``: its first system's segments are the lines), else None (one document). Raises
+    ValueError naming the file and line for a docs file whose line count differs from the
+    input, positions that do not go up by one, a document that is not contiguous, or an SGML
+    file without ``<DOC>`` blocks."""
+    from doctrans.data.documents import read_doc_positions
+    from doctrans.data.sgml import read_sgml
+
+    if cfg.input != "-" and Path(cfg.input).suffix.lower() in (".sgm", ".sgml", ".xml"):
+        if cfg.docs:
+            raise ValueError(f"--docs given for an SGML input {cfg.input}: its <DOC> blocks are the documents")
+        first = read_sgml(cfg.input)[0]
+        return list(first.segments), first.doc_ids()
+    lines = read_input(cfg.input, cfg.encoding_errors)
+    if not cfg.docs:
+        return lines, None
+    names, doc, _ = read_doc_positions(Path(cfg.docs), len(lines))
+    return lines, [names[d] for d in doc]
+
+
 def run(cfg: TranslateConfig) -> Path | None:
     """Translate ``cfg.input`` to ``cfg.output``; returns the output path (None for stdout).
 
@@ -296,9 +319,10 @@ def run(cfg: TranslateConfig) -> Path | None:
     if cfg.input != "-" and inp.is_dir():
         translate_collection(translator, inp, Path(cfg.output), cfg.resume, cfg.encoding_errors)
         return Path(cfg.output)
-    lines = read_input(cfg.input, cfg.encoding_errors)
+    lines, doc_ids = read_documents(cfg)
     t0 = time.time()
-    out = translator.translate(lines, progress=cfg.output != "-", name="<stdin>" if cfg.input == "-" else cfg.input)
+    out = translator.translate(lines, progress=cfg.output != "-", name="<stdin>" if cfg.input == "-" else cfg.input,
+                               doc_ids=doc_ids)
     dt = time.time() - t0
     log.info("translated %d lines in %.1f s (%.1f sent/s, beam %d)", len(lines), dt,
              len(lines) / max(dt, 1e-9), cfg.beam)
