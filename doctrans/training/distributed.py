@@ -169,5 +169,6 @@ def all_reduce_grads(dense: list[torch.Tensor], sparse: list[torch.Tensor], extr
         off += n + rows_n
         if f > 0:
             rows = touched.nonzero().reshape(-1)
-            p.grad = torch.sparse_coo_tensor(rows.unsqueeze(0), values[rows].to(p.dtype), p.shape).coalesce()
+            p.grad = torch.sparse_coo_tensor(rows.unsqueeze(0), values[rows].to(p.dtype), p.shape,
+                                             check_invariants=True, is_coalesced=True)   # rows: sorted, unique
     return summed
