@@ -132,11 +132,13 @@ class Trainer:
         if dist.world() > 1 and ranks is not None and len(ranks) == dist.world():
             torch.set_rng_state(ranks[dist.rank()])
         else:
-            if ckpt.get("world", 1) != dist.world():
+            if ckpt.get("world", 1) != dist.world() and self.main:
                 log.warning("resuming a run of %d process(es) with %d: updates now take %d batches, "
                             "not %d", ckpt.get("world", 1), dist.world(), dist.world() * self.t.accum,
                             ckpt.get("world", 1) * self.t.accum)
             torch.set_rng_state(ckpt["rng"])
+            if dist.world() > 1:                         # no state per rank saved: own streams anew
+                torch.manual_seed(self.t.seed + dist.rank() + 1000 * self.state.step)
         self._restored = True
         log.info("resumed at update %d (epoch %d, batch %d)", self.state.step, self.state.epoch,
                  self.state.batch_in_epoch)
