@@ -6,6 +6,7 @@ Only this module calls ``sys.exit``.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import click
@@ -14,8 +15,9 @@ from doctrans import __version__
 
 
 def _setup_logging(verbose: bool) -> None:
+    quiet = os.environ.get("RANK", "0") not in ("", "0")     # torchrun: only rank 0 logs INFO
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
+        level=logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
@@ -112,23 +114,26 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
     halves the learning rate after every epoch from the 3rd on, `model.pseudo_dp=0.5
     model.pseudo_weight=0.25` also trains the labeler's pronoun choice on overt pronouns deleted
     at random.
+
+    Data-parallel on K processes (gloo on CPU, nccl on GPU): `torchrun --nproc_per_node=K -m
+    doctrans.cli train CONFIG.yaml …`; an update then takes K × train.accum batches.
     """
     from doctrans.config import load_experiment
     from doctrans.dp import train as dp_train
     from doctrans.dp.config import is_dp_config, load_dp_config
-    from doctrans.training import train
+    from doctrans.training import distributed, train
 
-    if is_dp_config(config_path):                            # task: dp_generator (pipelines/dp/)
-        if max_time is not None:
-            overrides = overrides + (f"train.max_time_min={max_time}",)
-        run_dir = dp_train.run(load_dp_config(config_path, overrides), resume=resume)
-        click.echo(f"run directory: {run_dir}")
-        return
     if max_time is not None:
         overrides = overrides + (f"train.max_time_min={max_time}",)
-    cfg = load_experiment(config_path, overrides)
-    run_dir = train.run(cfg, resume=resume)
-    click.echo(f"run directory: {run_dir}")
+    try:
+        if is_dp_config(config_path):                        # task: dp_generator (pipelines/dp/)
+            run_dir = dp_train.run(load_dp_config(config_path, overrides), resume=resume)
+        else:
+            run_dir = train.run(load_experiment(config_path, overrides), resume=resume)
+    finally:
+        distributed.shutdown()                               # under torchrun: leave the process group
+    if distributed.env_rank() == 0:
+        click.echo(f"run directory: {run_dir}")
 
 
 # --- translate (doctrans/inference/translate.py) ----------------------------------------------

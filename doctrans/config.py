@@ -56,7 +56,7 @@ class TrainConfig:
     clip_norm: float = 1.0              # 0 disables gradient clipping
     label_smoothing: float = 0.1
     max_tokens: int = 4096              # target+source tokens budget per batch (max of the two sides)
-    accum: int = 1                      # gradient accumulation: batches per update
+    accum: int = 1                      # gradient accumulation: batches per update (per process under torchrun)
     init_from: str = ""                 # two-stage training: start from this checkpoint's weights
                                         # (parameters it lacks start fresh; extra ones are an error)
     freeze: tuple[str, ...] = ()        # fnmatch patterns of parameter names not to train

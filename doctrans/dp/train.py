@@ -47,6 +47,7 @@ from doctrans.dp.corpus import oracle_paths
 from doctrans.dp.data import DPSentence, build_vocab, label_inventory, load_sentences
 from doctrans.dp.generator import DPGenerator, build_model, decide, one_best
 from doctrans.dp.models import DP_MODELS
+from doctrans.training import distributed as dist
 from doctrans.training.checkpoint import check_resume_compatible, load_checkpoint
 from doctrans.training.train import add_file_log
 from doctrans.training.trainer import StepLoss, Trainer, resolve_device
@@ -226,14 +227,17 @@ def run(cfg: DPGenConfig, resume: bool = False) -> Path:
     torch.manual_seed(cfg.train.seed)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
+    device = dist.setup(resolve_device(cfg.train.device))      # torchrun: data-parallel (see trainer)
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    add_file_log(run_dir)
+    if dist.is_main():
+        add_file_log(run_dir)
     ckpt = None
     if resume:
         ckpt = load_checkpoint(run_dir / "last.pt")
         check_resume_compatible(dp_config_from_dict(ckpt["config"], source=str(run_dir / "last.pt")), cfg)
-    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    if dist.is_main():
+        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
     train, dev = load_data(cfg)
     labels = label_inventory()
     if ckpt is None:
@@ -244,7 +248,7 @@ def run(cfg: DPGenConfig, resume: bool = False) -> Path:
         model = DP_MODELS[cfg.model.name][1](cfg.model, vocab, labels, ckpt.get("model_extra"))
     gen = DPGenerator(cfg, vocab, labels, model)
     task = DPTask(cfg, gen, train, dev, DevScorer(cfg, dev, Path(cfg.data.prepared)))
-    trainer = Trainer(task, cfg.train, run_dir, resolve_device(cfg.train.device))
+    trainer = Trainer(task, cfg.train, run_dir, device)
     logger.info("DP generator %s: %s train sentences, %s dev, vocab %d, %s parameters", cfg.model.name,
                 f"{len(train):,}", f"{len(dev):,}", len(vocab), f"{model.n_parameters():,}")
     if ckpt is None:

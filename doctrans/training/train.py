@@ -5,6 +5,9 @@ The run directory gets ``config.yaml`` (resolved config), ``metrics.jsonl``, ``t
 ``learning_curves.png``. ``resume=True`` continues from ``last.pt`` with exactly the updates an
 uninterrupted run would have made (same batches, same RNG state, same optimizer moments); it
 refuses a changed config (see ``checkpoint.RESUME_MAY_CHANGE``).
+
+Under ``torchrun --nproc_per_node=K`` this trains data-parallel (``training.distributed``): each
+update takes K × ``train.accum`` batches, rank 0 writes the run directory's files.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from doctrans.evaluation.score import bleu_tok_lc
 from doctrans.inference.documents import translate_documents
 from doctrans.inference.translate import decode_corpus
 from doctrans.models.build import build_model
+from doctrans.training import distributed as dist
 from doctrans.training.checkpoint import check_resume_compatible, load_checkpoint
 from doctrans.training.loss import dev_xent, forward_loss
 from doctrans.training.trainer import StepLoss, Trainer, resolve_device
@@ -241,9 +245,10 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
     if t.metric == "bleu" and not t.eval_bleu:
         raise ValueError("train.metric is 'bleu' but train.eval_bleu is false: set train.metric=xent_nats "
                          "train.metric_mode=min, or train.eval_bleu=true")
-    device = resolve_device(t.device)
+    device = dist.setup(resolve_device(t.device))
     run_dir.mkdir(parents=True, exist_ok=True)
-    add_file_log(run_dir)
+    if dist.is_main():
+        add_file_log(run_dir)
     warn_if_slow_bf16(t.autocast, device)
     if t.threads:
         torch.set_num_threads(t.threads)
@@ -255,7 +260,8 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
         src_vocab, tgt_vocab = Vocab(ckpt["vocab"]["src"]), Vocab(ckpt["vocab"]["tgt"])
     else:
         src_vocab, tgt_vocab = _vocabs(cfg)
-    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    if dist.is_main():
+        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), src_vocab.pad_id, cfg.context).to(device)
     n_context = getattr(model, "context_sents", 0)           # a context model reads documents
     if n_context:

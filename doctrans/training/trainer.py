@@ -10,6 +10,14 @@ model variant.
 Resuming (``Trainer.restore``) continues with exactly the updates an uninterrupted run would
 have made: the batch order of an epoch is a function of (seed, epoch), the position inside it
 is in ``TrainState``, and the optimizer moments and torch RNG state are in the checkpoint.
+
+Under ``torchrun`` (``training.distributed``) every rank runs this loop in lockstep: an update
+takes ``world × accum`` consecutive batches of the epoch order, rank r the ones at offsets r,
+r + world, …; the gradients are summed over ranks before clipping, so the update is the
+single-process one with ``accum = world × accum``. ``TrainState`` advances by the whole group on
+every rank. Rank 0 alone evaluates, logs (metrics.jsonl, TensorBoard, console), writes
+checkpoints (``last.pt`` also holds every rank's RNG state) and the curves; the stop reason is
+decided there and broadcast.
 """
 from __future__ import annotations
 
@@ -26,6 +34,7 @@ from tqdm import tqdm
 
 from doctrans import __version__
 from doctrans.config import TrainConfig, to_dict
+from doctrans.training import distributed as dist
 from doctrans.training.curves import plot_learning_curves
 from doctrans.training.early_stopping import EarlyStopping
 from doctrans.training.metrics import MetricsWriter, TensorBoardWriter
@@ -101,14 +110,16 @@ class Trainer:
         if cfg.autocast not in ("none", "bf16"):
             raise ValueError(f"train.autocast must be 'none' or 'bf16', got {cfg.autocast!r}")
         self.task, self.t, self.run_dir, self.device = task, cfg, Path(run_dir), device
+        self.main = dist.is_main()
         self.opt = MixedAdam(task.model, cfg.lr, cfg.adam_betas, cfg.adam_eps, cfg.weight_decay,
                              getattr(task, "lr_scale", None))
         self.state = TrainState()
-        self.metrics = MetricsWriter(self.run_dir / "metrics.jsonl")
-        self.board = TensorBoardWriter(self.run_dir / "tensorboard") if cfg.tensorboard else None
+        self.metrics = MetricsWriter(self.run_dir / "metrics.jsonl") if self.main else _NoMetrics()
+        self.board = TensorBoardWriter(self.run_dir / "tensorboard") if cfg.tensorboard and self.main else None
         self.stopper = EarlyStopping(cfg.metric, cfg.metric_mode, cfg.patience)
         self._order: list = []
         self._order_epoch = -1
+        self._restored = False
 
     # -- checkpoints ----------------------------------------------------------------------
     def restore(self, ckpt: dict) -> None:
@@ -117,17 +128,38 @@ class Trainer:
         self.opt.load_state_dict(ckpt["optimizer"])
         self.state = TrainState.from_dict(ckpt["state"])
         self.state.stop_reason = ""
-        torch.set_rng_state(ckpt["rng"])
+        ranks = ckpt.get("rng_ranks")
+        if dist.world() > 1 and ranks is not None and len(ranks) == dist.world():
+            torch.set_rng_state(ranks[dist.rank()])
+        else:
+            if ckpt.get("world", 1) != dist.world() and self.main:
+                log.warning("resuming a run of %d process(es) with %d: updates now take %d batches, "
+                            "not %d", ckpt.get("world", 1), dist.world(), dist.world() * self.t.accum,
+                            ckpt.get("world", 1) * self.t.accum)
+            torch.set_rng_state(ckpt["rng"])
+            if dist.world() > 1:                         # no state per rank saved: own streams anew
+                torch.manual_seed(self.t.seed + dist.rank() + 1000 * self.state.step)
+        self._restored = True
         log.info("resumed at update %d (epoch %d, batch %d)", self.state.step, self.state.epoch,
                  self.state.batch_in_epoch)
 
-    def save(self, name: str) -> None:
+    def save(self, name: str, extra: dict | None = None) -> None:
+        """Write ``run_dir/name`` (rank 0 only; other ranks return)."""
+        if not self.main:
+            return
         atomic_torch_save({
             "version": __version__, "kind": self.task.kind,
             "model": self.task.model.state_dict(), "optimizer": self.opt.state_dict(),
             "state": self.state.to_dict(), "config": to_dict(self.task.config),
-            "rng": torch.get_rng_state(), **self.task.checkpoint_extra(),
+            "rng": torch.get_rng_state(), "world": dist.world(), **(extra or {}),
+            **self.task.checkpoint_extra(),
         }, self.run_dir / name)
+
+    def _save_last(self) -> None:
+        """``last.pt``; called on every rank at the same points, as it gathers each rank's RNG
+        state (dropout masks differ per rank) for an exact ``--resume``."""
+        rngs = dist.all_gather(torch.get_rng_state()) if dist.world() > 1 else None
+        self.save("last.pt", {"rng_ranks": rngs} if rngs else None)
 
     # -- the loop -------------------------------------------------------------------------
     def _stop_reason(self) -> str:
@@ -155,10 +187,15 @@ class Trainer:
         (summed over resumed runs); the final evaluation runs after the budget is spent.
         """
         self._clock = time.perf_counter()
-        bar = tqdm(initial=self.state.step, total=self.t.max_steps or None, unit="upd", desc="train", disable=None)
+        if dist.world() > 1:
+            dist.broadcast_module(self.task.model)       # identical start on every rank
+            if not self._restored:                       # own dropout masks per rank
+                torch.manual_seed(self.t.seed + dist.rank())
+        bar = tqdm(initial=self.state.step, total=self.t.max_steps or None, unit="upd", desc="train",
+                   disable=None if self.main else True)
         window = {"loss": 0.0, "nll": 0.0, "tok": 0, "time": 0.0}
         evaluated = False
-        while not (reason := self._stop_reason()):
+        while not (reason := dist.broadcast(self._stop_reason() if self.main else "")):
             stats, epoch_done = self._update()
             self._tick()
             for k in window:
@@ -175,8 +212,9 @@ class Trainer:
         log.info("stopping after %d updates: %s", self.state.step, reason)
         if not evaluated:
             self._evaluate()
-        self.save("last.pt")
+        self._save_last()
         self._finish_outputs()
+        dist.barrier()                                   # checkpoints written before any rank returns
         return self.state
 
     def _periodic(self, epoch_done: bool) -> bool:
@@ -188,45 +226,52 @@ class Trainer:
             self._evaluate()
         if (t.save_every and s.step % t.save_every == 0) or \
                 (epoch_done and t.save_every_epochs and s.epoch % t.save_every_epochs == 0):
-            self.save("last.pt")
+            self._save_last()
         return evaluate
 
-    def _next_batch(self) -> tuple[Any, bool]:
-        """The next batch of the current epoch; True if it is the epoch's last (the state then
-        moves to the next epoch)."""
+    def _next_key(self) -> tuple[Any, int, int, bool]:
+        """The next batch key of the current epoch → (key, epoch, index, last): last is True
+        if it is the epoch's last (the state then moves to the next epoch)."""
         s = self.state
         if self._order_epoch != s.epoch:                 # batch order once per epoch, not per update
             self._order = self.task.epoch_batches(s.epoch)
             self._order_epoch = s.epoch
             if not self._order:
                 raise ValueError("no training batches (empty training data?)")
-        batch = self.task.collate(self._order[s.batch_in_epoch], s.epoch, s.batch_in_epoch)
+        key = (self._order[s.batch_in_epoch], s.epoch, s.batch_in_epoch)
         s.batch_in_epoch += 1
         if s.batch_in_epoch >= len(self._order):
             s.epoch, s.batch_in_epoch = s.epoch + 1, 0
-            return batch, True
-        return batch, False
+            return (*key, True)
+        return (*key, False)
 
     def _update(self) -> tuple[dict, bool]:
-        """accum batches → one optimizer step; the loss is the mean over all their targets."""
+        """accum batches (per rank; world × accum in all) → one optimizer step; the loss is the
+        mean over all their targets."""
         t0 = time.perf_counter()
         self.task.model.train()
         lr = learning_rate(self.t, self.state.step + 1, self.state.epoch)    # this update's epoch
-        pairs = [self._next_batch() for _ in range(self.t.accum)]
-        batches, epoch_done = [b for b, _ in pairs], any(d for _, d in pairs)
+        n_world, me = dist.world(), dist.rank()
+        keys = [self._next_key() for _ in range(n_world * self.t.accum)]  # the whole group, every rank
+        epoch_done = any(k[3] for k in keys)
+        batches = [self.task.collate(key, ep, i) for key, ep, i, _ in keys[me::n_world]]
         known = all(b.n_targets is not None for b in batches)
         if not known and len(batches) > 1:
             raise ValueError("train.accum > 1 needs batches that know their n_targets before the forward pass")
         n_tok = sum(b.n_targets for b in batches) if known else 0
+        if known and n_world > 1:
+            n_tok = int(dist.all_reduce_sum([n_tok], self.device)[0])
         total, nll = 0.0, 0.0
         for batch in batches:
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.t.autocast == "bf16"):
                 out = self.task.loss(batch)
             if not known:
-                n_tok = out.n_targets
+                n_tok = int(dist.all_reduce_sum([out.n_targets], self.device)[0])
             (out.total / max(n_tok, 1)).backward()
             total += float(out.total.detach())
             nll += out.terms.get("nll_nats", float(out.total.detach()))
+        if n_world > 1:
+            total, nll = dist.all_reduce_grads(self.opt.dense, self.opt.sparse, [total, nll])
         self.state.step += 1
         self.opt.set_lr(lr)
         self.opt.step(self.t.clip_norm)
@@ -238,6 +283,8 @@ class Trainer:
         return {"loss": total, "nll": nll, "tok": n_tok, "time": dt}, epoch_done
 
     def _log_train(self, w: dict) -> None:
+        if not self.main:
+            return
         tok = max(int(w["tok"]), 1)
         rec = {"step": self.state.step, "epoch": self.state.epoch,
                "loss_nats": w["loss"] / tok, "xent_nats": w["nll"] / tok,
@@ -251,6 +298,9 @@ class Trainer:
 
     # -- evaluation ------------------------------------------------------------------------
     def _evaluate(self) -> None:
+        """Dev evaluation, on rank 0 only (the others go on to the next update and wait there)."""
+        if not self.main:
+            return
         t0 = time.perf_counter()
         rec = self.task.evaluate()
         if not rec:
@@ -273,6 +323,8 @@ class Trainer:
             self.save("best.pt")
 
     def _finish_outputs(self) -> None:
+        if not self.main:
+            return
         if self.board:
             self.board.close()
         if self.t.plot:
@@ -281,3 +333,10 @@ class Trainer:
                                      self.t.metric)
             except (OSError, ValueError) as e:          # a picture must never fail a finished run
                 log.warning("learning-curve plot not written: %s", e)
+
+
+class _NoMetrics:
+    """``MetricsWriter`` of ranks other than 0: writes nothing."""
+
+    def write(self, kind: str, **values) -> None:
+        pass
