@@ -104,7 +104,11 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
 
     KEY=VALUE pairs override config fields by dotted path, e.g.
     `train.lr=5e-4 model.layers_enc=2 run_dir=runs/try1`. Unknown keys are errors.
-    The run directory receives config.yaml, metrics.jsonl, train.log, best.pt and last.pt.
+    The run directory receives config.yaml, metrics.jsonl, train.log, tensorboard/,
+    learning_curves.png, best.pt and last.pt. A `context:` section (pipelines/context/: concat,
+    HAN encoder/decoder/joint) trains a context model on document batches;
+    `train.init_from=CKPT` starts from another run's weights (stage 2 of the HAN recipe;
+    `train.freeze=[backbone.*]`, `train.init_lr_scale=0.1`).
     A YAML with `task: dp_generator` (pipelines/dp/) trains a dropped-pronoun generator on
     `doctrans annotate-dp` output instead (sections data/model/train: doctrans/dp/config.py,
     model.name picks doctrans/dp/models/*.py); its τ and best epoch are tuned on TVsub's
