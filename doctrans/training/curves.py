@@ -25,7 +25,8 @@ def plot_learning_curves(metrics_path: str | Path, out_path: str | Path, metric:
     fig, axes = plt.subplots(1, 2 if extra else 1, figsize=(10 if extra else 5.5, 3.6), squeeze=False)
     ax = axes[0][0]
     if train:
-        ax.plot([r["step"] for r in train], [r["xent_nats"] for r in train], label="train", lw=1)
+        ax.plot([r["step"] for r in train], [r["xent_nats"] for r in train], label="train", lw=1,
+                marker="o" if len(train) < 30 else None, ms=3)        # a few points must stay visible
     dev_x = [r for r in dev if "xent_nats" in r]
     if dev_x:
         ax.plot([r["step"] for r in dev_x], [r["xent_nats"] for r in dev_x], "o-", label="dev", ms=3)
