@@ -221,6 +221,8 @@ def _summaries(make_translator, inp: Path, out: Path, groups: list[list[Path]], 
     with ctx.Pool(min(workers, max(1, len(groups))), initializer=_init_worker,
                   initargs=(make_translator, threads, logging.getLogger().getEffectiveLevel())) as pool:
         yield from pool.imap_unordered(partial(_work, inp, out, resume, errors), order)
+        pool.close()
+        pool.join()
 
 
 def translate_collection(make_translator, inp: Path, out: Path, resume: bool = False, errors: str = "strict",
