@@ -15,8 +15,8 @@ lines and each group is translated with one call, so many small files still fill
 beam-search batches (``plan_groups``). Groups are the unit of sharding, and the plan does not
 depend on how many processes translate, so sharded output equals unsharded output:
 
-* ``workers = N`` (``--workers``): a ``multiprocessing`` spawn Pool of N processes, each loading
-  the model once; the groups are handed out largest first (``imap_unordered``) and each worker
+* ``workers = N`` (``--workers``): a spawn ``ProcessPoolExecutor`` of N processes, each loading
+  the model once; the groups are handed out largest first and each worker
   writes the outputs of the groups it translates. The parent aggregates the summary.
 * torchrun (``shard = (RANK, WORLD_SIZE)``): rank r translates the groups k ≡ r (mod world);
   the summaries are gathered (gloo) and rank 0 logs the total and raises for failures.
@@ -31,7 +31,7 @@ import multiprocessing
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import partial
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import torch
@@ -208,21 +208,22 @@ def _summaries(make_translator, inp: Path, out: Path, groups: list[list[Path]], 
                workers: int, threads: int) -> Iterator[CollectionSummary]:
     """Each group's summary as it is translated: in this process (``workers`` ≤ 1: the
     translator built once, groups in order), or by a spawn Pool of ``workers`` processes, each
-    building its translator once with ``threads`` torch threads; the Pool hands the groups out
-    largest first (``imap_unordered``, one at a time), and whoever translates a group writes
-    its outputs."""
-    if workers <= 1:
+    building its translator once with ``threads`` torch threads (``ProcessPoolExecutor``: a
+    worker that dies raises BrokenProcessPool, a RuntimeError, instead of hanging); the groups
+    are handed out largest first, one at a time, and whoever translates a group writes its
+    outputs. Raises what a worker raised beyond the bad files recorded in the summaries."""
+    if workers <= 1 or not groups:
         translator = make_translator()
         for g in groups:
             yield translate_group(translator, inp, out, g, resume, errors)
         return
-    ctx = multiprocessing.get_context("spawn")
     order = sorted(groups, key=_size, reverse=True)
-    with ctx.Pool(min(workers, max(1, len(groups))), initializer=_init_worker,
-                  initargs=(make_translator, threads, logging.getLogger().getEffectiveLevel())) as pool:
-        yield from pool.imap_unordered(partial(_work, inp, out, resume, errors), order)
-        pool.close()
-        pool.join()
+    with ProcessPoolExecutor(min(workers, len(groups)), mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_init_worker,
+                             initargs=(make_translator, threads, logging.getLogger().getEffectiveLevel())) as pool:
+        futures = [pool.submit(_work, inp, out, resume, errors, g) for g in order]
+        for done in as_completed(futures):
+            yield done.result()
 
 
 def translate_collection(make_translator, inp: Path, out: Path, resume: bool = False, errors: str = "strict",
