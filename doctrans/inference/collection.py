@@ -222,8 +222,12 @@ def _summaries(make_translator, inp: Path, out: Path, groups: list[list[Path]], 
                              initializer=_init_worker,
                              initargs=(make_translator, threads, logging.getLogger().getEffectiveLevel())) as pool:
         futures = [pool.submit(_work, inp, out, resume, errors, g) for g in order]
-        for done in as_completed(futures):
-            yield done.result()
+        try:
+            for done in as_completed(futures):
+                yield done.result()
+        except BaseException:                 # a worker's error (or the caller gave up): stop the rest
+            pool.shutdown(cancel_futures=True)
+            raise
 
 
 def translate_collection(make_translator, inp: Path, out: Path, resume: bool = False, errors: str = "strict",
