@@ -159,9 +159,16 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
 @click.option("--tokenized", is_flag=True, help="Write Moses-tokenized output (BPE merged) instead of detokenized text.")
 @click.option("--prepared", default="", help="Prepared dataset dir holding the BPE codes (default: the codes inside "
                                              "the checkpoint; for older checkpoints, the dataset it names).")
-@click.option("--threads", default=0, help="torch threads (0 = all cores).")
+@click.option("--threads", default=0, help="torch threads (0 = all cores); with --workers or torchrun, the machine's "
+                                          "budget, split evenly: each process gets max(1, threads // processes).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: the GPU when torch sees one, else the CPU.")
+@click.option("--workers", default=1, show_default=True,
+              help="Directory input: translate with N processes on this machine (each loads the model once). "
+                   "Under torchrun, each rank translates its share of the documents (by rank).")
+@click.option("--group-lines", default=512, show_default=True,
+              help="Directory input: consecutive documents are translated together (batched jointly) up to N "
+                   "lines; the groups are what --workers and torchrun ranks share out.")
 @click.option("--docs", default="", help="doc_id<TAB>position per input line (like PREP/test.docs): the documents a "
                                          "context model translates in order with their context. An SGML input "
                                          "(.sgm) takes its <DOC> blocks; a directory, one document per file. "
@@ -189,7 +196,7 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
               help="Split lines of more than N BPE tokens at sentence punctuation (or into chunks), translate "
                    "the pieces and join them (0 = the model's limit, e.g. max_positions - 1).")
 def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
-                  input_format, tokenized, prepared, threads, device, docs, dp_generator, dp_input, dp_nbest, dp_combine,
+                  input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator, dp_input, dp_nbest, dp_combine,
                   dp_weights, dp_docs, write_lattice, encoding_errors, resume, max_source_len) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
@@ -197,7 +204,9 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
     output line; an over-long line is split, translated in pieces and joined (with a warning).
     Output is BPE-merged and Moses-detokenized unless --tokenized. The checkpoint carries its BPE
     codes, so it translates from any directory. A directory of documents: bad files are reported
-    and skipped (exit code 1 at the end), --resume skips finished documents.
+    and skipped (exit code 1 at the end), --resume skips finished documents; --workers N translates
+    with N processes, and `torchrun --nproc_per_node=K -m doctrans.cli translate -i DIR …` shards
+    the documents by rank (rank 0 logs the summary of all ranks).
     """
     from doctrans.inference.translate import TranslateConfig, run
 
@@ -208,7 +217,8 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
                         dp_generator=dp_generator,
                         dp_input=dp_input, dp_nbest=dp_nbest, dp_combine=dp_combine, dp_weights=dp_weights,
                         dp_docs=dp_docs, write_lattice=write_lattice, encoding_errors=encoding_errors,
-                        resume=resume, max_source_len=max_source_len))
+                        resume=resume, max_source_len=max_source_len, workers=workers,
+                        group_lines=group_lines))
 
 
 # --- annotate-dp (doctrans/dp/corpus.py, doctrans/dp/apply.py) -------------------------------------------

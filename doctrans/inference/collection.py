@@ -9,14 +9,32 @@ failures (exit code 1). An empty file gives an empty output file (not an error).
 are written atomically, so an existing output is a complete one of *some* run (re-translate
 after changing the model by removing OUT). A progress bar counts documents (and sentences in
 its postfix); a summary is logged at the end.
+
+Batching and sharding. Consecutive documents (sorted paths) are grouped up to ``GROUP_LINES``
+lines and each group is translated with one call, so many small files still fill the
+beam-search batches (``plan_groups``). Groups are the unit of sharding, and the plan does not
+depend on how many processes translate, so sharded output equals unsharded output:
+
+* ``workers = N`` (``--workers``): a spawn ``ProcessPoolExecutor`` of N processes, each loading
+  the model once; the groups are handed out largest first and each worker
+  writes the outputs of the groups it translates. The parent aggregates the summary.
+* torchrun (``shard = (RANK, WORLD_SIZE)``): rank r translates the groups k ≡ r (mod world);
+  the summaries are gathered (gloo) and rank 0 logs the total and raises for failures.
+* threads: ``--threads T`` (0 = the usable cores) is the budget of the whole machine; each of
+  the P = LOCAL_WORLD_SIZE × N translating processes gets max(1, T // P) torch threads
+  (``translate.process_threads``), so P × threads ≤ cores whenever P ≤ cores.
 """
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+import torch
 from tqdm import tqdm
 
 from doctrans.utils.io import atomic_write_lines, read_lines
@@ -37,11 +55,26 @@ class CollectionSummary:
     sentences: int = 0                                        # non-empty lines translated
     seconds: float = 0.0
 
+    def add(self, other: "CollectionSummary") -> None:
+        """Count ``other``'s documents, lines and failures in this summary (not its seconds)."""
+        self.translated += other.translated
+        self.resumed += other.resumed
+        self.failed += other.failed
+        self.lines += other.lines
+        self.sentences += other.sentences
+
+    @property
+    def documents(self) -> int:
+        return self.translated + self.resumed + len(self.failed)
+
     def log(self) -> None:
         rate = self.sentences / max(self.seconds, 1e-9)
         log.info("documents: %d translated, %d skipped (complete output exists, --resume), %d failed; "
                  "%d lines (%d sentences) in %.1f s, %.1f sentences/s", self.translated, self.resumed,
                  len(self.failed), self.lines, self.sentences, self.seconds, rate)
+
+
+GROUP_LINES = 512      # documents are translated together up to this many lines (plan_groups)
 
 
 def _line_count(path: Path) -> int:
@@ -55,43 +88,182 @@ def document_files(inp: Path) -> list[Path]:
                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(inp).parts))
 
 
-def _one(translator, src: Path, dest: Path, resume: bool, errors: str, s: CollectionSummary) -> None:
-    """Translate one document into ``s``; raises ValueError/OSError for a bad one."""
-    lines = read_lines(src, errors=errors)
-    if resume and dest.is_file() and _line_count(dest) == len(lines):
-        s.resumed += 1
-        return
+def plan_groups(files: list[Path], max_lines: int = GROUP_LINES) -> list[list[Path]]:
+    """Consecutive runs of ``files`` (in their sorted order) of at most ``max_lines`` lines
+    together (a larger file is a group alone): the unit of translation and of sharding. Small
+    documents translated together fill the beam-search batches (sentences of several files are
+    sorted by length and batched jointly; a context model still keeps each document's own
+    context). The plan depends on the files only, never on the number of workers or ranks, so
+    sharded output equals unsharded output. An unreadable file counts 0 lines here (its error
+    is reported when its group is translated)."""
+    groups: list[list[Path]] = []
+    size = 0
+    for f in files:
+        try:
+            n = _line_count(f)
+        except OSError:
+            n = 0
+        if not groups or (size + n > max_lines and groups[-1]):
+            groups.append([])
+            size = 0
+        groups[-1].append(f)
+        size += n
+    return groups
+
+
+def _read(src: Path, dest: Path, resume: bool, errors: str, s: CollectionSummary) -> list[str] | None:
+    """The lines of ``src`` to translate, or None when it failed (recorded in ``s``) or its
+    output is complete under ``resume``."""
+    try:
+        lines = read_lines(src, errors=errors)
+        if resume and dest.is_file() and _line_count(dest) == len(lines):
+            s.resumed += 1
+            return None
+    except (ValueError, OSError) as e:
+        _fail(s, src, e)
+        return None
     if resume and dest.is_file():
         log.info("%s: existing output has a different line count: translating again", dest)
-    atomic_write_lines(dest, translator.translate(lines, name=str(src)))
-    s.translated += 1
-    s.lines += len(lines)
-    s.sentences += sum(1 for x in lines if x.strip())
+    return lines
 
 
-def translate_collection(translator, inp: Path, out: Path, resume: bool = False,
-                         errors: str = "strict", progress: bool = True) -> CollectionSummary:
-    """Translate every document file of ``inp`` into ``out`` (see module docstring) with
-    ``translator.translate(lines, name=…)``. Returns the summary (also logged); raises
+def _fail(s: CollectionSummary, src: Path, e: Exception) -> None:
+    log.error("skipped %s: %s", src, e)
+    s.failed.append((str(src), str(e)))
+
+
+def _write(docs: list[tuple[Path, Path, list[str]]], outs: list[list[str]], s: CollectionSummary) -> None:
+    for (src, dest, lines), hyp in zip(docs, outs):
+        try:
+            atomic_write_lines(dest, hyp)
+        except OSError as e:
+            _fail(s, src, e)
+            continue
+        s.translated += 1
+        s.lines += len(lines)
+        s.sentences += sum(1 for x in lines if x.strip())
+
+
+def translate_group(translator, inp: Path, out: Path, group: list[Path], resume: bool = False,
+                    errors: str = "strict") -> CollectionSummary:
+    """Translate the documents ``group`` (files under ``inp``) into their mirrors under ``out``
+    with one ``translator.translate`` call (``doc_ids``: one document per file; warnings name
+    each file and line). Bad files are recorded in the returned summary, never raised; if the
+    joint call raises ValueError, each document is translated alone so the failure is
+    attributed to its file."""
+    s, t0 = CollectionSummary(), time.time()
+    docs = []
+    for src in group:
+        dest = out / src.relative_to(inp)
+        lines = _read(src, dest, resume, errors, s)
+        if lines is not None:
+            docs.append((src, dest, lines))
+    if docs:
+        lines = [x for _, _, ls in docs for x in ls]
+        doc_ids = [str(src) for src, _, ls in docs for _ in ls]
+        where = [f"{src}:{k + 1}" for src, _, ls in docs for k in range(len(ls))]
+        try:
+            hyp = iter(translator.translate(lines, name=str(docs[0][0]), doc_ids=doc_ids, where=where))
+            _write(docs, [[next(hyp) for _ in ls] for _, _, ls in docs], s)
+        except ValueError as e:
+            if len(docs) == 1:
+                _fail(s, docs[0][0], e)
+            for src, dest, ls in docs if len(docs) > 1 else []:
+                try:
+                    _write([(src, dest, ls)], [translator.translate(ls, name=str(src))], s)
+                except ValueError as e:
+                    _fail(s, src, e)
+    s.seconds = time.time() - t0
+    return s
+
+
+# --- workers (multiprocessing spawn Pool) and torchrun ranks ---------------------------------
+
+_worker_translator = None
+
+
+def _init_worker(make_translator, threads: int, level: int) -> None:
+    """Pool initializer: ``threads`` torch threads, logging like the parent, the model loaded once."""
+    global _worker_translator
+    torch.set_num_threads(threads)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    _worker_translator = make_translator()
+
+
+def _work(inp: Path, out: Path, resume: bool, errors: str, group: list[Path]) -> CollectionSummary:
+    return translate_group(_worker_translator, inp, out, group, resume, errors)
+
+
+def _size(group: list[Path]) -> int:
+    total = 0
+    for f in group:
+        try:
+            total += f.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def _summaries(make_translator, inp: Path, out: Path, groups: list[list[Path]], resume: bool, errors: str,
+               workers: int, threads: int) -> Iterator[CollectionSummary]:
+    """Each group's summary as it is translated: in this process (``workers`` ≤ 1: the
+    translator built once, groups in order), or by a spawn Pool of ``workers`` processes, each
+    building its translator once with ``threads`` torch threads (``ProcessPoolExecutor``: a
+    worker that dies raises BrokenProcessPool, a RuntimeError, instead of hanging); the groups
+    are handed out largest first, one at a time, and whoever translates a group writes its
+    outputs. Raises what a worker raised beyond the bad files recorded in the summaries."""
+    if workers <= 1 or not groups:
+        translator = make_translator()
+        for g in groups:
+            yield translate_group(translator, inp, out, g, resume, errors)
+        return
+    order = sorted(groups, key=_size, reverse=True)
+    with ProcessPoolExecutor(min(workers, len(groups)), mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_init_worker,
+                             initargs=(make_translator, threads, logging.getLogger().getEffectiveLevel())) as pool:
+        futures = [pool.submit(_work, inp, out, resume, errors, g) for g in order]
+        try:
+            for done in as_completed(futures):
+                yield done.result()
+        except BaseException:                 # a worker's error (or the caller gave up): stop the rest
+            pool.shutdown(cancel_futures=True)
+            raise
+
+
+def translate_collection(make_translator, inp: Path, out: Path, resume: bool = False, errors: str = "strict",
+                         progress: bool = True, workers: int = 1, threads: int = 1, shard: tuple[int, int] = (0, 1),
+                         gather=None, group_lines: int = GROUP_LINES) -> CollectionSummary:
+    """Translate every document file of ``inp`` into ``out`` (see module docstring).
+
+    ``make_translator``: a picklable zero-argument callable returning an object with
+    ``translate(lines, name=…, doc_ids=…, where=…)``, called once per process. The documents
+    are planned into groups (``plan_groups``); this process takes the groups k ≡ rank (mod
+    world) of ``shard = (rank, world)`` and translates them itself or with ``workers``
+    processes of ``threads`` threads (``_summaries``). ``gather(summary)`` (torchrun) returns
+    the summary of all ranks on the reporting rank and None on the others, which then return
+    their own summary without logging or raising. Returns the summary (also logged); raises
     CollectionError (after all other documents are written) when some failed, ValueError when
     ``out`` lies inside ``inp``."""
     if out.resolve().is_relative_to(inp.resolve()):
         raise ValueError(f"output directory {out} is inside the input directory {inp}: choose another")
     files = document_files(inp)
+    rank, world = shard
+    mine = plan_groups(files, group_lines)[rank::world]
     s, t0 = CollectionSummary(), time.time()
-    bar = tqdm(files, unit="doc", desc="documents", disable=not progress)
-    for src in bar:
-        try:
-            _one(translator, src, out / src.relative_to(inp), resume, errors, s)
-        except (ValueError, OSError) as e:
-            log.error("skipped %s: %s", src, e)
-            s.failed.append((str(src), str(e)))
+    bar = tqdm(total=sum(len(g) for g in mine), unit="doc", desc="documents", disable=not progress)
+    for part in _summaries(make_translator, inp, out, mine, resume, errors, workers, threads):
+        s.add(part)
         s.seconds = time.time() - t0
+        bar.update(part.documents)
         bar.set_postfix(sent=s.sentences, sent_s=f"{s.sentences / max(s.seconds, 1e-9):.1f}", failed=len(s.failed))
     bar.close()
-    s.log()
-    if s.failed:
-        detail = "; ".join(f"{f}: {r}" for f, r in s.failed[:5]) + (" …" if len(s.failed) > 5 else "")
-        raise CollectionError(f"{len(s.failed)} of {len(files)} documents failed and were skipped (the other "
+    total = gather(s) if gather is not None else s
+    if total is None:
+        return s
+    total.failed.sort()
+    total.log()
+    if total.failed:
+        detail = "; ".join(f"{f}: {r}" for f, r in total.failed[:5]) + (" …" if len(total.failed) > 5 else "")
+        raise CollectionError(f"{len(total.failed)} of {len(files)} documents failed and were skipped (the other "
                               f"outputs are written under {out}): {detail}")
-    return s
+    return total

@@ -78,10 +78,11 @@ class SplitLines:
 
 
 def split_long_lines(bpe: list[str], limit: int, name: str = "<input>",
-                     line_numbers: list[int] | None = None, chunk_len: int = 0) -> SplitLines:
+                     line_numbers: list[int] | None = None, chunk_len: int = 0,
+                     locations: list[str] | None = None) -> SplitLines:
     """Split every BPE line of more than ``limit`` units (``split_line`` with ``chunk_len``),
     logging a warning naming ``name`` and the 1-based line (``line_numbers[k]`` for ``bpe[k]``,
-    default k + 1). ``limit`` is the model's source positions minus one for ``</s>``. Raises
+    default k + 1), or ``locations[k]`` (``file:line``) when given. ``limit`` is the model's source positions minus one for ``</s>``. Raises
     ValueError for ``limit`` < 1."""
     pieces, owner = [], []
     for k, line in enumerate(bpe):
@@ -89,9 +90,10 @@ def split_long_lines(bpe: list[str], limit: int, name: str = "<input>",
         parts = split_line(units, limit, chunk_len)
         if len(parts) > 1:
             no = line_numbers[k] if line_numbers is not None else k + 1
-            log.warning("%s:%d: %d source tokens exceed the model's limit of %d: split into %d pieces at "
+            at = locations[k] if locations is not None else f"{name}:{no}"
+            log.warning("%s: %d source tokens exceed the model's limit of %d: split into %d pieces at "
                         "sentence punctuation (or into chunks), translated one by one and joined",
-                        name, no, len(units), limit, len(parts))
+                        at, len(units), limit, len(parts))
         for p in parts:
             pieces.append(" ".join(p))
             owner.append(k)

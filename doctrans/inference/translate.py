@@ -12,9 +12,11 @@ so it translates without its prepared dataset.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -24,10 +26,11 @@ from tqdm import tqdm
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
-from doctrans.inference.collection import translate_collection
+from doctrans.inference.collection import GROUP_LINES, CollectionSummary, translate_collection
 from doctrans.inference.documents import translate_documents
 from doctrans.inference.long_lines import split_long_lines
 from doctrans.models.build import build_model
+from doctrans.training import distributed
 from doctrans.training.checkpoint import config_of, load_checkpoint
 from doctrans.training.trainer import resolve_device
 from doctrans.utils.io import atomic_write_lines, decode_lines, read_lines
@@ -62,6 +65,8 @@ class TranslateConfig:
     max_source_len: int = 0           # split lines over this many BPE units (0 = the model's limit)
     encoding_errors: str = "strict"   # strict: undecodable input is an error | replace: U+FFFD, warn
     resume: bool = False              # directory input: skip documents whose output is complete
+    workers: int = 1                  # directory input: translating processes on this machine
+    group_lines: int = GROUP_LINES    # directory input: documents translated together up to N lines
 
 
 def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, beam: int,
@@ -174,7 +179,7 @@ class Translator:
         return min(limit, self.cfg.max_source_len) if self.cfg.max_source_len > 0 else limit
 
     def translate(self, lines: list[str], progress: bool = False, name: str = "<input>",
-                  doc_ids: list[str] | None = None) -> list[str]:
+                  doc_ids: list[str] | None = None, where: list[str] | None = None) -> list[str]:
         """Translations of ``lines``, one per line, empty for an empty line. A line over
         ``max_source_units`` is split, translated piece by piece and joined (``long_lines``),
         with a warning naming ``name`` and the line; with a DP generator such a line (or one
@@ -182,7 +187,9 @@ class Translator:
         ``doc_ids``: the document of each line (contiguous runs); a context model translates
         each document in order with its own context (``inference/documents.py``; default: all
         lines one document; the pieces of a split line are consecutive sentences there), a
-        sentence model ignores them."""
+        sentence model ignores them. ``where``: each line's location for warnings (``file:line``;
+        default ``name:line``), for lines of several files translated together."""
+        at = where if where is not None else [f"{name}:{i + 1}" for i in range(len(lines))]
         nonempty = [i for i, line in enumerate(lines) if line.strip()]
         c = self.cfg
         limit = self.max_source_units()
@@ -192,18 +199,19 @@ class Translator:
         if getattr(self.model, "context_sents", 0) > 0:
             if c.dp_generator:
                 raise ValueError("--dp-generator is for sentence-level +DP models, not context models")
-            hyps.update(self._translate_documents(bpe, nonempty, doc_ids, limit, name, progress))
+            hyps.update(self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress))
             plain = []
         elif c.dp_generator:
             plain = [i for i in nonempty if 2 * len(bpe[i].split()) + 1 > limit]
             short = [i for i in nonempty if 2 * len(bpe[i].split()) + 1 <= limit]
             for i in plain:
-                log.warning("%s:%d: too long for DP completion within the model's %d positions: translated "
-                            "without it", name, i + 1, limit + 1)
+                log.warning("%s: too long for DP completion within the model's %d positions: translated "
+                            "without it", at[i], limit + 1)
             if short:
                 hyps.update(zip(short, self._translate_dp(lines, short, progress)))
         if plain:
-            split = split_long_lines([bpe[i] for i in plain], limit, name, [i + 1 for i in plain], self.chunk_len)
+            split = split_long_lines([bpe[i] for i in plain], limit, chunk_len=self.chunk_len,
+                                     locations=[at[i] for i in plain])
             ids = [self.src_vocab.encode(s) for s in split.pieces]
             res = decode_corpus(self.model, ids, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
                                 c.max_len_extra, c.batch_sentences, progress)
@@ -217,9 +225,10 @@ class Translator:
         return out
 
     def _translate_documents(self, bpe: dict[int, str], nonempty: list[int], doc_ids: list[str] | None,
-                             limit: int, name: str, progress: bool) -> dict[int, str]:
+                             limit: int, at: list[str], progress: bool) -> dict[int, str]:
         """Line index → translation of the non-empty lines, each document with its context."""
-        split = split_long_lines([bpe[i] for i in nonempty], limit, name, [i + 1 for i in nonempty], self.chunk_len)
+        split = split_long_lines([bpe[i] for i in nonempty], limit, chunk_len=self.chunk_len,
+                                 locations=[at[i] for i in nonempty])
         doc_of = doc_ids if doc_ids is not None else [""] * (max(nonempty, default=0) + 1)
         docs: list[list] = []
         for piece, k in zip(split.pieces, split.owner):
@@ -301,24 +310,66 @@ def read_documents(cfg: TranslateConfig) -> tuple[list[str], list[str] | None]:
     return lines, [names[d] for d in doc]
 
 
+def process_threads(threads: int, processes: int) -> int:
+    """torch threads of each of ``processes`` translating processes on this machine when
+    ``threads`` (0 = the usable cores) is the machine's budget: max(1, budget // processes)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, (threads or cores) // max(1, processes))
+
+
+def _gather_summaries(s: CollectionSummary) -> CollectionSummary | None:
+    """All ranks' summaries added up on rank 0 (seconds: the slowest rank's), None elsewhere."""
+    parts = distributed.all_gather(s)
+    if distributed.rank() != 0:
+        return None
+    total = CollectionSummary(seconds=max(p.seconds for p in parts))
+    for p in parts:
+        total.add(p)
+    return total
+
+
+def translate_directory(cfg: TranslateConfig) -> Path:
+    """Translate the directory ``cfg.input`` into ``cfg.output`` as a collection, with
+    ``cfg.workers`` processes, and sharded by rank under torchrun (WORLD_SIZE > 1: a gloo/nccl
+    process group only to gather the summary). Raises like ``translate_collection``."""
+    world = distributed.env_world()
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) if world > 1 else 1
+    threads = process_threads(cfg.threads, local * max(1, cfg.workers))
+    if world > 1 or cfg.workers > 1 or cfg.threads:
+        torch.set_num_threads(threads)
+    try:
+        if world > 1:
+            distributed.setup(resolve_device(cfg.device))
+        translate_collection(partial(Translator, cfg), Path(cfg.input), Path(cfg.output), cfg.resume,
+                             cfg.encoding_errors, progress=distributed.env_rank() == 0, workers=cfg.workers,
+                             threads=threads, shard=(distributed.rank(), distributed.world()),
+                             gather=_gather_summaries if world > 1 else None, group_lines=cfg.group_lines)
+    finally:
+        distributed.shutdown()
+    return Path(cfg.output)
+
+
 def run(cfg: TranslateConfig) -> Path | None:
     """Translate ``cfg.input`` to ``cfg.output``; returns the output path (None for stdout).
 
-    A directory is translated as a collection (``collection.translate_collection``: bad files
-    skipped, ``resume``, summary). Raises FileNotFoundError for a missing input, ValueError
-    (TextDecodeError) for undecodable input under ``encoding_errors="strict"``, CollectionError
-    when documents of a collection failed (the others are written)."""
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    A directory is translated as a collection (``translate_directory``: bad files skipped,
+    ``resume``, ``workers``, torchrun ranks, summary). Raises FileNotFoundError for a missing
+    input, ValueError (TextDecodeError) for undecodable input under ``encoding_errors="strict"``
+    and for a file or stdin under torchrun (only a directory is sharded), CollectionError when
+    documents of a collection failed (the others are written)."""
     inp = Path(cfg.input)
     if cfg.input != "-" and not inp.exists():
         raise FileNotFoundError(f"input not found: {inp}")
-    if cfg.input != "-" and inp.is_dir() and cfg.output == "-":
-        raise ValueError(f"input {inp} is a directory: give --output DIR")
-    translator = Translator(cfg)
     if cfg.input != "-" and inp.is_dir():
-        translate_collection(translator, inp, Path(cfg.output), cfg.resume, cfg.encoding_errors)
-        return Path(cfg.output)
+        if cfg.output == "-":
+            raise ValueError(f"input {inp} is a directory: give --output DIR")
+        return translate_directory(cfg)
+    if distributed.env_world() > 1:
+        raise ValueError("torchrun (WORLD_SIZE > 1) shards a directory of documents: translate a single file "
+                         "or stdin without torchrun")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    translator = Translator(cfg)
     lines, doc_ids = read_documents(cfg)
     t0 = time.time()
     out = translator.translate(lines, progress=cfg.output != "-", name="<stdin>" if cfg.input == "-" else cfg.input,
