@@ -231,6 +231,7 @@ class Translator:
                                  locations=[at[i] for i in nonempty])
         doc_of = doc_ids if doc_ids is not None else [""] * (max(nonempty, default=0) + 1)
         docs: list[list] = []
+        last = None
         for piece, k in zip(split.pieces, split.owner):
             d = doc_of[nonempty[k]]
             if not docs or d != last:
