@@ -11,7 +11,7 @@ import torch
 
 from doctrans.data.batching import collate, load_parallel
 from doctrans.data.documents import (
-    DocBatch, collate_doc, load_doc_data, load_doc_split, make_doc_batches, read_doc_positions)
+    DocBatch, collate_doc, load_doc_split, make_doc_batches, read_doc_positions)
 from doctrans.data.vocab import SPECIALS, Vocab
 from doctrans.training.loss import forward_loss
 
