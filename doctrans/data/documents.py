@@ -15,6 +15,12 @@ context sentences per row, as contextual-mt does). Token budgets count context r
 order shuffles documents with (seed, epoch), never the sentences inside a document, so a
 resumed run sees the same batches.
 
+A second mode, ``make_sorted_doc_batches`` (``data.doc_batching: sorted``), buckets target
+sentences by length as ``batching.make_batches`` does and adds to each batch the context
+lines its targets lack (a line that is both a target and a context is one row): far less
+padding in the target rows, up to N context-only rows per target. Both modes give every target
+the same context and obey the same budget; ``benchmarks/RESULTS.md`` compares their speed.
+
 Shape legend: B rows, S source length, T target length, N context sentences.
 """
 from __future__ import annotations

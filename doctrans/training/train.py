@@ -154,8 +154,10 @@ def initialise_from(model: torch.nn.Module, path: str, freeze: tuple[str, ...] =
 class DocNMTTask(NMTTask):
     """``NMTTask`` on document-aware batches (``data.documents``), for context models.
 
-    Each batch is a ``DocBatch``: runs of consecutive sentences with their ``context_sents``
-    (N) preceding sentences as context-only rows, ``ctx`` (B, N) pointing at them; the loss
+    Each batch is a ``DocBatch`` (``data.doc_batching``: ``runs`` of consecutive sentences
+    with their ``context_sents`` (N) preceding sentences as context-only rows, or ``sorted``:
+    length-bucketed targets plus their missing context rows), ``ctx`` (B, N) pointing at the
+    context rows; the loss
     skips context-only rows (``forward_loss``). The epoch's batches are built per epoch with
     documents shuffled by (train.seed, epoch), so resume stays exact. Dev: every dev line is a
     target, documents in file order. ``run`` uses it for every model with ``context_sents`` > 0.
