@@ -1,10 +1,10 @@
 """Document-aware batching vs sentence-level length-bucketed batching on a prepared dataset.
 
 Usage: python benchmarks/doc_batching.py PREPARED_DIR [--max-tokens 4096] [--context 1,3]
-       [--max-len 80] [--collate 200]
+       [--max-len 80] [--collate 200] [--modes runs,sorted]
 
 For ``batching.make_batches`` (N = 0, sentence level) and ``documents.make_doc_batches`` at each
-N of ``--context``: time to plan one epoch's batches, time to collate ``--collate`` batches (ms per
+N of ``--context`` and each mode of ``--modes``: time to plan one epoch's batches, time to collate ``--collate`` batches (ms per
 batch), batches per epoch, and the shares of the padded token grid (rows × width per batch,
 summed over source and target input): real tokens of target rows, of context-only rows, and
 padding. Prints a Markdown table.
@@ -49,6 +49,7 @@ def main() -> None:
     ap.add_argument("--context", default="1,3")
     ap.add_argument("--max-len", type=int, default=80)
     ap.add_argument("--collate", type=int, default=200)
+    ap.add_argument("--modes", default="runs,sorted", help="data.doc_batching modes to compare")
     a = ap.parse_args()
     prep = a.prepared
     sv, tv = Vocab.from_counts_file(prep / "vocab.zh.txt"), Vocab.from_counts_file(prep / "vocab.en.txt")
@@ -64,10 +65,11 @@ def main() -> None:
     print(row("sentence (make_batches)", time.perf_counter() - t0, keys,
               lambda k: collate(pairs, k, tv), a.collate), flush=True)
     for n in (int(x) for x in a.context.split(",")):
-        t0 = time.perf_counter()
-        keys = make_doc_batches(docs, a.max_tokens, n, seed=1, epoch=0)
-        print(row(f"documents, N = {n}", time.perf_counter() - t0, keys,
-                  lambda k: collate_doc(docs, k, tv), a.collate), flush=True)
+        for mode in a.modes.split(","):
+            t0 = time.perf_counter()
+            keys = make_doc_batches(docs, a.max_tokens, n, seed=1, epoch=0, mode=mode)
+            print(row(f"documents {mode}, N = {n}", time.perf_counter() - t0, keys,
+                      lambda k: collate_doc(docs, k, tv), a.collate), flush=True)
 
 
 if __name__ == "__main__":

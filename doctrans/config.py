@@ -40,6 +40,9 @@ class DataConfig:
     tgt_suffix: str = "bpe.en"
     max_len: int = 128                  # BPE tokens; longer training pairs are skipped (never dev)
     min_freq: int = 1                   # vocabulary: keep BPE tokens seen at least this often
+    doc_batching: str = "runs"          # context models' batches (data/documents.py): runs (runs of
+                                        # consecutive sentences) | sorted (length-sorted targets
+                                        # plus their missing context rows)
 
 
 @dataclass(frozen=True)

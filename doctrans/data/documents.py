@@ -15,6 +15,12 @@ context sentences per row, as contextual-mt does). Token budgets count context r
 order shuffles documents with (seed, epoch), never the sentences inside a document, so a
 resumed run sees the same batches.
 
+A second mode, ``make_sorted_doc_batches`` (``data.doc_batching: sorted``), buckets target
+sentences by length as ``batching.make_batches`` does and adds to each batch the context
+lines its targets lack (a line that is both a target and a context is one row): far less
+padding in the target rows, up to N context-only rows per target. Both modes give every target
+the same context and obey the same budget; ``benchmarks/RESULTS.md`` compares their speed.
+
 Shape legend: B rows, S source length, T target length, N context sentences.
 """
 from __future__ import annotations
@@ -253,9 +259,81 @@ class _Packer:
             self.flush()
 
 
+DOC_BATCHING = ("runs", "sorted")
+
+
+def _context_lines(data: DocData, line: int, n: int) -> range:
+    """The (up to) ``n`` lines before ``line`` in its document, oldest first."""
+    return range(max(int(data.doc_start[data.doc[line]]), line - n), line)
+
+
+def _row_widths(data: DocData) -> np.ndarray:
+    """(n,) padded width of each line as a batch row: max(source, target + 1), as make_batches."""
+    src_len = np.fromiter((len(x) for x in data.src), dtype=np.int64, count=len(data))
+    tgt_len = np.fromiter((len(x) for x in data.tgt), dtype=np.int64, count=len(data))
+    return np.maximum(src_len, tgt_len + 1)
+
+
+def _sorted_order(data: DocData, width: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Target lines sorted by the widest row they bring (themselves or a context line), then by
+    their own width, ties broken by ``rng``."""
+    targets = np.flatnonzero(data.is_target)
+    widest = width[targets].copy()
+    for back in range(1, n + 1):
+        prev = targets - back
+        same = (prev >= 0) & (data.doc[np.maximum(prev, 0)] == data.doc[targets])
+        widest[same] = np.maximum(widest[same], width[prev[same]])
+    return targets[np.lexsort((rng.random(len(targets)), width[targets], widest))]
+
+
+def _spec(rows: dict[int, bool], n: int) -> DocBatchSpec:
+    """Rows (line → is target) in line order (documents contiguous, sentences in order)."""
+    lines = np.asarray(sorted(rows), dtype=np.int64)
+    return DocBatchSpec(lines, np.asarray([rows[int(i)] for i in lines], dtype=bool), n)
+
+
+def make_sorted_doc_batches(data: DocData, max_tokens: int, context_sents: int, seed: int,
+                            epoch: int = 0) -> list[DocBatchSpec]:
+    """Length-sorted document batches of ``epoch``, in training order (``data.doc_batching:
+    sorted``).
+
+    Target lines are sorted by the widest row they bring into a batch (their own width
+    max(source, target + 1) or that of one of their N context lines), ties broken with
+    (seed, epoch), and cut greedily: a target joins the batch with those of its N preceding
+    lines (same document) that the batch lacks, as context-only rows; a line that is both a
+    target and another target's context is one (target) row. The padded size ``rows × longest``,
+    context rows included, stays within ``max_tokens`` unless one target with its context alone
+    exceeds it (a batch of its own). Rows are in line order; the batch order is shuffled with
+    (seed, epoch). Every target line is a target row exactly once per epoch; deterministic in
+    (seed, epoch). Returns DocBatchSpecs as ``make_doc_batches``.
+    """
+    rng = np.random.default_rng(seed * 1000003 + epoch)
+    width = _row_widths(data)
+    batches: list[DocBatchSpec] = []
+    rows: dict[int, bool] = {}
+    longest = 0
+    for t in _sorted_order(data, width, context_sents, rng):
+        t = int(t)
+        new = [c for c in _context_lines(data, t, context_sents) if c not in rows]
+        new += [] if t in rows else [t]
+        need = max([longest, int(width[t]), *(int(width[c]) for c in new)])
+        if rows and need * (len(rows) + len(new)) > max_tokens:
+            batches.append(_spec(rows, context_sents))
+            rows, longest = {}, 0
+            new = [*_context_lines(data, t, context_sents), t]
+            need = max(int(width[c]) for c in new)
+        for c in new:
+            rows.setdefault(c, False)
+        rows[t], longest = True, need
+    if rows:
+        batches.append(_spec(rows, context_sents))
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
 def make_doc_batches(data: DocData, max_tokens: int, context_sents: int, seed: int,
-                     epoch: int = 0) -> list[DocBatchSpec]:
-    """Document-aware batches of ``epoch``, in training order.
+                     epoch: int = 0, mode: str = "runs") -> list[DocBatchSpec]:
+    """Document-aware batches of ``epoch``, in training order. ``mode`` "sorted" delegates to
+    ``make_sorted_doc_batches``; "runs" (below). Raises ValueError on another mode.
 
     Documents are visited in an order shuffled with (seed, epoch) and cut into runs of
     consecutive sentences packed greedily into batches; a batch may hold runs of several
@@ -269,6 +347,10 @@ def make_doc_batches(data: DocData, max_tokens: int, context_sents: int, seed: i
     """
     if context_sents < 0:
         raise ValueError(f"context_sents must be >= 0, got {context_sents}")
+    if mode not in DOC_BATCHING:
+        raise ValueError(f"document batching mode must be one of {DOC_BATCHING}, got {mode!r}")
+    if mode == "sorted":
+        return make_sorted_doc_batches(data, max_tokens, context_sents, seed, epoch)
     order = np.random.default_rng(seed * 1000003 + epoch).permutation(data.n_docs)
     packer = _Packer(data, max_tokens, context_sents)
     for d in order:

@@ -38,15 +38,30 @@ def forward_loss(model, batch, pad_id: int, eps: float) -> LossOutput:
     """Teacher-forced loss of one batch (``batch.src`` (B, S), ``batch.tgt_in`` / ``batch.tgt_out``
     (B, T), ``pad_id`` at padding) through the model contract: encode, decode the non-padding
     target positions, label-smoothed cross-entropy summed over them (nats). A document batch
-    (``data.documents.DocBatch``) has ``is_target`` (B,): its context-only rows are encoded and
-    decoded like the others but get no loss (their tokens are not selected)."""
-    keep = batch.tgt_out.ne(pad_id)                            # (B, T) True at real tokens
-    is_target = getattr(batch, "is_target", None)              # (B,) bool, DocBatch only
-    if is_target is not None:
-        keep = keep & is_target.to(keep.device)[:, None]
+    (``data.documents.DocBatch``) has ``is_target`` (B,): its context-only rows are encoded
+    (every row: the model gathers context from them) but only the target rows are decoded
+    (``EncoderOutput.select``, cut to the target rows' longest source and target), so a
+    context-only row costs no decoder forward/backward and gets no loss."""
+    tgt_in, tgt_out = batch.tgt_in, batch.tgt_out
     enc = model.encode(batch)
-    logits = model.decode_train(enc, batch.tgt_in, select=keep)   # (N, V)
-    return label_smoothed_xent(logits, batch.tgt_out[keep], eps)
+    is_target = getattr(batch, "is_target", None)              # (B,) bool, DocBatch only
+    if is_target is not None and not bool(is_target.all()):
+        rows = is_target.to(tgt_in.device).nonzero().squeeze(1)                 # (B',)
+        enc, tgt_in, tgt_out = _target_rows(enc, rows), tgt_in[rows], tgt_out[rows]
+        width = int(tgt_out.ne(pad_id).sum(1).max()) if rows.numel() else 0
+        tgt_in, tgt_out = tgt_in[:, :width], tgt_out[:, :width]
+    keep = tgt_out.ne(pad_id)                                  # (B', T') True at real tokens
+    logits = model.decode_train(enc, tgt_in, select=keep)      # (N, V)
+    return label_smoothed_xent(logits, tgt_out[keep], eps)
+
+
+def _target_rows(enc, rows: Tensor):
+    """``enc`` (EncoderOutput of B rows) → rows ``rows`` (B',), source cut to their longest."""
+    enc = enc.select(rows)
+    width = int((~enc.src_pad_mask).sum(1).max()) if rows.numel() else 0
+    if width < enc.states.size(1) and not enc.extra:
+        enc = type(enc)(enc.states[:, :width], enc.src_pad_mask[:, :width], enc.extra)
+    return enc
 
 
 @torch.no_grad()

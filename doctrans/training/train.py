@@ -20,7 +20,8 @@ import yaml
 
 from doctrans.config import ExperimentConfig, to_dict
 from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches
-from doctrans.data.documents import DocBatchSpec, DocData, collate_doc, load_doc_split, make_doc_batches
+from doctrans.data.documents import (DOC_BATCHING, DocBatchSpec, DocData, collate_doc, load_doc_split,
+                                     make_doc_batches)
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
 from doctrans.evaluation.score import bleu_tok_lc
@@ -153,8 +154,10 @@ def initialise_from(model: torch.nn.Module, path: str, freeze: tuple[str, ...] =
 class DocNMTTask(NMTTask):
     """``NMTTask`` on document-aware batches (``data.documents``), for context models.
 
-    Each batch is a ``DocBatch``: runs of consecutive sentences with their ``context_sents``
-    (N) preceding sentences as context-only rows, ``ctx`` (B, N) pointing at them; the loss
+    Each batch is a ``DocBatch`` (``data.doc_batching``: ``runs`` of consecutive sentences
+    with their ``context_sents`` (N) preceding sentences as context-only rows, or ``sorted``:
+    length-bucketed targets plus their missing context rows), ``ctx`` (B, N) pointing at the
+    context rows; the loss
     skips context-only rows (``forward_loss``). The epoch's batches are built per epoch with
     documents shuffled by (train.seed, epoch), so resume stays exact. Dev: every dev line is a
     target, documents in file order. ``run`` uses it for every model with ``context_sents`` > 0.
@@ -167,13 +170,17 @@ class DocNMTTask(NMTTask):
         super().__init__(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device)
 
     def _plan_batches(self) -> None:
-        self.dev_batches = (make_doc_batches(self.dev, self.t.max_tokens, self.context_sents, 0)
+        mode = self.config.data.doc_batching
+        if mode not in DOC_BATCHING:
+            raise ValueError(f"data.doc_batching must be one of {DOC_BATCHING}, got {mode!r}")
+        self.dev_batches = (make_doc_batches(self.dev, self.t.max_tokens, self.context_sents, 0, mode=mode)
                             if self.dev is not None else [])
-        log.info("document batches: %d documents, %d target sentences, N = %d context sentences",
-                 self.train.n_docs, int(self.train.is_target.sum()), self.context_sents)
+        log.info("document batches (%s): %d documents, %d target sentences, N = %d context sentences",
+                 mode, self.train.n_docs, int(self.train.is_target.sum()), self.context_sents)
 
     def epoch_batches(self, epoch: int) -> list[DocBatchSpec]:
-        return make_doc_batches(self.train, self.t.max_tokens, self.context_sents, self.t.seed, epoch)
+        return make_doc_batches(self.train, self.t.max_tokens, self.context_sents, self.t.seed, epoch,
+                                mode=self.config.data.doc_batching)
 
     def collate(self, key: DocBatchSpec, epoch: int, index: int):
         return collate_doc(self.train, key, self.tgt_vocab).to(self.device)

@@ -96,3 +96,28 @@ def test_doc_task_trains_on_document_batches_with_context_rows(reversal_prepared
     recs = read_metrics(tmp_path / "r" / "metrics.jsonl")
     assert [r["step"] for r in recs if r["kind"] == "train"] == [1, 2, 3, 4]
     assert any(r["kind"] == "dev" and r["xent_nats"] > 0 for r in recs)
+
+
+def test_doc_task_reads_data_doc_batching(reversal_prepared, tmp_path):
+    """data.doc_batching picks the document batching mode of DocNMTTask; a bad one is an error."""
+    import pytest
+
+    from doctrans.data.documents import make_doc_batches
+    from doctrans.models.build import build_model
+    from doctrans.training.trainer import Trainer
+
+    common = ("train.max_steps=2", "train.max_tokens=60", "train.eval_every=0", "train.eval_bleu=false",
+              "train.metric=xent_nats", "train.metric_mode=min", "train.log_every=1")
+    cfg = tiny_cfg(reversal_prepared, tmp_path / "s", *common, "data.doc_batching=sorted")
+    src_vocab, tgt_vocab = train._vocabs(cfg)
+    data, dev, refs = train.load_doc_splits(cfg, src_vocab, tgt_vocab)
+    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), src_vocab.pad_id)
+    task = train.DocNMTTask(cfg, model, data, dev, refs, src_vocab, tgt_vocab, torch.device("cpu"), context_sents=2)
+    want = make_doc_batches(data, 60, 2, cfg.train.seed, 1, mode="sorted")
+    assert [s.rows.tolist() for s in task.epoch_batches(1)] == [s.rows.tolist() for s in want]
+    assert [s.rows.tolist() for s in want] != [s.rows.tolist() for s in make_doc_batches(data, 60, 2, cfg.train.seed, 1)]
+    Trainer(task, cfg.train, tmp_path / "s", torch.device("cpu")).fit()
+    assert [r["step"] for r in read_metrics(tmp_path / "s" / "metrics.jsonl") if r["kind"] == "train"] == [1, 2]
+    bad = tiny_cfg(reversal_prepared, tmp_path / "b", *common, "data.doc_batching=shuffled")
+    with pytest.raises(ValueError, match="data.doc_batching must be one of"):
+        train.DocNMTTask(bad, model, data, dev, refs, src_vocab, tgt_vocab, torch.device("cpu"), context_sents=2)

@@ -133,3 +133,45 @@ def test_gather_context_equals_per_row_lookup():
             else:
                 assert not missing[b, n]
                 assert torch.equal(ctx[b, n, :2], states[r, :2]) and word_mask[b, n].tolist() == [False, False, True]
+
+
+def _reference_loss(m, b, pad_id: int = 0):
+    """The loss before context-only rows were skipped: every row encoded in one call and
+    decoded, the loss over the target rows' real tokens (label smoothing 0.1)."""
+    from doctrans.training.loss import label_smoothed_xent
+
+    keep = b.tgt_out.ne(pad_id) & b.is_target[:, None]
+    return label_smoothed_xent(m.decode_train(m.encode(b), b.tgt_in, select=keep), b.tgt_out[keep], 0.1)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_context_rows_encoded_apart_and_not_decoded_same_loss_and_gradients(name, monkeypatch):
+    """forward_loss decodes target rows only and the models encode context-only rows apart
+    (HAN: without gradient, detach_context; concat: not at all): same loss and gradients as
+    one encoder call over every row and the decoder over every row."""
+    import doctrans.models.context.concat as concat_mod
+    import doctrans.models.context.han as han_mod
+    from doctrans.models.context.concat import ConcatContext
+    from doctrans.training.loss import forward_loss
+
+    b = doc_batch()
+    b.is_target = torch.tensor([False, True, False, True])             # row 2: context of nothing
+    b.tgt_out = torch.cat([b.tgt_in[:, 1:], torch.zeros(4, 1, dtype=torch.long)], 1)
+    for r in range(4):                                                  # y… </s>
+        b.tgt_out[r, int(b.tgt_in[r].ne(0).sum()) - 1] = 2
+    m = model(name)
+    out = forward_loss(m, b, 0, 0.1)
+    out.total.backward()
+    grads = {k: p.grad.clone() for k, p in m.named_parameters() if p.grad is not None}
+    m.zero_grad()
+    monkeypatch.setattr(han_mod, "split_encode", lambda backbone, batch, context_grad: backbone.encode(batch))
+    monkeypatch.setattr(ConcatContext, "encode", lambda self, batch: self.backbone.encode(
+        concat_mod.SearchBatch(self.concatenated_source(batch))))
+    ref = _reference_loss(m, b)
+    ref.total.backward()
+    assert out.n_tokens == ref.n_tokens == int(b.tgt_out[b.is_target].ne(0).sum())
+    assert torch.allclose(out.total, ref.total, atol=1e-5)
+    ref_grads = {k: p.grad for k, p in m.named_parameters() if p.grad is not None}
+    assert set(grads) <= set(ref_grads) and grads
+    for k, g in ref_grads.items():
+        assert torch.allclose(grads.get(k, torch.zeros_like(g)), g, atol=1e-5), k

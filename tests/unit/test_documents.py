@@ -12,6 +12,7 @@ import torch
 from doctrans.data.batching import collate, load_parallel
 from doctrans.data.documents import (
     DocBatch, collate_doc, load_doc_split, make_doc_batches, read_doc_positions)
+from doctrans.data.documents import _row_widths
 from doctrans.data.vocab import SPECIALS, Vocab
 from doctrans.training.loss import forward_loss
 
@@ -111,12 +112,13 @@ def _reference_context(data, line: int, n: int) -> list[int | None]:
     return out
 
 
+@pytest.mark.parametrize("mode", ["runs", "sorted"])
 @pytest.mark.parametrize("context_sents", [0, 1, 3])
 @pytest.mark.parametrize("max_tokens", [1, 40, 150, 10_000])
-def test_context_in_batch_equals_per_sentence_reference(prepared, context_sents, max_tokens):
+def test_context_in_batch_equals_per_sentence_reference(prepared, context_sents, max_tokens, mode):
     prep, sv, tv = prepared
     data = load_doc_split(prep, "train", sv, tv, max_len=6)
-    specs = make_doc_batches(data, max_tokens, context_sents, seed=3, epoch=1)
+    specs = make_doc_batches(data, max_tokens, context_sents, seed=3, epoch=1, mode=mode)
     seen = []
     for spec in specs:
         b = collate_doc(data, spec, tv)
@@ -164,6 +166,45 @@ def test_documents_shuffled_sentences_never(prepared):
             for a, b in zip(s.rows, s.rows[1:]):
                 assert b == a + 1 or data.doc[a] != data.doc[b]
     assert orders[0] != orders[1] or orders[1] != orders[2]
+
+
+def _sorted_key(data, line: int, n: int) -> tuple[int, int]:
+    """Slow reference of the sorted mode's key: (widest of the line and its N predecessors in
+    the document, its own width)."""
+    width = _row_widths(data)
+    ctx = [j for j in _reference_context(data, line, n) if j is not None]
+    return max(int(width[j]) for j in [*ctx, line]), int(width[line])
+
+
+@pytest.mark.parametrize("context_sents", [1, 3])
+def test_sorted_mode_length_buckets_minimal_rows_and_determinism(prepared, context_sents):
+    prep, sv, tv = prepared
+    data = load_doc_split(prep, "train", sv, tv, max_len=6)
+    specs = make_doc_batches(data, 60, context_sents, seed=5, epoch=2, mode="sorted")
+    again = make_doc_batches(data, 60, context_sents, seed=5, epoch=2, mode="sorted")
+    assert [(a.rows.tolist(), a.is_target.tolist()) for a in specs] == \
+        [(b.rows.tolist(), b.is_target.tolist()) for b in again]
+    other = make_doc_batches(data, 60, context_sents, seed=5, epoch=3, mode="sorted")
+    assert [a.rows.tolist() for a in specs] != [b.rows.tolist() for b in other]
+    spans = []
+    for s in specs:
+        assert list(s.rows) == sorted(s.rows)                          # line order inside a batch
+        targets = [int(line) for line, t in zip(s.rows, s.is_target) if t]
+        needed = set(targets) | {j for t in targets for j in _reference_context(data, t, context_sents)}
+        assert set(int(x) for x in s.rows) == needed - {None}           # only missing context added
+        keys = [_sorted_key(data, t, context_sents) for t in targets]
+        spans.append((min(keys), max(keys)))
+    spans.sort()
+    assert all(hi <= lo for (_, hi), (lo, _) in zip(spans, spans[1:]))   # contiguous length buckets
+    multi = [s for s in specs if len({int(data.doc[x]) for x in s.rows}) > 1]
+    assert multi, "sorted batches mix documents (each target with its own context)"
+
+
+def test_unknown_doc_batching_mode_raises(prepared):
+    prep, sv, tv = prepared
+    data = load_doc_split(prep, "train", sv, tv, max_len=6)
+    with pytest.raises(ValueError, match="document batching mode must be one of"):
+        make_doc_batches(data, 60, 1, seed=0, mode="bucketed")
 
 
 def _tiny_transformer(n_src: int, n_tgt: int):

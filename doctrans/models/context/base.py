@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from doctrans.models.interface import EncoderOutput
+from doctrans.models.interface import EncoderOutput, SearchBatch
 
 SPECIAL_IDS = (0, 1, 2, 3)     # <pad> <s> </s> <unk> of every doctrans vocabulary (data/vocab.py)
 
@@ -62,6 +62,48 @@ def gather_context(states: Tensor, masked: Tensor, rows: Tensor) -> tuple[Tensor
     word_mask = masked[safe] | missing[:, :, None]                           # (B, N, L)
     ctx = ctx.masked_fill(word_mask[..., None], 0.0)
     return ctx, word_mask, missing | word_mask.all(-1)
+
+
+def _cut_rows(src: Tensor, rows: Tensor, pad_id: int) -> Tensor:
+    """src (B, S) → rows ``rows`` (B',), columns cut to their longest non-padding length."""
+    part = src.index_select(0, rows)
+    width = int(part.ne(pad_id).sum(1).max())
+    return part[:, :width]
+
+
+def scatter_rows(parts: list[tuple[Tensor, EncoderOutput]], b: int, s: int) -> EncoderOutput:
+    """Encodings of disjoint row subsets [(rows (B_k,), EncoderOutput (B_k, S_k, H))] → one
+    EncoderOutput of ``b`` rows padded to ``s``: states (b, s, H) (zeros at padding and at rows
+    in no part), src_pad_mask (b, s) True there. Differentiable in the parts' states."""
+    ref = parts[0][1].states
+    states = ref.new_zeros((b, s, ref.size(-1)))
+    mask = torch.ones((b, s), dtype=torch.bool, device=ref.device)
+    for rows, enc in parts:
+        pad = s - enc.states.size(1)
+        states = states.index_copy(0, rows, torch.nn.functional.pad(enc.states, (0, 0, 0, pad)))
+        mask = mask.index_copy(0, rows, torch.nn.functional.pad(enc.src_pad_mask, (0, pad), value=True))
+    return EncoderOutput(states, mask)
+
+
+def split_encode(backbone: nn.Module, batch, context_grad: bool) -> EncoderOutput:
+    """``backbone.encode`` of every row of a document batch, target rows and context-only rows
+    (``is_target`` False) as two sub-batches, each cut to its own longest source, the
+    context-only ones without gradient unless ``context_grad``. Same states at real positions
+    as one call (zeros at padding); a plain call when gradients are off, the batch has no
+    ``is_target`` or one kind of row only, or the backbone returns ``extra``. batch.src: (B, S)
+    → states (B, S, H)."""
+    is_target = getattr(batch, "is_target", None)
+    src = batch.src
+    if is_target is None or not torch.is_grad_enabled() or bool(is_target.all()) or not bool(is_target.any()):
+        return backbone.encode(batch)
+    is_target = is_target.to(src.device)
+    t_rows, c_rows = is_target.nonzero().squeeze(1), (~is_target).nonzero().squeeze(1)
+    enc_t = backbone.encode(SearchBatch(_cut_rows(src, t_rows, backbone.pad_id)))
+    with torch.set_grad_enabled(context_grad):
+        enc_c = backbone.encode(SearchBatch(_cut_rows(src, c_rows, backbone.pad_id)))
+    if enc_t.extra or enc_c.extra:
+        return backbone.encode(batch)
+    return scatter_rows([(t_rows, enc_t), (c_rows, enc_c)], src.size(0), src.size(1))
 
 
 class ContextModel(nn.Module):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from doctrans.models.context.base import ContextModel, context_rows
+from doctrans.models.context.base import ContextModel, context_rows, scatter_rows
 from doctrans.models.interface import EncoderOutput, SearchBatch
 
 
@@ -54,5 +54,18 @@ class ConcatContext(ContextModel):
 
     def encode(self, batch) -> EncoderOutput:
         """batch.src (B, S) and batch.ctx (B, N) → the backbone's encoding of the concatenation,
-        states (B, C+S, H); the decoder attends to context and current words alike."""
-        return self.backbone.encode(SearchBatch(self.concatenated_source(batch)))
+        states (B, C+S, H); the decoder attends to context and current words alike. With
+        ``is_target`` (B,) only the target rows are encoded (context-only rows are context
+        through their tokens, never decoded: ``forward_loss`` and ``beam_search`` select the
+        target rows): context-only rows are all padding (zeros, masked)."""
+        src = self.concatenated_source(batch)                               # (B, C+S)
+        is_target = getattr(batch, "is_target", None)
+        if is_target is None or bool(is_target.all()) or not bool(is_target.any()):
+            return self.backbone.encode(SearchBatch(src))
+        rows = is_target.to(src.device).nonzero().squeeze(1)
+        part = src.index_select(0, rows)
+        part = part[:, :int(part.ne(self.pad_id).sum(1).max())]
+        enc = self.backbone.encode(SearchBatch(part))
+        if enc.extra:
+            return self.backbone.encode(SearchBatch(src))
+        return scatter_rows([(rows, enc)], src.size(0), part.size(1))

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from doctrans.models.context.base import ContextModel, context_rows, gather_context, special_mask
+from doctrans.models.context.base import ContextModel, context_rows, gather_context, special_mask, split_encode
 from doctrans.models.context.han_block import HANBlock, HANBlockConfig
 from doctrans.models.interface import EncoderOutput
 
@@ -76,8 +76,10 @@ class HAN(ContextModel):
     def encode(self, batch) -> EncoderOutput:
         """All rows of ``batch`` (src (B, S), ctx (B, N), tgt_in (B, T) for the decoder side) →
         states (B, S, H) (HAN-encoded with ``attach`` encoder/both) and, for the decoder side,
-        ``extra`` dec_ctx (B, N, T, H), dec_ctx_mask (B, N, T), dec_ctx_missing (B, N)."""
-        plain = self.backbone.encode(batch)
+        ``extra`` dec_ctx (B, N, T, H), dec_ctx_mask (B, N, T), dec_ctx_missing (B, N). In
+        training with ``detach_context`` the context-only rows are encoded without gradient
+        (they only serve as detached context: ``split_encode``)."""
+        plain = split_encode(self.backbone, batch, context_grad=not self.cfg.detach_context)
         rows = context_rows(batch, self.context_sents, plain.states.device)
         states, extra = plain.states, dict(plain.extra or {})
         if self.han_enc is not None:

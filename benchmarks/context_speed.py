@@ -1,0 +1,172 @@
+"""Training and translation speed of the context models vs the sentence model (issue 14).
+
+Usage: python benchmarks/context_speed.py PREPARED_DIR [--updates 30] [--warmup 5]
+       [--models concat,han_encoder,han_decoder,han_joint] [--modes runs,sorted] [--threads 2]
+       [--max-tokens 4096] [--translate-lines 150] [--beam 5] [--max-len-ratio 1.5]
+       [--max-len-extra 10]
+
+Training: the sentence model (``pipelines/quickstart.yaml``) and every context model
+(``pipelines/context/{model}.yaml``, ``train.init_from=""``: from scratch) under every
+``data.doc_batching`` mode of ``--modes``, built in one process and trained **interleaved by
+update** (update k of every system, then update k + 1…), so load on a shared machine hits all
+systems alike. Each system's update is the trainer's: the first batches of epoch 0 of its
+task (``make_batches`` / ``make_doc_batches`` with train.seed, collated beforehand), the
+shared ``forward_loss``, backward, clipping at 1.0, fused Adam. Target tok/s = target tokens of
+target rows (``n_targets``, what ``metrics.jsonl``'s ``tok_per_s`` counts) / seconds of the
+``--updates`` timed updates after ``--warmup`` untimed ones. Prints a Markdown table with the
+ratio to the sentence model.
+
+Translation (``--translate-lines 0``: skipped): the first ``--translate-lines`` lines of each
+TVsub test document (``PREP/test.bpe.zh`` + ``PREP/test.docs``) at ``--beam`` with the models
+just trained (mode: the first of ``--modes``; batching does not change translation): the
+sentence model through ``decode_corpus`` (no documents), each context model through
+``translate_documents`` (what ``Translator.translate(lines, doc_ids=…)`` calls), interleaved,
+the same ``max_len_ratio``/``max_len_extra`` caps for all: sentences/s, ratio, mean output length.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from doctrans.config import load_experiment  # noqa: E402
+from doctrans.data.batching import collate, epoch_batches, load_parallel, make_batches  # noqa: E402
+from doctrans.data.documents import collate_doc, load_doc_split, make_doc_batches  # noqa: E402
+from doctrans.data.vocab import Vocab  # noqa: E402
+from doctrans.inference.documents import translate_documents  # noqa: E402
+from doctrans.inference.translate import decode_corpus  # noqa: E402
+from doctrans.models.build import build_model  # noqa: E402
+from doctrans.training.loss import forward_loss  # noqa: E402
+from doctrans.utils.io import read_lines  # noqa: E402
+
+log = logging.getLogger("context_speed")
+
+
+@dataclass
+class System:
+    """One model being trained: its batches (collated), optimizer and timing."""
+
+    name: str
+    model: torch.nn.Module
+    opt: torch.optim.Optimizer
+    batches: list
+    tokens: int = 0
+    seconds: float = 0.0
+
+    def update(self, k: int, timed: bool) -> None:
+        """Update ``k``: forward_loss, backward, clip 1.0, Adam step."""
+        b = self.batches[k]
+        t0 = time.perf_counter()
+        out = forward_loss(self.model, b, 0, 0.1)
+        (out.total / out.n_tokens).backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        if timed:
+            self.seconds += time.perf_counter() - t0
+            self.tokens += b.n_targets
+
+
+def build_systems(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
+    """The sentence model first, then every context model × mode (same seed for every model)."""
+    over = [f"data.prepared={prep}", 'train.init_from=""', f"train.max_tokens={a.max_tokens}"]
+    n = a.warmup + a.updates
+    cfg = load_experiment(REPO / "pipelines" / "quickstart.yaml", over)
+    pairs, _ = load_parallel(prep / "train.bpe.zh", prep / "train.bpe.en", sv, tv, cfg.data.max_len,
+                             prep / "train.target")
+    keys = epoch_batches(make_batches(pairs, cfg.train.max_tokens, cfg.train.seed), cfg.train.seed, 0)[:n]
+    specs = [("sentence", cfg, [collate(pairs, k, tv) for k in keys])]
+    docs = load_doc_split(prep, "train", sv, tv, cfg.data.max_len)
+    for model in a.models.split(","):
+        for mode in a.modes.split(","):
+            c = load_experiment(REPO / "pipelines" / "context" / f"{model}.yaml", [*over, f"data.doc_batching={mode}"])
+            plan = make_doc_batches(docs, c.train.max_tokens, c.context.context_sents, c.train.seed, 0, mode=mode)
+            specs.append((f"{model}/{mode}", c, [collate_doc(docs, k, tv) for k in plan[:n]]))
+    out = []
+    for name, c, batches in specs:
+        torch.manual_seed(c.train.seed)
+        m = build_model(c.model, len(sv), len(tv), sv.pad_id, c.context).train()
+        out.append(System(name, m, torch.optim.Adam(m.parameters(), lr=1e-4, fused=True), batches))
+        log.info("%s: %.2fM parameters, %d batches", name, sum(p.numel() for p in m.parameters()) / 1e6, len(batches))
+    return out
+
+
+def translate_speed(prep: Path, systems: list[System], sv: Vocab, tv: Vocab, a) -> list[tuple[str, float, float]]:
+    """(name, sentences/s, mean output tokens) per system on the first lines of each test
+    document; the sentence model gets no documents."""
+    lines, docs = read_lines(prep / "test.bpe.zh"), [x.split("\t") for x in read_lines(prep / "test.docs")]
+    by_doc: dict[str, list[np.ndarray]] = {}
+    for line, (d, pos) in zip(lines, docs):
+        if int(pos) < a.translate_lines:
+            by_doc.setdefault(d, []).append(sv.encode(line))
+    flat = [x for doc in by_doc.values() for x in doc]
+    out = []
+    for s in systems:
+        s.model.eval()
+        t0 = time.perf_counter()
+        if getattr(s.model, "context_sents", 0):
+            hyps = [h for doc in translate_documents(s.model, list(by_doc.values()), tv, a.beam, 1.0,
+                                                     a.max_len_ratio, a.max_len_extra, 64) for h in doc]
+        else:
+            hyps = decode_corpus(s.model, flat, tv, a.beam, 1.0, a.max_len_ratio, a.max_len_extra, 64)
+        dt = time.perf_counter() - t0
+        out.append((s.name.split("/")[0], len(flat) / dt, sum(len(h.split()) for h in hyps) / len(hyps)))
+        log.info("translate %s: %d sentences in %.1f s", s.name, len(flat), dt)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("prepared", type=Path)
+    ap.add_argument("--updates", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--models", default="concat,han_encoder,han_decoder,han_joint")
+    ap.add_argument("--modes", default="runs,sorted")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=4096)
+    ap.add_argument("--translate-lines", type=int, default=150, help="per test document; 0: no translation")
+    ap.add_argument("--beam", type=int, default=5)
+    ap.add_argument("--max-len-ratio", type=float, default=1.5)
+    ap.add_argument("--max-len-extra", type=int, default=10)
+    a = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    torch.set_num_threads(a.threads)
+    prep = a.prepared.resolve()
+    sv, tv = Vocab.from_counts_file(prep / "vocab.zh.txt"), Vocab.from_counts_file(prep / "vocab.en.txt")
+    systems = build_systems(a, prep, sv, tv)
+    t0 = time.perf_counter()
+    for k in range(a.warmup + a.updates):
+        for s in systems:
+            s.update(k, timed=k >= a.warmup)
+        log.info("update %d done (%.0f s)", k + 1, time.perf_counter() - t0)
+    base = systems[0].tokens / systems[0].seconds
+    print(f"\ntorch {torch.__version__}, threads {torch.get_num_threads()}, max_tokens {a.max_tokens}, "
+          f"{a.updates} timed updates after {a.warmup}, interleaved by update\n")
+    print("| system / doc_batching | target tokens | s | target tok/s | ratio to sentence |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for s in systems:
+        tps = s.tokens / s.seconds
+        print(f"| {s.name} | {s.tokens:,} | {s.seconds:.1f} | {tps:,.0f} | {tps / base:.2f} |", flush=True)
+    if a.translate_lines:
+        mode = a.modes.split(",")[0]
+        chosen = [s for s in systems if s.name == "sentence" or s.name.endswith(f"/{mode}")]
+        rows = translate_speed(prep, chosen, sv, tv, a)
+        print(f"\nbeam {a.beam}, lenpen 1.0, max_len_ratio {a.max_len_ratio}, max_len_extra {a.max_len_extra}, "
+              f"first {a.translate_lines} lines of each test document, models after the updates above\n")
+        print("| system | sentences/s | ratio to sentence | mean output tokens |")
+        print("| --- | ---: | ---: | ---: |")
+        for name, sps, length in rows:
+            print(f"| {name} | {sps:.2f} | {sps / rows[0][1]:.2f} | {length:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
