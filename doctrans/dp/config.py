@@ -86,6 +86,10 @@ class DPGenConfig:
         t, defaults = self.train, TrainConfig()
         if self.task != "dp_generator":
             raise ConfigError(f"task must be dp_generator, got {self.task!r}")
+        row = DP_MODELS.get(getattr(self.model, "name", None))
+        if row is None or not isinstance(self.model, row[0]):
+            raise ConfigError(f"model: a {type(self.model).__name__} named {getattr(self.model, 'name', None)!r} "
+                              f"is not a row of DP_MODELS ({', '.join(sorted(DP_MODELS))})")
         if not 0.0 < t.lr_decay <= 1.0:
             raise ConfigError(f"train.lr_decay must be in (0, 1], got {t.lr_decay}")
         if t.max_epochs <= 0 and not t.max_time_min and not t.max_steps:

@@ -67,3 +67,6 @@ def test_dp_config_sections_defaults_and_errors(tmp_path):
             load_dp_config(PIPELINES / "dp" / "labeler.yaml", bad)
     with pytest.raises(ConfigError, match="model.emb"):          # labeler keys are not thesis keys
         load_dp_config(PIPELINES / "dp" / "labeler.yaml", ["model.name=thesis"])
+    from doctrans.dp.models.labeler import LabelerConfig
+    with pytest.raises(ConfigError, match="DP_MODELS"):           # a model section is its table row
+        DPGenConfig(model=LabelerConfig(name="thesis"))

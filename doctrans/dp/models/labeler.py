@@ -29,7 +29,7 @@ from doctrans.dp.models.base import DPModel
 class LabelerConfig:
     """``model:`` section of ``pipelines/dp/labeler.yaml`` (``name: labeler``)."""
 
-    name: str = "labeler"
+    name: str = "labeler"                # its row in DP_MODELS (checked by DPGenConfig)
     emb: int = 192
     hidden: int = 192
     layers: int = 1
@@ -43,8 +43,6 @@ class LabelerConfig:
     sparse_embeddings: bool = True       # sparse embedding gradients + lazy Adam on them
 
     def __post_init__(self):
-        if self.name != "labeler":
-            raise ConfigError(f"LabelerConfig needs model.name: labeler, got {self.name!r}")
         if not 0.0 <= self.pseudo_dp <= 1.0:
             raise ConfigError(f"model.pseudo_dp must be in [0, 1], got {self.pseudo_dp}")
         if self.pseudo_weight < 0:

@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from doctrans.config import ConfigError, TrainConfig
+from doctrans.config import TrainConfig
 from doctrans.dp.annotate import NO_DP_LABEL
 from doctrans.dp.data import DPSentence, n_feature_slots, pad, surface_features
 from doctrans.dp.models.base import DPModel
@@ -40,7 +40,7 @@ SURFACE_MIN_P = 0.05     # P(DP) below this is spread uniformly over the pronoun
 class ThesisConfig:
     """``model:`` section of ``pipelines/dp/thesis.yaml`` (``name: thesis``)."""
 
-    name: str = "thesis"
+    name: str = "thesis"                 # its row in DP_MODELS (checked by DPGenConfig)
     det_emb: int = 200                   # detector (Eqs. 4.1-4.3)
     det_hidden: int = 200
     window: int = 5                      # "context window = 5" → k = 2 each side
@@ -51,10 +51,6 @@ class ThesisConfig:
     feat_min_freq: int = 2
     surface_epochs: int = 20
     sparse_embeddings: bool = True       # sparse embedding gradients + lazy Adam on them
-
-    def __post_init__(self):
-        if self.name != "thesis":
-            raise ConfigError(f"ThesisConfig needs model.name: thesis, got {self.name!r}")
 
 
 class ElmanDetector(nn.Module):
