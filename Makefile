@@ -1,7 +1,7 @@
 # doctrans: end-to-end targets. Each target is the file its stage writes.
 #   make quickstart   install, preprocess the TVsub quickstart slice, train (45 min), translate, score
-#   make test         install and run the test suite (tests/unit, tests/integration, tests/system; the
-#                     toy corpus tests/data/toy needs no TVsub, tests marked `corpus` skip without it);
+#   make test         install and run the test suite (tests/unit, tests/integration, tests/system; tests
+#                     marked `corpus` cut a small slice of DATA at test time and skip without it);
 #                     one tier or a selection: make test TEST_ARGS='-m unit' (or "-m 'not corpus'", -k …)
 #   make dp           DP-annotate the quickstart slice (eflomal + KenLM + Algorithm 1) into PREP/dp
 #   make dp-full      preprocess the full TVsub corpus into PREP_FULL and DP-annotate it (≈8 min)

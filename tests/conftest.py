@@ -1,19 +1,22 @@
-"""Shared fixtures: a hand-made prepared dataset (no BPE merges), the TVsub location, the toy corpus.
+"""Shared fixtures: a hand-made prepared dataset (no BPE merges), the TVsub location, a small
+slice of TVsub in its own layout (cut at test time from ``../shared/corpora/tvsub``: no corpus
+text is ever part of the repository).
 
 Tiers are directories, and each test gets its directory's marker here (``pytest -m unit``):
 
 * ``tests/unit/``         fast tests of pure functions and small modules;
 * ``tests/integration/``  several components together: small models trained a few steps,
                           eflomal/KenLM, CliRunner on hand-made prepared data;
-* ``tests/system/``       end-to-end CLI runs (the toy corpus in ``tests/data/toy``), overfitting.
+* ``tests/system/``       end-to-end CLI runs (on ``tvsub_slice``), overfitting.
 
-A test that needs the TVsub corpus (a ``skipif`` whose reason names TVsub, e.g. ``needs_tvsub()``)
-also gets the ``corpus`` marker wherever it lives: ``pytest -m "not corpus"`` is what CI without
+A test that needs the TVsub corpus (a ``skipif`` whose reason names TVsub, e.g. ``needs_tvsub()``,
+or the ``tvsub_slice`` fixture) also gets the ``corpus`` marker wherever it lives: ``pytest -m "not corpus"`` is what CI without
 ``../shared`` runs in full. Test modules import these helpers with ``from conftest import …``
 (``tests/`` is on ``pythonpath``, setup.cfg).
 """
 from __future__ import annotations
 
+import html
 import json
 from collections import Counter
 from pathlib import Path
@@ -23,7 +26,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TVSUB = (REPO / ".." / "shared" / "corpora" / "tvsub").resolve()
-TOY = REPO / "tests" / "data" / "toy"      # made-up documents in the TVsub layout (README.md there)
 TIERS = ("unit", "integration", "system")
 
 
@@ -37,7 +39,8 @@ def pytest_collection_modifyitems(config, items):
             continue
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
-        if any("TVsub" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif")):
+        if any("TVsub" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif")) \
+                or "tvsub_slice" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.corpus)
 
 
@@ -97,3 +100,78 @@ def write_prepared(out: Path, train: tuple[list[str], list[str]], dev: tuple[lis
 def reversal_prepared(tmp_path: Path) -> Path:
     pairs = reversal_pairs(20)
     return write_prepared(tmp_path / "prep", pairs, pairs)
+
+
+# Chinese pronouns (thesis Table 4.3), spelled out so black-box tests need no DP module.
+CHINESE_PRONOUNS = {b + s for b in ("我", "你", "他", "她", "它", "我们", "你们", "他们", "她们", "它们")
+                    for s in ("", "的", "自己")}
+
+
+def oracle_insertions(base: str, oracle: str) -> list[int] | None:
+    """Token positions in ``oracle`` of the pronouns a hand annotator inserted into ``base``, or
+    None when ``oracle`` is not ``base`` plus pronoun tokens (or an inserted pronoun sits next to
+    the same token, which makes its place ambiguous)."""
+    b, o = base.split(), oracle.split()
+    i, extra = 0, []
+    for k, t in enumerate(o):
+        if i < len(b) and t == b[i]:
+            i += 1
+        elif t in CHINESE_PRONOUNS:
+            extra.append(k)
+        else:
+            return None
+    if i != len(b) or any(o[k] in o[max(k - 1, 0):k] + o[k + 1:k + 2] for k in extra):
+        return None
+    return extra
+
+
+def _lines_of(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def _write(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
+
+
+def write_tvsub_slice(out: Path, train_docs: int = 10, train_lines: int = 15, eval_lines: int = 7) -> Path:
+    """A small corpus in TVsub's layout at ``out``, cut from ``TVSUB``: the first ``train_lines``
+    lines of the first ``train_docs`` training episodes; for dev and test, from each ``<DOC>`` of
+    the reference SGML, the first ``eval_lines`` lines whose hand DP annotation is unambiguous
+    (``oracle_insertions``), with every line-aligned file (raw, reference, segmented, oracle,
+    the authors' auto-DP output) and every reference system cut alike."""
+    from doctrans.data.sgml import read_sgml
+
+    for d in range(train_docs):
+        for lang in ("zh", "en"):
+            _write(out / "train" / f"{d}.{lang}", _lines_of(TVSUB / "train" / f"{d}.{lang}")[:train_lines])
+    for split in ("dev", "test"):
+        refs = read_sgml(TVSUB / split / f"{split}.ref.sgm")
+        seg, ora = (_lines_of(TVSUB / split / f"{split}.{x}.zh") for x in ("seg", "oracle-dp.seg"))
+        keep, start = [], 0
+        for _, n in refs[0].docs:
+            good = [i for i in range(start, start + n) if oracle_insertions(seg[i], ora[i]) is not None]
+            keep.append(good[:eval_lines])
+            start += n
+        rows = [i for doc in keep for i in doc]
+        for f in sorted((TVSUB / split).glob(f"{split}.*")):
+            if f.suffix != ".sgm":
+                lines = _lines_of(f)
+                _write(out / split / f.name, [lines[i] for i in rows])
+        body = ['<refset setid="tvsub-slice" srclang="zh" trglang="en">']
+        for r in refs:
+            for (docid, _), doc in zip(r.docs, keep):
+                body.append(f'<DOC docid="{docid}" sysid="{r.sysid}">')
+                body += [f"<seg id={k + 1}> {html.escape(r.segments[i], quote=False)} </seg>"
+                         for k, i in enumerate(doc)]
+                body.append("</DOC>")
+        _write(out / split / f"{split}.ref.sgm", body + ["</refset>"])
+    return out
+
+
+@pytest.fixture(scope="session")
+def tvsub_slice(tmp_path_factory) -> Path:
+    """``write_tvsub_slice`` once per session (skips without the corpus)."""
+    if not (TVSUB / "train").is_dir():
+        pytest.skip(f"TVsub corpus not at {TVSUB}")
+    return write_tvsub_slice(tmp_path_factory.mktemp("tvsub") / "tvsub")

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from conftest import TVSUB, needs_tvsub
+from conftest import needs_tvsub, write_tvsub_slice
 from doctrans.cli import cli
 from doctrans.dp.align import (
     eflomal_align, format_alignment, grow_diag_final_and, symmetrize, symmetrize_lines)
@@ -111,27 +110,11 @@ def test_original_boundaries_undo_earlier_insertions():
 
 # ---------------------------------------------------------------- the command on real lines
 
-def _head(src: Path, dst: Path, n: int) -> None:
-    dst.write_text("".join(f"{x}\n" for x in src.read_text(encoding="utf-8").splitlines()[:n]), encoding="utf-8")
-
-
 @needs_tvsub()
 @needs_lmplz
 def test_annotate_dp_cli_on_tvsub(tmp_path):
     corpus, prep = tmp_path / "tvsub", tmp_path / "prep"
-    (corpus / "train").mkdir(parents=True)
-    for doc in ("0", "1"):
-        for lang in ("zh", "en"):
-            _head(TVSUB / "train" / f"{doc}.{lang}", corpus / "train" / f"{doc}.{lang}", 200)
-    for split in ("dev", "test"):
-        (corpus / split).mkdir()
-        for name in (f"{split}.zh", f"{split}.en", f"{split}.seg.zh", f"{split}.oracle-dp.seg.zh"):
-            _head(TVSUB / split / name, corpus / split / name, 60)
-        segs = (corpus / split / f"{split}.en").read_text(encoding="utf-8").splitlines()
-        body = ['<refset setid="t" srclang="zh" trglang="en"><DOC docid="A" sysid="r1">']
-        body += [f"<seg id={i + 1}> {s} </seg>" for i, s in enumerate(segs)]
-        (corpus / split / f"{split}.ref.sgm").write_text("\n".join(body + ["</DOC></refset>"]) + "\n",
-                                                         encoding="utf-8")
+    write_tvsub_slice(corpus, train_docs=2, train_lines=200, eval_lines=30)         # 60 dev/test lines
     runner = CliRunner()
     r = runner.invoke(cli, ["preprocess", "--data-dir", str(corpus), "--train-docs", "0:2", "-o", str(prep),
                             "--bpe-merges", "100", "--workers", "1"], catch_exceptions=False)

@@ -1,12 +1,13 @@
-"""`make context-table`'s pieces on the toy corpus (no TVsub): a sentence model (stage 1), the
-Transformer continued and a HAN encoder from it (stage 2, equal updates), then the table."""
+"""`make context-table`'s pieces on a small TVsub slice (``tvsub_slice``): a sentence model
+(stage 1), the Transformer continued and a HAN encoder from it (stage 2, equal updates), then
+the table."""
 from __future__ import annotations
 
 import json
 
 from click.testing import CliRunner
 
-from conftest import REPO, TOY
+from conftest import REPO
 from doctrans.cli import cli
 from doctrans.evaluation import context_table
 
@@ -19,9 +20,9 @@ def _invoke(*args) -> None:
     assert r.exit_code == 0, r.output
 
 
-def test_context_table_on_the_toy_corpus(tmp_path):
+def test_context_table_on_a_tvsub_slice(tvsub_slice, tmp_path):
     prep, runs = tmp_path / "prep", tmp_path / "runs"
-    _invoke("preprocess", "--data-dir", TOY, "--train-docs", "all", "-o", prep, "--bpe-merges", "50", "--workers", "1")
+    _invoke("preprocess", "--data-dir", tvsub_slice, "--train-docs", "all", "-o", prep, "--bpe-merges", "50", "--workers", "1")
     tiny = REPO / "pipelines" / "transformer" / "tiny.yaml"
     _invoke("train", tiny, f"data.prepared={prep}", f"run_dir={runs / 's1'}", "train.max_steps=3", *QUIET)
     stage2 = [f"data.prepared={prep}", "train.max_steps=2", f"train.init_from={runs / 's1' / 'best.pt'}", *QUIET]
@@ -29,7 +30,7 @@ def test_context_table_on_the_toy_corpus(tmp_path):
     _invoke("train", tiny, f"run_dir={runs / 'han'}", *stage2,
             "context={type: han, context_sents: 2, attach: encoder, heads: 2, d_ff: 32}")
     out = context_table.main(["--system", f"Transformer={runs / 'transformer'}", "--system", f"HAN={runs / 'han'}",
-                              "--prepared", str(prep), "--data", str(TOY), "--beam", "2", "--bootstrap", "50",
+                              "--prepared", str(prep), "--data", str(tvsub_slice), "--beam", "2", "--bootstrap", "50",
                               "--out", str(tmp_path / "table.md"), "--work", str(tmp_path / "work")])
     table = out.read_text(encoding="utf-8")
     assert "| Transformer | 2 |" in table and "| HAN | 2 |" in table

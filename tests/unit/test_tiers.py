@@ -1,7 +1,9 @@
 """The tier markers that tests/conftest.py sets from a test's directory (and ``corpus`` for TVsub)."""
 from __future__ import annotations
 
-from conftest import REPO, TIERS, TOY, needs_tvsub
+import pytest
+
+from conftest import REPO, TIERS, needs_tvsub, oracle_insertions
 
 
 def test_a_unit_test_carries_only_the_unit_marker(request):
@@ -14,25 +16,40 @@ def test_a_test_needing_tvsub_is_marked_corpus(request):
     assert request.node.get_closest_marker("corpus") is not None
 
 
-def test_toy_corpus_is_complete_and_line_aligned():
-    """What `doctrans preprocess --data-dir` and `annotate-dp` read from tests/data/toy."""
+def test_tvsub_slice_is_complete_and_line_aligned(tvsub_slice):
+    """What `doctrans preprocess --data-dir` and `annotate-dp` read from the test-time TVsub slice."""
     def n_lines(path):
         text = path.read_text(encoding="utf-8")
-        assert text.endswith("\n") and "\r" not in text, path
+        assert text.endswith("\n"), path
         return text.count("\n")
 
-    docs = sorted((TOY / "train").glob("*.zh"))
-    assert len(docs) >= 8
+    docs = sorted((tvsub_slice / "train").glob("*.zh"))
+    assert len(docs) == 10
     for zh in docs:
-        assert 10 <= n_lines(zh) == n_lines(zh.with_suffix(".en")) <= 20, zh
+        assert n_lines(zh) == n_lines(zh.with_suffix(".en")) == 15, zh
     for split in ("dev", "test"):
-        d = TOY / split
+        d = tvsub_slice / split
         names = [f"{split}.zh", f"{split}.en", f"{split}.seg.zh", f"{split}.oracle-dp.seg.zh"]
         names += [f"{split}.auto-dp.seg.zh"] if split == "test" else []
         counts = {name: n_lines(d / name) for name in names}
         segs = (d / f"{split}.ref.sgm").read_text(encoding="utf-8").count("<seg ")
         n_refs = 3 if split == "test" else 1
-        assert set(counts.values()) == {segs // n_refs} and segs % n_refs == 0, counts
+        assert set(counts.values()) == {segs // n_refs} == {14} and segs % n_refs == 0, counts
+        base, oracle = (d / f"{split}.seg.zh").read_text(encoding="utf-8").split("\n")[:-1], \
+            (d / f"{split}.oracle-dp.seg.zh").read_text(encoding="utf-8").split("\n")[:-1]
+        assert all(oracle_insertions(b, o) is not None for b, o in zip(base, oracle))
+
+
+def test_no_corpus_text_is_tracked():
+    """TVsub (CC BY-NC-ND) is never part of the repository: no tracked file looks like a corpus
+    file (N.zh / N.en / *.sgm / *.zh / *.en)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    assert [f for f in files if f.endswith((".zh", ".en", ".sgm"))] == []
 
 
 def test_every_test_module_lives_in_a_tier_directory():

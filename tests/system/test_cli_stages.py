@@ -1,7 +1,8 @@
-"""All five stages through the click CLI on the made-up toy corpus (tests/data/toy): no TVsub needed.
+"""All five stages through the click CLI on a small slice of TVsub (``tvsub_slice``, cut at test
+time from ../shared/corpora/tvsub in the corpus' own layout).
 
 preprocess → annotate-dp → train → translate → score (BLEU against 3 SGML references, and
-``score --dp`` against the toy's hand DP oracle); then a DP generator trained on the toy
+``score --dp`` against the hand DP oracle); then a DP generator trained on the slice's
 annotation and applied with ``annotate-dp --generator``. Everything is written under tmp_path.
 """
 from __future__ import annotations
@@ -15,14 +16,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO, TOY
+from conftest import CHINESE_PRONOUNS, REPO, oracle_insertions
 from doctrans.cli import cli
 from doctrans.data.sgml import read_sgml
 
 # The file formats of `annotate-dp` (its --help), spelled out so this test sees only the CLI.
 DPP_TOKEN, NO_DP_LABEL = "#DP#", "N"
-CHINESE_PRONOUNS = {b + s for b in ("我", "你", "他", "她", "它", "我们", "你们", "他们", "她们", "它们")
-                    for s in ("", "的", "自己")}                               # thesis Table 4.3
 
 
 def _has_kenlm() -> bool:
@@ -48,42 +47,46 @@ def _invoke(*args) -> str:
     return r.output
 
 
-def _oracle_dp_count(split: str) -> int:
-    """DPs of the toy hand oracle: the oracle has exactly the base tokens plus the pronouns."""
-    base, oracle = _lines(TOY / split / f"{split}.seg.zh"), _lines(TOY / split / f"{split}.oracle-dp.seg.zh")
-    return sum(len(o.split()) - len(b.split()) for b, o in zip(base, oracle))
+def _oracle_dp_count(corpus: Path, split: str) -> int:
+    """DPs of the slice's hand oracle (each of its lines is the base plus inserted pronouns)."""
+    base = _lines(corpus / split / f"{split}.seg.zh")
+    oracle = _lines(corpus / split / f"{split}.oracle-dp.seg.zh")
+    return sum(len(oracle_insertions(b, o)) for b, o in zip(base, oracle))
 
 
 @pytest.fixture(scope="module")
-def toy_annotated(tmp_path_factory) -> Path:
-    """Stages 1–2 on the toy corpus: PREP (preprocess) with PREP/dp (annotate-dp)."""
-    prep = tmp_path_factory.mktemp("toy") / "prep"
-    _invoke("preprocess", "--data-dir", TOY, "--train-docs", "all", "-o", prep, "--bpe-merges", 60,
+def slice_annotated(tvsub_slice, tmp_path_factory) -> Path:
+    """Stages 1–2 on the slice: PREP (preprocess) with PREP/dp (annotate-dp)."""
+    prep = tmp_path_factory.mktemp("slice") / "prep"
+    _invoke("preprocess", "--data-dir", tvsub_slice, "--train-docs", "all", "-o", prep, "--bpe-merges", 60,
             "--workers", 1)
     _invoke("annotate-dp", "-p", prep, "--workers", 1, "--align-samplers", 1, "--lm-memory", "64M")
     return prep
 
 
 @needs_kenlm
-def test_preprocess_reads_the_toy_layout(toy_annotated):
-    prep = toy_annotated
+def test_preprocess_reads_the_tvsub_layout(slice_annotated, tvsub_slice):
+    prep, corpus = slice_annotated, tvsub_slice
     meta = json.loads((prep / "meta.json").read_text(encoding="utf-8"))
-    n_train = sum(len(_lines(p)) for p in (TOY / "train").glob("*.zh"))
-    assert meta["splits"]["train"]["documents"] == 10
+    n_train = sum(len(_lines(p)) for p in (corpus / "train").glob("*.zh"))
+    assert meta["splits"]["train"]["documents"] == len(list((corpus / "train").glob("*.zh")))
     assert meta["splits"]["train"]["sentences"] == n_train == len(_lines(prep / "train.target"))
     assert meta["splits"]["train"]["targets"] + meta["filter"]["removed"] == n_train
+    asked = []
     for split in ("dev", "test"):
-        refs = read_sgml(TOY / split / f"{split}.ref.sgm")
+        refs = read_sgml(corpus / split / f"{split}.ref.sgm")
         docs = [line.split("\t") for line in _lines(prep / f"{split}.docs")]
         assert [d for d, _ in docs] == refs[0].doc_ids()                      # <DOC> boundaries kept
         assert [int(p) for d, p in docs if d == docs[-1][0]] == list(range(refs[0].docs[-1][1]))
-        assert len(_lines(prep / f"{split}.tok.zh")) == len(_lines(TOY / split / f"{split}.zh"))
-    assert "?" in _lines(prep / "test.tok.zh")[0]                             # full-width ？ normalised
+        raw, tok = _lines(corpus / split / f"{split}.zh"), _lines(prep / f"{split}.tok.zh")
+        assert len(tok) == len(raw)
+        asked += [t for r, t in zip(raw, tok) if "？" in r]
+    assert asked and all("?" in t and "？" not in t for t in asked)           # full-width ？ normalised
 
 
 @needs_kenlm
-def test_annotate_dp_finds_dropped_pronouns_and_scores_against_the_oracle(toy_annotated):
-    prep, out = toy_annotated, toy_annotated / "dp"
+def test_annotate_dp_finds_dropped_pronouns_and_scores_against_the_oracle(slice_annotated, tvsub_slice):
+    prep, out, corpus = slice_annotated, slice_annotated / "dp", tvsub_slice
     stats = json.loads((out / "stats.json").read_text(encoding="utf-8"))
     assert set(stats) == {"train", "dev", "test"}
     for split in ("train", "dev", "test"):
@@ -104,7 +107,8 @@ def test_annotate_dp_finds_dropped_pronouns_and_scores_against_the_oracle(toy_an
     agr = json.loads((out / "agreement.json").read_text(encoding="utf-8"))
     assert set(agr) == {"dev", "test"}
     for split, r in agr.items():
-        assert r["lines"] == 14 and r["oracle_dps"] == _oracle_dp_count(split) > 0
+        assert r["lines"] == len(_lines(corpus / split / f"{split}.zh"))
+        assert r["oracle_dps"] == _oracle_dp_count(corpus, split) > 0
         assert r["sys_dps"] == stats[split]["dropped"]
         for kind in ("position", "pronoun"):
             assert 0.0 <= r[kind]["precision"] <= 1.0 and 0.0 <= r[kind]["f1"] <= 1.0
@@ -113,19 +117,38 @@ def test_annotate_dp_finds_dropped_pronouns_and_scores_against_the_oracle(toy_an
 
     # score --dp recomputes the test row of agreement.json from the files
     res = json.loads(_invoke("score", "--dp", out / "test.dp.zh", "--base", prep / "test.tok.zh",
-                             "--oracle", TOY / "test" / "test.oracle-dp.seg.zh",
-                             "--oracle-base", TOY / "test" / "test.seg.zh", "--json", "--bootstrap", 50))
+                             "--oracle", corpus / "test" / "test.oracle-dp.seg.zh",
+                             "--oracle-base", corpus / "test" / "test.seg.zh", "--json", "--bootstrap", 50))
     for key in ("sys_dps", "oracle_dps"):
         assert res[key] == agr["test"][key]
     assert res["position"]["f1"] == pytest.approx(agr["test"]["position"]["f1"])
 
 
-def test_score_dp_of_the_toy_auto_dp_file():
-    """The toy auto-dp file is the oracle with every 3rd DP left out and every 4th pronoun wrong."""
-    test = TOY / "test"
-    res = json.loads(_invoke("score", "--dp", test / "test.auto-dp.seg.zh", "--base", test / "test.seg.zh",
+def _degrade(base: list[str], oracle: list[str]) -> list[str]:
+    """The oracle with every 3rd DP (counted over the file) left out and every 4th replaced by
+    another pronoun: a system output whose scores are known exactly."""
+    out, k = [], 0
+    for b, o in zip(base, oracle):
+        toks = o.split()
+        for pos in oracle_insertions(b, o):
+            k += 1
+            if k % 3 == 0:
+                toks[pos] = None
+            elif k % 4 == 0:                       # a pronoun unlike it and its neighbours
+                near = set(toks[max(pos - 1, 0):pos + 2])
+                toks[pos] = next(p for p in ("它", "我", "你", "他") if p not in near)
+        out.append(" ".join(t for t in toks if t is not None))
+    return out
+
+
+def test_score_dp_of_a_known_system_output(tvsub_slice, tmp_path):
+    test = tvsub_slice / "test"
+    system = tmp_path / "sys.dp.zh"
+    system.write_text("".join(f"{x}\n" for x in _degrade(_lines(test / "test.seg.zh"),
+                                                          _lines(test / "test.oracle-dp.seg.zh"))), encoding="utf-8")
+    res = json.loads(_invoke("score", "--dp", system, "--base", test / "test.seg.zh",
                              "--oracle", test / "test.oracle-dp.seg.zh", "--json", "--bootstrap", 0))
-    n = _oracle_dp_count("test")
+    n = _oracle_dp_count(tvsub_slice, "test")
     kept = [k for k in range(1, n + 1) if k % 3]
     right = [k for k in kept if k % 4]
     assert (res["oracle_dps"], res["sys_dps"]) == (n, len(kept))
@@ -135,8 +158,8 @@ def test_score_dp_of_the_toy_auto_dp_file():
 
 
 @needs_kenlm
-def test_five_stages_train_translate_score(toy_annotated, tmp_path):
-    prep, run_dir = toy_annotated, tmp_path / "run"
+def test_five_stages_train_translate_score(slice_annotated, tvsub_slice, tmp_path):
+    prep, run_dir, corpus = slice_annotated, tmp_path / "run", tvsub_slice
     _invoke("train", REPO / "pipelines" / "transformer" / "tiny.yaml", f"data.prepared={prep}",
             f"run_dir={run_dir}", "train.max_steps=4", "train.eval_every=2", "train.log_every=1",
             "train.threads=1")
@@ -145,7 +168,7 @@ def test_five_stages_train_translate_score(toy_annotated, tmp_path):
     assert [r["step"] for r in metrics if r["kind"] == "dev"] == [2, 4]
     assert (run_dir / "best.pt").is_file() and (run_dir / "last.pt").is_file()
 
-    src = _lines(TOY / "test" / "test.zh")
+    src = _lines(corpus / "test" / "test.zh")
     inp, hyp = tmp_path / "in.zh", tmp_path / "out.en"
     inp.write_text("".join(f"{x}\n" for x in src[:3] + [""] + src[3:]), encoding="utf-8")
     _invoke("translate", "-c", run_dir / "best.pt", "-i", inp, "-o", hyp, "--beam", 2)
@@ -154,11 +177,13 @@ def test_five_stages_train_translate_score(toy_annotated, tmp_path):
     hyp_test = tmp_path / "test.hyp"
     hyp_test.write_text("".join(f"{x}\n" for x in out[:3] + out[4:]), encoding="utf-8")
 
-    sgm = TOY / "test" / "test.ref.sgm"
+    sgm = corpus / "test" / "test.ref.sgm"
     scores = json.loads(_invoke("score", hyp_test, "-r", sgm, "--json"))
     assert scores["n_refs"] == 3 and scores["n_lines"] == len(src)
-    # reference 1 itself (test.en, tokenized, mixed case) scores 100 against the three references
-    perfect = json.loads(_invoke("score", TOY / "test" / "test.en", "-r", sgm, "--hyp-tokenized", "--json"))
+    # reference 1 itself (tokenized) scores 100 against the three references
+    ref1 = tmp_path / "ref1.en"
+    ref1.write_text("".join(f"{x}\n" for x in read_sgml(sgm)[0].segments), encoding="utf-8")
+    perfect = json.loads(_invoke("score", ref1, "-r", sgm, "--hyp-tokenized", "--json"))
     assert perfect["n_refs"] == 3 and perfect["bleu_tok_lc"]["score"] == pytest.approx(100.0)
     assert 0.0 <= scores["bleu_tok_lc"]["score"] < perfect["bleu_tok_lc"]["score"]
 
@@ -170,8 +195,8 @@ def _dp_overrides(prep: Path, run_dir: Path) -> list[str]:
 
 
 @needs_kenlm
-def test_dp_generator_trained_on_the_toy_annotation(toy_annotated, tmp_path):
-    prep, run_dir = toy_annotated, tmp_path / "dp_run"
+def test_dp_generator_trained_on_the_slice_annotation(slice_annotated, tvsub_slice, tmp_path):
+    prep, run_dir, corpus = slice_annotated, tmp_path / "dp_run", tvsub_slice
     _invoke("train", REPO / "pipelines" / "dp" / "tiny.yaml", *_dp_overrides(prep, run_dir))
     assert (run_dir / "best.pt").is_file()
 
@@ -186,7 +211,7 @@ def test_dp_generator_trained_on_the_toy_annotation(toy_annotated, tmp_path):
         assert [t for t in p if t != DPP_TOKEN] == b and len(d) == len(p)
         assert {t for t, q in zip(d, p) if q == DPP_TOKEN} <= set(CHINESE_PRONOUNS)
     res = json.loads(_invoke("score", "--dp", f"{gen}.dp.zh", "--base", prep / "test.tok.zh",
-                             "--oracle", TOY / "test" / "test.oracle-dp.seg.zh",
-                             "--oracle-base", TOY / "test" / "test.seg.zh", "--json", "--bootstrap", 0))
-    assert res["lines"] == len(base) and res["oracle_dps"] == _oracle_dp_count("test")
+                             "--oracle", corpus / "test" / "test.oracle-dp.seg.zh",
+                             "--oracle-base", corpus / "test" / "test.seg.zh", "--json", "--bootstrap", 0))
+    assert res["lines"] == len(base) and res["oracle_dps"] == _oracle_dp_count(corpus, "test")
     assert res["sys_dps"] == sum(p.split().count(DPP_TOKEN) for p in dpp)
