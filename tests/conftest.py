@@ -96,6 +96,24 @@ def write_prepared(out: Path, train: tuple[list[str], list[str]], dev: tuple[lis
     return out
 
 
+# A training run that only needs to produce a checkpoint: one thread, no dev BLEU, no pictures.
+QUIET_TRAIN = ("train.threads=1", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min",
+               "train.tensorboard=false", "train.plot=false")
+
+
+def train_tiny(root: Path, n_pairs: int, *overrides: str) -> Path:
+    """``last.pt`` of ``pipelines/transformer/tiny.yaml`` (+ ``QUIET_TRAIN`` and ``overrides``)
+    trained on ``n_pairs`` reversal pairs prepared under ``root/prep`` (run dir ``root/run``)."""
+    from doctrans.config import load_experiment
+    from doctrans.training import train
+
+    pairs = reversal_pairs(n_pairs)
+    prep = write_prepared(root / "prep", pairs, pairs)
+    cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml",
+                          [f"data.prepared={prep}", f"run_dir={root / 'run'}", *QUIET_TRAIN, *overrides])
+    return train.run(cfg) / "last.pt"
+
+
 @pytest.fixture
 def reversal_prepared(tmp_path: Path) -> Path:
     pairs = reversal_pairs(20)

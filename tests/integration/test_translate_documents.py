@@ -5,11 +5,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO
+from conftest import train_tiny
 from doctrans.cli import cli
-from doctrans.config import load_experiment
 from doctrans.inference.translate import TranslateConfig, Translator, run as translate_run
-from doctrans.training import train
 
 HAN_DEC = "context={type: han, context_sents: 2, attach: both, heads: 2, d_ff: 32, dropout: 0.0}"
 LINES = ["w1 w2 w3", "w4 w5", "", "w6 w7 w8", "w9", "w1 w3", "w2"]
@@ -18,16 +16,7 @@ DOCS = ["a\t0", "a\t1", "a\t2", "b\t0", "b\t1", "b\t2", "c\t0"]
 
 @pytest.fixture(scope="module")
 def han_ckpt(tmp_path_factory):
-    from conftest import reversal_pairs, write_prepared
-
-    tmp = tmp_path_factory.mktemp("han")
-    pairs = reversal_pairs(20)
-    prep = write_prepared(tmp / "prep", pairs, pairs)
-    cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml", [
-        f"data.prepared={prep}", f"run_dir={tmp / 'run'}", "train.max_steps=30", "train.threads=1",
-        "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min", "train.tensorboard=false",
-        "train.plot=false", HAN_DEC])
-    return train.run(cfg) / "last.pt"
+    return train_tiny(tmp_path_factory.mktemp("han"), 20, "train.max_steps=30", HAN_DEC)
 
 
 def _translator(ckpt):

@@ -15,27 +15,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from doctrans.config import load_experiment
 from doctrans.inference.collection import CollectionError
 from doctrans.inference.translate import TranslateConfig, run as translate_run
-from doctrans.training import train
 
-from conftest import REPO, reversal_pairs, write_prepared
+from conftest import REPO, train_tiny
 
 MAX_POSITIONS = 64
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
-    """best.pt of a tiny model trained 40 updates; its prepared dataset is in ../prep."""
-    root = tmp_path_factory.mktemp("robust")
-    pairs = reversal_pairs(60)
-    prep = write_prepared(root / "prep", pairs, pairs)
-    cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml", [
-        f"data.prepared={prep}", f"run_dir={root / 'run'}", f"model.max_positions={MAX_POSITIONS}",
-        "train.threads=1", "train.max_steps=40", "train.max_tokens=256", "train.eval_every=0",
-        "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min"])
-    return train.run(cfg) / "last.pt"
+    """last.pt of a tiny model trained 40 updates; its prepared dataset is in ../prep."""
+    return train_tiny(tmp_path_factory.mktemp("robust"), 60, f"model.max_positions={MAX_POSITIONS}",
+                      "train.max_steps=40", "train.max_tokens=256", "train.eval_every=0")
 
 
 def _cfg(ckpt, inp, out, **kw) -> TranslateConfig:

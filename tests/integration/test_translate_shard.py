@@ -15,24 +15,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from doctrans.config import load_experiment
 from doctrans.inference.collection import CollectionError, plan_groups
 from doctrans.inference.translate import TranslateConfig, process_threads, run as translate_run
-from doctrans.training import train
 
-from conftest import REPO, reversal_pairs, write_prepared
+from conftest import REPO, train_tiny
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("shard")
-    pairs = reversal_pairs(40)
-    prep = write_prepared(root / "prep", pairs, pairs)
-    cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml", [
-        f"data.prepared={prep}", f"run_dir={root / 'run'}", "train.threads=1", "train.max_steps=30",
-        "train.max_tokens=256", "train.eval_every=0", "train.eval_bleu=false", "train.metric=xent_nats",
-        "train.metric_mode=min"])
-    return train.run(cfg) / "last.pt"
+    return train_tiny(tmp_path_factory.mktemp("shard"), 40, "train.max_steps=30", "train.max_tokens=256",
+                      "train.eval_every=0")
 
 
 @pytest.fixture

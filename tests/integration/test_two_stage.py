@@ -4,18 +4,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import QUIET_TRAIN, REPO
 from doctrans.config import load_experiment
 from doctrans.training import train
 
 TINY = REPO / "pipelines" / "transformer" / "tiny.yaml"
 HAN = "context={type: han, context_sents: 2, attach: %s, heads: 2, d_ff: 32, dropout: 0.0}"
-COMMON = ("train.threads=1", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min",
-          "train.tensorboard=false", "train.plot=false")
 
 
 def _run(prep, run_dir, *extra):
-    return train.run(load_experiment(TINY, [f"data.prepared={prep}", f"run_dir={run_dir}", *COMMON, *extra]))
+    return train.run(load_experiment(TINY, [f"data.prepared={prep}", f"run_dir={run_dir}", *QUIET_TRAIN, *extra]))
 
 
 def _weights(run_dir):

@@ -28,16 +28,7 @@ def model(backbone: str, seed: int = 0) -> nn.Module:
 
 def greedy_reference(m: nn.Module, src: torch.Tensor, max_len: int) -> list[int]:
     """Re-run the whole prefix every step (no cache): the slow, obviously-correct greedy decoder."""
-    enc = m.encode(SearchBatch(src))
-    ys = [VOCAB.bos_id]
-    for _ in range(max_len):
-        lp = torch.log_softmax(m.decode_train(enc, torch.tensor([ys]))[0, -1], -1)
-        lp[VOCAB.pad_id] = lp[VOCAB.bos_id] = -float("inf")
-        nxt = int(lp.argmax())
-        if nxt == VOCAB.eos_id:
-            break
-        ys.append(nxt)
-    return ys[1:]
+    return _mixture_reference(m, [src], [1.0], max_len)
 
 
 @each_backbone
