@@ -96,9 +96,15 @@ class HAN(ContextModel):
             z = plain.states.new_zeros((b, n, 1, h))
             full = torch.ones((b, n, 1), dtype=torch.bool, device=z.device)
             return {"dec_ctx": z, "dec_ctx_mask": full, "dec_ctx_missing": full[:, :, 0]}
+        # teacher-force only the rows some row reads as context (not, e.g., the sentences being translated)
+        needed = rows[rows.ge(0)].unique()                                         # (R,)
+        remap = torch.full((b,), -1, dtype=torch.long, device=rows.device)
+        remap[needed] = torch.arange(needed.numel(), device=rows.device)
+        sub_rows = torch.where(rows.ge(0), remap[rows.clamp(min=0)], rows)       # (B, N) into the R rows
+        sub_tgt = tgt_in.index_select(0, needed)                                   # (R, T)
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.cfg.detach_context):
-            dec = self.backbone.decode_hidden(plain, tgt_in)                      # (B, T, H)
-        ctx, word_mask, missing = gather_context(dec, special_mask(tgt_in), rows)
+            dec = self.backbone.decode_hidden(plain.select(needed), sub_tgt)      # (R, T, H)
+        ctx, word_mask, missing = gather_context(dec, special_mask(sub_tgt), sub_rows)
         return {"dec_ctx": ctx, "dec_ctx_mask": word_mask, "dec_ctx_missing": missing}
 
     def _decoder_han(self, hidden: Tensor, extra: dict) -> Tensor:
