@@ -24,7 +24,6 @@ from typing import Any
 
 from doctrans.config import ConfigError, TrainConfig, from_dict, load_yaml_tree, merge_trees, parse_overrides
 from doctrans.dp.models import DEFAULT_MODEL, DP_MODELS
-from doctrans.training.optim import epoch_decay_lr
 
 TUNE_ON = ("oracle", "annotated")
 
@@ -101,12 +100,6 @@ class DPGenConfig:
                                   f"{DP_TRAIN_FIXED[f.name]!r}, got {value!r}")
             if f.name in DP_TRAIN_UNUSED and value != getattr(defaults, f.name):
                 raise ConfigError(f"train.{f.name} is not used by the DP trainer; leave it at its default")
-
-    def lr_at(self, epoch: int) -> float:
-        """Learning rate of the 0-based ``epoch``: ``train.lr`` until ``lr_decay_start`` epochs
-        are done, then × ``lr_decay`` per further epoch (a function of the epoch, so ``--resume``
-        and an uninterrupted run train alike)."""
-        return epoch_decay_lr(epoch, self.train.lr, self.train.lr_decay, self.train.lr_decay_start)
 
 
 def dp_config_from_dict(tree: dict, source: str = "") -> DPGenConfig:

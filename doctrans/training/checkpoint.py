@@ -4,7 +4,8 @@ A checkpoint holds ``model``, ``optimizer``, ``state`` (TrainState), ``config`` 
 ExperimentConfig), ``vocab`` (source/target token lists), ``rng`` (torch CPU RNG state),
 ``prepared`` (the dataset dir it was trained on) and ``version``; an NMT checkpoint also
 ``text`` (``{"src": …, "tgt": …}``, each ``TextProcessor.settings()``: lowercasing and the BPE
-codes' text), so that it translates anywhere without its dataset. Writes are atomic.
+codes' text), so that it translates anywhere without its dataset. ``Trainer.save``
+(``training/trainer.py``) writes them, atomically; this module loads and checks them.
 """
 from __future__ import annotations
 
@@ -14,9 +15,7 @@ from pathlib import Path
 
 import torch
 
-from doctrans import __version__
 from doctrans.config import ExperimentConfig, experiment_from_dict, from_dict, to_dict
-from doctrans.utils.io import atomic_torch_save
 
 # Config fields that may change when resuming (they do not change what an update computes).
 RESUME_MAY_CHANGE = {
@@ -26,20 +25,6 @@ RESUME_MAY_CHANGE = {
     "train.eval_every_epochs", "train.save_every_epochs", "train.device", "train.tensorboard",
     "train.plot",
 }
-
-
-def save_checkpoint(path: Path, model, optimizer, state, cfg: ExperimentConfig,
-                    src_tokens: list[str], tgt_tokens: list[str]) -> None:
-    atomic_torch_save({
-        "version": __version__,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict() if optimizer is not None else {},
-        "state": state.to_dict(),
-        "config": to_dict(cfg),
-        "vocab": {"src": list(src_tokens), "tgt": list(tgt_tokens)},
-        "rng": torch.get_rng_state(),
-        "prepared": str(cfg.data.prepared),
-    }, path)
 
 
 def load_torch_file(path: str | Path, required: tuple[str, ...] = ()) -> dict:

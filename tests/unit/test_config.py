@@ -57,7 +57,8 @@ def test_dp_config_sections_defaults_and_errors(tmp_path):
     assert DPGenConfig().train.adam_betas == (0.9, 0.999) and DPGenConfig().model.name == "labeler"
     cfg = load_dp_config(PIPELINES / "dp" / "labeler.yaml", ["train.lr=0.1", "train.lr_decay=0.5",
                                                            "train.lr_decay_start=2"])
-    assert [cfg.lr_at(e) for e in range(4)] == [0.1, 0.1, 0.05, 0.025]      # decay after 2 epochs
+    from doctrans.training.optim import learning_rate
+    assert [learning_rate(cfg.train, 1, e) for e in range(4)] == [0.1, 0.1, 0.05, 0.025]   # decay after 2 epochs
     for bad, key in ((["epochs=3"], "'epochs'"), (["data.epochs=3"], "data.epochs"),
                      (["model.det_emb=8"], "model.det_emb"), (["model.name=nope"], "model.name"),
                      (["data.tune_on=test"], "tune_on"), (["train.label_smoothing=0.2"], "train.label_smoothing"),
