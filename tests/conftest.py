@@ -143,15 +143,6 @@ def oracle_insertions(base: str, oracle: str) -> list[int] | None:
     return extra
 
 
-def _lines_of(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").split("\n")[:-1]
-
-
-def _write(path: Path, lines: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
-
-
 def write_tvsub_slice(out: Path, train_docs: int = 10, train_lines: int = 15, eval_lines: int = 7) -> Path:
     """A small corpus in TVsub's layout at ``out``, cut from ``TVSUB``: the first ``train_lines``
     lines of the first ``train_docs`` training episodes; for dev and test, from each ``<DOC>`` of
@@ -159,6 +150,7 @@ def write_tvsub_slice(out: Path, train_docs: int = 10, train_lines: int = 15, ev
     (``oracle_insertions``), with every line-aligned file (raw, reference, segmented, oracle,
     the authors' auto-DP output) and every reference system cut alike."""
     from doctrans.data.sgml import read_sgml
+    from doctrans.utils.io import atomic_write_lines as _write, read_lines as _lines_of
 
     for d in range(train_docs):
         for lang in ("zh", "en"):
