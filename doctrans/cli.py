@@ -140,6 +140,38 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
         click.echo(f"run directory: {run_dir}")
 
 
+@cli.command("average")
+@click.argument("checkpoints", nargs=-1, metavar="[CKPT]...")
+@click.option("--last", "last", type=int, default=0,
+              help="Average the last N checkpoint{STEP}.pt of --run-dir (written with train.keep_last=K ≥ N).")
+@click.option("--run-dir", default=None, help="Run directory for --last.")
+@click.option("-o", "--output", required=True, help="Checkpoint to write (atomically).")
+def average_cmd(checkpoints: tuple[str, ...], last: int, run_dir: str | None, output: str) -> None:
+    """Average the weights of several checkpoints of one run into one checkpoint to translate
+    (fairseq's average_checkpoints.py; Vaswani et al. 2017 average the last 5).
+
+    `doctrans average --run-dir runs/quickstart --last 4 -o runs/quickstart/avg4.pt`, or name
+    the checkpoints. The result carries the last one's config, vocabularies and BPE codes and no
+    optimizer state (translate with it; it does not resume).
+    """
+    from doctrans.training.checkpoint import average_checkpoints, step_checkpoints
+    from doctrans.utils.io import atomic_torch_save
+
+    paths = list(checkpoints)
+    if last:
+        if not run_dir:
+            raise click.UsageError("--last needs --run-dir")
+        found = step_checkpoints(run_dir)
+        if len(found) < last:
+            raise click.UsageError(f"--last {last}: {run_dir} has {len(found)} checkpoint{{STEP}}.pt "
+                                   f"(train with train.keep_last={last} or more)")
+        paths += [str(p) for p in found[-last:]]
+    if not paths:
+        raise click.UsageError("give checkpoints or --run-dir DIR --last N")
+    atomic_torch_save(average_checkpoints(paths), output)
+    click.echo(f"averaged {len(paths)} checkpoints → {output}")
+
+
 # --- translate (doctrans/inference/translate.py) ----------------------------------------------
 
 

@@ -74,6 +74,8 @@ class TrainConfig:
     eval_max_sentences: int = 0         # 0 = whole dev set
     save_every: int = 500               # updates between "last" checkpoints
     save_every_epochs: int = 0          # also save "last" after every N-th epoch (0: off)
+    keep_last: int = 0                  # also keep the last K save points as checkpoint{STEP}.pt (weights
+                                        # only, for `doctrans average`, fairseq's --keep-last-epochs); 0: off
     patience: int = 0                   # evaluations without improvement before stopping; 0 = off
     metric: str = "bleu"                # early-stopping/best-checkpoint metric: bleu | xent_nats
     metric_mode: str = "max"            # max | min

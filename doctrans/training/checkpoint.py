@@ -23,7 +23,7 @@ RESUME_MAY_CHANGE = {
     "train.eval_every", "train.save_every", "train.log_every", "train.threads",
     "train.eval_bleu", "train.eval_beam", "train.eval_max_sentences", "run_dir",
     "train.eval_every_epochs", "train.save_every_epochs", "train.device", "train.tensorboard",
-    "train.plot",
+    "train.plot", "train.keep_last",
 }
 
 
@@ -99,3 +99,45 @@ def check_resume_compatible(saved, current) -> None:
     if diff:
         detail = ", ".join(f"{k}: {a.get(k)!r} → {b.get(k)!r}" for k in diff)
         raise ValueError(f"cannot resume: config differs from the checkpoint's ({detail})")
+
+
+def step_checkpoints(run_dir: str | Path) -> list[Path]:
+    """``run_dir/checkpoint{STEP}.pt`` (``train.keep_last``), oldest first (by STEP)."""
+    found = []
+    for p in Path(run_dir).glob("checkpoint*.pt"):
+        step = p.stem[len("checkpoint"):]
+        if step.isdigit():
+            found.append((int(step), p))
+    return [p for _, p in sorted(found)]
+
+
+def average_checkpoints(paths: list[str | Path]) -> dict:
+    """The element-wise mean of the models of ``paths`` (fairseq's ``average_checkpoints.py``;
+    Vaswani et al. 2017 §6.1 average the last 5 checkpoints), as a checkpoint to translate: the
+    last path's config, vocabularies, text settings and state, no optimizer. Floating tensors
+    are averaged in float64 and cast back; other tensors (integer buffers) come from the last.
+
+    Raises ValueError for no paths, or models whose parameter names or shapes differ (naming the
+    first mismatch and the two files); load errors as ``load_checkpoint``.
+    """
+    if not paths:
+        raise ValueError("average_checkpoints: no checkpoints given")
+    ckpts = [load_checkpoint(p) for p in paths]
+    last = ckpts[-1]
+    ref = last["model"]
+    total = {k: v.double() for k, v in ref.items() if v.is_floating_point()}
+    for p, ck in zip(paths[:-1], ckpts[:-1]):
+        m = ck["model"]
+        if set(m) != set(ref):
+            diff = sorted(set(m) ^ set(ref))[0]
+            raise ValueError(f"cannot average {p} with {paths[-1]}: parameter {diff!r} is in one only")
+        for k in total:
+            if m[k].shape != ref[k].shape:
+                raise ValueError(f"cannot average {p} with {paths[-1]}: {k} has shape "
+                                 f"{tuple(m[k].shape)} vs {tuple(ref[k].shape)}")
+            total[k] += m[k].double()
+    model = {k: (total[k] / len(ckpts)).to(v.dtype) if k in total else v for k, v in ref.items()}
+    out = {k: v for k, v in last.items() if k not in ("optimizer", "rng", "rng_ranks")}
+    out["model"] = model
+    out["averaged"] = [str(p) for p in paths]
+    return out

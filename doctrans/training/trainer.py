@@ -35,6 +35,7 @@ from tqdm import tqdm
 from doctrans import __version__
 from doctrans.config import TrainConfig, to_dict
 from doctrans.training import distributed as dist
+from doctrans.training.checkpoint import step_checkpoints
 from doctrans.training.curves import plot_learning_curves
 from doctrans.training.early_stopping import EarlyStopping
 from doctrans.training.metrics import MetricsWriter, TensorBoardWriter
@@ -143,13 +144,14 @@ class Trainer:
         log.info("resumed at update %d (epoch %d, batch %d)", self.state.step, self.state.epoch,
                  self.state.batch_in_epoch)
 
-    def save(self, name: str, extra: dict | None = None) -> None:
-        """Write ``run_dir/name`` (rank 0 only; other ranks return)."""
+    def save(self, name: str, extra: dict | None = None, optimizer: bool = True) -> None:
+        """Write ``run_dir/name`` (rank 0 only; other ranks return); ``optimizer=False`` leaves
+        the optimizer state out (a checkpoint to translate or average, not to resume)."""
         if not self.main:
             return
         atomic_torch_save({
             "version": __version__, "kind": self.task.kind,
-            "model": self.task.model.state_dict(), "optimizer": self.opt.state_dict(),
+            "model": self.task.model.state_dict(), **({"optimizer": self.opt.state_dict()} if optimizer else {}),
             "state": self.state.to_dict(), "config": to_dict(self.task.config),
             "rng": torch.get_rng_state(), "world": dist.world(), **(extra or {}),
             **self.task.checkpoint_extra(),
@@ -160,6 +162,15 @@ class Trainer:
         state (dropout masks differ per rank) for an exact ``--resume``."""
         rngs = dist.all_gather(torch.get_rng_state()) if dist.world() > 1 else None
         self.save("last.pt", {"rng_ranks": rngs} if rngs else None)
+        if self.t.keep_last and self.main:
+            self._keep_step_checkpoint()
+
+    def _keep_step_checkpoint(self) -> None:
+        """``checkpoint{STEP}.pt`` (weights only) at this save point; older ones beyond
+        ``train.keep_last`` are deleted."""
+        self.save(f"checkpoint{self.state.step}.pt", optimizer=False)
+        for old in step_checkpoints(self.run_dir)[:-self.t.keep_last]:
+            old.unlink(missing_ok=True)
 
     # -- the loop -------------------------------------------------------------------------
     def _stop_reason(self) -> str:

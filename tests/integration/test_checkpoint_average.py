@@ -1,0 +1,47 @@
+"""``train.keep_last`` and ``doctrans average`` (fairseq's --keep-last-epochs / average_checkpoints)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from conftest import train_tiny
+from doctrans.cli import cli
+from doctrans.training.checkpoint import average_checkpoints, load_checkpoint, step_checkpoints
+
+
+def test_keep_last_keeps_k_weight_checkpoints_and_average_is_their_mean(tmp_path):
+    last = train_tiny(tmp_path, 20, "train.max_steps=9", "train.save_every=3", "train.keep_last=2")
+    run = last.parent
+    kept = step_checkpoints(run)
+    assert [p.name for p in kept] == ["checkpoint6.pt", "checkpoint9.pt"]      # checkpoint3 deleted
+    a, b = load_checkpoint(kept[0]), load_checkpoint(kept[1])
+    assert "optimizer" not in a and a["state"]["step"] == 6
+    final = load_checkpoint(last)["model"]                                      # last.pt is step 9 too
+    assert all(torch.equal(b["model"][k], final[k]) for k in final)
+
+    avg = average_checkpoints(kept)
+    for k, v in avg["model"].items():
+        if v.is_floating_point():
+            assert torch.allclose(v, (a["model"][k] + b["model"][k]) / 2, atol=1e-6), k
+    assert not any(torch.equal(avg["model"][k], b["model"][k]) for k in b["model"]
+                   if b["model"][k].is_floating_point() and b["model"][k].dim() == 2)
+
+    out = tmp_path / "avg.pt"
+    res = CliRunner().invoke(cli, ["average", "--run-dir", str(run), "--last", "2", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    src = tmp_path / "in.txt"
+    src.write_text("a b c\n\nd e\n", encoding="utf-8")
+    res = CliRunner().invoke(cli, ["translate", "-c", str(out), "-i", str(src), "-o", str(tmp_path / "o.txt"),
+                                   "--input-format", "tok", "--beam", "2"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "o.txt").read_text(encoding="utf-8").split("\n")[1] == ""
+
+
+def test_average_refuses_models_of_other_shapes_and_too_few_checkpoints(tmp_path):
+    a = train_tiny(tmp_path / "a", 20, "train.max_steps=1")
+    b = train_tiny(tmp_path / "b", 20, "train.max_steps=1", "model.d_ff=48")
+    with pytest.raises(ValueError, match="shape"):
+        average_checkpoints([a, b])
+    res = CliRunner().invoke(cli, ["average", "--run-dir", str(a.parent), "--last", "3", "-o", str(tmp_path / "x.pt")])
+    assert res.exit_code != 0 and "keep_last" in res.output
