@@ -1,5 +1,9 @@
 # doctrans: end-to-end targets. Each target is the file its stage writes.
-#   make quickstart   install, preprocess the TVsub quickstart slice, train (45 min), translate, score
+#   make quickstart   install, preprocess the TVsub quickstart slice, annotate its DPs, train the
+#                     sentence-level Transformer (stage 1, QS_STEPS updates), then from it the
+#                     Transformer continued and the context model QS_CONTEXT (stage 2, CTX_STEPS
+#                     updates each), translate the TVsub test as documents with both and print their
+#                     BLEU side by side with significance (≈ 45–60 min on 2 cores)
 #   make test         install and run the test suite (tests/unit, tests/integration, tests/system; tests
 #                     marked `corpus` cut a small slice of DATA at test time and skip without it);
 #                     one tier or a selection: make test TEST_ARGS='-m unit' (or "-m 'not corpus'", -k …)
@@ -9,10 +13,11 @@
 #   make dp-ensemble-full    three full-corpus labelers (≈ 4 h on 2 cores) and their ensemble on test
 #   make dp-table     DP generator + Baseline / +DPs / +DPPs Transformers (BUDGET min each; DP_STEPS=N to stop
 #                     all three after N updates) → results/dp_table.md
-#   make context-table  stage 2 on top of the quickstart model (RUN/best.pt): the Transformer continued
-#                     and every context model of pipelines/context/, CTX_STEPS updates each (HAN joint:
-#                     CTX_STEPS more after HAN encoder, as the paper) → results/context_table.md
-# Variables: DATA (TVsub root), DOCS (training episodes, a slice like 0:300), BUDGET (minutes),
+#   make context-table  stage 2 on top of the quickstart's stage 1: the Transformer continued and every
+#                     context model of CTX_MODELS, CTX_STEPS updates each (HAN joint: CTX_STEPS more after
+#                     HAN encoder, as the paper) → results/context_table.md (reuses the quickstart's runs)
+# Variables: DATA (TVsub root), DOCS (training episodes, a slice like 0:300), QS_STEPS, CTX_STEPS,
+#            QS_CONTEXT, CAP (minutes, safety cap per training), BUDGET (dp-table minutes),
 #            PREP (prepared dataset dir), RUN (run dir), BEAM.
 
 SHELL   := /bin/bash
@@ -22,6 +27,14 @@ BIN     := $(VENV)/bin
 DATA    ?= ../shared/corpora/tvsub
 DOCS    ?= 0:300
 BUDGET  ?= 45
+# Stage 1: sentence-level Transformer updates. Stage 2: updates of every system (the continued
+# Transformer, each context model). QS_CONTEXT: the stage-2 context model of make quickstart
+# (pipelines/context/NAME.yaml). CAP: minutes; a training that reaches it stops early (a slower
+# machine) and the table shows fewer updates.
+QS_STEPS ?= 900
+CTX_STEPS ?= 300
+QS_CONTEXT ?= concat
+CAP     ?= 120
 BEAM    ?= 5
 PREP    ?= data/quickstart
 PREP_FULL ?= data/prep_full
@@ -37,9 +50,9 @@ TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/proces
 help:
 	@sed -n '2,/^# *PREP (prepared/p' Makefile
 
-quickstart: $(RUN)/scores.txt $(PREP)/dp/meta.json
-	@cat $(RUN)/scores.txt
+quickstart: $(RUN)/quickstart_table.md $(PREP)/dp/meta.json
 	@cat $(PREP)/dp/agreement.md
+	@cat $(RUN)/quickstart_table.md
 
 install: $(VENV)/.installed $(BIN)/lmplz fonts
 
@@ -69,12 +82,11 @@ check-data:
 $(PREP)/meta.json: | check-data install
 	$(BIN)/doctrans preprocess --data-dir $(DATA) --train-docs $(DOCS) -o $(PREP)
 
-$(RUN)/best.pt: $(PREP)/meta.json
-	$(BIN)/doctrans train pipelines/quickstart.yaml data.prepared=$(PREP) run_dir=$(RUN) --max-time $(BUDGET) \
-	  $(if $(wildcard $(RUN)/last.pt),--resume,)
-
-$(RUN)/test.hyp: $(RUN)/best.pt
-	$(BIN)/doctrans translate -c $(RUN)/best.pt -i $(TEST_SRC) -o $@ --beam $(BEAM)
+# Trainings end in a .done stamp (an interrupted one leaves last.pt: make resumes it).
+$(RUN)/.done: $(PREP)/meta.json
+	$(BIN)/doctrans train pipelines/quickstart.yaml data.prepared=$(PREP) run_dir=$(RUN) \
+	  train.max_steps=$(QS_STEPS) train.max_time_min=$(CAP) $(call resume,$(RUN))
+	touch $@
 
 dp: $(PREP)/dp/meta.json
 $(PREP)/dp/meta.json: $(PREP)/meta.json | install
@@ -143,33 +155,33 @@ results/dp_table.md: $(DPRUNS)/baseline/best.pt $(DPRUNS)/nmt_dp/best.pt $(DPRUN
 	  --beam $(BEAM) --out $@ --work results/dp_table
 
 # --- context models: stage 2 from the sentence-level quickstart model, equal updates ------------
-CTX_STEPS ?= 300
 CTX_RUNS  ?= runs/context
 CTX_MODELS ?= concat han_encoder han_decoder han_joint
-CTX_TRAIN = data.prepared=$(PREP) train.max_steps=$(CTX_STEPS) train.max_time_min=0
+CTX_TRAIN = data.prepared=$(PREP) train.max_steps=$(CTX_STEPS) train.max_time_min=$(CAP)
+CTX_TABLE = $(BIN)/python -m doctrans.evaluation.context_table --prepared $(PREP) --data $(DATA) \
+	  --ref $(TEST_REF) --beam $(BEAM) --system Transformer=$(CTX_RUNS)/transformer
 context-table: results/context_table.md
 	@cat results/context_table.md
-$(CTX_RUNS)/transformer/last.pt: $(RUN)/best.pt
+$(CTX_RUNS)/transformer/.done: $(RUN)/.done
 	$(BIN)/doctrans train pipelines/quickstart.yaml $(CTX_TRAIN) run_dir=$(CTX_RUNS)/transformer \
-	  train.init_from=$(RUN)/best.pt $(call resume,$(CTX_RUNS)/transformer)
-$(CTX_RUNS)/han_joint/last.pt: $(CTX_RUNS)/han_encoder/last.pt
+	  train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/transformer)
+	touch $@
+$(CTX_RUNS)/han_joint/.done: $(CTX_RUNS)/han_encoder/.done
 	$(BIN)/doctrans train pipelines/context/han_joint.yaml $(CTX_TRAIN) run_dir=$(CTX_RUNS)/han_joint \
 	  train.init_from=$(CTX_RUNS)/han_encoder/last.pt $(call resume,$(CTX_RUNS)/han_joint)
-$(CTX_RUNS)/%/last.pt: $(RUN)/best.pt
+	touch $@
+$(CTX_RUNS)/%/.done: $(RUN)/.done
 	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) run_dir=$(CTX_RUNS)/$* \
-	  train.init_from=$(RUN)/best.pt $(call resume,$(CTX_RUNS)/$*)
-results/context_table.md: $(CTX_RUNS)/transformer/last.pt $(foreach m,$(CTX_MODELS),$(CTX_RUNS)/$(m)/last.pt)
-	$(BIN)/python -m doctrans.evaluation.context_table --system Transformer=$(CTX_RUNS)/transformer \
-	  $(foreach m,$(CTX_MODELS),--system $(m)=$(CTX_RUNS)/$(m)) --prepared $(PREP) --data $(DATA) \
-	  --beam $(BEAM) --out $@ --work results/context_table
-
-$(RUN)/scores.txt: $(RUN)/test.hyp
-	$(BIN)/doctrans score $< -r $(TEST_REF) --json --out $(RUN)/scores.json > /dev/null
-	$(BIN)/doctrans score $< -r $(TEST_REF) > $@
+	  train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/$*)
+	touch $@
+results/context_table.md: $(CTX_RUNS)/transformer/.done $(foreach m,$(CTX_MODELS),$(CTX_RUNS)/$(m)/.done)
+	$(CTX_TABLE) $(foreach m,$(CTX_MODELS),--system $(m)=$(CTX_RUNS)/$(m)) --out $@ --work results/context_table
+$(RUN)/quickstart_table.md: $(CTX_RUNS)/transformer/.done $(CTX_RUNS)/$(QS_CONTEXT)/.done
+	$(CTX_TABLE) --system $(QS_CONTEXT)=$(CTX_RUNS)/$(QS_CONTEXT) --out $@ --work $(RUN)/table
 
 TEST_ARGS ?=
 test: install
 	$(BIN)/python -m pytest -q tests $(TEST_ARGS)
 
 clean-quickstart:
-	rm -rf $(PREP) $(RUN)
+	rm -rf $(PREP) $(RUN) $(CTX_RUNS)/transformer $(CTX_RUNS)/$(QS_CONTEXT)

@@ -43,6 +43,8 @@ class DataConfig:
     doc_batching: str = "runs"          # context models' batches (data/documents.py): runs (runs of
                                         # consecutive sentences) | sorted (length-sorted targets
                                         # plus their missing context rows)
+    doc_budget: str = "tokens"          # runs: max_tokens bounds the sum of row widths (tokens; the
+                                        # models compute in length buckets) | padded (rows × longest)
 
 
 @dataclass(frozen=True)

@@ -197,10 +197,10 @@ class DocBatch:
 
 
 class _Packer:
-    """Greedy packing of runs into batches under a padded-token budget (see make_doc_batches)."""
+    """Greedy packing of runs into batches under a token budget (see make_doc_batches)."""
 
-    def __init__(self, data: DocData, max_tokens: int, context_sents: int):
-        self.data, self.max_tokens, self.n = data, max_tokens, context_sents
+    def __init__(self, data: DocData, max_tokens: int, context_sents: int, budget: str = "tokens"):
+        self.data, self.max_tokens, self.n, self.budget = data, max_tokens, context_sents, budget
         src_len = np.fromiter((len(x) for x in data.src), dtype=np.int64, count=len(data))
         tgt_len = np.fromiter((len(x) for x in data.tgt), dtype=np.int64, count=len(data))
         self.width = np.maximum(src_len, tgt_len + 1)       # as batching.make_batches
@@ -210,6 +210,8 @@ class _Packer:
         self.longest = 0
 
     def fits(self, lines: list[int]) -> bool:
+        if self.budget == "tokens":
+            return sum(int(self.width[i]) for i in self.rows + lines) <= self.max_tokens
         longest = max([self.longest, *(int(self.width[i]) for i in lines)])
         return longest * (len(self.rows) + len(lines)) <= self.max_tokens
 
@@ -260,6 +262,7 @@ class _Packer:
 
 
 DOC_BATCHING = ("runs", "sorted")
+DOC_BUDGETS = ("tokens", "padded")
 
 
 def _context_lines(data: DocData, line: int, n: int) -> range:
@@ -331,28 +334,36 @@ def make_sorted_doc_batches(data: DocData, max_tokens: int, context_sents: int, 
 
 
 def make_doc_batches(data: DocData, max_tokens: int, context_sents: int, seed: int,
-                     epoch: int = 0, mode: str = "runs") -> list[DocBatchSpec]:
+                     epoch: int = 0, mode: str = "runs", budget: str = "tokens") -> list[DocBatchSpec]:
     """Document-aware batches of ``epoch``, in training order. ``mode`` "sorted" delegates to
-    ``make_sorted_doc_batches``; "runs" (below). Raises ValueError on another mode.
+    ``make_sorted_doc_batches``; "runs" (below). Raises ValueError on another mode or budget.
 
     Documents are visited in an order shuffled with (seed, epoch) and cut into runs of
     consecutive sentences packed greedily into batches; a batch may hold runs of several
     documents, and a document longer than a batch goes on in the next batch. Each run starts
     with the ``context_sents`` (N) sentences before its first sentence (same document) as
-    context-only rows; non-target lines inside a run are context-only rows too. The padded
-    size ``rows × max(longest source, longest target + 1)``, context rows included, stays within
-    ``max_tokens`` unless one sentence with its context alone exceeds it (then it is a batch of
-    its own). Every target line is a target row exactly once per epoch. Deterministic in
-    (seed, epoch), so resuming at (epoch, k) gives the same batches.
+    context-only rows; non-target lines inside a run are context-only rows too. The batch size,
+    context rows included, stays within ``max_tokens`` unless one sentence with its context
+    alone exceeds it (then it is a batch of its own); its size is, with ``budget`` "tokens"
+    (default), the sum over rows of max(source, target + 1) — what the models compute, since
+    they encode and decode a document batch in length buckets (``models.context.base.
+    length_buckets``) — or, with "padded", ``rows × max(longest source, longest target + 1)``
+    (half of which is padding for runs of subtitle lines: ``benchmarks/RESULTS.md``). A
+    sentence batch (``batching.make_batches``, length-sorted) holds about the same number of
+    tokens as a "tokens" document batch of the same ``max_tokens``. Every target line is a
+    target row exactly once per epoch. Deterministic in (seed, epoch), so resuming at
+    (epoch, k) gives the same batches. ``mode`` "sorted" always uses the padded budget.
     """
     if context_sents < 0:
         raise ValueError(f"context_sents must be >= 0, got {context_sents}")
     if mode not in DOC_BATCHING:
         raise ValueError(f"document batching mode must be one of {DOC_BATCHING}, got {mode!r}")
+    if budget not in DOC_BUDGETS:
+        raise ValueError(f"document batch budget must be one of {DOC_BUDGETS}, got {budget!r}")
     if mode == "sorted":
         return make_sorted_doc_batches(data, max_tokens, context_sents, seed, epoch)
     order = np.random.default_rng(seed * 1000003 + epoch).permutation(data.n_docs)
-    packer = _Packer(data, max_tokens, context_sents)
+    packer = _Packer(data, max_tokens, context_sents, budget)
     for d in order:
         packer.add_document(int(d))
     packer.flush()

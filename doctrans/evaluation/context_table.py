@@ -44,7 +44,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None) -> tuple[
     t0 = time.perf_counter()
     atomic_write_lines(hyp, tr.translate(lines, doc_ids=doc_ids))
     dt = time.perf_counter() - t0
-    ref = str(Path(args.data) / "test" / "test.ref.sgm")
+    ref = args.ref or str(Path(args.data) / "test" / "test.ref.sgm")
     res = score_files(ScoreConfig(hyp=str(hyp), refs=(ref,), hyp_tokenized=True,
                                   metrics=("bleu_tok_lc", "sacrebleu"),
                                   baseline=None if base_hyp is None else str(base_hyp), bootstrap=args.bootstrap))
@@ -87,6 +87,7 @@ def main(argv=None) -> Path:
                     help="a row (the first is the baseline); repeat")
     ap.add_argument("--prepared", default="data/quickstart")
     ap.add_argument("--data", default="../shared/corpora/tvsub")
+    ap.add_argument("--ref", default="", help="test references (SGML; default: DATA/test/test.ref.sgm)")
     ap.add_argument("--checkpoint", default="last", choices=["last", "best"])
     ap.add_argument("--out", default="results/context_table.md")
     ap.add_argument("--work", default="results/context_table")

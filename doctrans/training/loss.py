@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from doctrans.models.context.base import length_buckets
+
 
 @dataclass
 class LossOutput:
@@ -40,19 +42,34 @@ def forward_loss(model, batch, pad_id: int, eps: float) -> LossOutput:
     target positions, label-smoothed cross-entropy summed over them (nats). A document batch
     (``data.documents.DocBatch``) has ``is_target`` (B,): its context-only rows are encoded
     (every row: the model gathers context from them) but only the target rows are decoded
-    (``EncoderOutput.select``, cut to the target rows' longest source and target), so a
-    context-only row costs no decoder forward/backward and gets no loss."""
+    (``EncoderOutput.select``), in length buckets (``models.context.base.length_buckets``: runs
+    of consecutive sentences are not length-sorted), each cut to its longest source and target,
+    so a context-only row costs no decoder forward/backward and gets no loss, and padding costs
+    little. Same loss as one padded call (up to float summation order)."""
     tgt_in, tgt_out = batch.tgt_in, batch.tgt_out
     enc = model.encode(batch)
     is_target = getattr(batch, "is_target", None)              # (B,) bool, DocBatch only
-    if is_target is not None and not bool(is_target.all()):
-        rows = is_target.to(tgt_in.device).nonzero().squeeze(1)                 # (B',)
-        enc, tgt_in, tgt_out = _target_rows(enc, rows), tgt_in[rows], tgt_out[rows]
-        width = int(tgt_out.ne(pad_id).sum(1).max()) if rows.numel() else 0
-        tgt_in, tgt_out = tgt_in[:, :width], tgt_out[:, :width]
-    keep = tgt_out.ne(pad_id)                                  # (B', T') True at real tokens
-    logits = model.decode_train(enc, tgt_in, select=keep)      # (N, V)
-    return label_smoothed_xent(logits, tgt_out[keep], eps)
+    if is_target is None:
+        keep = tgt_out.ne(pad_id)                              # (B, T) True at real tokens
+        logits = model.decode_train(enc, tgt_in, select=keep)  # (N, V)
+        return label_smoothed_xent(logits, tgt_out[keep], eps)
+    rows = is_target.to(tgt_in.device).nonzero().squeeze(1)                     # (B',)
+    t_len = tgt_out.index_select(0, rows).ne(pad_id).sum(1)
+    s_len = (~enc.src_pad_mask).index_select(0, rows).sum(1)
+    parts = []
+    for group in length_buckets(torch.maximum(s_len, t_len)):
+        r = rows[group]
+        width = int(t_len[group].max())
+        t_in, t_out = tgt_in[r, :width], tgt_out[r, :width]
+        keep = t_out.ne(pad_id)
+        parts.append(label_smoothed_xent(model.decode_train(_target_rows(enc, r), t_in, select=keep),
+                                         t_out[keep], eps))
+    if not parts:                                              # no target row
+        zero = enc.states.sum() * 0.0
+        return LossOutput(total=zero, terms={"nll_nats": 0.0}, n_tokens=0)
+    return LossOutput(total=sum((p.total for p in parts[1:]), parts[0].total),
+                      terms={"nll_nats": sum(p.terms["nll_nats"] for p in parts)},
+                      n_tokens=sum(p.n_tokens for p in parts))
 
 
 def _target_rows(enc, rows: Tensor):

@@ -20,7 +20,7 @@ import yaml
 
 from doctrans.config import ExperimentConfig, to_dict
 from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches
-from doctrans.data.documents import (DOC_BATCHING, DocBatchSpec, DocData, collate_doc, load_doc_split,
+from doctrans.data.documents import (DOC_BATCHING, DOC_BUDGETS, DocBatchSpec, DocData, collate_doc, load_doc_split,
                                      make_doc_batches)
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
@@ -173,14 +173,17 @@ class DocNMTTask(NMTTask):
         mode = self.config.data.doc_batching
         if mode not in DOC_BATCHING:
             raise ValueError(f"data.doc_batching must be one of {DOC_BATCHING}, got {mode!r}")
-        self.dev_batches = (make_doc_batches(self.dev, self.t.max_tokens, self.context_sents, 0, mode=mode)
+        if self.config.data.doc_budget not in DOC_BUDGETS:
+            raise ValueError(f"data.doc_budget must be one of {DOC_BUDGETS}, got {self.config.data.doc_budget!r}")
+        self.dev_batches = (make_doc_batches(self.dev, self.t.max_tokens, self.context_sents, 0, mode=mode,
+                                             budget=self.config.data.doc_budget)
                             if self.dev is not None else [])
         log.info("document batches (%s): %d documents, %d target sentences, N = %d context sentences",
                  mode, self.train.n_docs, int(self.train.is_target.sum()), self.context_sents)
 
     def epoch_batches(self, epoch: int) -> list[DocBatchSpec]:
         return make_doc_batches(self.train, self.t.max_tokens, self.context_sents, self.t.seed, epoch,
-                                mode=self.config.data.doc_batching)
+                                mode=self.config.data.doc_batching, budget=self.config.data.doc_budget)
 
     def collate(self, key: DocBatchSpec, epoch: int, index: int):
         return collate_doc(self.train, key, self.tgt_vocab).to(self.device)

@@ -175,3 +175,51 @@ def test_context_rows_encoded_apart_and_not_decoded_same_loss_and_gradients(name
     assert set(grads) <= set(ref_grads) and grads
     for k, g in ref_grads.items():
         assert torch.allclose(grads.get(k, torch.zeros_like(g)), g, atol=1e-5), k
+
+
+def _long_doc_batch(seed: int = 0) -> DocBatchStub:
+    """40 rows of two documents (rows 0–24, 25–39) with lengths 2–12, rows 0 and 25 context-only,
+    each row's context its N = 2 predecessors in the same document."""
+    g = torch.Generator().manual_seed(seed)
+    n, s, t = 40, 12, 12
+    src = torch.zeros(n, s, dtype=torch.long)
+    tgt_in = torch.zeros(n, t, dtype=torch.long)
+    for r in range(n):
+        ls, lt = int(torch.randint(2, s + 1, (1,), generator=g)), int(torch.randint(2, t + 1, (1,), generator=g))
+        src[r, :ls - 1] = torch.randint(4, len(VOCAB), (ls - 1,), generator=g)
+        src[r, ls - 1] = 2
+        tgt_in[r, 0] = 1
+        tgt_in[r, 1:lt] = torch.randint(4, len(VOCAB), (lt - 1,), generator=g)
+    start = [0 if r < 25 else 25 for r in range(n)]
+    ctx = torch.tensor([[r - 2 if r - 2 >= start[r] else -1, r - 1 if r - 1 >= start[r] else -1] for r in range(n)])
+    is_target = torch.ones(n, dtype=torch.bool)
+    is_target[[0, 25]] = False
+    b = DocBatchStub(src, tgt_in, ctx, is_target)
+    b.tgt_out = torch.cat([tgt_in[:, 1:], torch.zeros(n, 1, dtype=torch.long)], 1)
+    for r in range(n):
+        b.tgt_out[r, int(tgt_in[r].ne(0).sum()) - 1] = 2
+    return b
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_length_buckets_give_the_loss_and_gradients_of_one_padded_batch(name, monkeypatch):
+    """Encoding and decoding a document batch's rows in length buckets (base.length_buckets)
+    computes what one padded call computes: same loss and gradients."""
+    import doctrans.models.context.base as base
+    from doctrans.training.loss import forward_loss
+
+    b = _long_doc_batch()
+    assert len(base.length_buckets(b.src.ne(0).sum(1))) == base.LENGTH_BUCKETS == 4
+    results = []
+    for buckets in (4, 1):
+        monkeypatch.setattr(base, "LENGTH_BUCKETS", buckets)
+        m = model(name)
+        out = forward_loss(m, b, 0, 0.1)
+        out.total.backward()
+        results.append((out, {k: p.grad for k, p in m.named_parameters() if p.grad is not None}))
+    (out, grads), (ref, ref_grads) = results
+    assert out.n_tokens == ref.n_tokens == int(b.tgt_out[b.is_target].ne(0).sum())
+    assert torch.allclose(out.total, ref.total, rtol=1e-5)
+    assert set(grads) == set(ref_grads) and grads
+    for k, g in ref_grads.items():
+        assert torch.allclose(grads[k], g, atol=1e-5, rtol=1e-4), k

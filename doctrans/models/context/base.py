@@ -85,25 +85,58 @@ def scatter_rows(parts: list[tuple[Tensor, EncoderOutput]], b: int, s: int) -> E
     return EncoderOutput(states, mask)
 
 
+LENGTH_BUCKETS = 4     # sub-batches of similar length per document batch (see length_buckets)
+
+
+def length_buckets(lengths: Tensor, max_buckets: int | None = None, min_rows: int = 8) -> list[Tensor]:
+    """Indices into ``lengths`` (R,) sorted by length and cut into at most ``max_buckets``
+    (default ``LENGTH_BUCKETS``) groups of equal row count (at least ``min_rows`` rows each, so
+    one group for small batches).
+
+    A document batch holds runs of consecutive sentences, which cannot be length-sorted: padded
+    to its longest row, half of its grid is padding (``benchmarks/RESULTS.md``). Rows never
+    attend to each other inside the backbone, so encoding / decoding them in length buckets,
+    each cut to its own longest row, computes the same states at real positions for a fraction
+    of the padding [I: our batching choice, not from a paper]."""
+    order = lengths.argsort(stable=True)
+    k = max(1, min(max_buckets or LENGTH_BUCKETS, order.numel() // min_rows))
+    return [c for c in order.chunk(k) if c.numel()]
+
+
+def encode_bucketed(backbone: nn.Module, src: Tensor, rows: Tensor) -> list[tuple[Tensor, EncoderOutput]] | None:
+    """``backbone.encode`` of rows ``rows`` (R,) of ``src`` (B, S) in length buckets → parts for
+    ``scatter_rows`` [(rows_k, EncoderOutput (R_k, S_k, H))], or None if the backbone returns
+    ``extra`` (its encoding may not be split)."""
+    lengths = src.index_select(0, rows).ne(backbone.pad_id).sum(1)
+    parts = []
+    for group in length_buckets(lengths):
+        r = rows[group]
+        enc = backbone.encode(SearchBatch(_cut_rows(src, r, backbone.pad_id)))
+        if enc.extra:
+            return None
+        parts.append((r, enc))
+    return parts
+
+
 def split_encode(backbone: nn.Module, batch, context_grad: bool) -> EncoderOutput:
     """``backbone.encode`` of every row of a document batch, target rows and context-only rows
     (``is_target`` False) as two sub-batches, each cut to its own longest source, the
     context-only ones without gradient unless ``context_grad``. Same states at real positions
     as one call (zeros at padding); a plain call when gradients are off, the batch has no
-    ``is_target`` or one kind of row only, or the backbone returns ``extra``. batch.src: (B, S)
-    → states (B, S, H)."""
+    ``is_target`` or one kind of row only, or the backbone returns ``extra``. The target rows
+    are encoded in length buckets (``length_buckets``). batch.src: (B, S) → states (B, S, H)."""
     is_target = getattr(batch, "is_target", None)
     src = batch.src
     if is_target is None or not torch.is_grad_enabled() or bool(is_target.all()) or not bool(is_target.any()):
         return backbone.encode(batch)
     is_target = is_target.to(src.device)
     t_rows, c_rows = is_target.nonzero().squeeze(1), (~is_target).nonzero().squeeze(1)
-    enc_t = backbone.encode(SearchBatch(_cut_rows(src, t_rows, backbone.pad_id)))
+    parts = encode_bucketed(backbone, src, t_rows)
     with torch.set_grad_enabled(context_grad):
         enc_c = backbone.encode(SearchBatch(_cut_rows(src, c_rows, backbone.pad_id)))
-    if enc_t.extra or enc_c.extra:
+    if parts is None or enc_c.extra:
         return backbone.encode(batch)
-    return scatter_rows([(t_rows, enc_t), (c_rows, enc_c)], src.size(0), src.size(1))
+    return scatter_rows(parts + [(c_rows, enc_c)], src.size(0), src.size(1))
 
 
 class ContextModel(nn.Module):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from doctrans.models.context.base import ContextModel, context_rows, scatter_rows
+from doctrans.models.context.base import ContextModel, context_rows, encode_bucketed, scatter_rows
 from doctrans.models.interface import EncoderOutput, SearchBatch
 
 
@@ -57,15 +57,15 @@ class ConcatContext(ContextModel):
         states (B, C+S, H); the decoder attends to context and current words alike. With
         ``is_target`` (B,) only the target rows are encoded (context-only rows are context
         through their tokens, never decoded: ``forward_loss`` and ``beam_search`` select the
-        target rows): context-only rows are all padding (zeros, masked)."""
+        target rows): context-only rows are all padding (zeros, masked). The target rows are
+        encoded in length buckets (``base.length_buckets``)."""
         src = self.concatenated_source(batch)                               # (B, C+S)
         is_target = getattr(batch, "is_target", None)
         if is_target is None or bool(is_target.all()) or not bool(is_target.any()):
             return self.backbone.encode(SearchBatch(src))
         rows = is_target.to(src.device).nonzero().squeeze(1)
-        part = src.index_select(0, rows)
-        part = part[:, :int(part.ne(self.pad_id).sum(1).max())]
-        enc = self.backbone.encode(SearchBatch(part))
-        if enc.extra:
+        parts = encode_bucketed(self.backbone, src, rows)                   # length buckets
+        if parts is None:
             return self.backbone.encode(SearchBatch(src))
-        return scatter_rows([(rows, enc)], src.size(0), part.size(1))
+        width = max(enc.states.size(1) for _, enc in parts)
+        return scatter_rows(parts, src.size(0), width)

@@ -25,7 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from doctrans.models.context.base import ContextModel, context_rows, gather_context, special_mask, split_encode
+from doctrans.models.context.base import (ContextModel, context_rows, gather_context, length_buckets, special_mask,
+                                          split_encode)
 from doctrans.models.context.han_block import HANBlock, HANBlockConfig
 from doctrans.models.interface import EncoderOutput
 
@@ -103,9 +104,28 @@ class HAN(ContextModel):
         sub_rows = torch.where(rows.ge(0), remap[rows.clamp(min=0)], rows)       # (B, N) into the R rows
         sub_tgt = tgt_in.index_select(0, needed)                                   # (R, T)
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.cfg.detach_context):
-            dec = self.backbone.decode_hidden(plain.select(needed), sub_tgt)      # (R, T, H)
+            dec = self._teacher_forced(plain.select(needed), sub_tgt)             # (R, T, H)
         ctx, word_mask, missing = gather_context(dec, special_mask(sub_tgt), sub_rows)
         return {"dec_ctx": ctx, "dec_ctx_mask": word_mask, "dec_ctx_missing": missing}
+
+    def _teacher_forced(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+        """Top decoder states (R, T, H) of ``tgt_in`` (R, T) given ``enc`` (R rows), computed in
+        length buckets (``base.length_buckets``), zeros at padding (masked by the word mask)."""
+        lengths = tgt_in.ne(self.pad_id).sum(1)
+        groups = length_buckets(lengths)
+        if len(groups) == 1 or enc.extra:
+            return self.backbone.decode_hidden(enc, tgt_in)
+        out = None
+        for g in groups:
+            part = enc.select(g)
+            s = int((~part.src_pad_mask).sum(1).max())
+            part = EncoderOutput(part.states[:, :s], part.src_pad_mask[:, :s])
+            t = int(lengths[g].max())
+            dec = self.backbone.decode_hidden(part, tgt_in[g, :t])                 # (R_g, t, H)
+            if out is None:
+                out = dec.new_zeros((tgt_in.size(0), tgt_in.size(1), dec.size(-1)))
+            out = out.index_copy(0, g, F.pad(dec, (0, 0, 0, tgt_in.size(1) - t)))
+        return out
 
     def _decoder_han(self, hidden: Tensor, extra: dict) -> Tensor:
         # hidden: (B, T, H) top decoder states → context-aware states (B, T, H)
