@@ -17,7 +17,9 @@ target rows (``n_targets``, what ``metrics.jsonl``'s ``tok_per_s`` counts) / sec
 ratio to the sentence model.
 
 Translation (``--translate-lines 0``: skipped): the first ``--translate-lines`` lines of each
-TVsub test document (``PREP/test.bpe.zh`` + ``PREP/test.docs``) at ``--beam`` with the models
+TVsub test document (``PREP/test.bpe.zh`` + ``PREP/test.docs``; ``--translate-split train
+--translate-docs K``: of the last K training episodes instead, a collection of K documents —
+the test set has 2, so a target-side model decodes 2 sentences at a time there) at ``--beam`` with the models
 just trained (mode: the first of ``--modes``; batching does not change translation): the
 sentence model through ``decode_corpus`` (no documents), each context model through
 ``translate_documents`` (what ``Translator.translate(lines, doc_ids=…)`` calls), interleaved,
@@ -103,10 +105,12 @@ def build_systems(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
 def translate_speed(prep: Path, systems: list[System], sv: Vocab, tv: Vocab, a) -> list[tuple[str, float, float]]:
     """(name, sentences/s, mean output tokens) per system on the first lines of each test
     document; the sentence model gets no documents."""
-    lines, docs = read_lines(prep / "test.bpe.zh"), [x.split("\t") for x in read_lines(prep / "test.docs")]
+    split = a.translate_split
+    lines, docs = read_lines(prep / f"{split}.bpe.zh"), [x.split("\t") for x in read_lines(prep / f"{split}.docs")]
+    keep = list(dict.fromkeys(d for d, _ in docs))[-a.translate_docs:] if a.translate_docs else None
     by_doc: dict[str, list[np.ndarray]] = {}
     for line, (d, pos) in zip(lines, docs):
-        if int(pos) < a.translate_lines:
+        if int(pos) < a.translate_lines and (keep is None or d in keep) and line.strip():
             by_doc.setdefault(d, []).append(sv.encode(line))
     flat = [x for doc in by_doc.values() for x in doc]
     out = []
@@ -134,6 +138,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=4096)
     ap.add_argument("--translate-lines", type=int, default=150, help="per test document; 0: no translation")
+    ap.add_argument("--translate-split", default="test", choices=["test", "train"],
+                    help="documents to translate: the TVsub test (2 documents) or the slice's train episodes "
+                         "(a collection: target-side models batch sentence m of every document)")
+    ap.add_argument("--translate-docs", type=int, default=0, help="the last K documents of the split (0: all)")
     ap.add_argument("--beam", type=int, default=5)
     ap.add_argument("--max-len-ratio", type=float, default=1.5)
     ap.add_argument("--max-len-extra", type=int, default=10)
@@ -161,7 +169,8 @@ def main() -> None:
         chosen = [s for s in systems if s.name == "sentence" or s.name.endswith(f"/{mode}")]
         rows = translate_speed(prep, chosen, sv, tv, a)
         print(f"\nbeam {a.beam}, lenpen 1.0, max_len_ratio {a.max_len_ratio}, max_len_extra {a.max_len_extra}, "
-              f"first {a.translate_lines} lines of each test document, models after the updates above\n")
+              f"first {a.translate_lines} lines of each {a.translate_split} document"
+              f"{f' (last {a.translate_docs} documents)' if a.translate_docs else ''}, models after the updates above\n")
         print("| system | sentences/s | ratio to sentence | mean output tokens |")
         print("| --- | ---: | ---: | ---: |")
         for name, sps, length in rows:
