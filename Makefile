@@ -33,7 +33,7 @@ BUDGET  ?= 45
 # machine) and the table shows fewer updates.
 QS_STEPS ?= 900
 CTX_STEPS ?= 300
-QS_CONTEXT ?= concat
+QS_CONTEXT ?= han_encoder
 CAP     ?= 120
 BEAM    ?= 5
 PREP    ?= data/quickstart
