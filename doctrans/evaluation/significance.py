@@ -51,22 +51,19 @@ def paired_bootstrap(base: Sequence[str], system: Sequence[str], refs: Sequence[
                      n_samples: int = 1000) -> dict:
     """sacrebleu paired bootstrap on prepared text: ``{"baseline", "system", "p_value", "ci"}``.
 
-    Identical outputs get p = 1.0: sacrebleu 2.x counts resampled differences strictly above the
-    observed one, so two identical systems (observed difference 0) come out at p = 1/(n + 1),
-    "significant" — e.g. a best.pt that is last.pt compared with last.pt."""
+    Equal corpus scores get p = 1.0: sacrebleu 2.x counts resampled differences strictly above the
+    observed one, so two systems with the same BLEU (observed difference 0: identical outputs, or
+    two untrained models both at 0) come out at p = 1/(n + 1), "significant"."""
     from sacrebleu.metrics import BLEU
     from sacrebleu.significance import PairedTest
 
     metric = {"BLEU": BLEU(tokenize="none", lowercase=True, force=True)}
-    if list(base) == list(system):
-        score = float(metric["BLEU"].corpus_score(list(system), [list(r) for r in refs]).score)
-        return {"baseline": score, "system": score, "p_value": 1.0, "ci95": 0.0, "n_samples": n_samples,
-                "signature": str(metric["BLEU"].get_signature())}
     test = PairedTest([("baseline", list(base)), ("system", list(system))], metric,
                       references=[list(r) for r in refs], test_type="bs", n_samples=n_samples)
     sigs, scores = test()
     b, s = scores["BLEU"]
-    return {"baseline": float(b.score), "system": float(s.score), "p_value": float(s.p_value),
+    p = 1.0 if float(b.score) == float(s.score) else float(s.p_value)
+    return {"baseline": float(b.score), "system": float(s.score), "p_value": p,
             "ci95": float(s.ci), "n_samples": n_samples, "signature": str(sigs["BLEU"])}
 
 

@@ -37,6 +37,8 @@ def test_paired_bootstrap_of_identical_outputs_is_not_significant():
     same = [f"said go school {i}" for i in range(60)]
     r = paired_bootstrap(same, list(same), refs, n_samples=200)
     assert r["p_value"] == 1.0 and r["system"] == r["baseline"] > 0
+    r = paired_bootstrap([f"x {i}" for i in range(60)], [f"y {i}" for i in range(60)], refs, n_samples=200)
+    assert r["p_value"] == 1.0 and r["system"] == r["baseline"] == 0.0                  # both BLEU 0
 
 
 def test_count_pronouns_hand_example():
