@@ -208,10 +208,11 @@ class _Packer:
         self.rows: list[int] = []
         self.target: list[bool] = []
         self.longest = 0
+        self.total = 0                                      # sum of the rows' widths
 
     def fits(self, lines: list[int]) -> bool:
         if self.budget == "tokens":
-            return sum(int(self.width[i]) for i in self.rows + lines) <= self.max_tokens
+            return self.total + sum(int(self.width[i]) for i in lines) <= self.max_tokens
         longest = max([self.longest, *(int(self.width[i]) for i in lines)])
         return longest * (len(self.rows) + len(lines)) <= self.max_tokens
 
@@ -219,11 +220,12 @@ class _Packer:
         self.rows.append(line)
         self.target.append(target)
         self.longest = max(self.longest, int(self.width[line]))
+        self.total += int(self.width[line])
 
     def trim(self) -> None:
         """Drop trailing context-only rows (context of nothing in this batch)."""
         while self.target and not self.target[-1]:
-            self.rows.pop()
+            self.total -= int(self.width[self.rows.pop()])
             self.target.pop()
         self.longest = max((int(self.width[i]) for i in self.rows), default=0)
 
@@ -232,7 +234,7 @@ class _Packer:
         if self.rows:
             self.batches.append(DocBatchSpec(np.asarray(self.rows, dtype=np.int64),
                                              np.asarray(self.target, dtype=bool), self.n))
-        self.rows, self.target, self.longest = [], [], 0
+        self.rows, self.target, self.longest, self.total = [], [], 0, 0
 
     def add_document(self, d: int) -> None:
         """Runs of document ``d``: a run starts at a target line with its N preceding lines as

@@ -122,12 +122,11 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
     """
     if not paths:
         raise ValueError("average_checkpoints: no checkpoints given")
-    ckpts = [load_checkpoint(p) for p in paths]
-    last = ckpts[-1]
+    last = load_checkpoint(paths[-1])                   # one checkpoint in memory at a time
     ref = last["model"]
     total = {k: v.double() for k, v in ref.items() if v.is_floating_point()}
-    for p, ck in zip(paths[:-1], ckpts[:-1]):
-        m = ck["model"]
+    for p in paths[:-1]:
+        m = load_checkpoint(p)["model"]
         if set(m) != set(ref):
             diff = sorted(set(m) ^ set(ref))[0]
             raise ValueError(f"cannot average {p} with {paths[-1]}: parameter {diff!r} is in one only")
@@ -136,7 +135,7 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
                 raise ValueError(f"cannot average {p} with {paths[-1]}: {k} has shape "
                                  f"{tuple(m[k].shape)} vs {tuple(ref[k].shape)}")
             total[k] += m[k].double()
-    model = {k: (total[k] / len(ckpts)).to(v.dtype) if k in total else v for k, v in ref.items()}
+    model = {k: (total[k] / len(paths)).to(v.dtype) if k in total else v for k, v in ref.items()}
     out = {k: v for k, v in last.items() if k not in ("optimizer", "rng", "rng_ranks")}
     out["model"] = model
     out["averaged"] = [str(p) for p in paths]
