@@ -3,7 +3,7 @@
 Usage: python benchmarks/context_speed.py PREPARED_DIR [--updates 30] [--warmup 5]
        [--models concat,han_encoder,han_decoder,han_joint] [--modes runs,sorted] [--threads 2]
        [--max-tokens 4096] [--translate-lines 150] [--beam 5] [--max-len-ratio 1.5]
-       [--max-len-extra 10]
+       [--max-len-extra 10] [--checkpoint NAME=CKPT ...] [--repeats 1]
 
 Training: the sentence model (``pipelines/quickstart.yaml``) and every context model
 (``pipelines/context/{model}.yaml``, ``train.init_from=""``: from scratch) under every
@@ -24,6 +24,10 @@ just trained (mode: the first of ``--modes``; batching does not change translati
 sentence model through ``decode_corpus`` (no documents), each context model through
 ``translate_documents`` (what ``Translator.translate(lines, doc_ids=…)`` calls), interleaved,
 the same ``max_len_ratio``/``max_len_extra`` caps for all: sentences/s, ratio, mean output length.
+Models after a few updates emit short outputs, so the encoder dominates; ``--checkpoint
+NAME=CKPT`` (repeatable, the first one is the reference, e.g. the context table's trained
+runs) translates with trained models instead, ``--repeats R`` times each, interleaved, and
+``--updates 0`` skips the training part.
 """
 from __future__ import annotations
 
@@ -102,9 +106,26 @@ def build_systems(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
     return out
 
 
+def load_systems(specs: list[str], sv: Vocab, tv: Vocab) -> list[System]:
+    """``NAME=CKPT`` → trained models in eval mode (their vocabularies must be the slice's)."""
+    from doctrans.training.checkpoint import config_of, load_checkpoint
+    out = []
+    for spec in specs:
+        name, _, path = spec.partition("=")
+        ck = load_checkpoint(path)
+        if list(ck["vocab"]["src"]) != sv.tokens or list(ck["vocab"]["tgt"]) != tv.tokens:
+            raise SystemExit(f"{path}: vocabularies differ from PREPARED_DIR's")
+        exp = config_of(ck)
+        m = build_model(exp.model, len(sv), len(tv), sv.pad_id, exp.context)
+        m.load_state_dict(ck["model"])
+        out.append(System(name, m.eval(), None, []))
+    return out
+
+
 def translate_speed(prep: Path, systems: list[System], sv: Vocab, tv: Vocab, a) -> list[tuple[str, float, float]]:
     """(name, sentences/s, mean output tokens) per system on the first lines of each test
-    document; the sentence model gets no documents."""
+    document; the sentence model gets no documents. With ``--repeats R`` every system
+    translates R times, interleaved; sentences/s over all R."""
     split = a.translate_split
     lines, docs = read_lines(prep / f"{split}.bpe.zh"), [x.split("\t") for x in read_lines(prep / f"{split}.docs")]
     keep = list(dict.fromkeys(d for d, _ in docs))[-a.translate_docs:] if a.translate_docs else None
@@ -113,19 +134,22 @@ def translate_speed(prep: Path, systems: list[System], sv: Vocab, tv: Vocab, a) 
         if int(pos) < a.translate_lines and (keep is None or d in keep) and line.strip():
             by_doc.setdefault(d, []).append(sv.encode(line))
     flat = [x for doc in by_doc.values() for x in doc]
-    out = []
-    for s in systems:
-        s.model.eval()
-        t0 = time.perf_counter()
-        if getattr(s.model, "context_sents", 0):
-            hyps = [h for doc in translate_documents(s.model, list(by_doc.values()), tv, a.beam, 1.0,
-                                                     a.max_len_ratio, a.max_len_extra, 64) for h in doc]
-        else:
-            hyps = decode_corpus(s.model, flat, tv, a.beam, 1.0, a.max_len_ratio, a.max_len_extra, 64)
-        dt = time.perf_counter() - t0
-        out.append((s.name.split("/")[0], len(flat) / dt, sum(len(h.split()) for h in hyps) / len(hyps)))
-        log.info("translate %s: %d sentences in %.1f s", s.name, len(flat), dt)
-    return out
+    seconds, lengths = [0.0] * len(systems), [0.0] * len(systems)
+    for rep in range(a.repeats):
+        for i, s in enumerate(systems):
+            s.model.eval()
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                if getattr(s.model, "context_sents", 0):
+                    hyps = [h for doc in translate_documents(s.model, list(by_doc.values()), tv, a.beam, 1.0,
+                                                             a.max_len_ratio, a.max_len_extra, 64) for h in doc]
+                else:
+                    hyps = decode_corpus(s.model, flat, tv, a.beam, 1.0, a.max_len_ratio, a.max_len_extra, 64)
+            dt = time.perf_counter() - t0
+            seconds[i] += dt
+            lengths[i] = sum(len(h.split()) for h in hyps) / len(hyps)
+            log.info("translate %s (%d/%d): %d sentences in %.1f s", s.name, rep + 1, a.repeats, len(flat), dt)
+    return [(s.name.split("/")[0], a.repeats * len(flat) / sec, n) for s, sec, n in zip(systems, seconds, lengths)]
 
 
 def main() -> None:
@@ -145,11 +169,37 @@ def main() -> None:
     ap.add_argument("--beam", type=int, default=5)
     ap.add_argument("--max-len-ratio", type=float, default=1.5)
     ap.add_argument("--max-len-extra", type=int, default=10)
+    ap.add_argument("--checkpoint", action="append", default=[], metavar="NAME=CKPT",
+                    help="translate with trained checkpoints (repeatable; the first is the reference)")
+    ap.add_argument("--repeats", type=int, default=1, help="translations per system, interleaved")
     a = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     torch.set_num_threads(a.threads)
     prep = a.prepared.resolve()
     sv, tv = Vocab.from_counts_file(prep / "vocab.zh.txt"), Vocab.from_counts_file(prep / "vocab.en.txt")
+    print(f"\ntorch {torch.__version__}, threads {torch.get_num_threads()}, max_tokens {a.max_tokens}")
+    if a.updates:
+        systems = train_speed(a, prep, sv, tv)
+    if a.translate_lines:
+        if a.checkpoint:
+            chosen, models = load_systems(a.checkpoint, sv, tv), "trained checkpoints " + ", ".join(a.checkpoint)
+        else:
+            mode = a.modes.split(",")[0]
+            chosen = [s for s in systems if s.name == "sentence" or s.name.endswith(f"/{mode}")]
+            models = "models after the updates above"
+        rows = translate_speed(prep, chosen, sv, tv, a)
+        print(f"\nbeam {a.beam}, lenpen 1.0, max_len_ratio {a.max_len_ratio}, max_len_extra {a.max_len_extra}, "
+              f"first {a.translate_lines} lines of each {a.translate_split} document"
+              f"{f' (last {a.translate_docs} documents)' if a.translate_docs else ''}, {models}, "
+              f"{a.repeats} interleaved repeat(s)\n")
+        print("| system | sentences/s | ratio to first | mean output tokens |")
+        print("| --- | ---: | ---: | ---: |")
+        for name, sps, length in rows:
+            print(f"| {name} | {sps:.2f} | {sps / rows[0][1]:.2f} | {length:.1f} |")
+
+
+def train_speed(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
+    """Train every system interleaved by update and print the tok/s table; returns them."""
     systems = build_systems(a, prep, sv, tv)
     t0 = time.perf_counter()
     for k in range(a.warmup + a.updates):
@@ -157,24 +207,13 @@ def main() -> None:
             s.update(k, timed=k >= a.warmup)
         log.info("update %d done (%.0f s)", k + 1, time.perf_counter() - t0)
     base = systems[0].tokens / systems[0].seconds
-    print(f"\ntorch {torch.__version__}, threads {torch.get_num_threads()}, max_tokens {a.max_tokens}, "
-          f"{a.updates} timed updates after {a.warmup}, interleaved by update\n")
+    print(f"\n{a.updates} timed updates after {a.warmup}, interleaved by update\n")
     print("| system / doc_batching | target tokens | s | target tok/s | ratio to sentence |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for s in systems:
         tps = s.tokens / s.seconds
         print(f"| {s.name} | {s.tokens:,} | {s.seconds:.1f} | {tps:,.0f} | {tps / base:.2f} |", flush=True)
-    if a.translate_lines:
-        mode = a.modes.split(",")[0]
-        chosen = [s for s in systems if s.name == "sentence" or s.name.endswith(f"/{mode}")]
-        rows = translate_speed(prep, chosen, sv, tv, a)
-        print(f"\nbeam {a.beam}, lenpen 1.0, max_len_ratio {a.max_len_ratio}, max_len_extra {a.max_len_extra}, "
-              f"first {a.translate_lines} lines of each {a.translate_split} document"
-              f"{f' (last {a.translate_docs} documents)' if a.translate_docs else ''}, models after the updates above\n")
-        print("| system | sentences/s | ratio to sentence | mean output tokens |")
-        print("| --- | ---: | ---: | ---: |")
-        for name, sps, length in rows:
-            print(f"| {name} | {sps:.2f} | {sps / rows[0][1]:.2f} | {length:.1f} |")
+    return systems
 
 
 if __name__ == "__main__":

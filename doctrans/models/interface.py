@@ -23,18 +23,29 @@ class EncoderOutput:
     """What ``encode`` returns and ``decode_train``/``init_state`` consume.
 
     states: (B, S, H) encoder states; src_pad_mask: (B, S) bool, True at padding.
-    ``extra`` holds backbone-specific tensors whose first dimension is B (e.g. an RNN's
-    initial decoder state); ``select`` keeps them aligned with ``states``.
+    ``extra`` holds model-specific tensors whose first dimension is B and that are not indexed
+    by source position (e.g. an RNN's initial decoder state, or a context model's pointers into
+    ``shared``); ``select`` keeps them aligned with ``states``, and a caller may cut ``states``
+    to fewer source positions without touching them. ``shared`` holds tensors that rows refer
+    to by index rather than own (e.g. a context memory computed once per context sentence and
+    read by many rows and by every beam hypothesis); ``select`` passes it on unchanged.
     """
 
     states: Tensor
     src_pad_mask: Tensor
     extra: dict[str, Tensor] | None = None
+    shared: dict[str, Tensor] | None = None
 
     def select(self, index: Tensor) -> "EncoderOutput":
         """Rows ``index`` (B',) of everything, e.g. to repeat each sentence once per beam."""
         extra = None if self.extra is None else {k: v.index_select(0, index) for k, v in self.extra.items()}
-        return EncoderOutput(self.states.index_select(0, index), self.src_pad_mask.index_select(0, index), extra)
+        return EncoderOutput(self.states.index_select(0, index), self.src_pad_mask.index_select(0, index), extra,
+                             self.shared)
+
+    def narrow(self, width: int) -> "EncoderOutput":
+        """The first ``width`` source positions of ``states`` and ``src_pad_mask``; ``extra``
+        and ``shared`` unchanged."""
+        return EncoderOutput(self.states[:, :width], self.src_pad_mask[:, :width], self.extra, self.shared)
 
 
 class SourceBatch(Protocol):

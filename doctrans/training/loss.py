@@ -76,8 +76,8 @@ def _target_rows(enc, rows: Tensor):
     """``enc`` (EncoderOutput of B rows) → rows ``rows`` (B',), source cut to their longest."""
     enc = enc.select(rows)
     width = int((~enc.src_pad_mask).sum(1).max()) if rows.numel() else 0
-    if width < enc.states.size(1) and not enc.extra:
-        enc = type(enc)(enc.states[:, :width], enc.src_pad_mask[:, :width], enc.extra)
+    if width < enc.states.size(1):
+        enc = enc.narrow(width)
     return enc
 
 

@@ -223,3 +223,25 @@ def test_length_buckets_give_the_loss_and_gradients_of_one_padded_batch(name, mo
     assert set(grads) == set(ref_grads) and grads
     for k, g in ref_grads.items():
         assert torch.allclose(grads[k], g, atol=1e-5, rtol=1e-4), k
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(VARIANTS) if VARIANTS[n].get("attach") in ("decoder", "both")])
+def test_beams_sharing_one_context_memory_search_like_one_memory_per_row(name, monkeypatch):
+    """Beam search reads the decoder-side context memory once per sentence (its K hypotheses as
+    K query positions, ``HAN.decode_step``); the per-row path (every row its own copy) must give
+    the same hypotheses and scores."""
+    from doctrans.models.context import han
+
+    m, b = model(name), doc_batch()
+    grouped = beam_search(m, b, VOCAB, beam=3, max_len_extra=4)
+    real_init = han.HAN.init_state
+
+    def per_row(self, enc):
+        state = real_init(self, enc)
+        state.group = 1
+        return state
+
+    monkeypatch.setattr(han.HAN, "init_state", per_row)
+    rows = beam_search(m, b, VOCAB, beam=3, max_len_extra=4)
+    assert grouped.tokens == rows.tokens
+    assert grouped.scores == pytest.approx(rows.scores, abs=1e-5)

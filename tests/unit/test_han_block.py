@@ -211,3 +211,54 @@ def test_shape_mismatch_raises(which):
            "dtype": (h, ctx, word_mask.float(), slot_missing)}[which]
     with pytest.raises(ValueError):
         block(*bad)
+
+
+def test_memory_from_projected_rows_equals_memory_from_gathered_context():
+    """``project_rows`` + ``gather_memory`` (keys/values once per context sentence, as the
+    models use it) = ``prepare`` on the per-reader copies of the context."""
+    block = _block(detach_context=False)
+    g = torch.Generator().manual_seed(3)
+    states = torch.randn(5, L, H, generator=g, requires_grad=True)     # 5 batch rows
+    masked = torch.zeros(5, L, dtype=torch.bool)
+    masked[1, 3:] = True
+    masked[4] = True                                                   # a void row
+    rows = torch.tensor([[-1, 0, 1], [0, 1, 2], [-1, -1, -1], [2, 4, 3]])   # (B=4, N=3)
+    h = torch.randn(4, T, H, generator=g)
+    k, v = block.project_rows(states, masked)
+    assert not k[1, :, 3:].any() and not v[4].any()                    # masked words: not projected
+    out = block.forward_memory(h, block.gather_memory(k, v, masked, rows))
+    ctx = states[rows.clamp(min=0)]                                    # (B,N,L,H)
+    word_mask = masked[rows.clamp(min=0)] | rows.lt(0)[..., None]
+    ref = block(h, ctx, word_mask, rows.lt(0))
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    (grad_a,) = torch.autograd.grad((out * _probe()[:4]).sum(), states)
+    (grad_b,) = torch.autograd.grad((ref * _probe()[:4]).sum(), states)
+    torch.testing.assert_close(grad_a, grad_b, rtol=1e-4, atol=1e-5)
+
+
+def test_word_attention_equals_a_hand_computation():
+    """s^j_t (eq. 4) for one row, slot and position, computed by hand from the block's weights:
+    per head softmax(q·k/√D) over the slot's unmasked words, values summed, out-projected, LN_w."""
+    block = _block()
+    h, ctx, word_mask, _ = _inputs()
+    s = block.word_summaries(h, ctx, word_mask)                        # (B,N,T,H)
+    w = block.attn_w
+    b, j, t = 1, 2, 3                                                  # row 1, slot 2: only word 0 kept
+    q = w.q_proj(block.ln_qw(h[b, t]))                                 # (H,)
+    words = ctx[b, j][~word_mask[b, j]]                                # (L',H)
+    k, v = w.k_proj(words), w.v_proj(words)
+    dh = H // HEADS
+    heads = []
+    for a in range(HEADS):
+        sl = slice(a * dh, (a + 1) * dh)
+        p = torch.softmax(k[:, sl] @ q[sl] / dh ** 0.5, 0)
+        heads.append(p @ v[:, sl])
+    ref = block.ln_w(w.out_proj(torch.cat(heads)))
+    torch.testing.assert_close(s[b, j, t], ref, rtol=1e-5, atol=1e-5)
+    b, j = 0, 1                                                        # 4 words kept
+    words = ctx[b, j][~word_mask[b, j]]
+    k, v = w.k_proj(words), w.v_proj(words)
+    q = w.q_proj(block.ln_qw(h[b, t]))
+    heads = [torch.softmax(k[:, a * dh:(a + 1) * dh] @ q[a * dh:(a + 1) * dh] / dh ** 0.5, 0) @ v[:, a * dh:(a + 1) * dh]
+             for a in range(HEADS)]
+    torch.testing.assert_close(s[b, j, t], block.ln_w(w.out_proj(torch.cat(heads))), rtol=1e-5, atol=1e-5)

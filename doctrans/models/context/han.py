@@ -25,8 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from doctrans.models.context.base import (ContextModel, context_rows, gather_context, length_buckets, special_mask,
-                                          split_encode)
+from doctrans.models.context.base import ContextModel, context_rows, length_buckets, special_mask, split_encode
 from doctrans.models.context.han_block import HANBlock, HANBlockConfig
 from doctrans.models.interface import EncoderOutput
 
@@ -47,17 +46,35 @@ class HANConfig:
 
 @dataclass
 class HANDecoderState:
-    """The backbone's decoder state plus the decoder-side context of every row:
-    ctx (B, N, L, H), word_mask (B, N, L), missing (B, N)."""
+    """The backbone's decoder state plus, per live row, its sentence (``sent`` (B',), an index
+    into the batch's target rows) and its decoder-side context rows (``rows`` (B', N), indices
+    into ``pool``: the per-context-sentence keys/values of ``HANBlock.project_rows``). ``group``
+    = rows per sentence at the start (the beam size): while every sentence still has ``group``
+    consecutive rows (beam search keeps K per live sentence), the K hypotheses of a sentence
+    read one memory as K query positions (``HANBlock.forward_memory``), gathered again only
+    when the set of live sentences changes."""
 
     inner: object
-    ctx: Tensor
-    word_mask: Tensor
-    missing: Tensor
+    sent: Tensor
+    rows: Tensor
+    pool: dict
+    group: int
+    memory: object = None
+    memory_key: Tensor | None = None
 
     def reorder(self, index: Tensor) -> "HANDecoderState":
-        return HANDecoderState(self.inner.reorder(index), self.ctx.index_select(0, index),
-                               self.word_mask.index_select(0, index), self.missing.index_select(0, index))
+        return HANDecoderState(self.inner.reorder(index), self.sent.index_select(0, index),
+                               self.rows.index_select(0, index), self.pool, self.group, self.memory,
+                               self.memory_key)
+
+
+def _needed(rows: Tensor) -> tuple[Tensor, Tensor]:
+    """rows (B, N) batch-row indices of each row's context (−1 = missing) → (needed (R,) the
+    distinct rows read as context, sorted; sub (B, N) the same pointers into ``needed``)."""
+    needed = rows[rows.ge(0)].unique()                                           # (R,)
+    remap = torch.full((max(int(rows.max()) + 1, 1),), -1, dtype=torch.long, device=rows.device)
+    remap[needed] = torch.arange(needed.numel(), device=rows.device)
+    return needed, torch.where(rows.ge(0), remap[rows.clamp(min=0)], rows)
 
 
 class HAN(ContextModel):
@@ -75,38 +92,70 @@ class HAN(ContextModel):
         self.context_needs_target = self.han_dec is not None
 
     def encode(self, batch) -> EncoderOutput:
-        """All rows of ``batch`` (src (B, S), ctx (B, N), tgt_in (B, T) for the decoder side) →
-        states (B, S, H) (HAN-encoded with ``attach`` encoder/both) and, for the decoder side,
-        ``extra`` dec_ctx (B, N, T, H), dec_ctx_mask (B, N, T), dec_ctx_missing (B, N). In
-        training with ``detach_context`` the context-only rows are encoded without gradient
-        (they only serve as detached context: ``split_encode``)."""
+        """All rows of ``batch`` (src (B, S), ctx (B, N), tgt_in (B, T) for the decoder side,
+        is_target (B,)) → states (B, S, H): HAN-encoded for the target rows with ``attach``
+        encoder/both (context-only rows keep their plain states: they are never decoded), and
+        for the decoder side ``extra`` han_dec_rows (B, N) / han_dec_sent (B,) pointing into
+        ``shared`` han_dec_k, han_dec_v (R, A, T, D), han_dec_mask (R, T): the context memory,
+        projected once per context sentence. In training with ``detach_context`` the
+        context-only rows are encoded without gradient (``split_encode``). Every sentence's
+        encoder states are computed once; the HAN blocks run in length buckets of the target
+        rows, each cut to its longest source (``base.length_buckets``)."""
         plain = split_encode(self.backbone, batch, context_grad=not self.cfg.detach_context)
         rows = context_rows(batch, self.context_sents, plain.states.device)
-        states, extra = plain.states, dict(plain.extra or {})
+        is_target = getattr(batch, "is_target", None)
+        targets = (is_target.to(rows.device).nonzero().squeeze(1) if is_target is not None
+                   else torch.arange(rows.size(0), device=rows.device))
+        states, extra, shared = plain.states, dict(plain.extra or {}), dict(plain.shared or {})
         if self.han_enc is not None:
-            ctx, word_mask, missing = gather_context(plain.states, special_mask(batch.src), rows)
-            states = self.han_enc(plain.states, ctx, word_mask, missing)            # (B, S, H)
+            states = self._encoder_han(plain, batch.src, rows, targets)
         if self.han_dec is not None:
-            extra.update(self._decoder_context(plain, batch, rows))
-        return EncoderOutput(states, plain.src_pad_mask, extra or None)
+            self._decoder_context(plain, batch, rows, extra, shared)
+        return EncoderOutput(states, plain.src_pad_mask, extra or None, shared or None)
 
-    def _decoder_context(self, plain: EncoderOutput, batch, rows: Tensor) -> dict[str, Tensor]:
-        b, n, h = rows.size(0), rows.size(1), self.backbone.hidden_size
+    def _row_memory(self, block, states: Tensor, tokens: Tensor, needed: Tensor):
+        """Keys/values (R, A, L, D) and word mask (R, L) of the context rows ``needed`` (R,),
+        cut to their longest; one void row when ``needed`` is empty."""
+        if not needed.numel():
+            z = states.new_zeros((1, block.attn_w.heads, 1, states.size(-1) // block.attn_w.heads))
+            return z, z, torch.ones((1, 1), dtype=torch.bool, device=states.device)
+        tok = tokens.index_select(0, needed)
+        width = max(int(tok.ne(self.pad_id).sum(1).max()), 1)
+        mask = special_mask(tok[:, :width])
+        k, v = block.project_rows(states.index_select(0, needed)[:, :width], mask)
+        return k, v, mask
+
+    def _encoder_han(self, plain: EncoderOutput, src: Tensor, rows: Tensor, targets: Tensor) -> Tensor:
+        """HAN encoder (eq. 3–8 over X_{m−N..m−1}) on the target rows, in length buckets."""
+        needed, sub = _needed(rows.index_select(0, targets))
+        if not needed.numel() and self.cfg.empty_context == "passthrough":
+            return plain.states                                                  # no context anywhere
+        k, v, mask = self._row_memory(self.han_enc, plain.states, src, needed)
+        lengths = src.index_select(0, targets).ne(self.pad_id).sum(1)
+        out, s = plain.states, plain.states.size(1)
+        for g in length_buckets(lengths):
+            r, t = targets[g], max(int(lengths[g].max()), 1)
+            mem = self.han_enc.gather_memory(k, v, mask, sub[g])
+            h = self.han_enc.forward_memory(plain.states.index_select(0, r)[:, :t], mem)   # (R_g, t, H)
+            out = out.index_copy(0, r, F.pad(h, (0, 0, 0, s - t)))
+        return out
+
+    def _decoder_context(self, plain: EncoderOutput, batch, rows: Tensor, extra: dict, shared: dict) -> None:
         tgt_in = getattr(batch, "tgt_in", None)
-        if tgt_in is None or not bool(rows.ge(0).any()):                        # no context anywhere
-            z = plain.states.new_zeros((b, n, 1, h))
-            full = torch.ones((b, n, 1), dtype=torch.bool, device=z.device)
-            return {"dec_ctx": z, "dec_ctx_mask": full, "dec_ctx_missing": full[:, :, 0]}
+        needed, sub = _needed(rows)
+        if tgt_in is None:                                                       # no target context
+            needed, sub = needed[:0], torch.full_like(rows, -1)
         # teacher-force only the rows some row reads as context (not, e.g., the sentences being translated)
-        needed = rows[rows.ge(0)].unique()                                         # (R,)
-        remap = torch.full((b,), -1, dtype=torch.long, device=rows.device)
-        remap[needed] = torch.arange(needed.numel(), device=rows.device)
-        sub_rows = torch.where(rows.ge(0), remap[rows.clamp(min=0)], rows)       # (B, N) into the R rows
-        sub_tgt = tgt_in.index_select(0, needed)                                   # (R, T)
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.cfg.detach_context):
-            dec = self._teacher_forced(plain.select(needed), sub_tgt)             # (R, T, H)
-        ctx, word_mask, missing = gather_context(dec, special_mask(sub_tgt), sub_rows)
-        return {"dec_ctx": ctx, "dec_ctx_mask": word_mask, "dec_ctx_missing": missing}
+        if needed.numel():
+            sub_tgt = tgt_in.index_select(0, needed)                              # (R, T)
+            sub_tgt = sub_tgt[:, :max(int(sub_tgt.ne(self.pad_id).sum(1).max()), 1)]
+            with torch.set_grad_enabled(torch.is_grad_enabled() and not self.cfg.detach_context):
+                dec = self._teacher_forced(plain.select(needed), sub_tgt)         # (R, T, H)
+            k, v, mask = self._row_memory(self.han_dec, dec, sub_tgt, torch.arange(needed.numel(), device=rows.device))
+        else:
+            k, v, mask = self._row_memory(self.han_dec, plain.states, rows.new_zeros((0, 1)), needed)
+        shared.update(han_dec_k=k, han_dec_v=v, han_dec_mask=mask)
+        extra.update(han_dec_rows=sub, han_dec_sent=torch.arange(rows.size(0), device=rows.device))
 
     def _teacher_forced(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
         """Top decoder states (R, T, H) of ``tgt_in`` (R, T) given ``enc`` (R rows), computed in
@@ -118,8 +167,7 @@ class HAN(ContextModel):
         out = None
         for g in groups:
             part = enc.select(g)
-            s = int((~part.src_pad_mask).sum(1).max())
-            part = EncoderOutput(part.states[:, :s], part.src_pad_mask[:, :s])
+            part = part.narrow(int((~part.src_pad_mask).sum(1).max()))
             t = int(lengths[g].max())
             dec = self.backbone.decode_hidden(part, tgt_in[g, :t])                 # (R_g, t, H)
             if out is None:
@@ -127,26 +175,37 @@ class HAN(ContextModel):
             out = out.index_copy(0, g, F.pad(dec, (0, 0, 0, tgt_in.size(1) - t)))
         return out
 
-    def _decoder_han(self, hidden: Tensor, extra: dict) -> Tensor:
-        # hidden: (B, T, H) top decoder states → context-aware states (B, T, H)
-        return self.han_dec(hidden, extra["dec_ctx"], extra["dec_ctx_mask"], extra["dec_ctx_missing"])
+    def _decoder_memory(self, pool: dict, rows: Tensor):
+        """``HANMemory`` of the decoder-side block for context pointers rows (B', N)."""
+        return self.han_dec.gather_memory(pool["han_dec_k"], pool["han_dec_v"], pool["han_dec_mask"], rows)
 
     def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
         hidden = self.backbone.decode_hidden(enc, tgt_in)                          # (B, T, H)
         if self.han_dec is not None:
-            hidden = self._decoder_han(hidden, enc.extra)
+            hidden = self.han_dec.forward_memory(hidden, self._decoder_memory(enc.shared, enc.extra["han_dec_rows"]))
         return self.backbone.output_logits(hidden if select is None else hidden[select])
 
     def init_state(self, enc: EncoderOutput):
         inner = self.backbone.init_state(enc)
         if self.han_dec is None:
             return inner
-        e = enc.extra
-        return HANDecoderState(inner, e["dec_ctx"], e["dec_ctx_mask"], e["dec_ctx_missing"])
+        sent = enc.extra["han_dec_sent"]                                           # (B',) after beam expansion
+        counts = torch.unique_consecutive(sent, return_counts=True)[1]
+        group = int(counts[0]) if counts.numel() and bool(counts.eq(counts[0]).all()) else 1
+        return HANDecoderState(inner, sent, enc.extra["han_dec_rows"], enc.shared, group)
 
     def decode_step(self, state, prev_tokens: Tensor):
         if self.han_dec is None:
             return self.backbone.decode_step(state, prev_tokens)
-        hidden, state.inner = self.backbone.decode_step_hidden(state.inner, prev_tokens)   # (B, H)
-        hidden = self.han_dec(hidden[:, None], state.ctx, state.word_mask, state.missing)[:, 0]
+        hidden, state.inner = self.backbone.decode_step_hidden(state.inner, prev_tokens)   # (B', H)
+        k = state.group
+        by_sent = state.sent.view(-1, k) if k > 1 and state.sent.numel() % k == 0 else None
+        if by_sent is not None and bool(by_sent.eq(by_sent[:, :1]).all()):
+            heads = by_sent[:, 0]                                                  # (nS,) live sentences
+            if state.memory_key is None or not torch.equal(heads, state.memory_key):
+                state.memory = self._decoder_memory(state.pool, state.rows.view(-1, k, state.rows.size(1))[:, 0])
+                state.memory_key = heads
+            hidden = self.han_dec.forward_memory(hidden.view(-1, k, hidden.size(-1)), state.memory).flatten(0, 1)
+        else:
+            hidden = self.han_dec.forward_memory(hidden[:, None], self._decoder_memory(state.pool, state.rows))[:, 0]
         return F.log_softmax(self.backbone.output_logits(hidden).float(), dim=-1), state

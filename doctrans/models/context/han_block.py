@@ -40,10 +40,11 @@ class HANBlockConfig:
 
 
 class _MultiHeadAttention(nn.Module):
-    """Multi-head attention with separate q/k/v/out projections. The batch dimensions of the
-    query and of the keys/values broadcast against each other, so one query sequence can attend
-    to N key sequences without being copied. The caller guarantees that every query row keeps
-    at least one key (no all-False row in ``keep``)."""
+    """The q/k/v/out projections of one multi-head attention (parameter names as in
+    ``nn.MultiheadAttention``-style checkpoints: ``q_proj``, ``k_proj``, ``v_proj``,
+    ``out_proj``). The attention itself is computed by ``HANBlock``, which knows the
+    structure of its keys (N slots of L words; N sentence summaries) and so needs neither a
+    copy of the query per slot nor a broadcast mask."""
 
     def __init__(self, d_model: int, heads: int, dropout: float):
         super().__init__()
@@ -53,23 +54,39 @@ class _MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
 
-    def _split(self, x: Tensor) -> Tensor:
-        """(*, S, H) → (*, A, S, D)."""
-        return x.unflatten(-1, (self.heads, -1)).transpose(-3, -2)
+    def heads_of(self, x: Tensor) -> Tensor:
+        """(*, H) → (*, A, D)."""
+        return x.unflatten(-1, (self.heads, -1))
 
-    def forward(self, query: Tensor, kv: Tensor, keep: Tensor) -> Tensor:
-        """query (*q, Tq, H), kv (*k, Lk, H) with *q and *k broadcastable, keep: bool, True =
-        attend, broadcastable to (*, A, Tq, Lk) → (*, Tq, H)."""
-        q = self._split(self.q_proj(query))                            # (*q, A, Tq, D)
-        k = self._split(self.k_proj(kv))                               # (*k, A, Lk, D)
-        v = self._split(self.v_proj(kv))                               # (*k, A, Lk, D)
-        batch = torch.broadcast_shapes(q.shape[:-3], k.shape[:-3])
-        q = q.expand(*batch, *q.shape[-3:])                            # (*, A, Tq, D), a view
-        k = k.expand(*batch, *k.shape[-3:])                            # (*, A, Lk, D)
-        v = v.expand(*batch, *v.shape[-3:])                            # (*, A, Lk, D)
-        p = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)
-        return self.out_proj(out.transpose(-3, -2).flatten(-2))       # (*, Tq, H)
+    def drop(self, p: Tensor) -> Tensor:
+        """Dropout on attention weights (training only)."""
+        return F.dropout(p, self.dropout, self.training) if self.dropout and self.training else p
+
+
+@dataclass
+class HANMemory:
+    """The context of a HAN block, projected once: the keys and values of the word-level
+    attention of every slot, and the masks (``HANBlock.prepare``). Rows ``select``-able, so a
+    decoder can keep it for a whole beam search instead of re-projecting Ctx at every step.
+
+    k, v: (B, N, A, L, D); word_keep (B, N, L) True = attend (a void slot attends to all its
+    words: finite softmax, zeroed after); slot_void (B, N); slot_gone (B, N) True = missing or
+    void; no_context (B,)."""
+
+    k: Tensor
+    v: Tensor
+    word_keep: Tensor
+    slot_void: Tensor
+    slot_gone: Tensor
+    no_context: Tensor
+
+    @property
+    def slots(self) -> int:
+        return self.word_keep.size(1)
+
+    def select(self, index: Tensor) -> "HANMemory":
+        return HANMemory(*(x.index_select(0, index) for x in (self.k, self.v, self.word_keep, self.slot_void,
+                                                               self.slot_gone, self.no_context)))
 
 
 class _FeedForward(nn.Module):
@@ -141,14 +158,72 @@ class HANBlock(nn.Module):
         """h (B,T,H), ctx (B,N,L,H), word_mask (B,N,L) bool True = masked word,
         slot_missing (B,N) bool True = slot does not exist → h̃ (B,T,H)."""
         self._check(h, ctx, word_mask, slot_missing)
-        no_context = (slot_missing | word_mask.all(-1)).all(-1)       # (B,) True = empty row
+        return self.forward_memory(h, self.prepare(ctx, word_mask, slot_missing))
+
+    def prepare(self, ctx: Tensor, word_mask: Tensor, slot_missing: Tensor) -> HANMemory:
+        """Project Ctx once for the word-level attention: ctx (B,N,L,H), word_mask (B,N,L),
+        slot_missing (B,N) → ``HANMemory`` (keys/values (B,N,A,L,D)). Detached under
+        ``detach_context``. Raises ValueError on mismatched shapes or dtypes."""
+        if ctx.dim() != 4:
+            raise ValueError(f"expected ctx (B,N,L,H), got {tuple(ctx.shape)}")
+        self._check(ctx.new_empty(ctx.size(0), 1, self.d_model), ctx, word_mask, slot_missing)
+        if self.cfg.detach_context:
+            ctx = ctx.detach()
+        mha = self.attn_w
+        k = mha.heads_of(mha.k_proj(ctx)).transpose(2, 3)             # (B,N,A,L,D)
+        v = mha.heads_of(mha.v_proj(ctx)).transpose(2, 3)             # (B,N,A,L,D)
+        return self._memory(k, v, word_mask, slot_missing)
+
+    def project_rows(self, states: Tensor, word_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of the word-level attention for every row of a batch that may serve
+        as context, computed once per row (and only at its unmasked words) rather than once per
+        (row, reader): states (R,L,H), word_mask (R,L) True = masked → k, v (R,A,L,D), zeros at
+        masked words. Detached under ``detach_context``. Use with ``gather_memory``."""
+        if states.dim() != 3 or states.size(-1) != self.d_model or tuple(word_mask.shape) != states.shape[:2]:
+            raise ValueError(f"expected states (R,L,{self.d_model}) and word_mask (R,L), got "
+                             f"{tuple(states.shape)} and {tuple(word_mask.shape)}")
+        if self.cfg.detach_context:
+            states = states.detach()
+        keep = ~word_mask                                             # (R,L)
+        real = states[keep]                                           # (W,H) unmasked words
+        mha = self.attn_w
+        out = []
+        for proj in (mha.k_proj, mha.v_proj):
+            full = states.new_zeros(states.shape)                     # (R,L,H)
+            full[keep] = proj(real)
+            out.append(mha.heads_of(full).transpose(1, 2))            # (R,A,L,D)
+        return out[0], out[1]
+
+    def gather_memory(self, k_rows: Tensor, v_rows: Tensor, word_mask: Tensor, rows: Tensor) -> HANMemory:
+        """``HANMemory`` of B readers from per-row keys/values (``project_rows``): k_rows, v_rows
+        (R,A,L,D), word_mask (R,L) True = masked, rows (B,N) index of slot j's row, −1 = missing
+        (before the document start) → memory (B,N,A,L,D). Same result as ``prepare`` on the
+        gathered states."""
+        missing = rows.lt(0)                                          # (B,N)
+        safe = rows.clamp(min=0)
+        wm = word_mask[safe] | missing[..., None]                     # (B,N,L)
+        return self._memory(k_rows[safe], v_rows[safe], wm, missing)
+
+    def _memory(self, k: Tensor, v: Tensor, word_mask: Tensor, slot_missing: Tensor) -> HANMemory:
+        slot_void = word_mask.all(-1)                                 # (B,N) True = no word
+        slot_gone = slot_missing | slot_void                          # (B,N)
+        word_keep = ~word_mask | slot_void[..., None]                 # (B,N,L)
+        return HANMemory(k, v, word_keep, slot_void, slot_gone, slot_gone.all(-1))
+
+    def forward_memory(self, h: Tensor, mem: HANMemory) -> Tensor:
+        """``forward`` with a prepared context: h (B,T,H), ``mem`` of B rows → h̃ (B,T,H).
+        The T query positions are independent, so a beam search may pass the K hypotheses of
+        a sentence as its T positions against one copy of the sentence's memory."""
+        if h.dim() != 3 or h.size(0) != mem.k.size(0) or h.size(-1) != self.d_model:
+            raise ValueError(f"h {tuple(h.shape)} does not match a memory of {mem.k.size(0)} rows, "
+                             f"d_model {self.d_model}")
         passthrough = self.cfg.empty_context == "passthrough"
-        if passthrough and bool(no_context.all()):
+        if passthrough and bool(mem.no_context.all()):
             return h
-        d = self.context_vector(h, ctx, word_mask, slot_missing)      # (B,T,H), 0 if empty
+        d = self.context_vector_memory(h, mem)                        # (B,T,H), 0 if empty
         out = self.ln_out(self.gate(h, d))                            # (B,T,H)
         if passthrough:
-            out = torch.where(no_context[:, None, None], h, out)      # (B,T,H)
+            out = torch.where(mem.no_context[:, None, None], h, out)  # (B,T,H)
         return out
 
     def gate(self, h: Tensor, d: Tensor) -> Tensor:
@@ -161,33 +236,59 @@ class HANBlock(nn.Module):
                        slot_missing: Tensor) -> Tensor:
         """d_t of eq. 6: (B,T,H); exactly 0 for rows without any existing, non-void slot."""
         self._check(h, ctx, word_mask, slot_missing)
+        return self.context_vector_memory(h, self.prepare(ctx, word_mask, slot_missing))
+
+    def context_vector_memory(self, h: Tensor, mem: HANMemory) -> Tensor:
+        """d_t of eq. 6 from a prepared memory: h (B,T,H) → (B,T,H).
+
+        Sentence-level attention (eq. 5–6) over the N summaries of each (b, t), written out
+        (N is small: a softmax over N scores per head) [our implementation; the same function
+        as a multi-head attention with one query and N keys]."""
         B, T, H = h.shape
-        slot_gone = slot_missing | word_mask.all(-1)                  # (B,N) True = no slot
-        no_context = slot_gone.all(-1)                                # (B,)
-        if bool(no_context.all()):                                    # also N = 0 or L = 0
+        if bool(mem.no_context.all()):                                # also N = 0 or L = 0
             return h.new_zeros(B, T, H)
-        s = self.word_summaries(h, ctx, word_mask)                    # (B,N,T,H)
+        s = self.word_summaries_memory(h, mem)                        # (B,N,T,H)
         hq = h.detach() if self.cfg.detach_context else h
-        q = self.ln_qs(hq).unsqueeze(-2)                              # (B,T,1,H)
+        mha = self.attn_s
+        a_heads, dh = mha.heads, H // mha.heads
+        q = mha.heads_of(mha.q_proj(self.ln_qs(hq)))                   # (B,T,A,D)
+        k = mha.heads_of(mha.k_proj(s))                               # (B,N,T,A,D)
+        v = mha.heads_of(mha.v_proj(s))                               # (B,N,T,A,D)
+        scores = torch.einsum("btad,bntad->btan", q, k) * dh ** -0.5  # (B,T,A,N)
         # an empty row attends to all (zero) summaries: finite, and replaced below
-        slot_keep = ~slot_gone | no_context[:, None]                  # (B,N) True = attend
-        keep = slot_keep[:, None, None, None, :]                      # (B,1,1,1,N)
-        a = self.attn_s(q, s.transpose(1, 2), keep).squeeze(-2)       # (B,T,H)
-        d = self.ffn(a)                                               # (B,T,H)
-        return d.masked_fill(no_context[:, None, None], 0.0)          # (B,T,H)
+        slot_keep = ~mem.slot_gone | mem.no_context[:, None]          # (B,N) True = attend
+        scores = scores.masked_fill(~slot_keep[:, None, None, :], float("-inf"))
+        p = mha.drop(scores.softmax(-1))                              # (B,T,A,N)
+        a = torch.einsum("btan,bntad->btad", p, v).reshape(B, T, a_heads * dh)
+        d = self.ffn(mha.out_proj(a))                                 # (B,T,H)
+        return d.masked_fill(mem.no_context[:, None, None], 0.0)      # (B,T,H)
 
     def word_summaries(self, h: Tensor, ctx: Tensor, word_mask: Tensor) -> Tensor:
         """s^j_t of eq. 4 after LN_w, for every slot j: (B,N,T,H). Slot j attends only to its
         own words; a slot whose words are all masked gets exactly 0 (it counts as missing)."""
+        missing = torch.zeros(word_mask.shape[:2], dtype=torch.bool, device=word_mask.device)
+        self._check(h, ctx, word_mask, missing)
+        return self.word_summaries_memory(h, self.prepare(ctx, word_mask, missing))
+
+    def word_summaries_memory(self, h: Tensor, mem: HANMemory) -> Tensor:
+        """``word_summaries`` from a prepared memory: h (B,T,H) → (B,N,T,H).
+
+        One batched product per slot of the T queries with its L keys, a softmax over the
+        slot's own words, and the product with its values [our implementation of eq. 4 for all
+        slots at once]."""
         if self.cfg.detach_context:
-            h, ctx = h.detach(), ctx.detach()
-        slot_void = word_mask.all(-1)                                 # (B,N) True = no word
-        # a void slot attends to all its words (finite softmax); its summary is zeroed below
-        word_keep = ~word_mask | slot_void[..., None]                 # (B,N,L) True = attend
-        q = self.ln_qw(h).unsqueeze(1)                                # (B,1,T,H)
-        keep = word_keep[:, :, None, None, :]                         # (B,N,1,1,L)
-        s = self.ln_w(self.attn_w(q, ctx, keep))                      # (B,N,T,H)
-        return s.masked_fill(slot_void[:, :, None, None], 0.0)        # (B,N,T,H)
+            h = h.detach()
+        B, T, H = h.shape
+        n = mem.word_keep.size(1)
+        mha = self.attn_w
+        q = mha.heads_of(mha.q_proj(self.ln_qw(h))).transpose(1, 2)    # (B,A,T,D)
+        q = q * (H // mha.heads) ** -0.5
+        scores = q[:, None] @ mem.k.transpose(-1, -2)                 # (B,N,A,T,L)
+        scores = scores.masked_fill(~mem.word_keep[:, :, None, None], float("-inf"))
+        out = mha.drop(scores.softmax(-1)) @ mem.v                    # (B,N,A,T,D)
+        out = out.transpose(2, 3).reshape(B, n, T, H)                 # (B,N,T,H)
+        s = self.ln_w(mha.out_proj(out))                              # (B,N,T,H)
+        return s.masked_fill(mem.slot_void[:, :, None, None], 0.0)    # (B,N,T,H)
 
     def _check(self, h: Tensor, ctx: Tensor, word_mask: Tensor, slot_missing: Tensor) -> None:
         if h.dim() != 3 or ctx.dim() != 4:
