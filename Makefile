@@ -31,8 +31,8 @@ BUDGET  ?= 45
 # Transformer, each context model). QS_CONTEXT: the stage-2 context model of make quickstart
 # (pipelines/context/NAME.yaml). CAP: minutes; a training that reaches it stops early (a slower
 # machine) and the table shows fewer updates.
-QS_STEPS ?= 900
-CTX_STEPS ?= 300
+QS_STEPS ?= 800
+CTX_STEPS ?= 200
 QS_CONTEXT ?= han_encoder
 CAP     ?= 120
 BEAM    ?= 5

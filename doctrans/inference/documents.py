@@ -13,10 +13,17 @@ rows, pointed to by ``ctx``. Two schedules:
   order, sentence m of every document in one batch (chunks of ``batch_sentences``) after
   sentence m − 1 of all of them.
 
+The model's ``inference_cache`` (``models/context/base.py``) is on for the whole collection: a
+sentence's context computations (e.g. HAN's projected states of a previous sentence) are made
+once and reused by the batches of the next N sentences, so each sentence is encoded about once
+[I]. Its capacity covers the N + 1 latest sentences of every document twice over (at least 4,096).
+
 Empty lines are not sentences: they give empty output and are skipped as context [I: the
 previous N *sentences*]. Output keeps every line in place.
 """
 from __future__ import annotations
+
+from contextlib import nullcontext
 
 import numpy as np
 import torch
@@ -93,14 +100,16 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
     else:
         steps = [sorted(sents, key=lambda s: len(sents[s]))]
     bar = tqdm(total=len(sents), unit="sent", disable=not progress, desc="translate documents")
-    for step in steps:
-        step = sorted(step, key=lambda s: len(sents[s]))
-        for start in range(0, len(step), batch_sentences):
-            chunk = step[start:start + batch_sentences]
-            batch = build_batch(chunk, sents, order, position, n, hyps, vocab, device)
-            res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra)
-            hyps.update(zip(chunk, res.tokens))
-            bar.update(len(chunk))
+    cache = getattr(model, "inference_cache", None)
+    with cache(capacity=max(4096, 2 * (n + 1) * len(order))) if cache else nullcontext():
+        for step in steps:
+            step = sorted(step, key=lambda s: len(sents[s]))
+            for start in range(0, len(step), batch_sentences):
+                chunk = step[start:start + batch_sentences]
+                batch = build_batch(chunk, sents, order, position, n, hyps, vocab, device)
+                res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra)
+                hyps.update(zip(chunk, res.tokens))
+                bar.update(len(chunk))
     bar.close()
     return [["" if x is None else vocab.decode(hyps[(d, i)]) for i, x in enumerate(lines)]
             for d, lines in enumerate(docs)]

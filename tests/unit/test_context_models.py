@@ -245,3 +245,38 @@ def test_beams_sharing_one_context_memory_search_like_one_memory_per_row(name, m
     rows = beam_search(m, b, VOCAB, beam=3, max_len_extra=4)
     assert grouped.tokens == rows.tokens
     assert grouped.scores == pytest.approx(rows.scores, abs=1e-5)
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(VARIANTS) if VARIANTS[n]["type"] == "han"])
+def test_inference_cache_encodes_each_sentence_about_once_and_changes_nothing(name, monkeypatch):
+    """translate_documents keeps per-sentence context work between batches (``inference_cache``):
+    same translations as without it; a target-side model (documents in order) encodes every
+    sentence exactly once, a source-side one fewer rows than without the cache."""
+    from doctrans.inference.documents import translate_documents
+    from doctrans.models.context.base import ContextModel
+
+    m = model(name)
+    g = torch.Generator().manual_seed(5)
+    docs = [[torch.cat([torch.randint(4, len(VOCAB), (int(torch.randint(1, 6, (1,), generator=g)),), generator=g),
+                        torch.tensor([2])]).numpy() for _ in range(int(n))] for n in (5, 3, 6, 1, 4)]
+    n_sents = sum(map(len, docs))
+    encoded = []
+    real_encode = m.backbone.encode
+
+    def counting(batch):
+        encoded.append(int(batch.src.size(0)))
+        return real_encode(batch)
+
+    monkeypatch.setattr(m.backbone, "encode", counting)
+    with torch.no_grad():
+        cached = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
+        rows_cached = sum(encoded)
+        encoded.clear()
+        monkeypatch.setattr(ContextModel, "inference_cache", None)
+        plain = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
+        rows_plain = sum(encoded)
+    assert cached == plain
+    if VARIANTS[name]["attach"] in ("decoder", "both"):
+        assert rows_cached == n_sents < rows_plain
+    else:
+        assert rows_cached < rows_plain

@@ -19,6 +19,9 @@ context model.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+from contextlib import contextmanager
+
 import torch
 from torch import Tensor, nn
 
@@ -139,6 +142,32 @@ def split_encode(backbone: nn.Module, batch, context_grad: bool) -> EncoderOutpu
     return scatter_rows(parts + [(c_rows, enc_c)], src.size(0), src.size(1))
 
 
+class RowCache:
+    """A bounded LRU map (key → tuple of tensors) for per-sentence context computations kept
+    between the batches of one translation (``ContextModel.inference_cache``)."""
+
+    def __init__(self, capacity: int):
+        if capacity < 1:
+            raise ValueError(f"cache capacity must be ≥ 1, got {capacity}")
+        self.capacity, self.items = capacity, OrderedDict()
+        self.hits = self.misses = 0
+
+    def __contains__(self, key) -> bool:
+        return key in self.items
+
+    def get(self, key):
+        self.items.move_to_end(key)
+        self.hits += 1
+        return self.items[key]
+
+    def put(self, key, value) -> None:
+        self.misses += 1
+        self.items[key] = value
+        self.items.move_to_end(key)
+        while len(self.items) > self.capacity:
+            self.items.popitem(last=False)
+
+
 class ContextModel(nn.Module):
     """Base of the context models: delegates the contract to ``backbone``; subclasses override
     the parts they change. ``context_sents`` = N, ``context_needs_target``: whether context rows
@@ -152,6 +181,23 @@ class ContextModel(nn.Module):
             raise ValueError(f"context_sents must be ≥ 1, got {context_sents}")
         self.backbone, self.context_sents = backbone, context_sents
         self.pad_id = backbone.pad_id
+        self._caches: dict[str, RowCache] | None = None
+
+    @contextmanager
+    def inference_cache(self, capacity: int = 4096):
+        """Within the block, the model may keep per-sentence context computations (e.g. a
+        context sentence's projected states) between ``encode`` calls, keyed by the sentence's
+        tokens, at most ``capacity`` sentences per kind (least recently used dropped). For
+        translating a document collection, where sentence m is context of sentences m+1…m+N
+        in later batches; ignored while gradients are on. Yields the dict of caches."""
+        self._caches = {"enc": RowCache(capacity), "dec": RowCache(capacity)}
+        try:
+            yield self._caches
+        finally:
+            self._caches = None
+
+    def _active_caches(self) -> dict[str, RowCache] | None:
+        return None if self._caches is None or torch.is_grad_enabled() or self.training else self._caches
 
     @property
     def max_target_len(self) -> int:

@@ -10,7 +10,12 @@ HAN encoder, HAN decoder and the joint model, on a Transformer backbone.
 * ``attach: both`` — the joint model ("HAN enc+dec"): two separate blocks.
 
 Context rows come from the batch (``models/context/base.py``), so every sentence is encoded
-once per batch. Word masks come from each side's own vocabulary (PAD, UNK, BOS, EOS, not the
+once per batch. Cost, without changing the function [our implementation]: the word-level keys and
+values of a context sentence are projected once (``HANBlock.project_rows``), not once per
+sentence that reads it; the blocks run on the target rows only, in length buckets; in beam search
+the K hypotheses of a sentence read one decoder-side memory; and when translating a collection
+(``inference_cache``) a sentence's context memory is kept for the batches of the next N sentences.
+Word masks come from each side's own vocabulary (PAD, UNK, BOS, EOS, not the
 reference code's target ids on the source side). Choices [I], as config options of the block
 (``HANBlockConfig``): ``detach_context`` (stop-gradient, default as the reference code),
 ``empty_context: passthrough|zero``. One more [I]: the decoder-side context states are computed
@@ -25,9 +30,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from doctrans.models.context.base import ContextModel, context_rows, length_buckets, special_mask, split_encode
+from doctrans.models.context.base import (ContextModel, RowCache, context_rows, encode_bucketed, length_buckets,
+                                          scatter_rows, special_mask, split_encode)
 from doctrans.models.context.han_block import HANBlock, HANBlockConfig
-from doctrans.models.interface import EncoderOutput
+from doctrans.models.interface import EncoderOutput, SearchBatch
 
 ATTACH = ("encoder", "decoder", "both")
 
@@ -100,37 +106,132 @@ class HAN(ContextModel):
         projected once per context sentence. In training with ``detach_context`` the
         context-only rows are encoded without gradient (``split_encode``). Every sentence's
         encoder states are computed once; the HAN blocks run in length buckets of the target
-        rows, each cut to its longest source (``base.length_buckets``)."""
-        plain = split_encode(self.backbone, batch, context_grad=not self.cfg.detach_context)
-        rows = context_rows(batch, self.context_sents, plain.states.device)
+        rows, each cut to its longest source (``base.length_buckets``).
+
+        Inside ``inference_cache()`` (translation of a collection, no gradient) the context
+        memory of a sentence (its keys/values, keyed by its source — and for the decoder side
+        its 1-best — tokens) is kept between batches: a context-only row found there is neither
+        encoded nor teacher-forced again, and its states in the output are zeros (it is never
+        decoded)."""
+        src, tgt_in = batch.src, getattr(batch, "tgt_in", None)
+        rows = context_rows(batch, self.context_sents, src.device)
         is_target = getattr(batch, "is_target", None)
         targets = (is_target.to(rows.device).nonzero().squeeze(1) if is_target is not None
                    else torch.arange(rows.size(0), device=rows.device))
+        enc_need = _needed(rows.index_select(0, targets)) if self.han_enc is not None else None
+        dec_need = _needed(rows) if self.han_dec is not None and tgt_in is not None else None
+        caches = self._active_caches()
+        enc_keys = dec_keys = None
+        if caches is None:
+            plain = split_encode(self.backbone, batch, context_grad=not self.cfg.detach_context)
+        else:
+            enc_keys = None if enc_need is None else self._keys(enc_need[0], src)
+            dec_keys = None if dec_need is None else self._keys(dec_need[0], src, tgt_in)
+            plain = self._encode_cached(src, targets, caches, enc_need, enc_keys, dec_need, dec_keys)
         states, extra, shared = plain.states, dict(plain.extra or {}), dict(plain.shared or {})
         if self.han_enc is not None:
-            states = self._encoder_han(plain, batch.src, rows, targets)
+            states = self._encoder_han(plain, src, targets, enc_need, enc_keys)
         if self.han_dec is not None:
-            self._decoder_context(plain, batch, rows, extra, shared)
+            self._decoder_context(plain, tgt_in, rows, dec_need, dec_keys, extra, shared)
         return EncoderOutput(states, plain.src_pad_mask, extra or None, shared or None)
 
-    def _row_memory(self, block, states: Tensor, tokens: Tensor, needed: Tensor):
+    def _encode_rows(self, src: Tensor, rows: Tensor) -> EncoderOutput:
+        """Plain encoder states of rows ``rows`` (R,) of ``src`` (B, S) in length buckets; zeros
+        and a full padding mask at the other rows (a plain call if the backbone has ``extra``)."""
+        parts = encode_bucketed(self.backbone, src, rows)
+        if parts is None:
+            return self.backbone.encode(SearchBatch(src))
+        return scatter_rows(parts, src.size(0), src.size(1))
+
+    def _encode_cached(self, src: Tensor, targets: Tensor, caches: dict, enc_need, enc_keys, dec_need,
+                       dec_keys) -> EncoderOutput:
+        """Plain states of the target rows and of the context rows whose memory is not cached
+        (inference cache on). Target rows' plain states (decoder side: their teacher forcing
+        comes one batch later, with their 1-best) and encoder-side keys/values (they are the
+        context of later sentences) go into the cache; a context row's plain states come from
+        the cache when there."""
+        plain_cache = caches.setdefault("plain", RowCache(caches["enc"].capacity))
+        todo, from_cache = [targets], []
+        if enc_keys is not None:
+            todo += [enc_need[0][i:i + 1] for i, key in enumerate(enc_keys) if key not in caches["enc"]]
+        if dec_keys is not None:
+            for i, key in enumerate(dec_keys):
+                if key not in caches["dec"]:
+                    if key[0] in plain_cache:
+                        from_cache.append((int(dec_need[0][i]), key[0]))
+                    else:
+                        todo.append(dec_need[0][i:i + 1])
+        rows = torch.cat(todo).unique()
+        plain = self._encode_rows(src, rows)
+        computed = set(rows.tolist())
+        for row, key in from_cache:
+            if row not in computed:
+                states = plain_cache.get(key)
+                plain.states[row, :states.size(0)] = states
+                plain.src_pad_mask[row, :states.size(0)] = False
+                computed.add(row)
+        target_keys = self._keys(targets, src)
+        if self.han_dec is not None:
+            lengths = src.index_select(0, targets).ne(self.pad_id).sum(1).tolist()
+            for r, key, n in zip(targets.tolist(), target_keys, lengths):
+                plain_cache.put(key, plain.states[r, :n].clone())
+        if self.han_enc is not None:
+            fresh = [i for i, key in enumerate(target_keys) if key not in caches["enc"]]
+            if fresh:
+                self._row_memory(self.han_enc, "enc", targets[fresh], src, [target_keys[i] for i in fresh],
+                                 lambda r: plain.states.index_select(0, r))
+        return plain
+
+    def _keys(self, needed: Tensor, src: Tensor, tgt: Tensor | None = None) -> list:
+        """Cache keys of rows ``needed``: their source tokens (and target tokens), no padding."""
+        def strip(t: Tensor) -> list[tuple]:
+            return [tuple(x for x in row if x != self.pad_id) for row in t.index_select(0, needed).tolist()]
+        keys = strip(src)
+        return keys if tgt is None else list(zip(keys, strip(tgt)))
+
+    def _row_memory(self, block, kind: str, needed: Tensor, tokens: Tensor, keys: list | None, states_of):
         """Keys/values (R, A, L, D) and word mask (R, L) of the context rows ``needed`` (R,),
-        cut to their longest; one void row when ``needed`` is empty."""
+        whose tokens are rows of ``tokens`` and whose states ``states_of(rows)`` gives, cut to
+        their longest; one void row when ``needed`` is empty. With ``keys`` (inference cache)
+        only the rows not in the cache are computed, and stored there."""
         if not needed.numel():
-            z = states.new_zeros((1, block.attn_w.heads, 1, states.size(-1) // block.attn_w.heads))
-            return z, z, torch.ones((1, 1), dtype=torch.bool, device=states.device)
-        tok = tokens.index_select(0, needed)
-        width = max(int(tok.ne(self.pad_id).sum(1).max()), 1)
-        mask = special_mask(tok[:, :width])
-        k, v = block.project_rows(states.index_select(0, needed)[:, :width], mask)
+            heads = block.attn_w.heads
+            z = tokens.new_zeros((1, heads, 1, block.d_model // heads), dtype=block.ln_w.weight.dtype)
+            return z, z, torch.ones((1, 1), dtype=torch.bool, device=tokens.device)
+        if keys is None:
+            return self._project(block, needed, tokens, states_of)
+        cache = self._caches[kind]
+        miss = [i for i, key in enumerate(keys) if key not in cache]
+        if miss:
+            m = needed[torch.tensor(miss, device=needed.device)]
+            k, v, mask = self._project(block, m, tokens, states_of)
+            lengths = tokens.index_select(0, m).ne(self.pad_id).sum(1).clamp(min=1).tolist()
+            for j, (i, n) in enumerate(zip(miss, lengths)):
+                cache.put(keys[i], (k[j, :, :n], v[j, :, :n], mask[j, :n]))
+        entries = [cache.get(key) for key in keys]
+        width = max(e[2].numel() for e in entries)
+        k = entries[0][0].new_zeros((len(entries), entries[0][0].size(0), width, entries[0][0].size(-1)))
+        v = k.clone()
+        mask = torch.ones((len(entries), width), dtype=torch.bool, device=k.device)
+        for i, (ke, ve, me) in enumerate(entries):
+            n = me.numel()
+            k[i, :, :n], v[i, :, :n], mask[i, :n] = ke, ve, me
         return k, v, mask
 
-    def _encoder_han(self, plain: EncoderOutput, src: Tensor, rows: Tensor, targets: Tensor) -> Tensor:
+    def _project(self, block, rows: Tensor, tokens: Tensor, states_of):
+        tok = tokens.index_select(0, rows)
+        width = max(int(tok.ne(self.pad_id).sum(1).max()), 1)
+        mask = special_mask(tok[:, :width])
+        k, v = block.project_rows(states_of(rows)[:, :width], mask)
+        return k, v, mask
+
+    def _encoder_han(self, plain: EncoderOutput, src: Tensor, targets: Tensor, need, keys) -> Tensor:
         """HAN encoder (eq. 3–8 over X_{m−N..m−1}) on the target rows, in length buckets."""
-        needed, sub = _needed(rows.index_select(0, targets))
+        needed, sub = need
         if not needed.numel() and self.cfg.empty_context == "passthrough":
             return plain.states                                                  # no context anywhere
-        k, v, mask = self._row_memory(self.han_enc, plain.states, src, needed)
+        k, v, mask = self._row_memory(self.han_enc, "enc", needed, src, keys,
+                                      lambda r: plain.states.index_select(0, r))
         lengths = src.index_select(0, targets).ne(self.pad_id).sum(1)
         out, s = plain.states, plain.states.size(1)
         for g in length_buckets(lengths):
@@ -140,20 +241,23 @@ class HAN(ContextModel):
             out = out.index_copy(0, r, F.pad(h, (0, 0, 0, s - t)))
         return out
 
-    def _decoder_context(self, plain: EncoderOutput, batch, rows: Tensor, extra: dict, shared: dict) -> None:
-        tgt_in = getattr(batch, "tgt_in", None)
-        needed, sub = _needed(rows)
-        if tgt_in is None:                                                       # no target context
-            needed, sub = needed[:0], torch.full_like(rows, -1)
-        # teacher-force only the rows some row reads as context (not, e.g., the sentences being translated)
-        if needed.numel():
-            sub_tgt = tgt_in.index_select(0, needed)                              # (R, T)
-            sub_tgt = sub_tgt[:, :max(int(sub_tgt.ne(self.pad_id).sum(1).max()), 1)]
-            with torch.set_grad_enabled(torch.is_grad_enabled() and not self.cfg.detach_context):
-                dec = self._teacher_forced(plain.select(needed), sub_tgt)         # (R, T, H)
-            k, v, mask = self._row_memory(self.han_dec, dec, sub_tgt, torch.arange(needed.numel(), device=rows.device))
+    def _decoder_context(self, plain: EncoderOutput, tgt_in: Tensor | None, rows: Tensor, need, keys,
+                         extra: dict, shared: dict) -> None:
+        """The decoder-side memory: top decoder states of the context rows' targets (teacher-
+        forced: references in training, 1-best at translation), projected once per row."""
+        if need is None:                                                         # no target context
+            needed, sub = rows.new_zeros((0,)), torch.full_like(rows, -1)
         else:
-            k, v, mask = self._row_memory(self.han_dec, plain.states, rows.new_zeros((0, 1)), needed)
+            needed, sub = need
+
+        def states_of(r: Tensor) -> Tensor:
+            t = tgt_in.index_select(0, r)
+            t = t[:, :max(int(t.ne(self.pad_id).sum(1).max()), 1)]
+            with torch.set_grad_enabled(torch.is_grad_enabled() and not self.cfg.detach_context):
+                return self._teacher_forced(plain.select(r), t)                   # (R, T, H)
+
+        k, v, mask = self._row_memory(self.han_dec, "dec", needed, tgt_in if tgt_in is not None else rows,
+                                      keys, states_of)
         shared.update(han_dec_k=k, han_dec_v=v, han_dec_mask=mask)
         extra.update(han_dec_rows=sub, han_dec_sent=torch.arange(rows.size(0), device=rows.device))
 
