@@ -280,3 +280,34 @@ def test_inference_cache_encodes_each_sentence_about_once_and_changes_nothing(na
         assert rows_cached == n_sents < rows_plain
     else:
         assert rows_cached < rows_plain
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_one_decoder_pass_for_loss_and_context_same_loss_and_gradients(name, monkeypatch):
+    """Training HAN decoder decodes target and context rows in one teacher-forced pass and the
+    loss reuses the target rows' states (``HAN._stashed_hidden``): same loss and gradients as
+    decoding the target rows again (the stash turned off). Other models: nothing to reuse."""
+    from doctrans.models.context import han
+    from doctrans.training.loss import forward_loss
+
+    b = _long_doc_batch(1)
+    results, used = [], []
+    real = han.HAN._stashed_hidden
+
+    def spy(self, enc, tgt_in):
+        out = real(self, enc, tgt_in)
+        used.append(out is not None)
+        return out
+
+    for stash in (spy, lambda self, enc, tgt_in: None):
+        monkeypatch.setattr(han.HAN, "_stashed_hidden", stash)
+        m = model(name).train()
+        out = forward_loss(m, b, 0, 0.1)
+        out.total.backward()
+        results.append((out, {k: p.grad for k, p in m.named_parameters() if p.grad is not None}))
+    assert any(used) == (VARIANTS[name].get("attach") == "decoder")
+    (out, grads), (ref, ref_grads) = results
+    assert torch.allclose(out.total, ref.total, rtol=1e-5)
+    assert set(grads) == set(ref_grads) and grads
+    for k, g in ref_grads.items():
+        assert torch.allclose(grads[k], g, atol=1e-5, rtol=1e-4), k

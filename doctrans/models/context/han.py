@@ -132,7 +132,7 @@ class HAN(ContextModel):
         if self.han_enc is not None:
             states = self._encoder_han(plain, src, targets, enc_need, enc_keys)
         if self.han_dec is not None:
-            self._decoder_context(plain, tgt_in, rows, dec_need, dec_keys, extra, shared)
+            self._decoder_context(plain, tgt_in, rows, targets, dec_need, dec_keys, extra, shared)
         return EncoderOutput(states, plain.src_pad_mask, extra or None, shared or None)
 
     def _encode_rows(self, src: Tensor, rows: Tensor) -> EncoderOutput:
@@ -241,20 +241,43 @@ class HAN(ContextModel):
             out = out.index_copy(0, r, F.pad(h, (0, 0, 0, s - t)))
         return out
 
-    def _decoder_context(self, plain: EncoderOutput, tgt_in: Tensor | None, rows: Tensor, need, keys,
-                         extra: dict, shared: dict) -> None:
+    def _decoder_context(self, plain: EncoderOutput, tgt_in: Tensor | None, rows: Tensor, targets: Tensor, need,
+                         keys, extra: dict, shared: dict) -> None:
         """The decoder-side memory: top decoder states of the context rows' targets (teacher-
-        forced: references in training, 1-best at translation), projected once per row."""
+        forced: references in training, 1-best at translation), projected once per row.
+
+        Training HAN decoder (``attach: decoder``: the loss's decoder reads the same plain
+        encoder states): one teacher-forced pass, with gradient, over the target rows and the
+        context rows together; the context reads its rows' states (detached under
+        ``detach_context``) and ``decode_train`` reuses the target rows' states
+        (``extra`` han_dec_hidden, han_dec_tgt, han_dec_stashed) instead of decoding them again [our
+        implementation: the same function, one decoder pass fewer]."""
         if need is None:                                                         # no target context
             needed, sub = rows.new_zeros((0,)), torch.full_like(rows, -1)
         else:
             needed, sub = need
 
+        shared_pass: list[Tensor] = []                                           # [both rows, their states]
+
         def states_of(r: Tensor) -> Tensor:
+            if shared_pass:
+                return shared_pass[1].index_select(0, torch.searchsorted(shared_pass[0], r))
             t = tgt_in.index_select(0, r)
             t = t[:, :max(int(t.ne(self.pad_id).sum(1).max()), 1)]
             with torch.set_grad_enabled(torch.is_grad_enabled() and not self.cfg.detach_context):
                 return self._teacher_forced(plain.select(r), t)                   # (R, T, H)
+
+        if (self.han_enc is None and torch.is_grad_enabled() and tgt_in is not None and keys is None
+                and targets.numel()):
+            both = torch.cat([needed, targets]).unique()                          # (Q,) sorted
+            t = tgt_in.index_select(0, both)
+            width = max(int(t.ne(self.pad_id).sum(1).max()), 1)
+            hidden = self._teacher_forced(plain.select(both), t[:, :width])       # (Q, T, H), with grad
+            stash = hidden.new_zeros((rows.size(0), width, hidden.size(-1)))
+            stash = stash.index_copy(0, targets, hidden.index_select(0, torch.searchsorted(both, targets)))
+            stashed = torch.zeros(rows.size(0), dtype=torch.bool, device=rows.device).index_fill(0, targets, True)
+            extra.update(han_dec_hidden=stash, han_dec_tgt=tgt_in[:, :width], han_dec_stashed=stashed)
+            shared_pass += [both, hidden]
 
         k, v, mask = self._row_memory(self.han_dec, "dec", needed, tgt_in if tgt_in is not None else rows,
                                       keys, states_of)
@@ -284,10 +307,26 @@ class HAN(ContextModel):
         return self.han_dec.gather_memory(pool["han_dec_k"], pool["han_dec_v"], pool["han_dec_mask"], rows)
 
     def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
-        hidden = self.backbone.decode_hidden(enc, tgt_in)                          # (B, T, H)
+        hidden = self._stashed_hidden(enc, tgt_in)
+        if hidden is None:
+            hidden = self.backbone.decode_hidden(enc, tgt_in)                      # (B, T, H)
         if self.han_dec is not None:
             hidden = self.han_dec.forward_memory(hidden, self._decoder_memory(enc.shared, enc.extra["han_dec_rows"]))
         return self.backbone.output_logits(hidden if select is None else hidden[select])
+
+    def _stashed_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor | None:
+        """The backbone's decoder states of ``tgt_in`` (B, T) computed by ``encode`` (training
+        HAN decoder, see ``_decoder_context``), or None if ``encode`` made none for exactly
+        these rows and tokens."""
+        extra = enc.extra or {}
+        stash, tokens = extra.get("han_dec_hidden"), extra.get("han_dec_tgt")
+        w = tgt_in.size(1)
+        if (stash is None or not torch.is_grad_enabled() or tokens.size(0) != tgt_in.size(0)
+                or not bool(extra["han_dec_stashed"].all())
+                or tokens.size(1) < w or not torch.equal(tokens[:, :w], tgt_in)
+                or bool(tokens[:, w:].ne(self.pad_id).any())):
+            return None
+        return stash[:, :w]
 
     def init_state(self, enc: EncoderOutput):
         inner = self.backbone.init_state(enc)
