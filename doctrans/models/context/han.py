@@ -52,8 +52,8 @@ class HANConfig:
 
 @dataclass
 class HANDecoderState:
-    """The backbone's decoder state plus, per live row, its sentence (``sent`` (B',), an index
-    into the batch's target rows) and its decoder-side context rows (``rows`` (B', N), indices
+    """The backbone's decoder state plus, per live row, its sentence (``sent`` (B',), the batch
+    row of the sentence it translates) and its decoder-side context rows (``rows`` (B', N), indices
     into ``pool``: the per-context-sentence keys/values of ``HANBlock.project_rows``). ``group``
     = rows per sentence at the start (the beam size): while every sentence still has ``group``
     consecutive rows (beam search keeps K per live sentence), the K hypotheses of a sentence
