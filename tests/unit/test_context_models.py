@@ -12,7 +12,6 @@ from doctrans.config import load_experiment, to_dict
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
 from doctrans.models.build import CONTEXT_MODELS, build_model
-from doctrans.models.context.base import gather_context
 from doctrans.models.interface import SearchBatch, Seq2SeqModel
 
 from conftest import REPO
@@ -121,18 +120,26 @@ def test_search_translates_target_rows_only(name):
 
 
 def test_gather_context_equals_per_row_lookup():
-    states = torch.randn(4, 3, 5)
+    """In-batch context gathering (``HANBlock.gather_memory`` over ``project_rows``) = looking up
+    each row's context rows one by one; a missing slot (−1) reads nothing."""
+    from doctrans.models.context.han_block import HANBlock, HANBlockConfig
+
+    block = HANBlock(4, HANBlockConfig(heads=2, d_ff=8, dropout=0.0))
+    states = torch.randn(4, 3, 4)
     masked = torch.tensor([[False, False, True]] * 4)
     rows = torch.tensor([[-1, 2], [0, 1], [3, 3], [-1, -1]])
-    ctx, word_mask, missing = gather_context(states, masked, rows)
+    k_rows, v_rows = block.project_rows(states, masked)
+    mem = block.gather_memory(k_rows, v_rows, masked, rows)
     for b in range(4):
         for n in range(2):
             r = int(rows[b, n])
             if r < 0:
-                assert missing[b, n] and word_mask[b, n].all() and ctx[b, n].abs().sum() == 0
+                assert mem.slot_gone[b, n] and mem.slot_void[b, n]
             else:
-                assert not missing[b, n]
-                assert torch.equal(ctx[b, n, :2], states[r, :2]) and word_mask[b, n].tolist() == [False, False, True]
+                assert not mem.slot_gone[b, n]
+                assert torch.equal(mem.k[b, n], k_rows[r]) and torch.equal(mem.v[b, n], v_rows[r])
+                assert mem.word_keep[b, n].tolist() == [True, True, False]
+    assert mem.no_context.tolist() == [False, False, False, True]
 
 
 def _reference_loss(m, b, pad_id: int = 0):

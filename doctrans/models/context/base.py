@@ -51,22 +51,6 @@ def special_mask(tokens: Tensor, specials: tuple[int, ...] = SPECIAL_IDS) -> Ten
     return mask
 
 
-def gather_context(states: Tensor, masked: Tensor, rows: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Per row, the states of its context rows.
-
-    states: (B, L, H) of every batch row; masked: (B, L) True at words not to attend; rows:
-    (B, N) context row indices, −1 = missing → (ctx (B, N, L, H), word_mask (B, N, L) True =
-    masked, slot_missing (B, N) True = no such sentence or all its words masked). Missing slots
-    hold zeros and are fully masked.
-    """
-    missing = rows.lt(0)                                                     # (B, N)
-    safe = rows.clamp(min=0)
-    ctx = states[safe]                                                       # (B, N, L, H)
-    word_mask = masked[safe] | missing[:, :, None]                           # (B, N, L)
-    ctx = ctx.masked_fill(word_mask[..., None], 0.0)
-    return ctx, word_mask, missing | word_mask.all(-1)
-
-
 def _cut_rows(src: Tensor, rows: Tensor, pad_id: int) -> Tensor:
     """src (B, S) → rows ``rows`` (B',), columns cut to their longest non-padding length."""
     part = src.index_select(0, rows)
@@ -150,18 +134,15 @@ class RowCache:
         if capacity < 1:
             raise ValueError(f"cache capacity must be ≥ 1, got {capacity}")
         self.capacity, self.items = capacity, OrderedDict()
-        self.hits = self.misses = 0
 
     def __contains__(self, key) -> bool:
         return key in self.items
 
     def get(self, key):
         self.items.move_to_end(key)
-        self.hits += 1
         return self.items[key]
 
     def put(self, key, value) -> None:
-        self.misses += 1
         self.items[key] = value
         self.items.move_to_end(key)
         while len(self.items) > self.capacity:

@@ -183,9 +183,11 @@ class HAN(ContextModel):
         return plain
 
     def _keys(self, needed: Tensor, src: Tensor, tgt: Tensor | None = None) -> list:
-        """Cache keys of rows ``needed``: their source tokens (and target tokens), no padding."""
+        """Cache keys of rows ``needed``: their source tokens (and target tokens), no (trailing)
+        padding."""
         def strip(t: Tensor) -> list[tuple]:
-            return [tuple(x for x in row if x != self.pad_id) for row in t.index_select(0, needed).tolist()]
+            part = t.index_select(0, needed)
+            return [tuple(row[:n]) for row, n in zip(part.tolist(), part.ne(self.pad_id).sum(1).tolist())]
         keys = strip(src)
         return keys if tgt is None else list(zip(keys, strip(tgt)))
 

@@ -66,7 +66,7 @@ class _MultiHeadAttention(nn.Module):
 @dataclass
 class HANMemory:
     """The context of a HAN block, projected once: the keys and values of the word-level
-    attention of every slot, and the masks (``HANBlock.prepare``). Rows ``select``-able, so a
+    attention of every slot, and the masks (``HANBlock.prepare`` / ``gather_memory``), so a
     decoder can keep it for a whole beam search instead of re-projecting Ctx at every step.
 
     k, v: (B, N, A, L, D); word_keep (B, N, L) True = attend (a void slot attends to all its
@@ -79,14 +79,6 @@ class HANMemory:
     slot_void: Tensor
     slot_gone: Tensor
     no_context: Tensor
-
-    @property
-    def slots(self) -> int:
-        return self.word_keep.size(1)
-
-    def select(self, index: Tensor) -> "HANMemory":
-        return HANMemory(*(x.index_select(0, index) for x in (self.k, self.v, self.word_keep, self.slot_void,
-                                                               self.slot_gone, self.no_context)))
 
 
 class _FeedForward(nn.Module):
@@ -178,7 +170,8 @@ class HANBlock(nn.Module):
         """Keys and values of the word-level attention for every row of a batch that may serve
         as context, computed once per row (and only at its unmasked words) rather than once per
         (row, reader): states (R,L,H), word_mask (R,L) True = masked → k, v (R,A,L,D), zeros at
-        masked words. Detached under ``detach_context``. Use with ``gather_memory``."""
+        masked words — the keys/values of MultiHead_w over Ctx_j in eq. 4. Detached under
+        ``detach_context``. Use with ``gather_memory``. Raises ValueError on mismatched shapes."""
         if states.dim() != 3 or states.size(-1) != self.d_model or tuple(word_mask.shape) != states.shape[:2]:
             raise ValueError(f"expected states (R,L,{self.d_model}) and word_mask (R,L), got "
                              f"{tuple(states.shape)} and {tuple(word_mask.shape)}")
@@ -211,9 +204,10 @@ class HANBlock(nn.Module):
         return HANMemory(k, v, word_keep, slot_void, slot_gone, slot_gone.all(-1))
 
     def forward_memory(self, h: Tensor, mem: HANMemory) -> Tensor:
-        """``forward`` with a prepared context: h (B,T,H), ``mem`` of B rows → h̃ (B,T,H).
-        The T query positions are independent, so a beam search may pass the K hypotheses of
-        a sentence as its T positions against one copy of the sentence's memory."""
+        """``forward`` (eq. 3–8) with a prepared context: h (B,T,H), ``mem`` of B rows → h̃
+        (B,T,H). The T query positions are independent, so a beam search may pass the K
+        hypotheses of a sentence as its T positions against one copy of the sentence's memory.
+        Raises ValueError if h is not (B,T,d_model) with B = the memory's rows."""
         if h.dim() != 3 or h.size(0) != mem.k.size(0) or h.size(-1) != self.d_model:
             raise ValueError(f"h {tuple(h.shape)} does not match a memory of {mem.k.size(0)} rows, "
                              f"d_model {self.d_model}")
