@@ -366,7 +366,7 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
 
 # --- score (doctrans/evaluation/score.py) ------------------------------------------------------
 @cli.command("score")
-@click.argument("hyp", type=click.Path(exists=True, dir_okay=False))
+@click.argument("hyp", type=click.Path(exists=True, dir_okay=False), required=False)
 @click.option("-r", "--ref", "refs", multiple=True,
               type=click.Path(exists=True, dir_okay=False),
               help="Reference: plain text (one reference) or .sgm (one reference per sysid). Repeatable.")
@@ -400,10 +400,26 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
               help="--dp: the oracle DP-inserted source (e.g. test.oracle-dp.seg.zh).")
 @click.option("--oracle-base", type=click.Path(exists=True, dir_okay=False),
               help="--dp: the oracle's source without DPs (e.g. test.seg.zh) [default: --base].")
-def score_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokenized: bool | None,
+@click.option("--cxmi", is_flag=True,
+              help="Context usage instead of BLEU (no HYP): CXMI and P-CXMI of -c CKPT on --src/-r as documents "
+                   "(Fernandes et al. 2021): reference cross-entropy with the real vs an empty context.")
+@click.option("-c", "--checkpoint", type=click.Path(exists=True, dir_okay=False),
+              help="--cxmi: the model to score with (any model; a sentence-level one gets exactly 0).")
+@click.option("--src", type=click.Path(exists=True, dir_okay=False),
+              help="--cxmi: the source, plain text or .sgm (its <DOC> blocks are the documents).")
+@click.option("--docs", type=click.Path(exists=True, dir_okay=False),
+              help="--cxmi: doc_id<TAB>position per line (as PREP/test.docs) [default: from an .sgm --src or -r].")
+@click.option("--tokenized", is_flag=True,
+              help="--cxmi: --src and -r are tokenized (e.g. PREP/test.tok.*; BPE only) [default: raw text, "
+                   "but an .sgm reference is taken as tokenized, as TVsub's are].")
+@click.option("--random-context", is_flag=True,
+              help="--cxmi: also the real vs a random context from another document (contextual-mt's check).")
+@click.option("--max-tokens", default=3000, show_default=True, help="--cxmi: tokens per scoring batch.")
+def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokenized: bool | None,
               metrics: str, detok_case: str, no_split_hyphens: bool, as_json: bool, out: str | None,
               baseline: str | None, bootstrap: int, baseline_base: str | None, dp: bool, base: str | None,
-              oracle: str | None, oracle_base: str | None) -> None:
+              oracle: str | None, oracle_base: str | None, cxmi: bool, checkpoint: str | None, src: str | None,
+              docs: str | None, tokenized: bool, random_context: bool, max_tokens: int) -> None:
     """Score HYP against references with sacrebleu; prints each score with its signature.
 
     \b
@@ -418,6 +434,13 @@ def score_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokeniz
     chrf is sacrebleu chrF2 on the same detokenized text.
 
     \b
+    With --cxmi: CXMI = mean over sentences of log q(ref | src, context) − log q(ref |
+    src, empty context) in nats (Fernandes et al. 2021, eq. 3), per token, and P-CXMI
+    per word class (pronouns, punctuation, other), for the checkpoint -c on the first
+    reference of -r; the context is the model's (previous N sentences of the document,
+    references as target context). > 0: the model uses its context.
+
+    \b
     With --dp: position and pronoun precision/recall/F1 of the dropped pronouns in HYP
     against an oracle, matching each DP by its character offset in the sentence with
     spaces removed (NFKC-normalised), so the two sides may be segmented differently;
@@ -429,6 +452,10 @@ def score_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokeniz
       doctrans score --dp test.auto-dp.seg.zh --base test.seg.zh --oracle test.oracle-dp.seg.zh
       doctrans score --dp ours.dp.zh --base test.tok.zh --oracle test.oracle-dp.seg.zh \\
           --oracle-base test.seg.zh --baseline test.auto-dp.seg.zh --baseline-base test.seg.zh
+      doctrans score --cxmi -c runs/context/han_encoder/last.pt --src test.zh \\
+          -r test.ref.sgm --random-context
+      doctrans score --cxmi -c CKPT --src PREP/test.tok.zh -r PREP/test.tok.en \\
+          --docs PREP/test.docs --tokenized --json --out cxmi.json
     """
     from pathlib import Path
 
@@ -437,6 +464,11 @@ def score_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokeniz
     if dp:
         _score_dp(hyp, base, oracle, oracle_base, as_json, out, baseline, baseline_base, bootstrap)
         return
+    if cxmi:
+        _score_cxmi(checkpoint, src, refs, docs, tokenized, random_context, max_tokens, as_json, out)
+        return
+    if hyp is None:
+        raise click.UsageError("give HYP, the hypothesis to score (or use --cxmi / --dp)")
     if not refs:
         raise click.UsageError("give at least one reference with -r/--ref (or use --dp)")
 
@@ -451,6 +483,51 @@ def score_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokeniz
     click.echo(result.read_text(encoding="utf-8") if isinstance(result, Path) else score.render(result, cfg.fmt),
                nl=False)
 
+
+
+def _lines_and_docs(path: str) -> tuple[list[str], list[str] | None]:
+    """Plain text (no documents) or the first system of an SGML file with its document ids."""
+    from pathlib import Path
+
+    from doctrans.data.sgml import read_sgml
+    from doctrans.utils.io import read_lines
+
+    if Path(path).suffix.lower() in (".sgm", ".sgml", ".xml"):
+        first = read_sgml(path)[0]
+        return list(first.segments), first.doc_ids()
+    return read_lines(path), None
+
+
+def _score_cxmi(checkpoint: str | None, src: str | None, refs: tuple[str, ...], docs: str | None, tokenized: bool,
+                random_context: bool, max_tokens: int, as_json: bool, out: str | None) -> None:
+    import json
+    from pathlib import Path
+
+    from doctrans.data.documents import read_doc_positions
+    from doctrans.evaluation.cxmi import compute_cxmi, load_scoring_set, render_cxmi
+    from doctrans.utils.io import atomic_write_text
+
+    if not checkpoint or not src or not refs:
+        raise click.UsageError("--cxmi needs -c CKPT, --src SOURCE and -r REFERENCE")
+    src_lines, src_docs = _lines_and_docs(src)
+    ref_lines, ref_docs = _lines_and_docs(refs[0])
+    doc_ids = src_docs or ref_docs
+    if docs:
+        names, doc, _ = read_doc_positions(Path(docs), len(src_lines))
+        doc_ids = [names[d] for d in doc]
+    if doc_ids is None:
+        click.echo("note: no documents given (--docs or an .sgm input): the whole input is one document", err=True)
+    scoring = load_scoring_set(checkpoint, src_lines, ref_lines, doc_ids, tokenized=tokenized,
+                               ref_tokenized=tokenized or ref_docs is not None)   # .sgm references: tokenized
+    result = compute_cxmi(scoring.model, scoring.src, scoring.tgt, scoring.doc, scoring.targets,
+                          conditions=("empty", "random") if random_context else ("empty",), max_tokens=max_tokens,
+                          progress=True)
+    result = {"checkpoint": checkpoint, "source": src, "reference": refs[0], **result}
+    text = json.dumps(result, indent=1) + "\n" if as_json else render_cxmi(
+        {k: v for k, v in result.items() if isinstance(v, dict)})
+    if out:
+        atomic_write_text(out, text)
+    click.echo(text, nl=False)
 
 
 def _score_dp(hyp: str, base: str | None, oracle: str | None, oracle_base: str | None,

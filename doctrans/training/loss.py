@@ -53,23 +53,31 @@ def forward_loss(model, batch, pad_id: int, eps: float) -> LossOutput:
         keep = tgt_out.ne(pad_id)                              # (B, T) True at real tokens
         logits = model.decode_train(enc, tgt_in, select=keep)  # (N, V)
         return label_smoothed_xent(logits, tgt_out[keep], eps)
-    rows = is_target.to(tgt_in.device).nonzero().squeeze(1)                     # (B',)
-    t_len = tgt_out.index_select(0, rows).ne(pad_id).sum(1)
-    s_len = (~enc.src_pad_mask).index_select(0, rows).sum(1)
-    parts = []
-    for group in length_buckets(torch.maximum(s_len, t_len)):
-        r = rows[group]
-        width = int(t_len[group].max())
-        t_in, t_out = tgt_in[r, :width], tgt_out[r, :width]
-        keep = t_out.ne(pad_id)
-        parts.append(label_smoothed_xent(model.decode_train(_target_rows(enc, r), t_in, select=keep),
-                                         t_out[keep], eps))
+    parts = [label_smoothed_xent(logits, gold, eps) for _, logits, gold, _ in target_logits(model, enc, batch, pad_id)]
     if not parts:                                              # no target row
         zero = enc.states.sum() * 0.0
         return LossOutput(total=zero, terms={"nll_nats": 0.0}, n_tokens=0)
     return LossOutput(total=sum((p.total for p in parts[1:]), parts[0].total),
                       terms={"nll_nats": sum(p.terms["nll_nats"] for p in parts)},
                       n_tokens=sum(p.n_tokens for p in parts))
+
+
+def target_logits(model, enc, batch, pad_id: int):
+    """Yield, per length bucket of the target rows of a document batch (``batch.is_target``
+    (B,) bool), ``(rows (B',), logits (N, V), gold (N,), keep (B', T'))``: the rows' logits at
+    their N non-padding target positions (row-major), the gold ids there, and which positions
+    of ``batch.tgt_out[rows, :T']`` they are. ``enc`` = ``model.encode(batch)``. The decoding
+    path of ``forward_loss``, shared with teacher-forced scoring (``evaluation.cxmi``)."""
+    tgt_in, tgt_out = batch.tgt_in, batch.tgt_out
+    rows = batch.is_target.to(tgt_in.device).nonzero().squeeze(1)               # (B',)
+    t_len = tgt_out.index_select(0, rows).ne(pad_id).sum(1)
+    s_len = (~enc.src_pad_mask).index_select(0, rows).sum(1)
+    for group in length_buckets(torch.maximum(s_len, t_len)):
+        r = rows[group]
+        width = int(t_len[group].max())
+        t_in, t_out = tgt_in[r, :width], tgt_out[r, :width]
+        keep = t_out.ne(pad_id)
+        yield r, model.decode_train(_target_rows(enc, r), t_in, select=keep), t_out[keep], keep
 
 
 def _target_rows(enc, rows: Tensor):

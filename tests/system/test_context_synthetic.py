@@ -74,6 +74,15 @@ def _first_token_accuracy(run_dir: Path, prep: Path) -> float:
     return float((logits[:, 0].argmax(-1) == gold)[later].float().mean())
 
 
+def _cxmi(run_dir: Path, prep: Path) -> dict:
+    from doctrans.evaluation.cxmi import compute_cxmi, load_scoring_set
+
+    lines = {k: (prep / f"dev.bpe.{k}").read_text(encoding="utf-8").splitlines() for k in ("zh", "en")}
+    docs = [x.split("\t")[0] for x in (prep / "dev.docs").read_text(encoding="utf-8").splitlines()]
+    s = load_scoring_set(str(run_dir / "best.pt"), lines["zh"], lines["en"], docs, tokenized=True, device="cpu")
+    return compute_cxmi(s.model, s.src, s.tgt, s.doc, s.targets, conditions=("empty", "random"))
+
+
 CONTEXTS = {
     "sentence": [],
     "concat": ["context={type: concat, context_sents: 1}"],
@@ -100,6 +109,13 @@ def test_only_context_models_learn_the_previous_sentence(name, synthetic, tmp_pa
         assert acc < 0.35, acc                  # chance is 1/12; it cannot see sentence m−1
     else:
         assert acc > 0.9, acc
+    cxmi = _cxmi(run_dir, synthetic)            # issue 17: the context's information, measured
+    if name == "sentence":
+        assert cxmi["empty"]["cxmi"] == 0.0     # it ignores ctx: the same batches score identically
+    else:                                       # the first target token: ≈ log 12 nats from context
+        assert cxmi["empty"]["cxmi"] > 1.5, cxmi["empty"]["cxmi"]
+        assert cxmi["empty"]["by_class"]["other"]["share_positive"] > 0.1
+        assert cxmi["random"]["cxmi"] > 1.0     # another document's sentence holds the wrong word
     if name != "sentence":                      # translate the dev documents: same line count, context used
         lines = (synthetic / "dev.bpe.zh").read_text(encoding="utf-8").splitlines()[:12]
         docs = [x.split("\t")[0] for x in (synthetic / "dev.docs").read_text(encoding="utf-8").splitlines()[:12]]

@@ -1,0 +1,313 @@
+"""Teacher-forced scoring with and without context, and what it measures: CXMI and P-CXMI.
+
+CXMI (conditional cross-mutual information, Fernandes et al. 2021, "Measuring and Increasing
+Context Usage in Context-Aware Machine Translation", ACL, §3 eq. 3) estimates how much the
+context C tells a model about the reference Y beyond the source X::
+
+    CXMI(C → Y | X) ≈ −1/N · Σ_i log [ q(y_i | x_i, ∅) / q(y_i | x_i, C_i) ]
+
+over the N sentences of a test set, with one model scored twice: with its real context C_i
+and with an empty one (the model's own empty-context convention, models.md §1.1). P-CXMI
+(Fernandes et al. 2023, "When Does Translation Require Context?", §3) is the same log-ratio
+per target token: ``log q(y_t | y_<t, x, C) − log q(y_t | y_<t, x, ∅)``.
+
+Both conditions score *the same batches*: the empty condition only sets every ``ctx`` entry
+to −1 (no context), so any difference is the model reading its context — a sentence-level
+model, which ignores ``ctx``, gets exactly 0. As an option (contextual-mt's check), the
+context is the N sentences before a random position of *another* document: a model that
+gains from any fluent context rather than from the right one shows CXMI > 0 there too.
+
+Context rows carry the reference target (teacher forcing, as in training), so decoder-side
+models see reference context, the setting of Fernandes et al.
+
+Scores are natural logarithms (nats). Tokens are the model's target BPE units; word-level
+P-CXMI (``by_class``) sums a word's units. Classes: English central pronouns (Table 4.2 forms,
+``dp.pronouns.TRIGGERS``), punctuation, other words; ``</s>`` is counted in the totals only.
+Nouns are not a class: that needs a POS tagger, none of which installs offline with its model.
+"""
+from __future__ import annotations
+
+import logging
+import string
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from doctrans.data.batching import pad_sequences
+from doctrans.data.documents import DocBatch
+from doctrans.dp.pronouns import TRIGGERS
+
+log = logging.getLogger(__name__)
+
+CONDITIONS = ("empty", "random")
+POSITIVE = 1e-6     # nats: a word's P-CXMI counts as positive above this (float noise of batching is ~1e-7)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One target to score: the source of DocData-style line ``line`` (``src[line]``), the
+    target ids ``tgt`` (ending in ``</s>``; the reference, or a contrastive variant of it) and
+    its context ``context`` (N line indices, oldest first, −1 = none)."""
+
+    line: int
+    tgt: np.ndarray
+    context: tuple[int, ...]
+
+
+def previous_lines(doc: np.ndarray, line: int, n: int) -> tuple[int, ...]:
+    """The N lines before ``line`` in its document (doc: (L,) document number per line, documents
+    contiguous), oldest first, −1 before the document start."""
+    out = []
+    for k in range(n, 0, -1):
+        p = line - k
+        out.append(p if p >= 0 and doc[p] == doc[line] else -1)
+    return tuple(out)
+
+
+def random_context(doc: np.ndarray, line: int, n: int, rng: np.random.Generator) -> tuple[int, ...]:
+    """The N lines before a random position of a random *other* document (a position ≥ N where
+    the document is long enough, so the context is complete). Raises ValueError with fewer
+    than two documents."""
+    starts = np.flatnonzero(np.r_[True, doc[1:] != doc[:-1]])
+    ends = np.r_[starts[1:], len(doc)]
+    others = [k for k in range(len(starts)) if doc[starts[k]] != doc[line]]
+    if not others:
+        raise ValueError("a random context needs at least two documents")
+    k = others[int(rng.integers(len(others)))]
+    lo = min(starts[k] + n, ends[k] - 1)
+    pos = int(rng.integers(lo, ends[k]))
+    return previous_lines(doc, pos, n)
+
+
+def _batches(items: Sequence[Item], src: Sequence[np.ndarray], max_tokens: int) -> list[list[int]]:
+    """Item indices grouped under a token budget (sum over rows of max(source, target), context
+    rows included), items sorted by length so a batch pads little."""
+    order = sorted(range(len(items)), key=lambda i: (len(items[i].tgt), len(src[items[i].line])))
+    out, cur, seen, size = [], [], set(), 0
+    for i in order:
+        it = items[i]
+        new = [c for c in it.context if c >= 0 and c not in seen]
+        need = max(len(src[it.line]), len(it.tgt)) + sum(len(src[c]) + 8 for c in new)
+        if cur and size + need > max_tokens:
+            out.append(cur)
+            cur, seen, size = [], set(), 0
+            new = [c for c in it.context if c >= 0]
+            need = max(len(src[it.line]), len(it.tgt)) + sum(len(src[c]) + 8 for c in new)
+        cur.append(i)
+        seen.update(new)
+        size += need
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _collate(items: Sequence[Item], src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], n: int,
+             pad_id: int, bos_id: int, blank: bool) -> DocBatch:
+    """Rows: the items (targets), then each context line once (context-only rows carrying the
+    reference target ``tgt[line]``). ctx (B, N): an item's context rows; −1 for context-only
+    rows and, with ``blank``, everywhere."""
+    ctx_lines = sorted({c for it in items for c in it.context if c >= 0})
+    row_of = {c: len(items) + k for k, c in enumerate(ctx_lines)}
+    srcs = [src[it.line] for it in items] + [src[c] for c in ctx_lines]
+    tgts = [it.tgt for it in items] + [tgt[c] for c in ctx_lines]
+    ctx = np.full((len(srcs), n), -1, dtype=np.int64)
+    if not blank:
+        for r, it in enumerate(items):
+            ctx[r] = [row_of[c] if c >= 0 else -1 for c in it.context]
+    is_target = np.zeros(len(srcs), dtype=bool)
+    is_target[:len(items)] = True
+    return DocBatch(src=pad_sequences(srcs, pad_id), tgt_in=pad_sequences(tgts, pad_id, prefix=bos_id, drop_last=True),
+                    tgt_out=pad_sequences(tgts, pad_id), index=np.arange(len(srcs)),
+                    n_targets=int(sum(len(t) for t in tgts[:len(items)])),
+                    is_target=torch.from_numpy(is_target), ctx=torch.from_numpy(ctx))
+
+
+@torch.no_grad()
+def score_items(model, items: Sequence[Item], src: Sequence[np.ndarray], tgt: Sequence[np.ndarray],
+                pad_id: int = 0, bos_id: int = 1, max_tokens: int = 3000, blank: Sequence[bool] = (False,),
+                progress: bool = False) -> list[list[np.ndarray]]:
+    """Teacher-forced log-probabilities (nats) of each item's target, one list per entry of
+    ``blank``: ``out[c][i]`` (len(items[i].tgt),) float64 for condition c (``blank[c]`` True:
+    the same batch with every context pointer removed, i.e. empty context).
+
+    src / tgt: id arrays per line (ending in ``</s>``; ``tgt`` is what context rows carry).
+    The model is any ``Seq2SeqModel`` (a context model reads ``batch.ctx``; N =
+    ``len(items[0].context)`` and must equal the model's ``context_sents`` for a context model).
+    The decoding path is the loss's (``training.loss.target_logits``), so a score here is the
+    model's training-time log-likelihood without label smoothing or dropout."""
+    from tqdm import tqdm
+
+    from doctrans.training.loss import target_logits
+
+    model.eval()
+    device = next(model.parameters()).device
+    n = len(items[0].context) if items else 0
+    out = [[None] * len(items) for _ in blank]
+    groups = _batches(items, src, max_tokens)
+    for group in tqdm(groups, desc="score", unit="batch", disable=not progress):
+        for c, b in enumerate(blank):
+            batch = _collate([items[i] for i in group], src, tgt, n, pad_id, bos_id, b).to(device)
+            enc = model.encode(batch)
+            for rows, logits, gold, keep in target_logits(model, enc, batch, pad_id):
+                lp = torch.log_softmax(logits.float(), -1).gather(1, gold[:, None]).squeeze(1).double().cpu()
+                for r, piece in zip(rows.tolist(), lp.split(keep.sum(1).tolist())):
+                    out[c][group[r]] = piece.numpy()
+    return out
+
+
+def _word_class(word: str) -> str:
+    if word.lower() in TRIGGERS:
+        return "pronoun"
+    if all(ch in string.punctuation for ch in word):
+        return "punctuation"
+    return "other"
+
+
+def word_pcxmi(units: Sequence[str], pcxmi: np.ndarray) -> list[tuple[str, float]]:
+    """BPE units of a target (without ``</s>``; ``@@`` ends a unit continued by the next) and
+    their P-CXMI (len(units) + 1,) incl. ``</s>`` → [(word, summed P-CXMI)]."""
+    words, cur, val = [], "", 0.0
+    for u, v in zip(units, pcxmi):
+        val += float(v)
+        if u.endswith("@@"):
+            cur += u[:-2]
+            continue
+        words.append((cur + u, val))
+        cur, val = "", 0.0
+    if cur:
+        words.append((cur, val))
+    return words
+
+
+def cxmi_report(real: list[np.ndarray], other: list[np.ndarray], targets: Sequence[str],
+                condition: str = "empty") -> dict:
+    """CXMI from per-token log-probabilities with the real context (``real``) and with the other
+    condition's (``other``, same shapes), targets as BPE strings (for word classes) → a dict:
+    ``cxmi`` (nats per sentence, eq. 3), ``cxmi_per_token`` (nats per target unit),
+    ``sentences``, ``tokens``, ``xent_real`` / ``xent_other`` (nats per unit), ``by_class``
+    {class: {words, mean P-CXMI per word (nats), share of words with P-CXMI > ``POSITIVE``}}, and
+    ``per_sentence`` (CXMI of each sentence, nats)."""
+    if len(real) != len(other) or len(real) != len(targets):
+        raise ValueError(f"{len(real)} real, {len(other)} {condition} scores and {len(targets)} targets")
+    per_sent = np.array([float(r.sum() - o.sum()) for r, o in zip(real, other)])
+    tokens = sum(len(r) for r in real)
+    classes: dict[str, list[float]] = {}
+    for r, o, t in zip(real, other, targets):
+        for word, v in word_pcxmi(t.split(), r - o):
+            classes.setdefault(_word_class(word), []).append(v)
+    return {
+        "condition": condition, "sentences": len(real), "tokens": tokens,
+        "cxmi": float(per_sent.mean()) if len(per_sent) else 0.0,
+        "cxmi_per_token": float(per_sent.sum() / max(tokens, 1)),
+        "xent_real": float(-sum(r.sum() for r in real) / max(tokens, 1)),
+        "xent_other": float(-sum(o.sum() for o in other) / max(tokens, 1)),
+        "by_class": {k: {"words": len(v), "mean_pcxmi": float(np.mean(v)), "share_positive": float(np.mean(
+            np.array(v) > POSITIVE))} for k, v in sorted(classes.items())},
+        "per_sentence": per_sent.tolist(),
+    }
+
+
+def compute_cxmi(model, src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], doc: np.ndarray,
+                 targets: Sequence[str], conditions: Sequence[str] = ("empty",), seed: int = 1,
+                 max_tokens: int = 3000, progress: bool = False) -> dict:
+    """CXMI of ``model`` on a document set: src / tgt id arrays per line (documents contiguous,
+    ``doc`` (L,) the document number of each line), ``targets`` the reference BPE strings
+    (word classes). ``conditions``: "empty" (empty context) and/or "random" (context from a
+    random other document, seeded). N = the model's ``context_sents`` (1 for a sentence
+    model, which then ignores it). Returns {condition: cxmi_report(...)}. Raises ValueError on
+    an unknown condition or line-count mismatch."""
+    if len(src) != len(tgt) or len(src) != len(doc) or len(src) != len(targets):
+        raise ValueError(f"{len(src)} source, {len(tgt)} target, {len(doc)} document and {len(targets)} "
+                         "reference lines")
+    bad = [c for c in conditions if c not in CONDITIONS]
+    if bad:
+        raise ValueError(f"unknown CXMI condition(s) {bad}; choose from {CONDITIONS}")
+    n = getattr(model, "context_sents", 0) or 1
+    real_items = [Item(i, tgt[i], previous_lines(doc, i, n)) for i in range(len(src))]
+    result = {}
+    real = None
+    if "empty" in conditions:
+        real, empty = score_items(model, real_items, src, tgt, max_tokens=max_tokens, blank=(False, True),
+                                  progress=progress)
+        result["empty"] = cxmi_report(real, empty, targets, "empty")
+    if "random" in conditions:
+        if real is None:
+            real, = score_items(model, real_items, src, tgt, max_tokens=max_tokens, progress=progress)
+        rng = np.random.default_rng(seed)
+        rand_items = [Item(i, tgt[i], random_context(doc, i, n, rng)) for i in range(len(src))]
+        rand, = score_items(model, rand_items, src, tgt, max_tokens=max_tokens, progress=progress)
+        result["random"] = cxmi_report(real, rand, targets, "random")
+    return result
+
+
+def render_cxmi(result: dict) -> str:
+    """A plain-text summary of ``compute_cxmi``'s result."""
+    lines = []
+    for cond, r in result.items():
+        lines.append(f"CXMI (real vs {cond} context): {r['cxmi']:.4f} nats/sentence, "
+                     f"{r['cxmi_per_token']:.5f} nats/token over {r['sentences']} sentences, {r['tokens']} tokens "
+                     f"(cross-entropy {r['xent_real']:.4f} vs {r['xent_other']:.4f} nats/token)")
+        for k, v in r["by_class"].items():
+            lines.append(f"  P-CXMI {k:<12} {v['words']:6d} words  mean {v['mean_pcxmi']:+.4f} nats/word  "
+                         f"> 0 for {100 * v['share_positive']:.1f}%")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class ScoringSet:
+    """A loaded checkpoint and a document set in its vocabularies.
+
+    model: the ``Seq2SeqModel`` (eval mode); src / tgt: id arrays per line; doc: (L,) document
+    number per line; targets: the reference BPE strings; tgt_vocab: the target ``Vocab``."""
+
+    model: object
+    src: list[np.ndarray]
+    tgt: list[np.ndarray]
+    doc: np.ndarray
+    targets: list[str]
+    tgt_vocab: object
+
+
+def document_numbers(doc_ids: Sequence[str], where: str = "<docs>") -> np.ndarray:
+    """Document ids per line → (L,) numbers 0, 1… in order of appearance. Raises ValueError
+    naming ``where`` and the line when a document's lines are not contiguous."""
+    number: dict[str, int] = {}
+    out = np.zeros(len(doc_ids), dtype=np.int64)
+    for k, d in enumerate(doc_ids):
+        if d not in number:
+            number[d] = len(number)
+        elif k and doc_ids[k - 1] != d:
+            raise ValueError(f"{where}:{k + 1}: document {d} reappears after document {doc_ids[k - 1]} "
+                             "(the lines of a document must be contiguous)")
+        out[k] = number[d]
+    return out
+
+
+def load_scoring_set(checkpoint: str, src_lines: Sequence[str], ref_lines: Sequence[str],
+                     doc_ids: Sequence[str] | None, tokenized: bool = False, prepared: str = "",
+                     device: str = "auto", ref_tokenized: bool | None = None) -> ScoringSet:
+    """Load ``checkpoint`` and encode a document set with its text processing: ``src_lines`` /
+    ``ref_lines`` raw (segmented / Moses-tokenized here, as ``doctrans translate`` does) or,
+    with ``tokenized``, already tokenized (BPE only; the reference lowercased if the model's
+    target side is); ``ref_tokenized`` overrides it for the reference (TVsub's ``.sgm``
+    references are tokenized, its sources raw). ``doc_ids`` per line (None: one document). Raises ValueError on
+    line-count mismatches."""
+    from doctrans.inference.translate import TranslateConfig, Translator
+
+    if len(src_lines) != len(ref_lines):
+        raise ValueError(f"{len(src_lines)} source lines but {len(ref_lines)} reference lines")
+    if doc_ids is not None and len(doc_ids) != len(src_lines):
+        raise ValueError(f"{len(doc_ids)} document ids for {len(src_lines)} lines")
+    tr = Translator(TranslateConfig(checkpoint=checkpoint, input_format="tok" if tokenized else "raw",
+                                    prepared=prepared, device=device))
+    src_bpe = tr.src_proc.apply_bpe(src_lines) if tokenized else tr.src_proc.encode(src_lines)
+    if tokenized if ref_tokenized is None else ref_tokenized:
+        refs = [r.lower() for r in ref_lines] if tr.tgt_proc.lowercase else list(ref_lines)
+        tgt_bpe = tr.tgt_proc.apply_bpe(refs)
+    else:
+        tgt_bpe = tr.tgt_proc.encode(ref_lines)
+    doc = document_numbers(list(doc_ids) if doc_ids is not None else ["doc"] * len(src_lines))
+    return ScoringSet(tr.model, [tr.src_vocab.encode(s) for s in src_bpe], [tr.tgt_vocab.encode(t) for t in tgt_bpe],
+                      doc, tgt_bpe, tr.tgt_vocab)
