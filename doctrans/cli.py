@@ -414,12 +414,16 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
                    "but an .sgm reference is taken as tokenized, as TVsub's are].")
 @click.option("--random-context", is_flag=True,
               help="--cxmi: also the real vs a random context from another document (contextual-mt's check).")
-@click.option("--max-tokens", default=3000, show_default=True, help="--cxmi: tokens per scoring batch.")
+@click.option("--contrastive", "contrastive_set", type=click.Path(exists=True, file_okay=False),
+              help="Contrastive pronoun accuracy of -c CKPT (no HYP) on a set directory built by "
+                   "`python -m doctrans.evaluation.contrastive --split test -o DIR`.")
+@click.option("--max-tokens", default=3000, show_default=True, help="--cxmi/--contrastive: tokens per scoring batch.")
 def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokenized: bool | None,
               metrics: str, detok_case: str, no_split_hyphens: bool, as_json: bool, out: str | None,
               baseline: str | None, bootstrap: int, baseline_base: str | None, dp: bool, base: str | None,
               oracle: str | None, oracle_base: str | None, cxmi: bool, checkpoint: str | None, src: str | None,
-              docs: str | None, tokenized: bool, random_context: bool, max_tokens: int) -> None:
+              docs: str | None, tokenized: bool, random_context: bool, contrastive_set: str | None,
+              max_tokens: int) -> None:
     """Score HYP against references with sacrebleu; prints each score with its signature.
 
     \b
@@ -441,6 +445,12 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
     references as target context). > 0: the model uses its context.
 
     \b
+    With --contrastive DIR: for each item of the set (a pronoun of the reference, dropped
+    in the Chinese source or overt), whether -c CKPT gives the reference a higher
+    log-probability than every variant with another pronoun of the same case; accuracy
+    overall, DP vs overt, by class and by pronoun.
+
+    \b
     With --dp: position and pronoun precision/recall/F1 of the dropped pronouns in HYP
     against an oracle, matching each DP by its character offset in the sentence with
     spaces removed (NFKC-normalised), so the two sides may be segmented differently;
@@ -456,6 +466,8 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
           -r test.ref.sgm --random-context
       doctrans score --cxmi -c CKPT --src PREP/test.tok.zh -r PREP/test.tok.en \\
           --docs PREP/test.docs --tokenized --json --out cxmi.json
+      python -m doctrans.evaluation.contrastive --split test -o contrastive/test
+      doctrans score --contrastive contrastive/test -c runs/context/han_encoder/last.pt
     """
     from pathlib import Path
 
@@ -467,8 +479,11 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
     if cxmi:
         _score_cxmi(checkpoint, src, refs, docs, tokenized, random_context, max_tokens, as_json, out)
         return
+    if contrastive_set:
+        _score_contrastive(checkpoint, contrastive_set, max_tokens, as_json, out)
+        return
     if hyp is None:
-        raise click.UsageError("give HYP, the hypothesis to score (or use --cxmi / --dp)")
+        raise click.UsageError("give HYP, the hypothesis to score (or use --cxmi / --contrastive / --dp)")
     if not refs:
         raise click.UsageError("give at least one reference with -r/--ref (or use --dp)")
 
@@ -525,6 +540,22 @@ def _score_cxmi(checkpoint: str | None, src: str | None, refs: tuple[str, ...], 
     result = {"checkpoint": checkpoint, "source": src, "reference": refs[0], **result}
     text = json.dumps(result, indent=1) + "\n" if as_json else render_cxmi(
         {k: v for k, v in result.items() if isinstance(v, dict)})
+    if out:
+        atomic_write_text(out, text)
+    click.echo(text, nl=False)
+
+
+def _score_contrastive(checkpoint: str | None, set_dir: str, max_tokens: int, as_json: bool,
+                       out: str | None) -> None:
+    import json
+
+    from doctrans.evaluation.contrastive import render_scores, score_set
+    from doctrans.utils.io import atomic_write_text
+
+    if not checkpoint:
+        raise click.UsageError("--contrastive needs -c CKPT")
+    result = score_set(checkpoint, set_dir, max_tokens=max_tokens, progress=True)
+    text = json.dumps(result, indent=1) + "\n" if as_json else render_scores(result)
     if out:
         atomic_write_text(out, text)
     click.echo(text, nl=False)

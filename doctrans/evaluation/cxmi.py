@@ -260,7 +260,8 @@ class ScoringSet:
     """A loaded checkpoint and a document set in its vocabularies.
 
     model: the ``Seq2SeqModel`` (eval mode); src / tgt: id arrays per line; doc: (L,) document
-    number per line; targets: the reference BPE strings; tgt_vocab: the target ``Vocab``."""
+    number per line; targets: the reference BPE strings; tgt_vocab: the target ``Vocab``;
+    tgt_proc: the target ``TextProcessor`` (BPE for variants of the reference)."""
 
     model: object
     src: list[np.ndarray]
@@ -268,6 +269,7 @@ class ScoringSet:
     doc: np.ndarray
     targets: list[str]
     tgt_vocab: object
+    tgt_proc: object
 
 
 def document_numbers(doc_ids: Sequence[str], where: str = "<docs>") -> np.ndarray:
@@ -310,4 +312,4 @@ def load_scoring_set(checkpoint: str, src_lines: Sequence[str], ref_lines: Seque
         tgt_bpe = tr.tgt_proc.encode(ref_lines)
     doc = document_numbers(list(doc_ids) if doc_ids is not None else ["doc"] * len(src_lines))
     return ScoringSet(tr.model, [tr.src_vocab.encode(s) for s in src_bpe], [tr.tgt_vocab.encode(t) for t in tgt_bpe],
-                      doc, tgt_bpe, tr.tgt_vocab)
+                      doc, tgt_bpe, tr.tgt_vocab, tr.tgt_proc)
