@@ -395,9 +395,12 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
               help="Dropped-pronoun agreement instead of BLEU: HYP is a DP-inserted segmented source; "
                    "needs --base and --oracle.")
 @click.option("--base", type=click.Path(exists=True, dir_okay=False),
-              help="--dp: the source HYP was made from, without DPs (any segmentation).")
+              help="--dp: the source HYP was made from, without DPs (any segmentation). Without --dp, with "
+                   "--oracle: the segmented source (test.seg.zh) for DP translation recall.")
 @click.option("--oracle", type=click.Path(exists=True, dir_okay=False),
-              help="--dp: the oracle DP-inserted source (e.g. test.oracle-dp.seg.zh).")
+              help="--dp: the oracle DP-inserted source (e.g. test.oracle-dp.seg.zh). Without --dp, with --base: "
+                   "adds DP translation recall of HYP (share of the dropped pronouns the reference realises "
+                   "that HYP realises too).")
 @click.option("--oracle-base", type=click.Path(exists=True, dir_okay=False),
               help="--dp: the oracle's source without DPs (e.g. test.seg.zh) [default: --base].")
 @click.option("--cxmi", is_flag=True,
@@ -459,6 +462,7 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
     \b
     Examples:
       doctrans score test.hyp -r ../shared/corpora/tvsub/test/test.ref.sgm --json --out scores.json
+      doctrans score test.hyp -r test.ref.sgm --base test.seg.zh --oracle test.oracle-dp.seg.zh
       doctrans score --dp test.auto-dp.seg.zh --base test.seg.zh --oracle test.oracle-dp.seg.zh
       doctrans score --dp ours.dp.zh --base test.tok.zh --oracle test.oracle-dp.seg.zh \\
           --oracle-base test.seg.zh --baseline test.auto-dp.seg.zh --baseline-base test.seg.zh
@@ -492,7 +496,7 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
         metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()),
         lowercase_detok={"auto": None, "lc": True, "mixed": False}[detok_case],
         split_hyphens=not no_split_hyphens, fmt="json" if as_json else "table", out=out,
-        baseline=baseline, bootstrap=bootstrap,
+        baseline=baseline, bootstrap=bootstrap, dp_base=base, dp_oracle=oracle,
     )
     result = score.run(cfg)
     click.echo(result.read_text(encoding="utf-8") if isinstance(result, Path) else score.render(result, cfg.fmt),

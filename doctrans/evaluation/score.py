@@ -61,6 +61,8 @@ class ScoreConfig:
     baseline: str | None = None           # compare with this baseline hypothesis: bootstrap + sign test
     bootstrap: int = 1000                 # paired-bootstrap samples (with baseline)
     baseline_tokenized: bool | None = None  # default: same as hyp_tokenized
+    dp_base: str | None = None            # segmented source without DPs (e.g. test.seg.zh) …
+    dp_oracle: str | None = None          # … and with the hand-inserted DPs: adds DP translation recall
     out: str | None = None                # write the rendered result here atomically
 
     def __post_init__(self) -> None:
@@ -316,6 +318,12 @@ def format_table(result: dict) -> str:
         pr = result["pronouns"]
         lines.append(f"English pronouns (Table 4.2 forms): hyp {pr['hyp']}, refs {pr['refs']}"
                      + (f", baseline {pr['baseline']}" if "baseline" in pr else ""))
+    if "dp_recall" in result:
+        d = result["dp_recall"]
+        lines.append(f"DP translation recall: {100 * d['recall']:.1f}% ({d['realised']} of the {d['in_reference']} "
+                     f"dropped pronouns the first reference realises; {d['dps']} hand-annotated DPs)"
+                     + (f", baseline {100 * d['baseline']:.1f}%" if "baseline" in d else "") + "; by class: "
+                     + ", ".join(f"{c} {100 * v['recall']:.0f}% of {v['in_reference']}" for c, v in d["by_class"].items()))
     if "significance" in result:
         sig = result["significance"]
         bs, st = sig["paired_bootstrap"], sig["sign_test"]
@@ -371,6 +379,15 @@ def score_files(cfg: ScoreConfig) -> dict:
                                   "paired_bootstrap": paired_bootstrap(base_prep, hyp_prep, refs_prep, cfg.bootstrap),
                                   "sign_test": sign_test(base_prep, hyp_prep, refs_prep)}
         result["pronouns"]["baseline"] = count_pronouns(base_prep)
+    if cfg.dp_base or cfg.dp_oracle:
+        if not (cfg.dp_base and cfg.dp_oracle):
+            raise ValueError("DP recall needs both the source without DPs and the oracle with them")
+        from doctrans.evaluation.dp_recall import dp_recall
+        result["dp_recall"] = {"base": str(cfg.dp_base), "oracle": str(cfg.dp_oracle),
+                               **dp_recall(hyp_prep, refs_prep[0], read_lines(cfg.dp_base), read_lines(cfg.dp_oracle))}
+        if cfg.baseline:
+            result["dp_recall"]["baseline"] = dp_recall(base_prep, refs_prep[0], read_lines(cfg.dp_base),
+                                                        read_lines(cfg.dp_oracle))["recall"]
     for m in cfg.metrics:
         logger.info("%s = %.2f  %s", m, result[m]["score"], result[m]["signature"])
     return result
