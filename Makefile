@@ -15,7 +15,8 @@
 #                     all three after N updates) → results/dp_table.md
 #   make context-table  stage 2 on top of the quickstart's stage 1: the Transformer continued and every
 #                     context model of CTX_MODELS, CTX_STEPS updates each (HAN joint: CTX_STEPS more after
-#                     HAN encoder, as the paper) → results/context_table.md (reuses the quickstart's runs)
+#                     HAN encoder, as the paper) → results/context_table.md (reuses the quickstart's runs), with
+#                     the discourse columns (DP recall, contrastive pronouns, CXMI: docs/discourse.md)
 # Variables: DATA (TVsub root), DOCS (training episodes, a slice like 0:300), QS_STEPS, CTX_STEPS,
 #            QS_CONTEXT, CAP (minutes, safety cap per training), BUDGET (dp-table minutes),
 #            PREP (prepared dataset dir), RUN (run dir), BEAM.
@@ -176,7 +177,8 @@ $(CTX_RUNS)/%/.done: $(RUN)/.done
 	  train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/$*)
 	touch $@
 results/context_table.md: $(CTX_RUNS)/transformer/.done $(foreach m,$(CTX_MODELS),$(CTX_RUNS)/$(m)/.done)
-	$(CTX_TABLE) $(foreach m,$(CTX_MODELS),--system $(m)=$(CTX_RUNS)/$(m)) --out $@ --work results/context_table
+	$(CTX_TABLE) $(foreach m,$(CTX_MODELS),--system $(m)=$(CTX_RUNS)/$(m)) --discourse --out $@ \
+	  --work results/context_table
 # The two stage-2 trainings of the quickstart run side by side, one thread each (on 2 cores faster
 # than one after the other with two threads; the same load for both, so their tok/s compare).
 $(RUN)/quickstart_table.md: $(RUN)/.done

@@ -8,7 +8,9 @@ simply ignores it — and writes, per system: 3-reference BLEU in the thesis set
 (case-insensitive, tokenized) with the paired bootstrap and sign test against the first system,
 detokenized sacreBLEU, English pronoun counts, parameters, training target tok/s (mean over the
 run's train records) and its ratio to the first system's, decoding sentences/s and its ratio,
-and the update count. Rows keep the order given.
+and the update count. Rows keep the order given. A second table (issue 17, docs/discourse.md)
+gives DP translation recall (when DATA has the hand DP annotation) and, with ``--discourse``,
+CXMI and contrastive pronoun accuracy (DP / overt items).
 """
 from __future__ import annotations
 
@@ -45,19 +47,45 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None) -> tuple[
     atomic_write_lines(hyp, tr.translate(lines, doc_ids=doc_ids))
     dt = time.perf_counter() - t0
     ref = args.ref or str(Path(args.data) / "test" / "test.ref.sgm")
+    seg, oracle = Path(args.data) / "test" / "test.seg.zh", Path(args.data) / "test" / "test.oracle-dp.seg.zh"
+    dp = seg.is_file() and oracle.is_file()
     res = score_files(ScoreConfig(hyp=str(hyp), refs=(ref,), hyp_tokenized=True,
                                   metrics=("bleu_tok_lc", "sacrebleu"),
-                                  baseline=None if base_hyp is None else str(base_hyp), bootstrap=args.bootstrap))
+                                  baseline=None if base_hyp is None else str(base_hyp), bootstrap=args.bootstrap,
+                                  dp_base=str(seg) if dp else None, dp_oracle=str(oracle) if dp else None))
     row = {"system": name, "run": str(run_dir), "updates": load_checkpoint(ckpt)["state"]["step"],
            "bleu": res["bleu_tok_lc"]["score"], "sacrebleu": res["sacrebleu"]["score"],
            "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"],
            "params_m": sum(p.numel() for p in tr.model.parameters()) / 1e6,
            "train_tok_s": _train_speed(run_dir), "decode_sent_s": len(lines) / dt}
+    if dp:
+        row["dp_recall"] = res["dp_recall"]["recall"]
+    if args.discourse:
+        row.update(_discourse(ckpt, lines, doc_ids, args))
     if "significance" in res:
         row["bootstrap_p"] = res["significance"]["paired_bootstrap"]["p_value"]
         row["sign_p"] = res["significance"]["sign_test"]["p_value"]
     logger.info("%s: BLEU %.2f, %.1f sent/s", name, row["bleu"], row["decode_sent_s"])
     return row, hyp
+
+
+def _discourse(ckpt: Path, lines: list[str], doc_ids: list[str], args) -> dict:
+    """CXMI (real vs empty context, nats per sentence), P-CXMI of pronouns (nats per word) and
+    contrastive pronoun accuracy (DP / overt / all) of one checkpoint (issue 17)."""
+    from doctrans.evaluation.contrastive import build_set, score_set
+    from doctrans.evaluation.cxmi import compute_cxmi, load_scoring_set
+
+    refs = read_lines(Path(args.prepared) / "test.tok.en")
+    s = load_scoring_set(str(ckpt), lines, refs, doc_ids, tokenized=True)
+    cx = compute_cxmi(s.model, s.src, s.tgt, s.doc, s.targets, conditions=("empty",))["empty"]
+    set_dir = Path(args.contrastive) if args.contrastive else Path(args.work) / "contrastive_test"
+    if not (set_dir / "items.jsonl").is_file():
+        build_set(Path(args.data), "test", set_dir)
+    c = score_set(str(ckpt), set_dir)
+    return {"cxmi": cx["cxmi"], "pcxmi_pronoun": cx["by_class"].get("pronoun", {}).get("mean_pcxmi", float("nan")),
+            "contrastive": c["accuracy"], "contrastive_dp": c["by_kind"].get("dp", {}).get("accuracy", float("nan")),
+            "contrastive_overt": c["by_kind"].get("overt", {}).get("accuracy", float("nan")),
+            "contrastive_items": c["items"]}
 
 
 def render(rows: list[dict]) -> str:
@@ -78,6 +106,24 @@ def render(rows: list[dict]) -> str:
     lines += ["", f"English pronouns in the 3 references: {b['ref_pronouns']}. BLEU: case-insensitive, tokenized, "
                   "3 references (the thesis' setting); `*`: p < 0.05 in both the paired bootstrap and the sign "
                   "test against the first row. Decoding: the test set as documents (`PREP/test.docs`)."]
+    if any("dp_recall" in r or "cxmi" in r for r in rows):
+        lines += ["", "| system | EN pronouns | DP recall | contrastive DP | contrastive overt | contrastive all "
+                      "| CXMI (nats/sent) | P-CXMI pronouns (nats/word) |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for r in rows:
+            def pct(k):
+                return f"{100 * r[k]:.1f}%" if k in r else "—"
+
+            def nats(k, d):
+                return f"{r[k]:+.{d}f}" if k in r else "—"
+            lines.append(f"| {r['system']} | {r['pronouns']} | {pct('dp_recall')} | {pct('contrastive_dp')} "
+                         f"| {pct('contrastive_overt')} | {pct('contrastive')} | {nats('cxmi', 3)} "
+                         f"| {nats('pcxmi_pronoun', 4)} |")
+        lines += ["", "Discourse columns (docs/discourse.md): DP recall = share of the hand-annotated dropped pronouns "
+                      "the first reference realises that the translation realises too; contrastive = the model scores "
+                      "the reference above every same-case pronoun swap (TVsub test set, DP vs overt items); CXMI = "
+                      "mean log-likelihood gain of the reference from the real over an empty context (0: context "
+                      "unused)."]
     return "\n".join(lines) + "\n"
 
 
@@ -93,6 +139,9 @@ def main(argv=None) -> Path:
     ap.add_argument("--work", default="results/context_table")
     ap.add_argument("--beam", type=int, default=5)
     ap.add_argument("--bootstrap", type=int, default=1000)
+    ap.add_argument("--discourse", action="store_true",
+                    help="add CXMI and contrastive pronoun accuracy per system (a few minutes each; issue 17)")
+    ap.add_argument("--contrastive", default="", help="contrastive set directory (default: built under --work)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     Path(args.work).mkdir(parents=True, exist_ok=True)

@@ -30,12 +30,15 @@ def test_context_table_on_a_tvsub_slice(tvsub_slice, tmp_path):
     _invoke("train", tiny, f"run_dir={runs / 'han'}", *stage2,
             "context={type: han, context_sents: 2, attach: encoder, heads: 2, d_ff: 32}")
     out = context_table.main(["--system", f"Transformer={runs / 'transformer'}", "--system", f"HAN={runs / 'han'}",
-                              "--prepared", str(prep), "--data", str(tvsub_slice), "--beam", "2", "--bootstrap", "50",
+                              "--prepared", str(prep), "--data", str(tvsub_slice), "--beam", "2", "--bootstrap", "50", "--discourse",
                               "--out", str(tmp_path / "table.md"), "--work", str(tmp_path / "work")])
     table = out.read_text(encoding="utf-8")
     assert "| Transformer | 2 |" in table and "| HAN | 2 |" in table
     rows = json.loads((tmp_path / "work" / "rows.json").read_text())
     assert rows[1]["params_m"] > rows[0]["params_m"]                        # the HAN block adds parameters
     assert "bootstrap_p" in rows[1] and "bootstrap_p" not in rows[0]
+    assert rows[0]["cxmi"] == 0.0 and rows[1]["cxmi"] != 0.0                # only the HAN reads its context
+    assert all(0.0 <= r[k] <= 1.0 for r in rows for k in ("dp_recall", "contrastive", "contrastive_dp"))
+    assert rows[0]["contrastive_items"] > 0 and "| contrastive DP |" in table
     hyps = (tmp_path / "work" / "test.han.hyp").read_text(encoding="utf-8").split("\n")[:-1]
     assert len(hyps) == len((prep / "test.tok.zh").read_text(encoding="utf-8").split("\n")[:-1])
