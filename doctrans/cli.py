@@ -411,12 +411,20 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
 @click.option("--src", type=click.Path(exists=True, dir_okay=False),
               help="--cxmi: the source, plain text or .sgm (its <DOC> blocks are the documents).")
 @click.option("--docs", type=click.Path(exists=True, dir_okay=False),
-              help="--cxmi: doc_id<TAB>position per line (as PREP/test.docs) [default: from an .sgm --src or -r].")
+              help="--cxmi, --cohesion, --lsa: doc_id<TAB>position per line (as PREP/test.docs) [default: from an "
+                   ".sgm --src or -r].")
 @click.option("--tokenized", is_flag=True,
               help="--cxmi: --src and -r are tokenized (e.g. PREP/test.tok.*; BPE only) [default: raw text, "
                    "but an .sgm reference is taken as tokenized, as TVsub's are].")
 @click.option("--random-context", is_flag=True,
               help="--cxmi: also the real vs a random context from another document (contextual-mt's check).")
+@click.option("--cohesion", is_flag=True,
+              help="Add lexical cohesion (Wong & Kit 2012; lemma repetition) of HYP and the first reference, per "
+                   "document (--docs or an .sgm reference).")
+@click.option("--lsa", type=click.Path(exists=True, dir_okay=False),
+              help="Add coherence (Foltz et al. 1998: adjacent-sentence cosine in LSA space, and averaged word "
+                   "vectors): an LSA model (.pkl) or a tokenized English corpus to fit one on (e.g. "
+                   "PREP/train.tok.en; cached beside it).")
 @click.option("--contrastive", "contrastive_set", type=click.Path(exists=True, file_okay=False),
               help="Contrastive pronoun accuracy of -c CKPT (no HYP) on a set directory built by "
                    "`python -m doctrans.evaluation.contrastive --split test -o DIR`.")
@@ -425,8 +433,8 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
               metrics: str, detok_case: str, no_split_hyphens: bool, as_json: bool, out: str | None,
               baseline: str | None, bootstrap: int, baseline_base: str | None, dp: bool, base: str | None,
               oracle: str | None, oracle_base: str | None, cxmi: bool, checkpoint: str | None, src: str | None,
-              docs: str | None, tokenized: bool, random_context: bool, contrastive_set: str | None,
-              max_tokens: int) -> None:
+              docs: str | None, tokenized: bool, random_context: bool, cohesion: bool, lsa: str | None,
+              contrastive_set: str | None, max_tokens: int) -> None:
     """Score HYP against references with sacrebleu; prints each score with its signature.
 
     \b
@@ -462,7 +470,8 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
     \b
     Examples:
       doctrans score test.hyp -r ../shared/corpora/tvsub/test/test.ref.sgm --json --out scores.json
-      doctrans score test.hyp -r test.ref.sgm --base test.seg.zh --oracle test.oracle-dp.seg.zh
+      doctrans score test.hyp -r test.ref.sgm --base test.seg.zh --oracle test.oracle-dp.seg.zh \\
+          --cohesion --lsa PREP/train.tok.en
       doctrans score --dp test.auto-dp.seg.zh --base test.seg.zh --oracle test.oracle-dp.seg.zh
       doctrans score --dp ours.dp.zh --base test.tok.zh --oracle test.oracle-dp.seg.zh \\
           --oracle-base test.seg.zh --baseline test.auto-dp.seg.zh --baseline-base test.seg.zh
@@ -496,7 +505,8 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
         metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()),
         lowercase_detok={"auto": None, "lc": True, "mixed": False}[detok_case],
         split_hyphens=not no_split_hyphens, fmt="json" if as_json else "table", out=out,
-        baseline=baseline, bootstrap=bootstrap, dp_base=base, dp_oracle=oracle,
+        baseline=baseline, bootstrap=bootstrap, dp_base=base, dp_oracle=oracle, cohesion=cohesion, lsa=lsa,
+        docs=docs,
     )
     result = score.run(cfg)
     click.echo(result.read_text(encoding="utf-8") if isinstance(result, Path) else score.render(result, cfg.fmt),

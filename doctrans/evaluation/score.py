@@ -63,6 +63,9 @@ class ScoreConfig:
     baseline_tokenized: bool | None = None  # default: same as hyp_tokenized
     dp_base: str | None = None            # segmented source without DPs (e.g. test.seg.zh) …
     dp_oracle: str | None = None          # … and with the hand-inserted DPs: adds DP translation recall
+    cohesion: bool = False                # lexical cohesion of HYP and the first reference, per document
+    lsa: str | None = None                # LSA model (.pkl) or tokenized English corpus: adds coherence
+    docs: str | None = None               # doc_id<TAB>position per line [default: the first .sgm reference's]
     out: str | None = None                # write the rendered result here atomically
 
     def __post_init__(self) -> None:
@@ -324,6 +327,14 @@ def format_table(result: dict) -> str:
                      f"dropped pronouns the first reference realises; {d['dps']} hand-annotated DPs)"
                      + (f", baseline {100 * d['baseline']:.1f}%" if "baseline" in d else "") + "; by class: "
                      + ", ".join(f"{c} {100 * v['recall']:.0f}% of {v['in_reference']}" for c, v in d["by_class"].items()))
+    if "cohesion" in result:
+        c = result["cohesion"]
+        lines.append(f"lexical cohesion ({c['devices']}): hyp {c['hyp']:.4f}, first reference {c['ref']:.4f}")
+    if "coherence" in result:
+        c = result["coherence"]
+        lines.append(f"coherence (mean adjacent-sentence cosine): LSA hyp {c['lsa']['hyp']:.4f}, first reference "
+                     f"{c['lsa']['ref']:.4f}; averaged word vectors hyp {c['average']['hyp']:.4f}, "
+                     f"first reference {c['average']['ref']:.4f}")
     if "significance" in result:
         sig = result["significance"]
         bs, st = sig["paired_bootstrap"], sig["sign_test"]
@@ -388,9 +399,39 @@ def score_files(cfg: ScoreConfig) -> dict:
         if cfg.baseline:
             result["dp_recall"]["baseline"] = dp_recall(base_prep, refs_prep[0], read_lines(cfg.dp_base),
                                                         read_lines(cfg.dp_oracle))["recall"]
+    if cfg.cohesion or cfg.lsa:
+        result.update(_text_discourse(cfg, hyp_prep, refs_prep[0], len(hyps)))
     for m in cfg.metrics:
         logger.info("%s = %.2f  %s", m, result[m]["score"], result[m]["signature"])
     return result
+
+
+def _text_discourse(cfg: ScoreConfig, hyp: list[str], ref: list[str], n: int) -> dict:
+    """Lexical cohesion and coherence (``evaluation.cohesion``) of HYP and the first reference."""
+    from doctrans.data.documents import read_doc_positions
+    from doctrans.data.sgml import read_doc_ids
+    from doctrans.evaluation import cohesion as coh
+
+    if cfg.docs:
+        names, doc, _ = read_doc_positions(Path(cfg.docs), n)
+        doc_ids = [names[d] for d in doc]
+    else:
+        sgm = [r for r in cfg.refs if Path(r).suffix.lower() in (".sgm", ".sgml", ".xml")]
+        if not sgm:
+            raise ValueError("cohesion/coherence need documents: give --docs or an .sgm reference")
+        doc_ids = read_doc_ids(sgm[0])
+    if len(doc_ids) != n:
+        raise ValueError(f"{cfg.docs or sgm[0]}: {len(doc_ids)} document lines for {n} hypothesis lines")
+    docs = {"hyp": coh.split_documents(hyp, doc_ids), "ref": coh.split_documents(ref, doc_ids)}
+    out: dict = {}
+    if cfg.cohesion:
+        out["cohesion"] = {k: coh.lexical_cohesion(v)["lc"] for k, v in docs.items()}
+        out["cohesion"]["devices"] = coh.COHESION_DEVICES
+    if cfg.lsa:
+        lsa = coh.lsa_model(cfg.lsa)
+        out["coherence"] = {v: {k: coh.coherence(d, lsa, v)["coherence"] for k, d in docs.items()}
+                            for v in ("lsa", "average")}
+    return out
 
 
 def run(cfg: ScoreConfig) -> Path | dict:
