@@ -52,7 +52,8 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None) -> tuple[
     res = score_files(ScoreConfig(hyp=str(hyp), refs=(ref,), hyp_tokenized=True,
                                   metrics=("bleu_tok_lc", "sacrebleu"),
                                   baseline=None if base_hyp is None else str(base_hyp), bootstrap=args.bootstrap,
-                                  dp_base=str(seg) if dp else None, dp_oracle=str(oracle) if dp else None))
+                                  dp_base=str(seg) if dp else None, dp_oracle=str(oracle) if dp else None,
+                                  cohesion=args.discourse, lsa=_lsa_corpus(args)))
     row = {"system": name, "run": str(run_dir), "updates": load_checkpoint(ckpt)["state"]["step"],
            "bleu": res["bleu_tok_lc"]["score"], "sacrebleu": res["sacrebleu"]["score"],
            "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"],
@@ -60,6 +61,10 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None) -> tuple[
            "train_tok_s": _train_speed(run_dir), "decode_sent_s": len(lines) / dt}
     if dp:
         row["dp_recall"] = res["dp_recall"]["recall"]
+    if "cohesion" in res:
+        row["cohesion"], row["ref_cohesion"] = res["cohesion"]["hyp"], res["cohesion"]["ref"]
+    if "coherence" in res:
+        row["coherence"], row["ref_coherence"] = res["coherence"]["lsa"]["hyp"], res["coherence"]["lsa"]["ref"]
     if args.discourse:
         row.update(_discourse(ckpt, lines, doc_ids, args))
     if "significance" in res:
@@ -67,6 +72,12 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None) -> tuple[
         row["sign_p"] = res["significance"]["sign_test"]["p_value"]
     logger.info("%s: BLEU %.2f, %.1f sent/s", name, row["bleu"], row["decode_sent_s"])
     return row, hyp
+
+
+def _lsa_corpus(args) -> str | None:
+    """With --discourse: the English training side of the prepared data, for coherence's LSA."""
+    corpus = Path(args.prepared) / "train.tok.en"
+    return str(corpus) if args.discourse and corpus.is_file() else None
 
 
 def _discourse(ckpt: Path, lines: list[str], doc_ids: list[str], args) -> dict:
@@ -108,22 +119,27 @@ def render(rows: list[dict]) -> str:
                   "test against the first row. Decoding: the test set as documents (`PREP/test.docs`)."]
     if any("dp_recall" in r or "cxmi" in r for r in rows):
         lines += ["", "| system | EN pronouns | DP recall | contrastive DP | contrastive overt | contrastive all "
-                      "| CXMI (nats/sent) | P-CXMI pronouns (nats/word) |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        for r in rows:
-            def pct(k):
-                return f"{100 * r[k]:.1f}%" if k in r else "—"
+                      "| CXMI (nats/sent) | P-CXMI pronouns (nats/word) | cohesion | coherence (LSA) |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
 
-            def nats(k, d):
-                return f"{r[k]:+.{d}f}" if k in r else "—"
-            lines.append(f"| {r['system']} | {r['pronouns']} | {pct('dp_recall')} | {pct('contrastive_dp')} "
-                         f"| {pct('contrastive_overt')} | {pct('contrastive')} | {nats('cxmi', 3)} "
-                         f"| {nats('pcxmi_pronoun', 4)} |")
+        def cell(r, k, fmt):
+            return format(r[k], fmt) if k in r else "—"
+        for r in rows:
+            lines.append(f"| {r['system']} | {r['pronouns']} | {cell(r, 'dp_recall', '.1%')} "
+                         f"| {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
+                         f"| {cell(r, 'contrastive', '.1%')} | {cell(r, 'cxmi', '+.3f')} "
+                         f"| {cell(r, 'pcxmi_pronoun', '+.4f')} | {cell(r, 'cohesion', '.4f')} "
+                         f"| {cell(r, 'coherence', '.4f')} |")
+        if "ref_cohesion" in b:
+            lines.append(f"| reference 1 | {b['ref_pronouns'][0]} | — | — | — | — | — | — "
+                         f"| {cell(b, 'ref_cohesion', '.4f')} | {cell(b, 'ref_coherence', '.4f')} |")
         lines += ["", "Discourse columns (docs/discourse.md): DP recall = share of the hand-annotated dropped pronouns "
                       "the first reference realises that the translation realises too; contrastive = the model scores "
                       "the reference above every same-case pronoun swap (TVsub test set, DP vs overt items); CXMI = "
                       "mean log-likelihood gain of the reference from the real over an empty context (0: context "
-                      "unused)."]
+                      "unused); cohesion = repeated content-word lemmas over content words per document (Wong & Kit "
+                      "2012 without WordNet); coherence = mean cosine of adjacent sentences in an LSA space of the "
+                      "training English (Foltz et al. 1998)."]
     return "\n".join(lines) + "\n"
 
 

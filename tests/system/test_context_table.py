@@ -39,6 +39,8 @@ def test_context_table_on_a_tvsub_slice(tvsub_slice, tmp_path):
     assert "bootstrap_p" in rows[1] and "bootstrap_p" not in rows[0]
     assert rows[0]["cxmi"] == 0.0 and rows[1]["cxmi"] != 0.0                # only the HAN reads its context
     assert all(0.0 <= r[k] <= 1.0 for r in rows for k in ("dp_recall", "contrastive", "contrastive_dp"))
-    assert rows[0]["contrastive_items"] > 0 and "| contrastive DP |" in table
+    assert rows[0]["contrastive_items"] > 0 and "| contrastive DP |" in table and "| reference 1 |" in table
+    assert 0.0 < rows[0]["ref_cohesion"] <= 1.0 and -1.0 <= rows[0]["ref_coherence"] <= 1.0
+    assert all("cohesion" in r and "coherence" in r for r in rows)     # NaN where a tiny model's output has no content word
     hyps = (tmp_path / "work" / "test.han.hyp").read_text(encoding="utf-8").split("\n")[:-1]
     assert len(hyps) == len((prep / "test.tok.zh").read_text(encoding="utf-8").split("\n")[:-1])
