@@ -227,9 +227,14 @@ def average_cmd(checkpoints: tuple[str, ...], last: int, run_dir: str | None, ou
 @click.option("--max-source-len", default=0, show_default=True,
               help="Split lines of more than N BPE tokens at sentence punctuation (or into chunks), translate "
                    "the pieces and join them (0 = the model's limit, e.g. max_positions - 1).")
+@click.option("--explain-context", default=0, show_default=True, metavar="N",
+              help="Context models (e.g. HAN): write pictures of the sentence- and word-level context attention "
+                   "for each word of N sampled translated sentences (HAN paper Table 5) to --explain-dir.")
+@click.option("--explain-dir", default="", help="Where --explain-context writes [default: OUTPUT.explain/].")
 def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
-                  input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator, dp_input, dp_nbest, dp_combine,
-                  dp_weights, dp_docs, write_lattice, encoding_errors, resume, max_source_len) -> None:
+                  input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator,
+                  dp_input, dp_nbest, dp_combine, dp_weights, dp_docs, write_lattice, encoding_errors, resume,
+                  max_source_len, explain_context, explain_dir) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
     The output has exactly as many lines as the input; an empty input line gives an empty
@@ -238,7 +243,9 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
     codes, so it translates from any directory. A directory of documents: bad files are reported
     and skipped (exit code 1 at the end), --resume skips finished documents; --workers N translates
     with N processes, and `torchrun --nproc_per_node=K -m doctrans.cli translate -i DIR …` shards
-    the documents by rank (rank 0 logs the summary of all ranks).
+    the documents by rank (rank 0 logs the summary of all ranks). A context model translates
+    each document in order (--docs, an .sgm input, or the files of a directory);
+    --explain-context N draws where its context attention goes for N sentences.
     """
     from doctrans.inference.translate import TranslateConfig, run
 
@@ -250,7 +257,7 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
                         dp_input=dp_input, dp_nbest=dp_nbest, dp_combine=dp_combine, dp_weights=dp_weights,
                         dp_docs=dp_docs, write_lattice=write_lattice, encoding_errors=encoding_errors,
                         resume=resume, max_source_len=max_source_len, workers=workers,
-                        group_lines=group_lines))
+                        group_lines=group_lines, explain_context=explain_context, explain_dir=explain_dir))
 
 
 # --- annotate-dp (doctrans/dp/corpus.py, doctrans/dp/apply.py) -------------------------------------------

@@ -171,6 +171,11 @@ def chinese_roots(token: str) -> list[str]:
     return out
 
 
+def root_rows(root: str) -> tuple[str, ...]:
+    """The Table 4.2 rows a Chinese pronoun root expresses, e.g. ``"你们"`` → ``("2PL",)``."""
+    return _ROOT_ROWS[root]
+
+
 def roots_compatible(english: str, root: str) -> bool:
     """True if the Chinese root can express the English pronoun (same Table 4.2 row), e.g.
     ``you``/你们, ``my``/我, ``them``/它们, ``we``/咱们."""

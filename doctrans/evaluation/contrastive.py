@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from doctrans.dp.pronouns import _ROOT_ROWS, ENGLISH_PRONOUNS, chinese_roots
+from doctrans.dp.pronouns import ENGLISH_PRONOUNS, chinese_roots, root_rows
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def contrasts_of(form: str) -> list[str]:
 
 def root_counts(line: str) -> Counter:
     """Class → number of Chinese pronoun roots in a segmented line (inside tokens too)."""
-    return Counter(pronoun_class(_ROOT_ROWS[r][0]) for tok in line.split() for r in chinese_roots(tok))
+    return Counter(pronoun_class(root_rows(r)[0]) for tok in line.split() for r in chinese_roots(tok))
 
 
 def line_items(seg: str, oracle: str, ref: str) -> list[dict]:
@@ -197,7 +197,7 @@ def score_items_of(s, ref: list[str], items: list[dict], max_tokens: int = 3000,
     right when the reference's total log-probability beats every contrast's strictly → {accuracy,
     items, by_kind, by_pronoun, by_class: {key: {items, accuracy}}, per_item: [1/0],
     margin: [reference − best contrast, nats]}."""
-    from doctrans.evaluation.cxmi import Item, previous_lines, score_items
+    from doctrans.evaluation.forced import Item, previous_lines, score_items
 
     n = getattr(s.model, "context_sents", 0) or 1
     variants = [[ref[it["line"]]] + contrast_lines(ref[it["line"]], it) for it in items]

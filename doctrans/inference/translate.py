@@ -67,6 +67,8 @@ class TranslateConfig:
     resume: bool = False              # directory input: skip documents whose output is complete
     workers: int = 1                  # directory input: translating processes on this machine
     group_lines: int = GROUP_LINES    # directory input: documents translated together up to N lines
+    explain_context: int = 0          # pictures of the context attention of N sampled sentences
+    explain_dir: str = ""             # where they go [default: OUTPUT.explain/]
 
 
 def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, beam: int,
@@ -216,6 +218,7 @@ class Translator:
             res = decode_corpus(self.model, ids, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
                                 c.max_len_extra, c.batch_sentences, progress)
             hyps.update(zip(plain, split.join(res, len(plain))))
+        self.last_bpe = (bpe, hyps)                   # BPE source and 1-best per line (--explain-context)
         merged = [self.tgt_proc.merge_bpe(hyps[i]) for i in nonempty]
         if not c.tokenized:
             merged = self.tgt_proc.detokenize(merged)
@@ -378,8 +381,29 @@ def run(cfg: TranslateConfig) -> Path | None:
     dt = time.time() - t0
     log.info("translated %d lines in %.1f s (%.1f sent/s, beam %d)", len(lines), dt,
              len(lines) / max(dt, 1e-9), cfg.beam)
+    if cfg.explain_context > 0:
+        explain_translation(translator, doc_ids, cfg)
     if cfg.output == "-":
         sys.stdout.write("".join(f"{line}\n" for line in out))
         return None
     atomic_write_lines(cfg.output, out)
     return Path(cfg.output)
+
+
+def explain_translation(translator: Translator, doc_ids: list[str] | None, cfg: TranslateConfig) -> list[Path]:
+    """``--explain-context N``: pictures of the context attention of N sampled translated lines
+    (``evaluation/explain_context.py``) into ``cfg.explain_dir`` (default ``OUTPUT.explain``, or
+    ``explain/`` for stdout). Lines split for length are left out (their pieces have no line)."""
+    from doctrans.evaluation.forced import document_numbers
+    from doctrans.evaluation.explain_context import explain_lines
+
+    bpe, hyps = translator.last_bpe
+    keep = [i for i in sorted(hyps) if len(bpe[i].split()) <= translator.max_source_units()]
+    doc = document_numbers([doc_ids[i] for i in keep] if doc_ids is not None else ["doc"] * len(keep))
+    src = [translator.src_vocab.encode(bpe[i]) for i in keep]
+    hyp = [translator.tgt_vocab.encode(hyps[i]) for i in keep]
+    out = Path(cfg.explain_dir or (f"{cfg.output}.explain" if cfg.output != "-" else "explain"))
+    paths = explain_lines(translator.model, src, hyp, doc, translator.src_vocab, translator.tgt_vocab,
+                          cfg.explain_context, out)
+    log.info("--explain-context: %d pictures in %s", len(paths), out)
+    return paths

@@ -67,7 +67,7 @@ def target_logits(model, enc, batch, pad_id: int):
     (B,) bool), ``(rows (B',), logits (N, V), gold (N,), keep (B', T'))``: the rows' logits at
     their N non-padding target positions (row-major), the gold ids there, and which positions
     of ``batch.tgt_out[rows, :T']`` they are. ``enc`` = ``model.encode(batch)``. The decoding
-    path of ``forward_loss``, shared with teacher-forced scoring (``evaluation.cxmi``)."""
+    path of ``forward_loss``, shared with teacher-forced scoring (``evaluation.forced``)."""
     tgt_in, tgt_out = batch.tgt_in, batch.tgt_out
     rows = batch.is_target.to(tgt_in.device).nonzero().squeeze(1)               # (B',)
     t_len = tgt_out.index_select(0, rows).ne(pad_id).sum(1)

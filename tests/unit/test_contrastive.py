@@ -9,7 +9,8 @@ import torch
 
 from doctrans.data.vocab import Vocab
 from doctrans.evaluation.contrastive import contrast_lines, contrasts_of, line_items, read_set, score_items_of
-from doctrans.evaluation.cxmi import ScoringSet, document_numbers
+from doctrans.evaluation.cxmi import ScoringSet
+from doctrans.evaluation.forced import document_numbers
 
 from test_context_models import model
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from doctrans.data.documents import DocData, DocBatchSpec, collate_doc
-from doctrans.evaluation.cxmi import (Item, compute_cxmi, cxmi_report, document_numbers, previous_lines,
-                                      random_context, score_items, word_pcxmi)
+from doctrans.evaluation.cxmi import compute_cxmi, cxmi_report, word_pcxmi
+from doctrans.evaluation.forced import Item, document_numbers, previous_lines, random_context, score_items
 from doctrans.training.loss import forward_loss
 
 from test_context_models import VARIANTS, model

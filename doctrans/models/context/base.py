@@ -180,6 +180,13 @@ class ContextModel(nn.Module):
     def _active_caches(self) -> dict[str, RowCache] | None:
         return None if self._caches is None or torch.is_grad_enabled() or self.training else self._caches
 
+    def explain_blocks(self) -> list[tuple[str, nn.Module, str]]:
+        """The model's context attention blocks for pictures (``translate --explain-context``):
+        [(name, block with a ``recorder`` list attribute, side)], side "source" (queries:
+        source words, context: previous source sentences) or "target" (queries: generated
+        words, context: previous translations). [] for a model without context weights."""
+        return []
+
     @property
     def max_target_len(self) -> int:
         return self.backbone.max_target_len

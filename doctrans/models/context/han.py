@@ -97,6 +97,11 @@ class HAN(ContextModel):
         self.han_dec = HANBlock(h, block) if cfg.attach in ("decoder", "both") else None
         self.context_needs_target = self.han_dec is not None
 
+    def explain_blocks(self):
+        """The HAN encoder block (source side) and/or the HAN decoder block (target side)."""
+        return [(name, block, side) for name, block, side in
+                (("HAN encoder", self.han_enc, "source"), ("HAN decoder", self.han_dec, "target")) if block is not None]
+
     def encode(self, batch) -> EncoderOutput:
         """All rows of ``batch`` (src (B, S), ctx (B, N), tgt_in (B, T) for the decoder side,
         is_target (B,)) → states (B, S, H): HAN-encoded for the target rows with ``attach``

@@ -145,6 +145,9 @@ class HANBlock(nn.Module):
         self.ffn = _FeedForward(d_model, cfg.d_ff, cfg.dropout)
         self.gate_proj = nn.Linear(2 * d_model, d_model)     # [W_h ; W_d], b of eq. 7
         self.ln_out = nn.LayerNorm(d_model)
+        # ``explain``: a list receiving ("word", (B,N,A,T,L)) and ("sentence", (B,T,A,N)) attention
+        # weights of every call (detached), for pictures (evaluation/explain_context.py); None = off
+        self.recorder: list | None = None
 
     def forward(self, h: Tensor, ctx: Tensor, word_mask: Tensor, slot_missing: Tensor) -> Tensor:
         """h (B,T,H), ctx (B,N,L,H), word_mask (B,N,L) bool True = masked word,
@@ -253,6 +256,8 @@ class HANBlock(nn.Module):
         slot_keep = ~mem.slot_gone | mem.no_context[:, None]          # (B,N) True = attend
         scores = scores.masked_fill(~slot_keep[:, None, None, :], float("-inf"))
         p = mha.drop(scores.softmax(-1))                              # (B,T,A,N)
+        if self.recorder is not None:
+            self.recorder.append(("sentence", p.detach()))
         a = torch.einsum("btan,bntad->btad", p, v).reshape(B, T, a_heads * dh)
         d = self.ffn(mha.out_proj(a))                                 # (B,T,H)
         return d.masked_fill(mem.no_context[:, None, None], 0.0)      # (B,T,H)
@@ -279,7 +284,10 @@ class HANBlock(nn.Module):
         q = q * (H // mha.heads) ** -0.5
         scores = q[:, None] @ mem.k.transpose(-1, -2)                 # (B,N,A,T,L)
         scores = scores.masked_fill(~mem.word_keep[:, :, None, None], float("-inf"))
-        out = mha.drop(scores.softmax(-1)) @ mem.v                    # (B,N,A,T,D)
+        probs = mha.drop(scores.softmax(-1))                          # (B,N,A,T,L)
+        if self.recorder is not None:
+            self.recorder.append(("word", probs.detach()))
+        out = probs @ mem.v                                           # (B,N,A,T,D)
         out = out.transpose(2, 3).reshape(B, n, T, H)                 # (B,N,T,H)
         s = self.ln_w(mha.out_proj(out))                              # (B,N,T,H)
         return s.masked_fill(mem.slot_void[:, :, None, None], 0.0)    # (B,N,T,H)

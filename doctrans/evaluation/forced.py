@@ -1,0 +1,146 @@
+"""Teacher-forced scoring of targets with a chosen context (the building block of CXMI, the
+contrastive pronoun test and the context-attention pictures).
+
+An ``Item`` is one target to score: a source line, target ids and its N context lines. Items are
+batched under a token budget into document batches (``data.documents.DocBatch``: the items as
+target rows, each context line once as a context-only row carrying its reference — or 1-best —
+target), and scored through the loss's decoding path (``training.loss.target_logits``), so a
+score is the model's training-time log-likelihood without label smoothing or dropout.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from doctrans.data.batching import pad_sequences
+from doctrans.data.documents import DocBatch
+
+
+@dataclass(frozen=True)
+class Item:
+    """One target to score: the source of DocData-style line ``line`` (``src[line]``), the
+    target ids ``tgt`` (ending in ``</s>``; the reference, or a contrastive variant of it) and
+    its context ``context`` (N line indices, oldest first, −1 = none)."""
+
+    line: int
+    tgt: np.ndarray
+    context: tuple[int, ...]
+
+
+def previous_lines(doc: np.ndarray, line: int, n: int) -> tuple[int, ...]:
+    """The N lines before ``line`` in its document (doc: (L,) document number per line, documents
+    contiguous), oldest first, −1 before the document start."""
+    out = []
+    for k in range(n, 0, -1):
+        p = line - k
+        out.append(p if p >= 0 and doc[p] == doc[line] else -1)
+    return tuple(out)
+
+
+def random_context(doc: np.ndarray, line: int, n: int, rng: np.random.Generator) -> tuple[int, ...]:
+    """The N lines before a random position of a random *other* document (a position ≥ N where
+    the document is long enough, so the context is complete). Raises ValueError with fewer
+    than two documents."""
+    starts = np.flatnonzero(np.r_[True, doc[1:] != doc[:-1]])
+    ends = np.r_[starts[1:], len(doc)]
+    others = [k for k in range(len(starts)) if doc[starts[k]] != doc[line]]
+    if not others:
+        raise ValueError("a random context needs at least two documents")
+    k = others[int(rng.integers(len(others)))]
+    lo = min(starts[k] + n, ends[k] - 1)
+    pos = int(rng.integers(lo, ends[k]))
+    return previous_lines(doc, pos, n)
+
+
+def _batches(items: Sequence[Item], src: Sequence[np.ndarray], max_tokens: int) -> list[list[int]]:
+    """Item indices grouped under a token budget (sum over rows of max(source, target), context
+    rows included), items sorted by length so a batch pads little."""
+    order = sorted(range(len(items)), key=lambda i: (len(items[i].tgt), len(src[items[i].line])))
+    out, cur, seen, size = [], [], set(), 0
+    for i in order:
+        it = items[i]
+        new = [c for c in it.context if c >= 0 and c not in seen]
+        need = max(len(src[it.line]), len(it.tgt)) + sum(len(src[c]) + 8 for c in new)
+        if cur and size + need > max_tokens:
+            out.append(cur)
+            cur, seen, size = [], set(), 0
+            new = [c for c in it.context if c >= 0]
+            need = max(len(src[it.line]), len(it.tgt)) + sum(len(src[c]) + 8 for c in new)
+        cur.append(i)
+        seen.update(new)
+        size += need
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _collate(items: Sequence[Item], src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], n: int,
+             pad_id: int, bos_id: int, blank: bool) -> DocBatch:
+    """Rows: the items (targets), then each context line once (context-only rows carrying the
+    reference target ``tgt[line]``). ctx (B, N): an item's context rows; −1 for context-only
+    rows and, with ``blank``, everywhere."""
+    ctx_lines = sorted({c for it in items for c in it.context if c >= 0})
+    row_of = {c: len(items) + k for k, c in enumerate(ctx_lines)}
+    srcs = [src[it.line] for it in items] + [src[c] for c in ctx_lines]
+    tgts = [it.tgt for it in items] + [tgt[c] for c in ctx_lines]
+    ctx = np.full((len(srcs), n), -1, dtype=np.int64)
+    if not blank:
+        for r, it in enumerate(items):
+            ctx[r] = [row_of[c] if c >= 0 else -1 for c in it.context]
+    is_target = np.zeros(len(srcs), dtype=bool)
+    is_target[:len(items)] = True
+    return DocBatch(src=pad_sequences(srcs, pad_id), tgt_in=pad_sequences(tgts, pad_id, prefix=bos_id, drop_last=True),
+                    tgt_out=pad_sequences(tgts, pad_id), index=np.arange(len(srcs)),
+                    n_targets=int(sum(len(t) for t in tgts[:len(items)])),
+                    is_target=torch.from_numpy(is_target), ctx=torch.from_numpy(ctx))
+
+
+@torch.no_grad()
+def score_items(model, items: Sequence[Item], src: Sequence[np.ndarray], tgt: Sequence[np.ndarray],
+                pad_id: int = 0, bos_id: int = 1, max_tokens: int = 3000, blank: Sequence[bool] = (False,),
+                progress: bool = False) -> list[list[np.ndarray]]:
+    """Teacher-forced log-probabilities (nats) of each item's target, one list per entry of
+    ``blank``: ``out[c][i]`` (len(items[i].tgt),) float64 for condition c (``blank[c]`` True:
+    the same batch with every context pointer removed, i.e. empty context).
+
+    src / tgt: id arrays per line (ending in ``</s>``; ``tgt`` is what context rows carry).
+    The model is any ``Seq2SeqModel`` (a context model reads ``batch.ctx``; N =
+    ``len(items[0].context)`` and must equal the model's ``context_sents`` for a context model).
+    The decoding path is the loss's (``training.loss.target_logits``), so a score here is the
+    model's training-time log-likelihood without label smoothing or dropout."""
+    from tqdm import tqdm
+
+    from doctrans.training.loss import target_logits
+
+    model.eval()
+    device = next(model.parameters()).device
+    n = len(items[0].context) if items else 0
+    out = [[None] * len(items) for _ in blank]
+    groups = _batches(items, src, max_tokens)
+    for group in tqdm(groups, desc="score", unit="batch", disable=not progress):
+        for c, b in enumerate(blank):
+            batch = _collate([items[i] for i in group], src, tgt, n, pad_id, bos_id, b).to(device)
+            enc = model.encode(batch)
+            for rows, logits, gold, keep in target_logits(model, enc, batch, pad_id):
+                lp = torch.log_softmax(logits.float(), -1).gather(1, gold[:, None]).squeeze(1).double().cpu()
+                for r, piece in zip(rows.tolist(), lp.split(keep.sum(1).tolist())):
+                    out[c][group[r]] = piece.numpy()
+    return out
+
+
+def document_numbers(doc_ids: Sequence[str], where: str = "<docs>") -> np.ndarray:
+    """Document ids per line → (L,) numbers 0, 1… in order of appearance. Raises ValueError
+    naming ``where`` and the line when a document's lines are not contiguous."""
+    number: dict[str, int] = {}
+    out = np.zeros(len(doc_ids), dtype=np.int64)
+    for k, d in enumerate(doc_ids):
+        if d not in number:
+            number[d] = len(number)
+        elif k and doc_ids[k - 1] != d:
+            raise ValueError(f"{where}:{k + 1}: document {d} reappears after document {doc_ids[k - 1]} "
+                             "(the lines of a document must be contiguous)")
+        out[k] = number[d]
+    return out
