@@ -113,13 +113,18 @@ def main(argv=None) -> Path:
         t0 = time.time()
         atomic_write_lines(hyp, tr.translate(read_lines(cfg.input)))
         dt = time.time() - t0
+        seg, oracle = data / "test" / "test.seg.zh", data / "test" / "test.oracle-dp.seg.zh"
+        dp = seg.is_file() and oracle.is_file()
         res = score_files(ScoreConfig(hyp=str(hyp), refs=(ref,), hyp_tokenized=True, metrics=("bleu_tok_lc",),
                                       baseline=None if base_hyp is None else str(base_hyp),
-                                      bootstrap=args.bootstrap))
+                                      bootstrap=args.bootstrap, dp_base=str(seg) if dp else None,
+                                      dp_oracle=str(oracle) if dp else None))
         if base_hyp is None:
             base_hyp = hyp
         row = {"system": name, "key": key, "bleu": res["bleu_tok_lc"]["score"], "decode_s": round(dt, 1),
                "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"]}
+        if dp:
+            row["dp_recall"] = res["dp_recall"]["recall"]
         if "significance" in res:
             row["bootstrap_p"] = res["significance"]["paired_bootstrap"]["p_value"]
             row["sign_p"] = res["significance"]["sign_test"]["p_value"]
@@ -135,20 +140,23 @@ def main(argv=None) -> Path:
 def render(rows: list[dict], src_pronouns: int) -> str:
     base = rows[0]["bleu"]
     t1 = next((r["decode_s"] for r in rows if r["key"] == "dp_1best"), None)
-    lines = ["| system | test BLEU | Δ | bootstrap p | sign-test p | EN pronouns | decode s (× 1-best) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| system | test BLEU | Δ | bootstrap p | sign-test p | EN pronouns | DP recall | decode s (× 1-best) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         mark = "" if "bootstrap_p" not in r else ("*" if r["bootstrap_p"] < 0.05 and r["sign_p"] < 0.05 else "")
         ratio = f" ({r['decode_s'] / t1:.2f}×)" if t1 and r["key"].startswith("dp_") else ""
         bp = f"{r['bootstrap_p']:.3f}" if "bootstrap_p" in r else "—"
         sp = f"{r['sign_p']:.3f}" if "sign_p" in r else "—"
+        rec = f"{100 * r['dp_recall']:.1f}%" if "dp_recall" in r else "—"
         lines.append(f"| {r['system']} | {r['bleu']:.2f}{mark} | {r['bleu'] - base:+.2f} | {bp} | {sp} | "
-                     f"{r['pronouns']} | {r['decode_s']}{ratio} |")
+                     f"{r['pronouns']} | {rec} | {r['decode_s']}{ratio} |")
     refs = rows[0]["ref_pronouns"]
     lines += ["", f"English pronouns in the 3 references: {refs} (thesis Table 6.8: human 972); "
                   f"overt Chinese pronouns in the test source (jieba): {src_pronouns}.",
               "BLEU: case-insensitive, tokenized, 3 references (the thesis' setting). `*`: p < 0.05 in both "
-              "the paired bootstrap (1,000 samples) and the sign test against the baseline."]
+              "the paired bootstrap (1,000 samples) and the sign test against the baseline. DP recall: share of "
+              "the hand-annotated dropped pronouns the first reference realises that the output realises too "
+              "(docs/discourse.md)."]
     return "\n".join(lines) + "\n"
 
 
