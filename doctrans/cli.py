@@ -432,6 +432,12 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
               help="Add coherence (Foltz et al. 1998: adjacent-sentence cosine in LSA space, and averaged word "
                    "vectors): an LSA model (.pkl) or a tokenized English corpus to fit one on (e.g. "
                    "PREP/train.tok.en; cached beside it).")
+@click.option("--apt", "apt_src", type=click.Path(exists=True, dir_okay=False),
+              help="Add APT pronoun and noun translation accuracy (Miculicich Werlen & Popescu-Belis 2017): the "
+                   "segmented source (e.g. test.seg.zh) aligned with eflomal to the first reference and to HYP.")
+@click.option("--apt-corpus", default=None, metavar="PREFIX",
+              help="--apt: tokenized parallel text PREFIX.zh / PREFIX.en (e.g. PREP/train.tok, first 50,000 "
+                   "lines) aligned alongside, for better alignments.")
 @click.option("--contrastive", "contrastive_set", type=click.Path(exists=True, file_okay=False),
               help="Contrastive pronoun accuracy of -c CKPT (no HYP) on a set directory built by "
                    "`python -m doctrans.evaluation.contrastive --split test -o DIR`.")
@@ -441,7 +447,7 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
               baseline: str | None, bootstrap: int, baseline_base: str | None, dp: bool, base: str | None,
               oracle: str | None, oracle_base: str | None, cxmi: bool, checkpoint: str | None, src: str | None,
               docs: str | None, tokenized: bool, random_context: bool, cohesion: bool, lsa: str | None,
-              contrastive_set: str | None, max_tokens: int) -> None:
+              apt_src: str | None, apt_corpus: str | None, contrastive_set: str | None, max_tokens: int) -> None:
     """Score HYP against references with sacrebleu; prints each score with its signature.
 
     \b
@@ -513,7 +519,7 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
         lowercase_detok={"auto": None, "lc": True, "mixed": False}[detok_case],
         split_hyphens=not no_split_hyphens, fmt="json" if as_json else "table", out=out,
         baseline=baseline, bootstrap=bootstrap, dp_base=base, dp_oracle=oracle, cohesion=cohesion, lsa=lsa,
-        docs=docs,
+        docs=docs, apt_src=apt_src, apt_corpus=apt_corpus,
     )
     result = score.run(cfg)
     click.echo(result.read_text(encoding="utf-8") if isinstance(result, Path) else score.render(result, cfg.fmt),

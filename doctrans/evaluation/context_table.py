@@ -53,7 +53,10 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None) -> tuple[
                                   metrics=("bleu_tok_lc", "sacrebleu"),
                                   baseline=None if base_hyp is None else str(base_hyp), bootstrap=args.bootstrap,
                                   dp_base=str(seg) if dp else None, dp_oracle=str(oracle) if dp else None,
-                                  cohesion=args.discourse, lsa=_lsa_corpus(args)))
+                                  cohesion=args.discourse, lsa=_lsa_corpus(args),
+                                  apt_src=str(prep / "test.tok.zh") if args.discourse else None,
+                                  apt_corpus=str(prep / "train.tok") if args.discourse and (
+                                      prep / "train.tok.zh").is_file() else None))
     row = {"system": name, "run": str(run_dir), "updates": load_checkpoint(ckpt)["state"]["step"],
            "bleu": res["bleu_tok_lc"]["score"], "sacrebleu": res["sacrebleu"]["score"],
            "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"],
@@ -61,6 +64,8 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None) -> tuple[
            "train_tok_s": _train_speed(run_dir), "decode_sent_s": len(lines) / dt}
     if dp:
         row["dp_recall"] = res["dp_recall"]["recall"]
+    if "apt" in res:
+        row["apt_pronoun"], row["apt_noun"] = res["apt"]["pronoun"]["apt"], res["apt"]["noun"]["apt"]
     if "cohesion" in res:
         row["cohesion"], row["ref_cohesion"] = res["cohesion"]["hyp"], res["cohesion"]["ref"]
     if "coherence" in res:
@@ -119,23 +124,26 @@ def render(rows: list[dict]) -> str:
                   "test against the first row. Decoding: the test set as documents (`PREP/test.docs`)."]
     if any("dp_recall" in r or "cxmi" in r for r in rows):
         lines += ["", "| system | EN pronouns | DP recall | contrastive DP | contrastive overt | contrastive all "
-                      "| CXMI (nats/sent) | P-CXMI pronouns (nats/word) | cohesion | coherence (LSA) |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                      "| APT pronouns | APT nouns | CXMI (nats/sent) | P-CXMI pronouns (nats/word) | cohesion "
+                      "| coherence (LSA) |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
 
         def cell(r, k, fmt):
             return format(r[k], fmt) if k in r else "—"
         for r in rows:
             lines.append(f"| {r['system']} | {r['pronouns']} | {cell(r, 'dp_recall', '.1%')} "
                          f"| {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
-                         f"| {cell(r, 'contrastive', '.1%')} | {cell(r, 'cxmi', '+.3f')} "
+                         f"| {cell(r, 'contrastive', '.1%')} | {cell(r, 'apt_pronoun', '.1%')} "
+                         f"| {cell(r, 'apt_noun', '.1%')} | {cell(r, 'cxmi', '+.3f')} "
                          f"| {cell(r, 'pcxmi_pronoun', '+.4f')} | {cell(r, 'cohesion', '.4f')} "
                          f"| {cell(r, 'coherence', '.4f')} |")
         if "ref_cohesion" in b:
-            lines.append(f"| reference 1 | {b['ref_pronouns'][0]} | — | — | — | — | — | — "
+            lines.append(f"| reference 1 | {b['ref_pronouns'][0]} | — | — | — | — | — | — | — | — "
                          f"| {cell(b, 'ref_cohesion', '.4f')} | {cell(b, 'ref_coherence', '.4f')} |")
         lines += ["", "Discourse columns (docs/discourse.md): DP recall = share of the hand-annotated dropped pronouns "
                       "the first reference realises that the translation realises too; contrastive = the model scores "
-                      "the reference above every same-case pronoun swap (TVsub test set, DP vs overt items); CXMI = "
+                      "the reference above every same-case pronoun swap (TVsub test set, DP vs overt items); APT = "
+                      "source pronouns / nouns whose aligned hypothesis word matches the reference's (eflomal); CXMI = "
                       "mean log-likelihood gain of the reference from the real over an empty context (0: context "
                       "unused); cohesion = repeated content-word lemmas over content words per document (Wong & Kit "
                       "2012 without WordNet); coherence = mean cosine of adjacent sentences in an LSA space of the "

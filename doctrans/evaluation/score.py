@@ -66,6 +66,9 @@ class ScoreConfig:
     cohesion: bool = False                # lexical cohesion of HYP and the first reference, per document
     lsa: str | None = None                # LSA model (.pkl) or tokenized English corpus: adds coherence
     docs: str | None = None               # doc_id<TAB>position per line [default: the first .sgm reference's]
+    apt_src: str | None = None            # segmented source: adds APT pronoun/noun accuracy (eflomal)
+    apt_corpus: str | None = None         # PREFIX of tokenized PREFIX.zh / PREFIX.en pairs to help the aligner
+    apt_corpus_lines: int = 50000         # at most this many of them
     out: str | None = None                # write the rendered result here atomically
 
     def __post_init__(self) -> None:
@@ -327,6 +330,11 @@ def format_table(result: dict) -> str:
                      f"dropped pronouns the first reference realises; {d['dps']} hand-annotated DPs)"
                      + (f", baseline {100 * d['baseline']:.1f}%" if "baseline" in d else "") + "; by class: "
                      + ", ".join(f"{c} {100 * v['recall']:.0f}% of {v['in_reference']}" for c, v in d["by_class"].items()))
+    if "apt" in result:
+        a = result["apt"]
+        lines.append(f"APT (aligned-word accuracy vs the first reference, eflomal): pronouns "
+                     f"{100 * a['pronoun']['apt']:.1f}% of {a['pronoun']['counted']}, nouns "
+                     f"{100 * a['noun']['apt']:.1f}% of {a['noun']['counted']}")
     if "cohesion" in result:
         c = result["cohesion"]
         lines.append(f"lexical cohesion ({c['devices']}): hyp {c['hyp']:.4f}, first reference {c['ref']:.4f}")
@@ -401,9 +409,27 @@ def score_files(cfg: ScoreConfig) -> dict:
                                                         read_lines(cfg.dp_oracle))["recall"]
     if cfg.cohesion or cfg.lsa:
         result.update(_text_discourse(cfg, hyp_prep, refs_prep[0], len(hyps)))
+    if cfg.apt_src:
+        result["apt"] = _apt(cfg, hyp_prep, refs_prep[0])
     for m in cfg.metrics:
         logger.info("%s = %.2f  %s", m, result[m]["score"], result[m]["signature"])
     return result
+
+
+def _apt(cfg: ScoreConfig, hyp: list[str], ref: list[str]) -> dict:
+    """APT pronoun / noun accuracy (``evaluation.apt``) of HYP against the first reference."""
+    from doctrans.evaluation.apt import apt
+
+    src = read_lines(cfg.apt_src)
+    if len(src) != len(hyp):
+        raise ValueError(f"APT source {cfg.apt_src} has {len(src)} lines, the hypothesis {len(hyp)}")
+    extra: list[tuple[str, str]] = []
+    if cfg.apt_corpus:
+        zh, en = (read_lines(f"{cfg.apt_corpus}.{lang}")[:cfg.apt_corpus_lines] for lang in ("zh", "en"))
+        if len(zh) != len(en):
+            raise ValueError(f"{cfg.apt_corpus}.zh and .en have {len(zh)} and {len(en)} lines")
+        extra = list(zip(zh, en))
+    return apt(src, ref, hyp, extra)
 
 
 def _text_discourse(cfg: ScoreConfig, hyp: list[str], ref: list[str], n: int) -> dict:

@@ -41,6 +41,6 @@ def test_context_table_on_a_tvsub_slice(tvsub_slice, tmp_path):
     assert all(0.0 <= r[k] <= 1.0 for r in rows for k in ("dp_recall", "contrastive", "contrastive_dp"))
     assert rows[0]["contrastive_items"] > 0 and "| contrastive DP |" in table and "| reference 1 |" in table
     assert 0.0 < rows[0]["ref_cohesion"] <= 1.0 and -1.0 <= rows[0]["ref_coherence"] <= 1.0
-    assert all("cohesion" in r and "coherence" in r for r in rows)     # NaN where a tiny model's output has no content word
+    assert all("cohesion" in r and "coherence" in r and "apt_pronoun" in r for r in rows)     # NaN where a tiny model's output has no content word
     hyps = (tmp_path / "work" / "test.han.hyp").read_text(encoding="utf-8").split("\n")[:-1]
     assert len(hyps) == len((prep / "test.tok.zh").read_text(encoding="utf-8").split("\n")[:-1])
