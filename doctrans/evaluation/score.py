@@ -402,11 +402,11 @@ def score_files(cfg: ScoreConfig) -> dict:
         if not (cfg.dp_base and cfg.dp_oracle):
             raise ValueError("DP recall needs both the source without DPs and the oracle with them")
         from doctrans.evaluation.dp_recall import dp_recall
+        dp_src, dp_oracle = read_lines(cfg.dp_base), read_lines(cfg.dp_oracle)
         result["dp_recall"] = {"base": str(cfg.dp_base), "oracle": str(cfg.dp_oracle),
-                               **dp_recall(hyp_prep, refs_prep[0], read_lines(cfg.dp_base), read_lines(cfg.dp_oracle))}
+                               **dp_recall(hyp_prep, refs_prep[0], dp_src, dp_oracle)}
         if cfg.baseline:
-            result["dp_recall"]["baseline"] = dp_recall(base_prep, refs_prep[0], read_lines(cfg.dp_base),
-                                                        read_lines(cfg.dp_oracle))["recall"]
+            result["dp_recall"]["baseline"] = dp_recall(base_prep, refs_prep[0], dp_src, dp_oracle)["recall"]
     if cfg.cohesion or cfg.lsa:
         result.update(_text_discourse(cfg, hyp_prep, refs_prep[0], len(hyps)))
     if cfg.apt_src:
