@@ -124,3 +124,40 @@ class BackboneParts(Protocol):
     def decode_step_hidden(self, state: Any, prev_tokens: Tensor) -> tuple[Tensor, Any]:
         """One incremental step: prev_tokens (B,) → (top decoder state (B, H), state)."""
         ...
+
+
+@runtime_checkable
+class EncoderParts(Protocol):
+    """What a context model that works *inside* the encoder layers (QCN's context-attention
+    sub-layer, HGC's global context: models.md §2.6–2.7) uses of a backbone."""
+
+    @property
+    def hidden_size(self) -> int:
+        ...
+
+    @property
+    def encoder_layers(self) -> int:
+        """Number of encoder layers."""
+        ...
+
+    @property
+    def source_embedding(self) -> Any:
+        """E_src, an ``nn.Embedding`` (unscaled, no positions)."""
+        ...
+
+    def embed_source(self, src: Tensor) -> Tensor:
+        """The encoder input (B, S, H) of src (B, S)."""
+        ...
+
+    def embed_target(self, tgt_in: Tensor) -> Tensor:
+        """The decoder input (B, T, H) of tgt_in (B, T)."""
+        ...
+
+    def encode_with(self, src: Tensor, layer_fn=None) -> EncoderOutput:
+        """``encode`` with layer k computed by ``layer_fn(k, layer, x, keep)``; ``layer`` has
+        ``attention_sublayer(x, keep)``, ``ffn_input(x)``, ``ffn_sublayer(x)``."""
+        ...
+
+    def residual_sublayer(self) -> Any:
+        """A new ``nn.Module`` computing Sub(z, f) as the backbone's own sub-layers do."""
+        ...

@@ -151,6 +151,23 @@ class FeedForward(nn.Module):
         return self.w2(self.drop(F.relu(self.w1(x))))
 
 
+class Residual(nn.Module):
+    """One residual sub-layer Sub(z, f) (models.md §1.3): pre-norm z + drop(f(LN(z))) or
+    post-norm LN(z + drop(f(z))), with its own LayerNorm. ``Transformer.residual_sublayer``
+    gives context models one with the backbone's norm order and dropout (e.g. QCN's
+    context-attention sub-layer, models.md §2.6)."""
+
+    def __init__(self, d_model: int, dropout: float, pre: bool):
+        super().__init__()
+        self.norm, self.drop, self.pre = nn.LayerNorm(d_model), nn.Dropout(dropout), pre
+
+    def forward(self, z: Tensor, f) -> Tensor:
+        """z: (…, H); f: (…, H) → (…, H) → (…, H)."""
+        if self.pre:
+            return z + self.drop(f(self.norm(z)))
+        return self.norm(z + self.drop(f(z)))
+
+
 class _Sublayers(nn.Module):
     """Residual wrapper: pre-norm z + drop(f(LN(z))) or post-norm LN(z + drop(f(z)))."""
 
@@ -173,10 +190,22 @@ class EncoderLayer(nn.Module):
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.relu_dropout)
         self.sub = _Sublayers(cfg.d_model, 2, cfg.dropout, cfg.norm == "pre")
 
+    def attention_sublayer(self, x: Tensor, keep: Tensor | None) -> Tensor:
+        """z ← Sub(z, SelfAttn). x: (B, S, H); keep: (B,1,1,S) or None → (B, S, H)."""
+        return self.sub.apply(0, x, lambda z: self.attn.forward_self(z, keep, causal=False))
+
+    def ffn_sublayer(self, x: Tensor) -> Tensor:
+        """z ← Sub(z, FFN). x: (B, S, H) → (B, S, H)."""
+        return self.sub.apply(1, x, self.ffn)
+
+    def ffn_input(self, x: Tensor) -> Tensor:
+        """What the FFN reads of ``x`` (B, S, H): LN(x) pre-norm, x itself post-norm (already
+        normalised there): the normalised states after self-attention."""
+        return self.sub.norms[1](x) if self.sub.pre else x
+
     def forward(self, x: Tensor, keep: Tensor | None) -> Tensor:
         # x: (B, S, H)
-        x = self.sub.apply(0, x, lambda z: self.attn.forward_self(z, keep, causal=False))
-        return self.sub.apply(1, x, self.ffn)
+        return self.ffn_sublayer(self.attention_sublayer(x, keep))
 
 
 class DecoderLayer(nn.Module):
@@ -263,13 +292,43 @@ class Transformer(nn.Module):
 
     def encode(self, batch: SourceBatch) -> EncoderOutput:
         """batch.src: (B, S) token ids → states (B, S, H), src_pad_mask (B, S) True at padding."""
-        src = batch.src
+        return self.encode_with(batch.src)
+
+    # -- the encoder parts context models build on (models.interface.EncoderParts) ----------
+    def encode_with(self, src: Tensor, layer_fn=None) -> EncoderOutput:
+        """``encode`` of src (B, S), with layer k computed by ``layer_fn(k, layer, x, keep)``
+        → x (B, S, H) instead of ``layer(x, keep)`` when given: ``layer`` offers
+        ``attention_sublayer(x, keep)``, ``ffn_input(x)`` and ``ffn_sublayer(x)``, so a context
+        model can put its own sub-layer between them (QCN, HGC: models.md §2.6–2.7).
+        keep: (B, 1, 1, S) bool SDPA mask (True = attend) or None."""
         pad = pad_mask(src, self.pad_id)
         keep = attn_keep_mask(pad)
         x = self._embed(self.src_embed, src)
-        for layer in self.encoder:
-            x = layer(x, keep)
+        for k, layer in enumerate(self.encoder):
+            x = layer(x, keep) if layer_fn is None else layer_fn(k, layer, x, keep)
         return EncoderOutput(self.enc_norm(x), pad)
+
+    @property
+    def source_embedding(self) -> nn.Embedding:
+        """E_src, the source word embedding table (unscaled, no positions)."""
+        return self.src_embed
+
+    def embed_source(self, src: Tensor) -> Tensor:
+        """The encoder input of src (B, S): scaled embeddings + positions, dropout → (B, S, H)."""
+        return self._embed(self.src_embed, src)
+
+    def embed_target(self, tgt_in: Tensor) -> Tensor:
+        """The decoder input of tgt_in (B, T), as ``embed_source`` → (B, T, H)."""
+        return self._embed(self.tgt_embed, tgt_in)
+
+    @property
+    def encoder_layers(self) -> int:
+        """Number of encoder layers (the ``k`` of ``encode_with``)."""
+        return len(self.encoder)
+
+    def residual_sublayer(self) -> Residual:
+        """A new residual sub-layer Sub(z, f) with the backbone's norm order and dropout."""
+        return Residual(self.cfg.d_model, self.cfg.dropout, self.cfg.norm == "pre")
 
     # -- the parts context models build on (models.interface.BackboneParts) --------------
     def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
