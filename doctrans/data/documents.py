@@ -167,6 +167,8 @@ class DocBatchSpec:
     rows: np.ndarray
     is_target: np.ndarray
     context_sents: int
+    block: int = 0                      # K > 0: rows are whole sub-documents of K sentences
+
 
 
 @dataclass
@@ -179,6 +181,9 @@ class DocBatch:
     same document, oldest first (column N−1 = sentence m−1); −1 where that sentence is not in
     the batch: before the document start, or before a context-only row's own run.
     n_targets: real target tokens (incl. </s>) of the is_target rows (what the loss sums over).
+    block: (B,) long or None, with sub-documents (``DocBatchSpec.block`` K > 0): rows with the
+    same value are one sub-document (K consecutive sentences of a document starting at a
+    position divisible by K), numbered 0, 1… in row order; None otherwise.
     """
 
     src: torch.Tensor
@@ -188,11 +193,13 @@ class DocBatch:
     n_targets: int
     is_target: torch.Tensor
     ctx: torch.Tensor
+    block: torch.Tensor | None = None
 
     def to(self, device: torch.device) -> DocBatch:
         """Move the tensors to ``device`` (in place); returns self."""
-        for name in ("src", "tgt_in", "tgt_out", "is_target", "ctx"):
-            setattr(self, name, getattr(self, name).to(device, non_blocking=True))
+        for name in ("src", "tgt_in", "tgt_out", "is_target", "ctx", "block"):
+            if getattr(self, name) is not None:
+                setattr(self, name, getattr(self, name).to(device, non_blocking=True))
         return self
 
 
@@ -335,8 +342,61 @@ def make_sorted_doc_batches(data: DocData, max_tokens: int, context_sents: int, 
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
+def sub_documents(data: DocData, block: int) -> list[np.ndarray]:
+    """The sub-documents of ``data``: each document cut into consecutive pieces of ``block``
+    lines (positions 0…K−1, K…2K−1, …; the last piece shorter), in file order, as line arrays
+    (models.md §2.7: S4 cuts documents into sub-documents of at most 30 sentences)."""
+    out = []
+    for d in range(data.n_docs):
+        lines = np.arange(int(data.doc_start[d]), int(data.doc_start[d + 1]), dtype=np.int64)
+        out += [lines[k:k + block] for k in range(0, len(lines), block)]
+    return out
+
+
+def make_block_batches(data: DocData, max_tokens: int, block: int, seed: int, epoch: int = 0,
+                       budget: str = "tokens") -> list[DocBatchSpec]:
+    """Batches of whole sub-documents (``sub_documents``) for a model whose context is the
+    sub-document (``context_block`` K > 0): sub-documents with at least one target line, in an
+    order shuffled with (seed, epoch), packed greedily so that the batch size (``budget`` as in
+    ``make_doc_batches``) stays within ``max_tokens`` unless one sub-document alone exceeds it
+    (a batch of its own). All lines of a sub-document are rows (non-targets as context-only
+    rows), so every sentence sees its whole sub-document; sentences are never reordered inside
+    one. Deterministic in (seed, epoch)."""
+    units = [u for u in sub_documents(data, block) if data.is_target[u].any()]
+    width = _row_widths(data)
+    batches: list[DocBatchSpec] = []
+    rows: list[np.ndarray] = []
+    total = longest = count = 0
+    for k in np.random.default_rng(seed * 1000003 + epoch).permutation(len(units)):
+        u = units[int(k)]
+        w = width[u]
+        size = (total + int(w.sum()) if budget == "tokens"
+                else max(longest, int(w.max())) * (count + len(u)))
+        if rows and size > max_tokens:
+            batches.append(_block_spec(data, rows, block))
+            rows, total, longest, count = [], 0, 0, 0
+        rows.append(u)
+        total, longest, count = total + int(w.sum()), max(longest, int(w.max())), count + len(u)
+    if rows:
+        batches.append(_block_spec(data, rows, block))
+    return batches
+
+
+def _block_spec(data: DocData, units: list[np.ndarray], block: int) -> DocBatchSpec:
+    lines = np.concatenate(units)
+    return DocBatchSpec(lines, data.is_target[lines].copy(), 0, block)
+
+
+def block_ids(data: DocData, rows: np.ndarray, block: int) -> np.ndarray:
+    """(B,) sub-document number of each row (same document, same position // ``block``),
+    numbered 0, 1… in order of first appearance."""
+    keys = list(zip(data.doc[rows].tolist(), (data.pos[rows] // block).tolist()))
+    number: dict[tuple[int, int], int] = {}
+    return np.asarray([number.setdefault(k, len(number)) for k in keys], dtype=np.int64)
+
+
 def make_doc_batches(data: DocData, max_tokens: int, context_sents: int, seed: int,
-                     epoch: int = 0, mode: str = "runs", budget: str = "tokens") -> list[DocBatchSpec]:
+                     epoch: int = 0, mode: str = "runs", budget: str = "tokens", block: int = 0) -> list[DocBatchSpec]:
     """Document-aware batches of ``epoch``, in training order. ``mode`` "sorted" delegates to
     ``make_sorted_doc_batches``; "runs" (below). Raises ValueError on another mode or budget.
 
@@ -362,6 +422,8 @@ def make_doc_batches(data: DocData, max_tokens: int, context_sents: int, seed: i
         raise ValueError(f"document batching mode must be one of {DOC_BATCHING}, got {mode!r}")
     if budget not in DOC_BUDGETS:
         raise ValueError(f"document batch budget must be one of {DOC_BUDGETS}, got {budget!r}")
+    if block > 0:
+        return make_block_batches(data, max_tokens, block, seed, epoch, budget)
     if mode == "sorted":
         return make_sorted_doc_batches(data, max_tokens, context_sents, seed, epoch)
     order = np.random.default_rng(seed * 1000003 + epoch).permutation(data.n_docs)
@@ -397,4 +459,5 @@ def collate_doc(data: DocData, spec: DocBatchSpec, vocab: Vocab) -> DocBatch:
         n_targets=int(sum(len(t) for t, keep in zip(tgt, spec.is_target) if keep)),
         is_target=torch.from_numpy(np.asarray(spec.is_target, dtype=bool)),
         ctx=torch.from_numpy(context_rows(data, spec.rows, spec.context_sents)),
+        block=torch.from_numpy(block_ids(data, spec.rows, spec.block)) if spec.block > 0 else None,
     )

@@ -1,4 +1,5 @@
-"""Translating documents with a context model (``model.context_sents`` = N > 0).
+"""Translating documents with a context model (``model.context_sents`` = N > 0, or
+``model.context_block`` = K > 0).
 
 Each batch is a document batch (``models/context/base.py``): the sentences to translate are
 ``is_target`` rows and the N sentences before each of them in its document are context-only
@@ -12,6 +13,11 @@ rows, pointed to by ``ctx``. Two schedules:
   translations of the previous sentences (models.md §1.1), so documents are translated in
   order, sentence m of every document in one batch (chunks of ``batch_sentences``) after
   sentence m − 1 of all of them.
+
+* **sub-documents** (``context_block`` K > 0, HGC): the context is the source of the K
+  consecutive sentences of the sentence's sub-document, so whole sub-documents are batched
+  together, every row a target, ``block`` (B,) saying which rows form one sub-document
+  (``block_batches``).
 
 The model's ``inference_cache`` (``models/context/base.py``) is on for the whole collection: a
 sentence's context computations (e.g. HAN's projected states of a previous sentence) are made
@@ -36,10 +42,11 @@ Sentence = tuple[int, int]        # (document, line) of a non-empty line
 
 
 class _Batch:
-    """A document batch for ``beam_search``: src (B, S), tgt_in (B, T), ctx (B, N), is_target (B,)."""
+    """A document batch for ``beam_search``: src (B, S), tgt_in (B, T), ctx (B, N), is_target (B,),
+    block (B,) or None (sub-document of each row, ``context_block`` models)."""
 
-    def __init__(self, src, tgt_in, ctx, is_target):
-        self.src, self.tgt_in, self.ctx, self.is_target = src, tgt_in, ctx, is_target
+    def __init__(self, src, tgt_in, ctx, is_target, block=None):
+        self.src, self.tgt_in, self.ctx, self.is_target, self.block = src, tgt_in, ctx, is_target, block
 
 
 def _pad(seqs: list[np.ndarray], pad: int, device) -> torch.Tensor:
@@ -81,15 +88,38 @@ def build_batch(targets: list[Sentence], sents: dict[Sentence, np.ndarray], orde
                   is_target)
 
 
+def block_batches(model, sents: dict[Sentence, np.ndarray], order: dict[int, list[int]], block: int,
+                  batch_sentences: int, vocab: Vocab, device):
+    """Batches of whole sub-documents (``block`` consecutive non-empty lines of a document, the
+    context of a ``context_block`` model, models.md §2.7), sub-documents of similar length
+    together, about ``batch_sentences`` sentences per batch (at least one sub-document): yields
+    (sentences (B,), _Batch with every row a target and ``block`` (B,))."""
+    units = [[(d, line) for line in o[k:k + block]] for d, o in order.items() for k in range(0, len(o), block)]
+    units.sort(key=lambda u: max(len(sents[s]) for s in u))
+    chunk: list[list[Sentence]] = []
+    for unit in units + [None]:
+        if chunk and (unit is None or sum(map(len, chunk)) + len(unit) > batch_sentences):
+            rows = [s for u in chunk for s in u]
+            blocks = torch.tensor([b for b, u in enumerate(chunk) for _ in u], dtype=torch.long, device=device)
+            src = _pad([sents[s] for s in rows], vocab.pad_id, device)
+            tgt_in = torch.full((len(rows), 1), vocab.bos_id, dtype=torch.long, device=device)
+            n = getattr(model, "context_sents", 0)
+            ctx = torch.full((len(rows), n), -1, dtype=torch.long, device=device)
+            yield rows, _Batch(src, tgt_in, ctx, torch.ones(len(rows), dtype=torch.bool, device=device), blocks)
+            chunk = []
+        if unit is not None:
+            chunk.append(unit)
+
+
 def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab, beam: int, lenpen: float,
                         max_len_ratio: float, max_len_extra: int, batch_sentences: int,
                         progress: bool = False) -> list[list[str]]:
     """docs: per document, per line, source ids ending in ``</s>`` (None for an empty line) →
     per document, per line, target token strings ("" for empty lines). See the module doc for
     the two schedules. Raises ValueError if the model reads no context."""
-    n = getattr(model, "context_sents", 0)
-    if n <= 0:
-        raise ValueError("translate_documents needs a context model (model.context_sents > 0)")
+    n, block = getattr(model, "context_sents", 0), getattr(model, "context_block", 0)
+    if n <= 0 and block <= 0:
+        raise ValueError("translate_documents needs a context model (model.context_sents or context_block > 0)")
     device = next(model.parameters()).device
     sents = {(d, i): x for d, lines in enumerate(docs) for i, x in enumerate(lines) if x is not None}
     order = {d: [i for i, x in enumerate(lines) if x is not None] for d, lines in enumerate(docs)}
@@ -100,6 +130,12 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
     else:
         steps = [sorted(sents, key=lambda s: len(sents[s]))]
     bar = tqdm(total=len(sents), unit="sent", disable=not progress, desc="translate documents")
+    if block > 0:                                       # source-side sub-documents: no 1-best context
+        for rows, batch in block_batches(model, sents, order, block, batch_sentences, vocab, device):
+            res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra)
+            hyps.update(zip(rows, res.tokens))
+            bar.update(len(rows))
+        steps = []
     cache = getattr(model, "inference_cache", None)
     with cache(capacity=max(4096, 2 * (n + 1) * len(order))) if cache else nullcontext():
         for step in steps:

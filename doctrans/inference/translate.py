@@ -30,6 +30,7 @@ from doctrans.inference.collection import GROUP_LINES, CollectionSummary, transl
 from doctrans.inference.documents import translate_documents
 from doctrans.inference.long_lines import split_long_lines
 from doctrans.models.build import build_model
+from doctrans.models.interface import reads_documents
 from doctrans.training import distributed
 from doctrans.training.checkpoint import config_of, load_checkpoint
 from doctrans.training.trainer import resolve_device
@@ -198,7 +199,7 @@ class Translator:
         bpe = dict(zip(nonempty, self._to_bpe([lines[i] for i in nonempty])))
         hyps: dict[int, str] = {}
         plain = nonempty
-        if getattr(self.model, "context_sents", 0) > 0:
+        if reads_documents(self.model):
             if c.dp_generator:
                 raise ValueError("--dp-generator is for sentence-level +DP models, not context models")
             hyps.update(self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress))

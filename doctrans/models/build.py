@@ -15,6 +15,7 @@ from torch import nn
 
 from doctrans.models.backbones.transformer import Transformer, TransformerConfig
 from doctrans.models.context.concat import ConcatConfig, ConcatContext
+from doctrans.models.context.global_context import HGC, HGCConfig
 from doctrans.models.context.han import HAN, HANConfig
 
 DEFAULT_BACKBONE = "transformer"
@@ -26,6 +27,7 @@ BACKBONES = {
 CONTEXT_MODELS = {
     "concat": (ConcatConfig, ConcatContext),
     "han": (HANConfig, HAN),
+    "hgc": (HGCConfig, HGC),
 }
 
 

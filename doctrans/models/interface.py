@@ -161,3 +161,11 @@ class EncoderParts(Protocol):
     def residual_sublayer(self) -> Any:
         """A new ``nn.Module`` computing Sub(z, f) as the backbone's own sub-layers do."""
         ...
+
+
+def reads_documents(model) -> bool:
+    """Whether ``model`` reads document context, and so is trained and translated on document
+    batches (``data/documents.py``, ``inference/documents.py``): ``context_sents`` > 0 (the
+    previous N sentences, ``batch.ctx``) or ``context_block`` > 0 (sub-documents of that many
+    consecutive sentences, ``batch.block``; models/context/base.py)."""
+    return getattr(model, "context_sents", 0) > 0 or getattr(model, "context_block", 0) > 0

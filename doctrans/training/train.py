@@ -28,6 +28,7 @@ from doctrans.evaluation.score import bleu_tok_lc
 from doctrans.inference.documents import translate_documents
 from doctrans.inference.translate import decode_corpus
 from doctrans.models.build import build_model
+from doctrans.models.interface import reads_documents
 from doctrans.training import distributed as dist
 from doctrans.training.checkpoint import check_resume_compatible, load_checkpoint
 from doctrans.training.loss import dev_xent, forward_loss
@@ -160,13 +161,15 @@ class DocNMTTask(NMTTask):
     context rows; the loss
     skips context-only rows (``forward_loss``). The epoch's batches are built per epoch with
     documents shuffled by (train.seed, epoch), so resume stays exact. Dev: every dev line is a
-    target, documents in file order. ``run`` uses it for every model with ``context_sents`` > 0.
+    target, documents in file order. With ``context_block`` K > 0 (a sub-document model) batches
+    hold whole sub-documents of K sentences instead (``block`` (B,)). ``run`` uses it for every
+    model that ``reads_documents``.
     """
 
     def __init__(self, cfg: ExperimentConfig, model: torch.nn.Module, train: DocData, dev: DocData | None,
                  dev_refs: list[str] | None, src_vocab: Vocab, tgt_vocab: Vocab, device: torch.device,
-                 context_sents: int):
-        self.context_sents = context_sents
+                 context_sents: int, context_block: int = 0):
+        self.context_sents, self.context_block = context_sents, context_block
         super().__init__(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device)
 
     def _plan_batches(self) -> None:
@@ -176,14 +179,17 @@ class DocNMTTask(NMTTask):
         if self.config.data.doc_budget not in DOC_BUDGETS:
             raise ValueError(f"data.doc_budget must be one of {DOC_BUDGETS}, got {self.config.data.doc_budget!r}")
         self.dev_batches = (make_doc_batches(self.dev, self.t.max_tokens, self.context_sents, 0, mode=mode,
-                                             budget=self.config.data.doc_budget)
+                                             budget=self.config.data.doc_budget, block=self.context_block)
                             if self.dev is not None else [])
-        log.info("document batches (%s): %d documents, %d target sentences, N = %d context sentences",
-                 mode, self.train.n_docs, int(self.train.is_target.sum()), self.context_sents)
+        unit = (f"sub-documents of ≤ {self.context_block} sentences" if self.context_block
+                else f"N = {self.context_sents} context sentences")
+        log.info("document batches (%s): %d documents, %d target sentences, %s",
+                 "blocks" if self.context_block else mode, self.train.n_docs, int(self.train.is_target.sum()), unit)
 
     def epoch_batches(self, epoch: int) -> list[DocBatchSpec]:
         return make_doc_batches(self.train, self.t.max_tokens, self.context_sents, self.t.seed, epoch,
-                                mode=self.config.data.doc_batching, budget=self.config.data.doc_budget)
+                                mode=self.config.data.doc_batching, budget=self.config.data.doc_budget,
+                                block=self.context_block)
 
     def collate(self, key: DocBatchSpec, epoch: int, index: int):
         return collate_doc(self.train, key, self.tgt_vocab).to(self.device)
@@ -273,10 +279,10 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
     if dist.is_main():
         atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), src_vocab.pad_id, cfg.context).to(device)
-    n_context = getattr(model, "context_sents", 0)           # a context model reads documents
-    if n_context:
+    if reads_documents(model):                                # a context model reads documents
         train, dev, dev_refs = load_doc_splits(cfg, src_vocab, tgt_vocab)
-        task = DocNMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, n_context)
+        task = DocNMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device,
+                          getattr(model, "context_sents", 0), getattr(model, "context_block", 0))
     else:
         train, dev, dev_refs = _load_data(cfg, src_vocab, tgt_vocab)
         task = NMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device)

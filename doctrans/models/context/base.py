@@ -151,16 +151,21 @@ class RowCache:
 
 class ContextModel(nn.Module):
     """Base of the context models: delegates the contract to ``backbone``; subclasses override
-    the parts they change. ``context_sents`` = N, ``context_needs_target``: whether context rows
-    must carry their (reference or 1-best) target."""
+    the parts they change. ``context_sents`` = N previous sentences (``batch.ctx``);
+    ``context_block`` = K > 0 for a model whose context is its sub-document of K consecutive
+    sentences, preceding and following (``batch.block`` (B,): rows of one sub-document share a
+    value; the data path and the translator then batch whole sub-documents); at least one of
+    them is > 0. ``context_needs_target``: whether context rows must carry their (reference or
+    1-best) target."""
 
     context_needs_target = False
 
-    def __init__(self, backbone: nn.Module, context_sents: int):
+    def __init__(self, backbone: nn.Module, context_sents: int, context_block: int = 0):
         super().__init__()
-        if context_sents < 1:
-            raise ValueError(f"context_sents must be ≥ 1, got {context_sents}")
-        self.backbone, self.context_sents = backbone, context_sents
+        if context_sents < 0 or context_block < 0 or not (context_sents or context_block):
+            raise ValueError(f"a context model reads N ≥ 1 previous sentences or sub-documents of K ≥ 1 "
+                             f"sentences, got context_sents={context_sents}, context_block={context_block}")
+        self.backbone, self.context_sents, self.context_block = backbone, context_sents, context_block
         self.pad_id = backbone.pad_id
         self._caches: dict[str, RowCache] | None = None
 
