@@ -197,13 +197,12 @@ def score_items_of(s, ref: list[str], items: list[dict], max_tokens: int = 3000,
     right when the reference's total log-probability beats every contrast's strictly → {accuracy,
     items, by_kind, by_pronoun, by_class: {key: {items, accuracy}}, per_item: [1/0],
     margin: [reference − best contrast, nats]}."""
-    from doctrans.evaluation.forced import Item, previous_lines, score_items
+    from doctrans.evaluation.forced import Item, model_context, score_items
 
-    n = getattr(s.model, "context_sents", 0) or 1
     variants = [[ref[it["line"]]] + contrast_lines(ref[it["line"]], it) for it in items]
     bpe = s.tgt_proc.apply_bpe([v for vs in variants for v in vs])
     owner = [k for k, vs in enumerate(variants) for _ in vs]
-    work = [Item(items[k]["line"], s.tgt_vocab.encode(b), previous_lines(s.doc, items[k]["line"], n))
+    work = [Item(items[k]["line"], s.tgt_vocab.encode(b), model_context(s.model, s.doc, items[k]["line"]))
             for k, b in zip(owner, bpe)]
     scores, = score_items(s.model, work, s.src, s.tgt, max_tokens=max_tokens, progress=progress)
     totals = np.array([float(x.sum()) for x in scores])

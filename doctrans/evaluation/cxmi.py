@@ -35,7 +35,7 @@ from typing import Sequence
 import numpy as np
 
 from doctrans.dp.pronouns import TRIGGERS
-from doctrans.evaluation.forced import Item, document_numbers, previous_lines, random_context, score_items
+from doctrans.evaluation.forced import Item, document_numbers, model_context, model_random_context, score_items
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +101,9 @@ def compute_cxmi(model, src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], do
     """CXMI of ``model`` on a document set: src / tgt id arrays per line (documents contiguous,
     ``doc`` (L,) the document number of each line), ``targets`` the reference BPE strings
     (word classes). ``conditions``: "empty" (empty context) and/or "random" (context from a
-    random other document, seeded). N = the model's ``context_sents`` (1 for a sentence
-    model, which then ignores it). Returns {condition: cxmi_report(...)}. Raises ValueError on
+    random other document, seeded). The context is the one the model reads
+    (``forced.model_context``: N = ``context_sents`` previous lines, 1 for a sentence model, which
+    then ignores them; or the sub-document of a ``context_block`` model). Returns {condition: cxmi_report(...)}. Raises ValueError on
     an unknown condition or line-count mismatch."""
     if len(src) != len(tgt) or len(src) != len(doc) or len(src) != len(targets):
         raise ValueError(f"{len(src)} source, {len(tgt)} target, {len(doc)} document and {len(targets)} "
@@ -110,8 +111,7 @@ def compute_cxmi(model, src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], do
     bad = [c for c in conditions if c not in CONDITIONS]
     if bad:
         raise ValueError(f"unknown CXMI condition(s) {bad}; choose from {CONDITIONS}")
-    n = getattr(model, "context_sents", 0) or 1
-    real_items = [Item(i, tgt[i], previous_lines(doc, i, n)) for i in range(len(src))]
+    real_items = [Item(i, tgt[i], model_context(model, doc, i)) for i in range(len(src))]
     result = {}
     real = None
     if "empty" in conditions:
@@ -122,7 +122,7 @@ def compute_cxmi(model, src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], do
         if real is None:
             real, = score_items(model, real_items, src, tgt, max_tokens=max_tokens, progress=progress)
         rng = np.random.default_rng(seed)
-        rand_items = [Item(i, tgt[i], random_context(doc, i, n, rng)) for i in range(len(src))]
+        rand_items = [Item(i, tgt[i], model_random_context(model, doc, i, rng)) for i in range(len(src))]
         rand, = score_items(model, rand_items, src, tgt, max_tokens=max_tokens, progress=progress)
         result["random"] = cxmi_report(real, rand, targets, "random")
     return result

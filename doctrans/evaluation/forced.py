@@ -55,14 +55,50 @@ def random_context(doc: np.ndarray, line: int, n: int, rng: np.random.Generator)
     return previous_lines(doc, pos, n)
 
 
-def _batches(items: Sequence[Item], src: Sequence[np.ndarray], max_tokens: int) -> list[list[int]]:
+def sub_document(doc: np.ndarray, line: int, k: int) -> tuple[int, ...]:
+    """The other lines of ``line``'s sub-document (its document cut into pieces of ``k`` lines
+    from the start, models.md §2.7), in order."""
+    start = line
+    while start > 0 and doc[start - 1] == doc[line]:
+        start -= 1
+    first = start + (line - start) // k * k
+    end = first
+    while end < len(doc) and end < first + k and doc[end] == doc[line]:
+        end += 1
+    return tuple(i for i in range(first, end) if i != line)
+
+
+def model_context(model, doc: np.ndarray, line: int) -> tuple[int, ...]:
+    """The context lines ``model`` reads for ``line``: the N = ``context_sents`` previous ones
+    (1 for a sentence model, which ignores them), or with ``context_block`` K > 0 the other
+    lines of its sub-document."""
+    k = getattr(model, "context_block", 0)
+    return sub_document(doc, line, k) if k > 0 else previous_lines(doc, line, getattr(model, "context_sents", 0) or 1)
+
+
+def model_random_context(model, doc: np.ndarray, line: int, rng: np.random.Generator) -> tuple[int, ...]:
+    """A context of the same kind as ``model_context`` from a random *other* document: the N
+    lines before a random position there, or (``context_block`` K) the other lines of a random
+    line's sub-document there."""
+    k = getattr(model, "context_block", 0)
+    if k <= 0:
+        return random_context(doc, line, getattr(model, "context_sents", 0) or 1, rng)
+    others = np.flatnonzero(doc != doc[line])
+    if not others.size:
+        raise ValueError("a random context needs at least two documents")
+    return sub_document(doc, int(others[int(rng.integers(others.size))]), k)
+
+
+def _batches(items: Sequence[Item], src: Sequence[np.ndarray], max_tokens: int, shared: bool = True
+             ) -> list[list[int]]:
     """Item indices grouped under a token budget (sum over rows of max(source, target), context
-    rows included), items sorted by length so a batch pads little."""
+    rows included: once per batch if ``shared``, else once per item), items sorted by length so
+    a batch pads little."""
     order = sorted(range(len(items)), key=lambda i: (len(items[i].tgt), len(src[items[i].line])))
     out, cur, seen, size = [], [], set(), 0
     for i in order:
         it = items[i]
-        new = [c for c in it.context if c >= 0 and c not in seen]
+        new = [c for c in it.context if c >= 0 and (c not in seen or not shared)]
         need = max(len(src[it.line]), len(it.tgt)) + sum(len(src[c]) + 8 for c in new)
         if cur and size + need > max_tokens:
             out.append(cur)
@@ -78,10 +114,14 @@ def _batches(items: Sequence[Item], src: Sequence[np.ndarray], max_tokens: int) 
 
 
 def _collate(items: Sequence[Item], src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], n: int,
-             pad_id: int, bos_id: int, blank: bool) -> DocBatch:
+             pad_id: int, bos_id: int, blank: bool, blocks: bool = False) -> DocBatch:
     """Rows: the items (targets), then each context line once (context-only rows carrying the
     reference target ``tgt[line]``). ctx (B, N): an item's context rows; −1 for context-only
-    rows and, with ``blank``, everywhere."""
+    rows and, with ``blank``, everywhere. With ``blocks`` (a sub-document model) each item has
+    its own copies of its context lines, all of them one sub-document (``block`` (B,)); with
+    ``blank`` no context rows (each item a sub-document of its own)."""
+    if blocks:
+        return _collate_blocks(items, src, tgt, n, pad_id, bos_id, blank)
     ctx_lines = sorted({c for it in items for c in it.context if c >= 0})
     row_of = {c: len(items) + k for k, c in enumerate(ctx_lines)}
     srcs = [src[it.line] for it in items] + [src[c] for c in ctx_lines]
@@ -98,6 +138,19 @@ def _collate(items: Sequence[Item], src: Sequence[np.ndarray], tgt: Sequence[np.
                     is_target=torch.from_numpy(is_target), ctx=torch.from_numpy(ctx))
 
 
+def _collate_blocks(items: Sequence[Item], src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], n: int,
+                    pad_id: int, bos_id: int, blank: bool) -> DocBatch:
+    lines = [(it.line, it.tgt, k, True) for k, it in enumerate(items)]
+    if not blank:
+        lines += [(c, tgt[c], k, False) for k, it in enumerate(items) for c in it.context if c >= 0]
+    srcs, tgts = [src[x[0]] for x in lines], [x[1] for x in lines]
+    return DocBatch(src=pad_sequences(srcs, pad_id), tgt_in=pad_sequences(tgts, pad_id, prefix=bos_id, drop_last=True),
+                    tgt_out=pad_sequences(tgts, pad_id), index=np.arange(len(srcs)),
+                    n_targets=int(sum(len(t) for t in tgts[:len(items)])),
+                    is_target=torch.tensor([x[3] for x in lines]), ctx=torch.full((len(srcs), n), -1, dtype=torch.long),
+                    block=torch.tensor([x[2] for x in lines], dtype=torch.long))
+
+
 @torch.no_grad()
 def score_items(model, items: Sequence[Item], src: Sequence[np.ndarray], tgt: Sequence[np.ndarray],
                 pad_id: int = 0, bos_id: int = 1, max_tokens: int = 3000, blank: Sequence[bool] = (False,),
@@ -108,7 +161,9 @@ def score_items(model, items: Sequence[Item], src: Sequence[np.ndarray], tgt: Se
 
     src / tgt: id arrays per line (ending in ``</s>``; ``tgt`` is what context rows carry).
     The model is any ``Seq2SeqModel`` (a context model reads ``batch.ctx``; N =
-    ``len(items[0].context)`` and must equal the model's ``context_sents`` for a context model).
+    ``len(items[0].context)`` and must equal the model's ``context_sents`` for a context model;
+    a sub-document model, ``context_block`` > 0, reads an item's context lines as its
+    sub-document instead: ``model_context``).
     The decoding path is the loss's (``training.loss.target_logits``), so a score here is the
     model's training-time log-likelihood without label smoothing or dropout."""
     from tqdm import tqdm
@@ -117,12 +172,13 @@ def score_items(model, items: Sequence[Item], src: Sequence[np.ndarray], tgt: Se
 
     model.eval()
     device = next(model.parameters()).device
-    n = len(items[0].context) if items else 0
+    blocks = getattr(model, "context_block", 0) > 0
+    n = getattr(model, "context_sents", 0) if blocks else len(items[0].context) if items else 0
     out = [[None] * len(items) for _ in blank]
-    groups = _batches(items, src, max_tokens)
+    groups = _batches(items, src, max_tokens, shared=not blocks)
     for group in tqdm(groups, desc="score", unit="batch", disable=not progress):
         for c, b in enumerate(blank):
-            batch = _collate([items[i] for i in group], src, tgt, n, pad_id, bos_id, b).to(device)
+            batch = _collate([items[i] for i in group], src, tgt, n, pad_id, bos_id, b, blocks).to(device)
             enc = model.encode(batch)
             for rows, logits, gold, keep in target_logits(model, enc, batch, pad_id):
                 lp = torch.log_softmax(logits.float(), -1).gather(1, gold[:, None]).squeeze(1).double().cpu()

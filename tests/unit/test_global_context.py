@@ -166,3 +166,33 @@ def _rows(batches) -> list[list[int]]:
 
 class _Vocab:
     pad_id, bos_id = 0, 1
+
+
+def test_forced_scoring_reads_the_sub_document():
+    """CXMI's scoring path (``evaluation.forced``) gives a sub-document model each item's whole
+    sub-document: the same log-probabilities as encoding the sub-document in one batch."""
+    from doctrans.evaluation.forced import Item, model_context, score_items, sub_document
+    from doctrans.training.loss import target_logits
+
+    doc = np.array([0, 0, 0, 0, 0, 1, 1])
+    assert sub_document(doc, 1, 4) == (0, 2, 3) and sub_document(doc, 4, 4) == () and sub_document(doc, 6, 4) == (5,)
+    m = _tiny_hgc()                                   # block 4
+    src = [_src(7, seed=3)[r][_src(7, seed=3)[r].ne(0)].numpy() for r in range(7)]
+    tgt = [np.asarray([5 + r, 6, 2]) for r in range(7)]
+    items = [Item(i, tgt[i], model_context(m, doc, i)) for i in range(7)]
+    real, alone = score_items(m, items, src, tgt, blank=(False, True))
+    spec_rows = [0, 1, 2, 3]                          # the first sub-document, encoded together
+    from doctrans.data.batching import pad_sequences
+    from doctrans.data.documents import DocBatch
+    batch = DocBatch(src=pad_sequences([src[r] for r in spec_rows], 0),
+                     tgt_in=pad_sequences([tgt[r] for r in spec_rows], 0, prefix=1, drop_last=True),
+                     tgt_out=pad_sequences([tgt[r] for r in spec_rows], 0), index=np.arange(4), n_targets=12,
+                     is_target=torch.ones(4, dtype=torch.bool), ctx=torch.zeros((4, 0), dtype=torch.long),
+                     block=torch.zeros(4, dtype=torch.long))
+    with torch.no_grad():
+        for rows, logits, gold, keep in target_logits(m, m.encode(batch), batch, 0):
+            lp = torch.log_softmax(logits, -1).gather(1, gold[:, None]).squeeze(1)
+            for r, piece in zip(rows.tolist(), lp.split(keep.sum(1).tolist())):
+                np.testing.assert_allclose(real[r], piece.double().numpy(), rtol=1e-4, atol=1e-5)
+    assert max(abs(real[i] - alone[i]).max() for i in range(4)) > 1e-4      # the context changes scores
+    np.testing.assert_allclose(real[4], alone[4], rtol=1e-5)                # a one-line sub-document: no context

@@ -47,7 +47,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from doctrans.models.context.base import ContextModel
