@@ -32,6 +32,14 @@ def _train_speed(run_dir: Path) -> float:
     return sum(recs) / len(recs) if recs else float("nan")
 
 
+def _peak_memory(run_dir: Path) -> float:
+    """Largest ``peak_rss_gib`` of the run's train records (the training process's peak
+    resident memory, GiB), NaN for runs that did not record it."""
+    recs = [r["peak_rss_gib"] for r in read_metrics(run_dir / "metrics.jsonl") if r.get("kind") == "train"
+            and "peak_rss_gib" in r]
+    return max(recs) if recs else float("nan")
+
+
 def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None) -> tuple[dict, Path]:
     from doctrans.evaluation.score import ScoreConfig, score_files
     from doctrans.inference.translate import TranslateConfig, Translator
@@ -61,7 +69,8 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None) -> tuple[
            "bleu": res["bleu_tok_lc"]["score"], "sacrebleu": res["sacrebleu"]["score"],
            "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"],
            "params_m": sum(p.numel() for p in tr.model.parameters()) / 1e6,
-           "train_tok_s": _train_speed(run_dir), "decode_sent_s": len(lines) / dt}
+           "train_tok_s": _train_speed(run_dir), "decode_sent_s": len(lines) / dt,
+           "peak_rss_gib": _peak_memory(run_dir)}
     if dp:
         row["dp_recall"] = res["dp_recall"]["recall"]
     if "apt" in res:
@@ -104,12 +113,16 @@ def _discourse(ckpt: Path, lines: list[str], doc_ids: list[str], args) -> dict:
             "contrastive_items": c["items"]}
 
 
+def _gib(x: float) -> str:
+    return "—" if x != x else f"{x:.2f}"
+
+
 def render(rows: list[dict]) -> str:
     """The markdown table; ratios and Δ relative to the first row."""
     b = rows[0]
     lines = ["| system | updates | test BLEU | Δ | bootstrap p | sign p | sacreBLEU | EN pronouns | params (M) "
-             "| train tok/s (×) | decode sent/s (×) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| train tok/s (×) | decode sent/s (×) | peak memory (GiB) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         mark = "*" if r.get("bootstrap_p", 1) < 0.05 and r.get("sign_p", 1) < 0.05 else ""
         bp = f"{r['bootstrap_p']:.3f}" if "bootstrap_p" in r else "—"
@@ -118,10 +131,13 @@ def render(rows: list[dict]) -> str:
             f"| {r['system']} | {r['updates']} | {r['bleu']:.2f}{mark} | {r['bleu'] - b['bleu']:+.2f} | {bp} | {sp} "
             f"| {r['sacrebleu']:.2f} | {r['pronouns']} | {r['params_m']:.2f} "
             f"| {r['train_tok_s']:.0f} ({r['train_tok_s'] / b['train_tok_s']:.2f}×) "
-            f"| {r['decode_sent_s']:.1f} ({r['decode_sent_s'] / b['decode_sent_s']:.2f}×) |")
+            f"| {r['decode_sent_s']:.1f} ({r['decode_sent_s'] / b['decode_sent_s']:.2f}×) "
+            f"| {_gib(r.get('peak_rss_gib', float('nan')))} |")
     lines += ["", f"English pronouns in the 3 references: {b['ref_pronouns']}. BLEU: case-insensitive, tokenized, "
                   "3 references (the thesis' setting); `*`: p < 0.05 in both the paired bootstrap and the sign "
-                  "test against the first row. Decoding: the test set as documents (`PREP/test.docs`)."]
+                  "test against the first row. Decoding: the test set as documents (`PREP/test.docs`). Peak memory: "
+                  "the training process's peak resident memory (its data included; — for runs that did not "
+                  "record it)."]
     if any("dp_recall" in r or "cxmi" in r for r in rows):
         lines += ["", "| system | EN pronouns | DP recall | contrastive DP | contrastive overt | contrastive all "
                       "| APT pronouns | APT nouns | CXMI (nats/sent) | P-CXMI pronouns (nats/word) | cohesion "

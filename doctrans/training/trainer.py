@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,17 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise ValueError("device cuda requested but torch sees no GPU (use device: auto or cpu)")
     return torch.device(name)
+
+
+def peak_rss_gib() -> float | None:
+    """Peak resident memory of this process so far in GiB (``getrusage``), None where the
+    platform has no ``resource`` module (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss          # KiB on Linux, bytes on macOS
+    return peak / (2**30 if sys.platform == "darwin" else 2**20)
 
 
 class Trainer:
@@ -301,6 +313,9 @@ class Trainer:
                "loss_nats": w["loss"] / tok, "xent_nats": w["nll"] / tok,
                "ppl": math.exp(min(w["nll"] / tok, 50)), "tok_per_s": w["tok"] / max(w["time"], 1e-9),
                "lr": self._lr, "train_time_s": round(self.state.train_time_s, 1)}
+        rss = peak_rss_gib()
+        if rss is not None:
+            rec["peak_rss_gib"] = round(rss, 3)
         self.metrics.write("train", **rec)
         if self.board:
             self.board.write("train", rec)
