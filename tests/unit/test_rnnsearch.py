@@ -30,7 +30,7 @@ def test_thesis_size_has_86_6m_parameters():
     +6H per cell over the Theano code). Built on the meta device: nothing is allocated.
     """
     with torch.device("meta"):
-        m = RNNSearch(RNNSearchConfig(emb_size=620, hidden_size=1000, dropout=0.5), 30001, 30001)
+        m = RNNSearch(RNNSearchConfig(emb_size=620, rnn_size=1000, dropout=0.5), 30001, 30001)
     n = sum(p.numel() for p in m.parameters())
     assert abs(n - 86.6e6) <= 0.005 * 86.6e6, n
     assert n == 86_683_881
@@ -81,7 +81,7 @@ def test_attention_keys_are_projected_once_per_sentence():
 
 
 def test_shapes_and_sizes():
-    m = tiny("model.emb_size=16", "model.hidden_size=12", "model.maxout_part=2")
+    m = tiny("model.emb_size=16", "model.rnn_size=12", "model.maxout_part=2")
     enc = m.encode(SearchBatch(torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]])))
     assert enc.states.shape == (2, 4, 24) and m.encoder_size == 24                 # (B, S, 2H)
     assert torch.equal(enc.states[1, 2:], torch.zeros(2, 24))                     # zeros at padding

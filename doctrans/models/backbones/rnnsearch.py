@@ -55,7 +55,7 @@ INITS = ("mean", "last")
 class RNNSearchConfig:
     backbone: str = "rnnsearch"         # the row of models/build.py:BACKBONES
     emb_size: int = 256                 # E (620 in S2 ch.5/6 and S3)
-    hidden_size: int = 256              # H (1000); annotations are 2H
+    rnn_size: int = 256                 # H (1000); annotations are 2H
     attn_size: int = 0                  # A, width of the attention MLP; 0 = H (models.md §1.2)
     dropout: float = 0.5                # on the readout o_t only [P S2 ch.5, S3]
     maxout_part: int = 1                # 1 = tanh readout [C]; 2 = Bahdanau's maxout
@@ -114,7 +114,7 @@ class RNNSearch(nn.Module):
         if cfg.maxout_part < 1:
             raise ValueError(f"model.maxout_part must be ≥ 1, got {cfg.maxout_part}")
         self.cfg, self.pad_id = cfg, pad_id
-        e, h, a, k = cfg.emb_size, cfg.hidden_size, cfg.attn_size or cfg.hidden_size, cfg.maxout_part
+        e, h, a, k = cfg.emb_size, cfg.rnn_size, cfg.attn_size or cfg.rnn_size, cfg.maxout_part
         self.src_embed = nn.Embedding(src_vocab, e, padding_idx=pad_id)
         self.tgt_embed = nn.Embedding(tgt_vocab, e, padding_idx=pad_id)
         self.encoder = nn.GRU(e, h, batch_first=True, bidirectional=True)
@@ -155,7 +155,7 @@ class RNNSearch(nn.Module):
     @property
     def encoder_size(self) -> int:
         """2H, the size of the annotations h_i (``EncoderOutput.states``)."""
-        return 2 * self.cfg.hidden_size
+        return 2 * self.cfg.rnn_size
 
     @property
     def max_target_len(self) -> int:
