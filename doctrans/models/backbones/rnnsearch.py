@@ -34,8 +34,12 @@ pass: teacher forcing computes GRU_1's input projection W E_tgt[y_{t-1}] for all
 matmul and loops over t only for GRU_1's hidden part, the attention and GRU_2; the readout and
 the output layer run once over all positions after the loop.
 
-Shape legend: B batch, S source length, T target length, E embedding size, H hidden size,
-A attention width, V vocabulary.
+Configs: ``pipelines/rnnsearch/tiny.yaml`` (tests, seconds), ``small.yaml`` (E = H = 256, Adam;
+the quickstart data on a CPU), ``base.yaml`` (the thesis: E 620, H 1000, Adadelta, beam 10; 86.7M
+parameters with 30K vocabularies, ``tests/unit/test_rnnsearch.py``).
+
+Shape legend: B batch, S source length, T target length, E embedding size, H hidden size
+(``rnn_size``), A attention width, V vocabulary.
 """
 from __future__ import annotations
 
