@@ -108,3 +108,37 @@ def test_bad_config_is_rejected():
         RNNSearch(RNNSearchConfig(maxout_part=0), 10, 10)
     with pytest.raises(ValueError, match="backbone"):
         RNNSearch(RNNSearchConfig(backbone="transformer"), 10, 10)
+
+
+@pytest.mark.parametrize("context", ["{type: concat, context_sents: 2}",
+                                     "{type: han, attach: both, context_sents: 2, heads: 2, d_ff: 16, dropout: 0.0}"])
+def test_context_models_wrap_rnnsearch(context):
+    """The context models use only the contract and ``BackboneParts`` (HAN: its encoder block at
+    ``encoder_size`` = 2H, its decoder block at ``hidden_size`` = E): incremental decoding of a
+    document batch equals teacher forcing, and a row without context is the plain backbone."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class DocBatch:
+        src: torch.Tensor
+        tgt_in: torch.Tensor
+        ctx: torch.Tensor
+        is_target: torch.Tensor
+
+    torch.manual_seed(0)
+    cfg = tiny_backbone("rnnsearch", f"context={context}")
+    m = build_model(cfg.model, 20, 20, 0, cfg.context).eval()
+    b = DocBatch(torch.tensor([[4, 5, 2, 0], [6, 7, 8, 2], [9, 2, 0, 0], [10, 11, 2, 0]]),
+                 torch.tensor([[1, 12, 13, 0], [1, 14, 0, 0], [1, 15, 16, 17], [1, 18, 0, 0]]),
+                 torch.tensor([[-1, -1], [-1, 0], [0, 1], [-1, -1]]), torch.tensor([False, True, True, True]))
+    with torch.no_grad():
+        enc = m.encode(b)
+        full = torch.log_softmax(m.decode_train(enc, b.tgt_in), -1)
+        state, steps = m.init_state(enc), []
+        for t in range(b.tgt_in.size(1)):
+            lp, state = m.decode_step(state, b.tgt_in[:, t])
+            steps.append(lp)
+        base = torch.log_softmax(m.backbone.decode_train(m.backbone.encode(b), b.tgt_in), -1)
+    assert torch.allclose(full, torch.stack(steps, 1), atol=1e-5)
+    assert torch.allclose(full[3], base[3], atol=1e-5)
+    assert not torch.allclose(full[2], base[2], atol=1e-4)
