@@ -55,8 +55,11 @@ class TrainConfig:
     warmup: int = 300                   # updates of linear warm-up, then inverse-sqrt decay
     lr_decay: float = 1.0               # epoch_decay: LR × lr_decay after every epoch from
     lr_decay_start: int = 1             #   lr_decay_start on (OpenNMT's start_decay_steps/decay)
+    optimizer: str = "adam"             # adam | adadelta (Zeiler 2012: the RNNSearch papers', lr 1.0, no decay)
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-8
+    adadelta_rho: float = 0.95          # models.md §1.2 [P S2, S3]
+    adadelta_eps: float = 1e-6
     weight_decay: float = 0.0
     clip_norm: float = 1.0              # 0 disables gradient clipping
     label_smoothing: float = 0.1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from doctrans.models.backbones.rnnsearch import RNNSearch, RNNSearchConfig
 from doctrans.models.backbones.transformer import Transformer, TransformerConfig
 from doctrans.models.context.concat import ConcatConfig, ConcatContext
 from doctrans.models.context.global_context import HGC, HGCConfig
@@ -22,6 +23,7 @@ DEFAULT_BACKBONE = "transformer"
 
 BACKBONES = {
     "transformer": (TransformerConfig, Transformer),
+    "rnnsearch": (RNNSearchConfig, RNNSearch),
 }
 
 CONTEXT_MODELS = {

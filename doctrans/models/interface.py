@@ -110,11 +110,17 @@ class BackboneParts(Protocol):
 
     @property
     def hidden_size(self) -> int:
-        """H of the encoder and decoder states."""
+        """Size of the top decoder states (``decode_hidden``, ``output_logits``' input)."""
+        ...
+
+    @property
+    def encoder_size(self) -> int:
+        """Size of ``EncoderOutput.states`` (equal to ``hidden_size`` for a Transformer; 2H
+        annotations vs an E-sized readout for RNNSearch)."""
         ...
 
     def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
-        """Teacher forcing: tgt_in (B, T) → top decoder states (B, T, H)."""
+        """Teacher forcing: tgt_in (B, T) → top decoder states (B, T, H), H = ``hidden_size``."""
         ...
 
     def output_logits(self, hidden: Tensor) -> Tensor:

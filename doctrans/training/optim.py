@@ -39,11 +39,21 @@ def learning_rate(t, step: int, epoch: int) -> float:
     raise ValueError(f"train.lr_schedule must be one of {SCHEDULES}, got {t.lr_schedule!r}")
 
 
-def build_optimizer(params, lr: float, betas, eps: float, weight_decay: float) -> torch.optim.Adam:
-    """Adam (Kingma & Ba 2015) with PyTorch's fused kernel: on a 2-core CPU the per-tensor
-    loop spends ~0.9 s per update on 11M parameters, the fused kernel ~0.13 s (same maths)."""
-    return torch.optim.Adam(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                            fused=True)
+OPTIMIZERS = ("adam", "adadelta")
+
+
+def build_optimizer(params, lr: float, betas, eps: float, weight_decay: float, name: str = "adam",
+                    rho: float = 0.95) -> torch.optim.Optimizer:
+    """``name`` adam: Adam (Kingma & Ba 2015) with PyTorch's fused kernel: on a 2-core CPU the
+    per-tensor loop spends ~0.9 s per update on 11M parameters, the fused kernel ~0.13 s (same
+    maths). adadelta: Adadelta (Zeiler 2012) with decay ``rho`` (``betas`` unused), the
+    optimizer of the RNNSearch papers (models.md §1.2). Raises ValueError for another name."""
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                fused=True)
+    if name == "adadelta":
+        return torch.optim.Adadelta(params, lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, foreach=True)
+    raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {name!r}")
 
 
 def _groups(params: list, lr_scale: dict[int, float] | None) -> list:
@@ -57,9 +67,10 @@ def _groups(params: list, lr_scale: dict[int, float] | None) -> list:
 
 
 class MixedAdam:
-    """Adam for a module whose embedding tables may have sparse gradients: fused Adam on the
-    dense parameters, ``torch.optim.SparseAdam`` (lazy Adam: moments of a row move only when
-    the row is in the batch) on the sparse tables (``nn.Embedding(sparse=True)``). Updating a
+    """Adam for a module whose embedding tables may have sparse gradients: fused Adam (or
+    Adadelta, ``optimizer``, when there are no sparse tables) on the dense parameters,
+    ``torch.optim.SparseAdam`` (lazy Adam: moments of a row move only when the row is in the
+    batch) on the sparse tables (``nn.Embedding(sparse=True)``). Updating a
     50k-row table densely costs more than the rest of a DP-detector step (benchmarks/RESULTS.md).
     Without sparse tables this is exactly ``build_optimizer`` + ``clip_grad_norm_``.
 
@@ -67,16 +78,26 @@ class MixedAdam:
     ``max_norm`` ≤ 0 disables clipping."""
 
     def __init__(self, module: torch.nn.Module, lr: float, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, lr_scale: dict[int, float] | None = None):
+                 weight_decay: float = 0.0, lr_scale: dict[int, float] | None = None,
+                 optimizer: str = "adam", rho: float = 0.95):
         """``lr_scale``: id(parameter) → factor on the LR (e.g. parameters loaded by ``init_from``);
-        parameters with ``requires_grad`` False (frozen) are left out."""
+        parameters with ``requires_grad`` False (frozen) are left out. ``optimizer``/``rho``:
+        the dense parameters' optimizer (``build_optimizer``); sparse tables need adam."""
         self.sparse = [m.weight for m in module.modules()
                        if isinstance(m, torch.nn.Embedding) and m.sparse and m.weight.requires_grad]
         ids = {id(p) for p in self.sparse}
         self.dense = [p for p in module.parameters() if id(p) not in ids and p.requires_grad]
-        self.opts = [build_optimizer(_groups(self.dense, lr_scale), lr, betas, eps, weight_decay)]
+        if self.sparse and optimizer != "adam":
+            raise ValueError(f"sparse embedding gradients need train.optimizer adam, got {optimizer!r}")
+        self.opts = [build_optimizer(_groups(self.dense, lr_scale), lr, betas, eps, weight_decay, optimizer, rho)]
         if self.sparse:
             self.opts.append(torch.optim.SparseAdam(_groups(self.sparse, lr_scale), lr, tuple(betas), eps))
+
+    @classmethod
+    def from_config(cls, module: torch.nn.Module, t, lr_scale: dict[int, float] | None = None) -> "MixedAdam":
+        """The optimizer ``t.optimizer`` of a TrainConfig ``t`` (its eps, betas or rho)."""
+        eps = t.adadelta_eps if t.optimizer == "adadelta" else t.adam_eps
+        return cls(module, t.lr, t.adam_betas, eps, t.weight_decay, lr_scale, t.optimizer, t.adadelta_rho)
 
     def set_lr(self, lr: float) -> None:
         for o in self.opts:

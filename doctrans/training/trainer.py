@@ -124,8 +124,7 @@ class Trainer:
             raise ValueError(f"train.autocast must be 'none' or 'bf16', got {cfg.autocast!r}")
         self.task, self.t, self.run_dir, self.device = task, cfg, Path(run_dir), device
         self.main = dist.is_main()
-        self.opt = MixedAdam(task.model, cfg.lr, cfg.adam_betas, cfg.adam_eps, cfg.weight_decay,
-                             getattr(task, "lr_scale", None))
+        self.opt = MixedAdam.from_config(task.model, cfg, getattr(task, "lr_scale", None))
         self.state = TrainState()
         self.metrics = MetricsWriter(self.run_dir / "metrics.jsonl") if self.main else _NoMetrics()
         self.board = TensorBoardWriter(self.run_dir / "tensorboard") if cfg.tensorboard and self.main else None

@@ -86,12 +86,15 @@ def test_epochs_evaluation_schedule_and_outputs(tmp_path: Path):
     assert events and events[0].stat().st_size > 100
 
 
-def test_resume_mid_epoch_is_exact(tmp_path: Path):
-    full = Trainer(RegressionTask(), _cfg(max_steps=15, save_every_epochs=0), tmp_path / "a", torch.device("cpu"))
+@pytest.mark.parametrize("optimizer", ["adam", "adadelta"])
+def test_resume_mid_epoch_is_exact(tmp_path: Path, optimizer: str):
+    opt = {"optimizer": optimizer, **({"lr": 1.0} if optimizer == "adadelta" else {})}
+    full = Trainer(RegressionTask(), _cfg(max_steps=15, save_every_epochs=0, **opt), tmp_path / "a", torch.device("cpu"))
     full.fit()
-    part = Trainer(RegressionTask(), _cfg(max_steps=8, save_every_epochs=0), tmp_path / "b", torch.device("cpu"))
+    part = Trainer(RegressionTask(), _cfg(max_steps=8, save_every_epochs=0, **opt), tmp_path / "b", torch.device("cpu"))
     part.fit()                                                     # writes last.pt at update 8 (epoch 1, batch 2)
-    again = Trainer(RegressionTask(), _cfg(max_steps=15, save_every_epochs=0), tmp_path / "b", torch.device("cpu"))
+    assert type(part.opt.opts[0]).__name__.lower() == optimizer
+    again = Trainer(RegressionTask(), _cfg(max_steps=15, save_every_epochs=0, **opt), tmp_path / "b", torch.device("cpu"))
     again.restore(torch.load(tmp_path / "b" / "last.pt", weights_only=True))
     assert (again.state.epoch, again.state.batch_in_epoch) == (1, 2)
     again.fit()
@@ -100,7 +103,7 @@ def test_resume_mid_epoch_is_exact(tmp_path: Path):
     assert torch.equal(full.task.model.weight, again.task.model.weight)
 
 
-def test_schedules_and_bad_values():
+def test_schedules_and_bad_values(tmp_path: Path):
     t = TrainConfig(lr=1.0, warmup=4)
     assert learning_rate(t, 2, 0) == 0.5 and learning_rate(t, 16, 9) == 0.5       # warm-up, then sqrt(4/16)
     assert epoch_decay_lr(0, 1.0, 0.5, 1) == 1.0 and epoch_decay_lr(2, 1.0, 0.5, 1) == 0.25
@@ -109,6 +112,8 @@ def test_schedules_and_bad_values():
         learning_rate(replace(t, lr_schedule="cosine"), 1, 0)
     with pytest.raises(ValueError, match="lr_decay"):
         learning_rate(replace(t, lr_schedule="epoch_decay", lr_decay=1.5), 1, 0)
+    with pytest.raises(ValueError, match="optimizer"):
+        Trainer(RegressionTask(), _cfg(optimizer="sgd"), tmp_path, torch.device("cpu"))
     assert resolve_device("cpu").type == "cpu"
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     with pytest.raises(ValueError, match="device"):

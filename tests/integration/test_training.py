@@ -34,6 +34,23 @@ def test_resume_after_interrupt_gives_the_same_next_losses(reversal_prepared, tm
     assert a == b                                                 # identical, not just close
 
 
+def test_rnnsearch_with_adadelta_resumes_exactly(reversal_prepared, tmp_path):
+    """The thesis recipe (pipelines/rnnsearch/base.yaml: Adadelta, constant lr 1.0, readout
+    dropout) at tiny size: the Adadelta accumulators and RNG travel in last.pt."""
+    rnn = REPO / "pipelines" / "rnnsearch" / "tiny.yaml"
+    common = (f"data.prepared={reversal_prepared}", "train.threads=1", "train.max_tokens=64", "train.log_every=1",
+              "train.eval_every=0", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min",
+              "model.dropout=0.3", "train.optimizer=adadelta", "train.lr=1.0", "train.lr_schedule=epoch_decay",
+              "train.warmup=0", "train.tensorboard=false", "train.plot=false")
+    full = train.run(load_experiment(rnn, [f"run_dir={tmp_path / 'full'}", "train.max_steps=6", *common]))
+    train.run(load_experiment(rnn, [f"run_dir={tmp_path / 'part'}", "train.max_steps=3", "train.save_every=3", *common]))
+    train.run(load_experiment(rnn, [f"run_dir={tmp_path / 'part'}", "train.max_steps=6", *common]), resume=True)
+    losses = lambda d: [(r["step"], r["loss_nats"]) for r in read_metrics(d / "metrics.jsonl") if r["kind"] == "train"]
+    assert [s for s, _ in losses(tmp_path / "part")] == [1, 2, 3, 4, 5, 6]
+    assert losses(full) == losses(tmp_path / "part")
+    assert "acc_delta" in torch.load(full / "last.pt", weights_only=True)["optimizer"][0]["state"][0]
+
+
 def test_resume_refuses_a_changed_config(reversal_prepared, tmp_path):
     import pytest
 

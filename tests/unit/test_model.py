@@ -20,10 +20,12 @@ def tiny(norm: str = "pre") -> Transformer:
 
 
 def tiny_of(backbone: str, *overrides: str):
-    """(model from pipelines/<backbone>/tiny.yaml with 20 source / 17 target types, eval mode; its d_model)."""
+    """(model from pipelines/<backbone>/tiny.yaml with 20 source / 17 target types, eval mode;
+    the size of its encoder states)."""
     torch.manual_seed(0)
     cfg = tiny_backbone(backbone, *overrides).model
-    return build_model(cfg, src_vocab=20, tgt_vocab=17).eval(), cfg.d_model
+    m = build_model(cfg, src_vocab=20, tgt_vocab=17).eval()
+    return m, m.encoder_size
 
 
 @pytest.mark.parametrize("backbone", backbones())

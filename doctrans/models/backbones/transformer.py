@@ -286,6 +286,11 @@ class Transformer(nn.Module):
         return self.cfg.d_model
 
     @property
+    def encoder_size(self) -> int:
+        """H of ``EncoderOutput.states`` (``d_model``, as ``hidden_size``)."""
+        return self.cfg.d_model
+
+    @property
     def max_target_len(self) -> int:
         """Target positions the sinusoid table covers (``max_positions``)."""
         return self.cfg.max_positions

@@ -92,9 +92,9 @@ class HAN(ContextModel):
             raise ValueError(f"context.attach must be one of {ATTACH}, got {cfg.attach!r}")
         self.cfg = cfg
         block = HANBlockConfig(cfg.heads, cfg.d_ff, cfg.dropout, cfg.detach_context, cfg.empty_context)
-        h = backbone.hidden_size
-        self.han_enc = HANBlock(h, block) if cfg.attach in ("encoder", "both") else None
-        self.han_dec = HANBlock(h, block) if cfg.attach in ("decoder", "both") else None
+        h_enc, h_dec = backbone.encoder_size, backbone.hidden_size
+        self.han_enc = HANBlock(h_enc, block) if cfg.attach in ("encoder", "both") else None
+        self.han_dec = HANBlock(h_dec, block) if cfg.attach in ("decoder", "both") else None
         self.context_needs_target = self.han_dec is not None
 
     def explain_blocks(self):

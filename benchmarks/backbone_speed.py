@@ -1,0 +1,127 @@
+"""Training and beam-search speed of two backbones on the same data, measured interleaved.
+
+Usage: python benchmarks/backbone_speed.py PREPARED_DIR [--configs pipelines/rnnsearch/small.yaml,
+       pipelines/transformer/small.yaml] [--beams 10,5] [--updates 20] [--warmup-updates 3]
+       [--sentences 200] [--chunks 4] [--threads 2]
+
+Training: every config's model takes one Adam update on batch i, then the next model does, for
+the same ``--warmup-updates`` + ``--updates`` batches (the first config's ``train.max_tokens``),
+so machine load shared with other work hits all models alike; figures are target tokens/s.
+Decoding: the first ``--sentences`` dev sentences in ``--chunks`` slices, each slice translated
+by every model in turn (its beam from ``--beams``, no length penalty). The models are randomly
+initialised (seed 0) and ``</s>`` is penalised by 10^4 nats (``LongOutputs``), so every
+hypothesis runs to the search's length limit (1.5 × source + 10): both models do the same
+number of decoder steps per sentence, and the timings measure the cost of beam search at a
+fixed output length, not translation quality.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from doctrans.config import load_experiment
+from doctrans.data.batching import collate, epoch_batches, load_parallel, make_batches
+from doctrans.data.vocab import Vocab
+from doctrans.inference.translate import decode_corpus
+from doctrans.models.build import build_model
+from doctrans.training.loss import forward_loss
+
+
+class LongOutputs(torch.nn.Module):
+    """``model`` whose ``decode_step`` log-probabilities of ``</s>`` are lowered by 10^4 (the
+    search still forces ``</s>`` at its length limit)."""
+
+    def __init__(self, model, eos_id: int):
+        super().__init__()
+        self.model, self.eos_id, self.pad_id = model, eos_id, model.pad_id
+
+    @property
+    def max_target_len(self) -> int:
+        return self.model.max_target_len
+
+    def encode(self, batch):
+        return self.model.encode(batch)
+
+    def init_state(self, enc):
+        return self.model.init_state(enc)
+
+    def decode_step(self, state, prev_tokens):
+        lprobs, state = self.model.decode_step(state, prev_tokens)
+        lprobs[:, self.eos_id] -= 1e4
+        return lprobs, state
+
+
+def train_step(model, opt, batch) -> float:
+    """One update; returns its wall time in seconds."""
+    t0 = time.perf_counter()
+    out = forward_loss(model, batch, 0, 0.1)
+    (out.total / out.n_tokens).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("prepared")
+    ap.add_argument("--configs", default="pipelines/rnnsearch/small.yaml,pipelines/transformer/small.yaml")
+    ap.add_argument("--beams", default="10,5")
+    ap.add_argument("--updates", type=int, default=20)
+    ap.add_argument("--warmup-updates", type=int, default=3)
+    ap.add_argument("--sentences", type=int, default=200)
+    ap.add_argument("--chunks", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    paths, beams = args.configs.split(","), [int(b) for b in args.beams.split(",")]
+    cfgs = [load_experiment(p, [f"data.prepared={args.prepared}"]) for p in paths]
+    prep = Path(args.prepared)
+    src_v, tgt_v = Vocab.from_counts_file(prep / "vocab.zh.txt"), Vocab.from_counts_file(prep / "vocab.en.txt")
+    data, _ = load_parallel(prep / "train.bpe.zh", prep / "train.bpe.en", src_v, tgt_v, 128)
+    batches = epoch_batches(make_batches(data, cfgs[0].train.max_tokens, 1), 1, 0)
+    models = []
+    for cfg in cfgs:
+        torch.manual_seed(0)
+        models.append(build_model(cfg.model, len(src_v), len(tgt_v)))
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, max_tokens {cfgs[0].train.max_tokens}, "
+          f"{args.updates} timed updates")
+    for p, m in zip(paths, models):
+        print(f"{p}: {sum(x.numel() for x in m.parameters()) / 1e6:.2f}M parameters")
+
+    opts = [torch.optim.Adam(m.parameters(), lr=1e-4, fused=True) for m in models]
+    secs, tokens = [0.0] * len(models), 0
+    for i, idx in enumerate(batches[: args.warmup_updates + args.updates]):
+        b = collate(data, idx, tgt_v)
+        for k, (m, o) in enumerate(zip(models, opts)):
+            dt = train_step(m.train(), o, b)
+            secs[k] += dt if i >= args.warmup_updates else 0.0
+        tokens += b.n_targets if i >= args.warmup_updates else 0
+    for p, s in zip(paths, secs):
+        print(f"train {p}: {tokens / s:8.0f} target tok/s ({s:.1f} s)")
+    print(f"train ratio {paths[0]} / {paths[1]}: {secs[1] / secs[0]:.2f}")
+
+    dev, _ = load_parallel(prep / "dev.bpe.zh", prep / "dev.bpe.en", src_v, tgt_v, 10_000)
+    src = dev.src[: args.sentences]
+    dsecs, steps = [0.0] * len(models), [0] * len(models)
+    step = -(-len(src) // args.chunks)
+    with torch.inference_mode():
+        for c in range(0, len(src), step):
+            for k, (m, beam) in enumerate(zip(models, beams)):
+                t0 = time.perf_counter()
+                hyps = decode_corpus(LongOutputs(m.eval(), tgt_v.eos_id), src[c:c + step], tgt_v, beam, 0.0,
+                                     1.5, 10, 64)
+                dsecs[k] += time.perf_counter() - t0
+                steps[k] += sum(len(h.split()) + 1 for h in hyps)
+    for p, beam, s, n in zip(paths, beams, dsecs, steps):
+        print(f"decode {p} beam {beam}: {len(src) / s:6.1f} sent/s, {n / s:7.0f} steps/s "
+              f"({n / len(src):.1f} steps/sentence, {s:.1f} s)")
+    print(f"decode ratio (sent/s) {paths[0]} / {paths[1]}: {dsecs[1] / dsecs[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

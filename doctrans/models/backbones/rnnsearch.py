@@ -1,0 +1,278 @@
+"""RNNSearch (Bahdanau et al. 2015) with the conditional-GRU decoder, the doctrans backbone R.
+
+Spec: ``shared/design/models.md`` §1.2 (equations, reference-code choices) and §1.4 (sizes).
+The thesis (S2) and the inter-sentence-gate paper (S3) build on this model; it is the dl4mt /
+Nematus "cGRU" with *feedback attention* [P S3 eq. 7–8; C]::
+
+    h_i  = [GRU_f(→h_{i-1}, E_src[x_i]) ; GRU_b(←h_{i+1}, E_src[x_i])]          (B, S, 2H)
+    s_0  = tanh(W_init · mean_i h_i + b)            (``init: last``: h_S, S2 eq. 3.3)   (B, H)
+    s̃_t  = GRU_1(s_{t-1}, E_tgt[y_{t-1}])                                         (B, H)
+    α_t  = masked_softmax_i(v_a^T tanh(W_a s̃_t + U_a h_i + b_a))                  (B, S)
+    c_t  = Σ_i α_ti h_i                                                           (B, 2H)
+    s_t  = GRU_2(state=s̃_t, input=c_t)                                            (B, H)
+    o_t  = tanh(W_o s_t + C_o c_t + V_o E_tgt[y_{t-1}] + b_o)                      (B, E)
+    p(y_t | y_<t, x) = softmax(W_out dropout(o_t) + b_out)                        (B, V)
+
+Choices [I] (the sources are silent or the code differs from the equations):
+
+* GRU cells are PyTorch's (S2 eq. 2.9 up to where the reset gate sits: PyTorch computes
+  ``tanh(W a + b + r ⊙ (U h + b'))``, the thesis ``tanh(W a + U(r ⊙ h) + b)``; each gate has an
+  input and a hidden bias, 3H more parameters per cell than the Theano code).
+* ``maxout_part`` k > 1 replaces the tanh by a maxout over k pieces of a k·E readout (Bahdanau
+  et al. 2015, §A.2.2); k = 1 (the default) is the reference code's tanh readout [C].
+* ``bos_zero`` (default, as the reference code [C]): y_0 is a zero vector, not E_tgt[<s>]; the
+  first target column (``<s>``) is never looked up.
+* Weights: recurrent matrices orthogonal per gate, other matrices Xavier-uniform, embeddings
+  N(0, 0.01²) with a zero ``<pad>`` row, biases zero (the dl4mt code uses N(0, 0.01²) and
+  orthogonal recurrent matrices; Xavier trains the small configs faster with Adam).
+
+Speed (2-core CPU): the encoder is one packed bi-``nn.GRU`` call, so padding never changes real
+positions; the attention keys U_a h_i are computed once per sentence (``init_state``, and once
+per ``decode_hidden`` call), never per step. GRU_1's state is s_{t-1}, the output of GRU_2 at
+the previous step, so the decoder recurrence cannot be split into a GRU_1 pass and a GRU_2
+pass: teacher forcing computes GRU_1's input projection W E_tgt[y_{t-1}] for all t in one
+matmul and loops over t only for GRU_1's hidden part, the attention and GRU_2; the readout and
+the output layer run once over all positions after the loop.
+
+Configs: ``pipelines/rnnsearch/tiny.yaml`` (tests, seconds), ``small.yaml`` (E = H = 256, Adam;
+the quickstart data on a CPU), ``base.yaml`` (the thesis: E 620, H 1000, Adadelta, beam 10; 86.7M
+parameters with 30K vocabularies, ``tests/unit/test_rnnsearch.py``).
+
+Shape legend: B batch, S source length, T target length, E embedding size, H hidden size
+(``rnn_size``), A attention width, V vocabulary.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from doctrans.layers.masks import pad_mask
+from doctrans.models.interface import EncoderOutput, SourceBatch
+
+INITS = ("mean", "last")
+
+
+@dataclass(frozen=True)
+class RNNSearchConfig:
+    backbone: str = "rnnsearch"         # the row of models/build.py:BACKBONES
+    emb_size: int = 256                 # E (620 in S2 ch.5/6 and S3)
+    rnn_size: int = 256                 # H (1000); annotations are 2H
+    attn_size: int = 0                  # A, width of the attention MLP; 0 = H (models.md §1.2)
+    dropout: float = 0.5                # on the readout o_t only [P S2 ch.5, S3]
+    maxout_part: int = 1                # 1 = tanh readout [C]; 2 = Bahdanau's maxout
+    init: str = "mean"                  # s_0 from the mean annotation [C] | "last": h_S [P S2 eq. 3.3]
+    bos_zero: bool = True               # y_0 = zero embedding, as the reference code [C]
+    share_dec_embeddings: bool = False  # tie W_out to E_tgt (both V × E); the thesis does not
+    max_target_len: int = 256           # longest target search may produce (incl. </s>)
+
+
+@dataclass
+class DecoderState:
+    """The decoder's incremental state for B rows.
+
+    s: (B, H) s_{t-1}; keys: (B, S, A) U_a h_i; states: (B, S, 2H) h_i; score_bias: (B, S),
+    −inf at source padding, 0 elsewhere; step: target positions decoded so far.
+    """
+
+    s: Tensor
+    keys: Tensor
+    states: Tensor
+    score_bias: Tensor
+    step: int
+
+    def reorder(self, index: Tensor) -> "DecoderState":
+        """Rows ``index`` (B',) of the state (beam reordering, dropping finished rows)."""
+        return DecoderState(self.s.index_select(0, index), self.keys.index_select(0, index),
+                            self.states.index_select(0, index), self.score_bias.index_select(0, index), self.step)
+
+
+def gru_step(cell: nn.GRUCell, gi: Tensor, h: Tensor) -> Tensor:
+    """One step of ``cell`` whose input projection ``gi`` = W_ih a + b_ih (B, 3H) was computed
+    beforehand (for all t at once); h: (B, H) → h' (B, H). Same maths as ``cell(a, h)``."""
+    gh = F.linear(h, cell.weight_hh, cell.bias_hh)                           # (B, 3H)
+    i_r, i_z, i_n = gi.chunk(3, dim=-1)
+    h_r, h_z, h_n = gh.chunk(3, dim=-1)
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * h_n)
+    return n + z * (h - n)                                                   # (1 − z) n + z h
+
+
+class RNNSearch(nn.Module):
+    """Bi-GRU encoder + conditional-GRU decoder with feedback attention (models.md §1.2),
+    implementing ``models.interface.Seq2SeqModel`` and ``BackboneParts``.
+
+    Encoder states are the annotations (B, S, 2H) (``encoder_size`` = 2H); the decoder's "hidden"
+    states of ``BackboneParts`` are the readout o_t (B, T, E) (``hidden_size`` = E), before the
+    readout dropout, which ``output_logits`` applies.
+    """
+
+    def __init__(self, cfg: RNNSearchConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0):
+        super().__init__()
+        if cfg.backbone != "rnnsearch":
+            raise ValueError(f"RNNSearchConfig.backbone must be 'rnnsearch', got {cfg.backbone!r}")
+        if cfg.init not in INITS:
+            raise ValueError(f"model.init must be one of {INITS}, got {cfg.init!r}")
+        if cfg.maxout_part < 1:
+            raise ValueError(f"model.maxout_part must be ≥ 1, got {cfg.maxout_part}")
+        self.cfg, self.pad_id = cfg, pad_id
+        e, h, a, k = cfg.emb_size, cfg.rnn_size, cfg.attn_size or cfg.rnn_size, cfg.maxout_part
+        self.src_embed = nn.Embedding(src_vocab, e, padding_idx=pad_id)
+        self.tgt_embed = nn.Embedding(tgt_vocab, e, padding_idx=pad_id)
+        self.encoder = nn.GRU(e, h, batch_first=True, bidirectional=True)
+        self.init_proj = nn.Linear(2 * h, h)                                 # W_init, b
+        self.gru1 = nn.GRUCell(e, h)
+        self.attn_query = nn.Linear(h, a)                                    # W_a, b_a
+        self.attn_key = nn.Linear(2 * h, a, bias=False)                      # U_a
+        self.attn_v = nn.Linear(a, 1, bias=False)                            # v_a
+        self.gru2 = nn.GRUCell(2 * h, h)
+        self.readout = nn.Linear(h + 2 * h + e, k * e)                       # [W_o C_o V_o], b_o
+        self.drop = nn.Dropout(cfg.dropout)
+        self.out_proj = nn.Linear(e, tgt_vocab)                              # W_out, b_out
+        if cfg.share_dec_embeddings:
+            self.out_proj.weight = self.tgt_embed.weight
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        for name, p in self.named_parameters():
+            if p.is_meta:                          # a parameter count on the meta device
+                continue
+            if "embed" in name:
+                nn.init.normal_(p, std=0.01)
+                with torch.no_grad():
+                    p[self.pad_id].zero_()
+            elif "weight_hh" in name:
+                for gate in p.chunk(3, dim=0):
+                    nn.init.orthogonal_(gate)
+            elif p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+            else:
+                nn.init.zeros_(p)
+
+    @property
+    def hidden_size(self) -> int:
+        """E, the size of the readout o_t (what ``decode_hidden`` returns)."""
+        return self.cfg.emb_size
+
+    @property
+    def encoder_size(self) -> int:
+        """2H, the size of the annotations h_i (``EncoderOutput.states``)."""
+        return 2 * self.cfg.rnn_size
+
+    @property
+    def max_target_len(self) -> int:
+        """``max_target_len`` of the config (an RNN has no position limit)."""
+        return self.cfg.max_target_len
+
+    def encode(self, batch: SourceBatch) -> EncoderOutput:
+        """batch.src: (B, S) → annotations h_i (B, S, 2H), zeros at padding, and src_pad_mask
+        (B, S). Packed, so a row's states do not depend on its padding. An all-padding row is
+        read as one token (its mask stays all True)."""
+        src = batch.src
+        pad = pad_mask(src, self.pad_id)                                     # (B, S)
+        lengths = (~pad).sum(1).clamp(min=1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(self.src_embed(src), lengths, batch_first=True,
+                                                   enforce_sorted=False)
+        out, _ = self.encoder(packed)
+        states, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
+        return EncoderOutput(states, pad)                                    # (B, S, 2H)
+
+    # -- decoder pieces ------------------------------------------------------------------
+    def _init_s(self, states: Tensor, src_pad_mask: Tensor) -> Tensor:
+        """s_0 = tanh(W_init · pool(h) + b), pool = masked mean [C] or h_S [S2 eq. 3.3].
+        states: (B, S, 2H) → (B, H)."""
+        keep = (~src_pad_mask).unsqueeze(-1).to(states.dtype)                # (B, S, 1)
+        if self.cfg.init == "mean":
+            pooled = (states * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+        else:
+            last = keep.squeeze(-1).sum(1).long().sub(1).clamp(min=0)       # (B,)
+            pooled = states[torch.arange(states.size(0), device=states.device), last]
+        return torch.tanh(self.init_proj(pooled))
+
+    def _prev_embed(self, prev: Tensor, first: bool) -> Tensor:
+        """E_tgt[y_{t-1}] of prev (B, T) whose first column is t = 0 when ``first``
+        → (B, T, E), zero there with ``bos_zero``."""
+        emb = self.tgt_embed(prev)
+        if first and self.cfg.bos_zero:
+            emb = torch.cat([torch.zeros_like(emb[:, :1]), emb[:, 1:]], dim=1)
+        return emb
+
+    def _attend(self, s_tilde: Tensor, keys: Tensor, states: Tensor, score_bias: Tensor) -> Tensor:
+        """Bahdanau attention with s̃_t as query. s_tilde: (B, H), keys: (B, S, A),
+        states: (B, S, 2H), score_bias: (B, S) → c_t (B, 2H)."""
+        q = self.attn_query(s_tilde).unsqueeze(1)                            # (B, 1, A)
+        scores = self.attn_v(torch.tanh(keys + q)).squeeze(-1) + score_bias  # (B, S)
+        alpha = torch.softmax(scores, dim=-1)
+        return torch.bmm(alpha.unsqueeze(1), states).squeeze(1)              # (B, 2H)
+
+    def _readout(self, s: Tensor, c: Tensor, emb: Tensor) -> Tensor:
+        """o_t = tanh (or maxout) of W_o s_t + C_o c_t + V_o E[y_{t-1}] + b_o.
+        s: (…, H), c: (…, 2H), emb: (…, E) → (…, E)."""
+        pre = self.readout(torch.cat([s, c, emb], dim=-1))                  # (…, k·E)
+        k = self.cfg.maxout_part
+        if k == 1:
+            return torch.tanh(pre)
+        return pre.unflatten(-1, (self.cfg.emb_size, k)).amax(-1)
+
+    def _score_bias(self, src_pad_mask: Tensor, dtype: torch.dtype) -> Tensor:
+        # (B, S): −inf at padding, 0 elsewhere (an all-padding row attends everywhere, not NaN)
+        mask = src_pad_mask & ~src_pad_mask.all(1, keepdim=True)
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask, float("-inf"))
+
+    # -- the parts context models build on (models.interface.BackboneParts) --------------
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing. tgt_in: (B, T) = <s> y_1 … y_{T-1} → readouts o_t (B, T, E).
+
+        Loop: for t = 1..T: s̃_t = GRU_1(s_{t-1}, ·) from the precomputed input projection;
+        c_t = attention(s̃_t); s_t = GRU_2(s̃_t, c_t). Then the readout over all t at once.
+        """
+        states = enc.states                                                  # (B, S, 2H)
+        keys = self.attn_key(states)                                         # (B, S, A), once
+        bias = self._score_bias(enc.src_pad_mask, states.dtype)
+        emb = self._prev_embed(tgt_in, first=True)                           # (B, T, E)
+        gi1 = F.linear(emb, self.gru1.weight_ih, self.gru1.bias_ih)         # (B, T, 3H)
+        s = self._init_s(states, enc.src_pad_mask)                           # (B, H)
+        ss, cs = [], []
+        for t in range(tgt_in.size(1)):
+            s_tilde = gru_step(self.gru1, gi1[:, t], s)
+            c = self._attend(s_tilde, keys, states, bias)
+            s = self.gru2(c, s_tilde)
+            ss.append(s)
+            cs.append(c)
+        return self._readout(torch.stack(ss, 1), torch.stack(cs, 1), emb)
+
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        """hidden: (…, E) readouts → W_out dropout(o) + b_out, unnormalised scores (…, V)."""
+        return self.out_proj(self.drop(hidden))
+
+    def decode_step_hidden(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
+        """One step. prev_tokens: (B,) → (readout o_t (B, E), state); updates ``state`` in place
+        (s_t, ``step``)."""
+        emb = self._prev_embed(prev_tokens[:, None], first=state.step == 0)[:, 0]   # (B, E)
+        s_tilde = self.gru1(emb, state.s)
+        c = self._attend(s_tilde, state.keys, state.states, state.score_bias)
+        state.s = self.gru2(c, s_tilde)
+        state.step += 1
+        return self._readout(state.s, c, emb), state
+
+    # -- the model contract ------------------------------------------------------------------
+    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
+        """Teacher forcing. tgt_in: (B, T) → logits (B, T, V), or (N, V) at the positions where
+        ``select`` (B, T) is True (the output layer runs only there)."""
+        hidden = self.decode_hidden(enc, tgt_in)
+        return self.output_logits(hidden if select is None else hidden[select])
+
+    def init_state(self, enc: EncoderOutput) -> DecoderState:
+        """s_0, the attention keys U_a h_i (computed once here) and the padding bias.
+        enc.states: (B, S, 2H)."""
+        states = enc.states
+        return DecoderState(self._init_s(states, enc.src_pad_mask), self.attn_key(states), states,
+                            self._score_bias(enc.src_pad_mask, states.dtype), 0)
+
+    def decode_step(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
+        """One step. prev_tokens: (B,) last emitted ids (``<s>`` first) → (log-probs (B, V)
+        float32, state); updates ``state`` in place."""
+        hidden, state = self.decode_step_hidden(state, prev_tokens)
+        return F.log_softmax(self.output_logits(hidden).float(), dim=-1), state
