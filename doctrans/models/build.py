@@ -14,6 +14,7 @@ from __future__ import annotations
 from torch import nn
 
 from doctrans.models.backbones.transformer import Transformer, TransformerConfig
+from doctrans.models.context.capsule import QCN, QCNConfig
 from doctrans.models.context.concat import ConcatConfig, ConcatContext
 from doctrans.models.context.han import HAN, HANConfig
 
@@ -26,6 +27,7 @@ BACKBONES = {
 CONTEXT_MODELS = {
     "concat": (ConcatConfig, ConcatContext),
     "han": (HANConfig, HAN),
+    "qcn": (QCNConfig, QCN),
 }
 
 
