@@ -87,6 +87,7 @@ CONTEXTS = {
     "sentence": [],
     "concat": ["context={type: concat, context_sents: 1}"],
     "han_encoder": ["context={type: han, context_sents: 1, attach: encoder, heads: 4, d_ff: 128, dropout: 0.0}"],
+    "qcn": ["context={type: qcn, context_sents: 1, capsules: 4, iterations: 4, heads: 4, dropout: 0.0}"],
 }
 
 

@@ -46,6 +46,7 @@ from doctrans.models.interface import EncoderOutput
 PCC_TARGETS = ("input", "prediction")
 AGREEMENT_MODS = ("mul", "add", "one_plus")
 QUERY_UPDATES = ("replace", "add")
+CAPSULE_INPUTS = ("embedding", "encoder_input")
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class QCNConfig:
     pcc_target: str = "input"           # input (PCC(q_j, u_i)) | prediction (PCC(q_j, û_{j|i})) [I]
     agreement_mod: str = "mul"          # mul p·a | add a + p | one_plus (1 + p)·a [I]
     query_update: str = "replace"       # replace q_j ← v_j | add q_j ← q_j + v_j [I]
+    capsule_input: str = "embedding"    # embedding E_src[w] (§2.6) | encoder_input (+ positions) [I]
     eps: float = 1e-8                   # ε of squash and PCC
 
 
@@ -164,7 +166,8 @@ class QCN(ContextModel):
         super().__init__(backbone, cfg.context_sents)
         for name, value, allowed in (("pcc_target", cfg.pcc_target, PCC_TARGETS),
                                      ("agreement_mod", cfg.agreement_mod, AGREEMENT_MODS),
-                                     ("query_update", cfg.query_update, QUERY_UPDATES)):
+                                     ("query_update", cfg.query_update, QUERY_UPDATES),
+                                     ("capsule_input", cfg.capsule_input, CAPSULE_INPUTS)):
             if value not in allowed:
                 raise ValueError(f"context.{name} must be one of {allowed}, got {value!r}")
         if min(cfg.capsules, cfg.iterations, cfg.reg_capsules, cfg.reg_iterations) < 1:
@@ -172,7 +175,8 @@ class QCN(ContextModel):
         if not (cfg.query_guided or cfg.regularise):
             raise ValueError("context: QCN needs query_guided or regularise (else it is the sentence model)")
         self.cfg = cfg
-        h, e = backbone.hidden_size, backbone.source_embedding.embedding_dim
+        h = backbone.hidden_size
+        e = backbone.source_embedding.embedding_dim if cfg.capsule_input == "embedding" else h
         if cfg.query_guided:
             self.drop = nn.Dropout(cfg.dropout)
             self.w_u = nn.Linear(e + cfg.context_sents, h)                       # W_u, b_u
@@ -191,7 +195,10 @@ class QCN(ContextModel):
         (into src) are ctx (B', N), oldest first, −1 = missing (§2.6 capsule construction and
         improved routing) → Routed with v (B', J, H)."""
         cfg, n = self.cfg, self.context_sents
-        emb = self.drop(self.backbone.source_embedding(src))                     # (B, S, E)
+        if cfg.capsule_input == "embedding":
+            emb = self.drop(self.backbone.source_embedding(src))                 # (B, S, E)
+        else:
+            emb = self.drop(self.backbone.embed_source(src))                     # (B, S, H), positions
         w_e, w_d = self.w_u.weight[:, :emb.size(-1)], self.w_u.weight[:, emb.size(-1):]
         u_rows = F.linear(emb, w_e)                                              # (B, S, H): W_u^E e
         dist = torch.arange(n, 0, -1, device=src.device)                         # slot n → dist N−n
