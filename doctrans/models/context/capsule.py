@@ -17,18 +17,27 @@ Transformer backbone with ``EncoderParts``.
 ``query_guided: false`` drops the context sub-layers (the paper's "+ regularisation term only":
 the backbone plus the training-time term); ``regularise: false`` drops the term ("+ QCN").
 Empty context (document start, sentence batches): no input capsules, so every s_j = q_j and
-the capsules are the query path alone [I, §2.6] — not the sentence model's output.
+the capsules are the query path alone [I, §2.6] — not the sentence model's output. (With
+``query_update: replace`` that path is squash^R(q), and |squash(s)| ≈ |s|² for small s: at
+initialisation the empty-context capsules are ≈ 0 and the sub-layer adds little but its bias.)
+
+The capsules are a bag of (word, sentence distance): routing is invariant to the order of the
+context words, so "the first word of sentence m−1" is not identifiable (the synthetic task of
+``tests/system/test_context_synthetic.py``: 0.41 first-token accuracy, the bag bound 0.414).
+``capsule_input: encoder_input`` [I] builds u_i (and q) from the encoder input instead
+(scaled E_src[w_i] + the word's position in its sentence, as the regularisation CapsNets read
+it): 1.00 there. The default stays §2.6's plain embeddings.
 
 Our implementation, not changing the function: u_i's and û_{j|i}'s word part W_j W_u^E E[w]
 is computed once per batch row and gathered by the rows that read it (u_i and W_j are linear,
 so û_{j|i} = W_j (W_u^E e_i) + W_j (W_u^D onehot(dist_i) + b_u)); the context attention runs
 on the target rows only, in length buckets (``base.length_buckets``).
 
-Size (``pipelines/context/qcn.yaml`` note): at the paper's shapes (4+4 layers, H 512, d_ff
-2048, 8 heads, 30K source / 30K target vocabularies, tied decoder embeddings) the sentence
-Transformer has 50.1M parameters and QCN adds 8.5M (4.2M context attention + sub-layer norms,
-1.3M capsule maps W_u/W_q/W_j, 2.1M + 2.1M the regularisation CapsNets, used in training
-only). The paper reports no parameter counts.
+Size (measured with ``build_model``): at the paper's shapes (4+4 layers, H 512, d_ff 2048,
+8 heads, 30K source / 30K target vocabularies, tied decoder embeddings, N 3, J 4) the sentence
+Transformer has 60.15M parameters and QCN + regularisation 68.03M: +4.21M context attention and
+its sub-layer norms, +1.58M capsule maps (W_u 0.26M, W_q 0.26M, W_1..W_J 1.05M), +2.10M the two
+regularisation CapsNets (computed in training only). The paper reports no parameter counts.
 """
 from __future__ import annotations
 
