@@ -23,6 +23,7 @@ from doctrans.inference.translate import TranslateConfig, Translator
 from doctrans.models.build import build_model
 from doctrans.training import train
 from doctrans.training.checkpoint import config_of, load_checkpoint
+from doctrans.training.metrics import read_metrics
 
 
 def _documents(n_docs: int, seed: int) -> tuple[list[str], list[str], list[str]]:
@@ -109,6 +110,8 @@ def test_only_context_models_learn_the_previous_sentence(name, synthetic, tmp_pa
         *CONTEXTS[name]])
     run_dir = train.run(cfg)
     acc = _first_token_accuracy(run_dir, synthetic)
+    train_recs = [r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
+    assert train_recs and all(("pcc" in r) == name.startswith("qcn") for r in train_recs)   # auxiliary term logged
     if name == "sentence":
         assert acc < 0.35, acc                  # chance is 1/12; it cannot see sentence m−1
     elif name == "qcn_bag":                     # reads the bag {w0, w1, w2} of m−1, not its order: the
