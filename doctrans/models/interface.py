@@ -174,7 +174,8 @@ class AuxiliaryLosses(Protocol):
     batch's target sentences** (``is_target`` rows, else every row); the loss adds
     value × n_tokens to ``LossOutput.total`` and reports the same product under the term's name
     in ``LossOutput.terms``, so after the trainer's division by target tokens the total holds
-    the term's per-sentence mean and the log shows it under its name."""
+    the term's per-sentence mean (over ``train.accum`` batches: their token-weighted mean) and
+    ``metrics.jsonl`` shows it under its name."""
 
     def auxiliary_losses(self, enc: EncoderOutput, batch: Any) -> dict[str, Tensor]:
         """enc: ``encode(batch)``; batch: the training batch (src, tgt_in, ctx, is_target …)
