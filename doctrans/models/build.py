@@ -15,6 +15,7 @@ from torch import nn
 
 from doctrans.models.backbones.rnnsearch import RNNSearch, RNNSearchConfig
 from doctrans.models.backbones.transformer import Transformer, TransformerConfig
+from doctrans.models.context.capsule import QCN, QCNConfig
 from doctrans.models.context.concat import ConcatConfig, ConcatContext
 from doctrans.models.context.global_context import HGC, HGCConfig
 from doctrans.models.context.han import HAN, HANConfig
@@ -30,6 +31,7 @@ CONTEXT_MODELS = {
     "concat": (ConcatConfig, ConcatContext),
     "han": (HANConfig, HAN),
     "hgc": (HGCConfig, HGC),
+    "qcn": (QCNConfig, QCN),
 }
 
 

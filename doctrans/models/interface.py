@@ -175,3 +175,23 @@ def reads_documents(model) -> bool:
     previous N sentences, ``batch.ctx``) or ``context_block`` > 0 (sub-documents of that many
     consecutive sentences, ``batch.block``; models/context/base.py)."""
     return getattr(model, "context_sents", 0) > 0 or getattr(model, "context_block", 0) > 0
+
+
+@runtime_checkable
+class AuxiliaryLosses(Protocol):
+    """An optional part of the contract: training-only loss terms beside the cross-entropy
+    (e.g. QCN's PCC regularisation, models.md §2.6).
+
+    ``training.loss.forward_loss`` calls it only while the model is in training mode with
+    gradients on (never for dev cross-entropy, scoring or search), after ``encode`` and the
+    decoder. Each value is a scalar tensor in its own unit, weight included, **averaged over the
+    batch's target sentences** (``is_target`` rows, else every row); the loss adds
+    value × n_tokens to ``LossOutput.total`` and reports the same product under the term's name
+    in ``LossOutput.terms``, so after the trainer's division by target tokens the total holds
+    the term's per-sentence mean (over ``train.accum`` batches: their token-weighted mean) and
+    ``metrics.jsonl`` shows it under its name."""
+
+    def auxiliary_losses(self, enc: EncoderOutput, batch: Any) -> dict[str, Tensor]:
+        """enc: ``encode(batch)``; batch: the training batch (src, tgt_in, ctx, is_target …)
+        → {name: scalar tensor}; {} for none."""
+        ...

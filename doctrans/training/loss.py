@@ -20,7 +20,7 @@ from doctrans.models.context.base import length_buckets
 @dataclass
 class LossOutput:
     total: Tensor                 # scalar: summed label-smoothed loss in nats (divide by n_tokens for the mean)
-    terms: dict[str, float]       # {"nll_nats": summed negative log-likelihood}
+    terms: dict[str, float]       # {"nll_nats": summed NLL, auxiliary terms × n_tokens, e.g. "pcc"}
     n_tokens: int
 
 
@@ -45,9 +45,22 @@ def forward_loss(model, batch, pad_id: int, eps: float) -> LossOutput:
     (``EncoderOutput.select``), in length buckets (``models.context.base.length_buckets``: runs
     of consecutive sentences are not length-sorted), each cut to its longest source and target,
     so a context-only row costs no decoder forward/backward and gets no loss, and padding costs
-    little. Same loss as one padded call (up to float summation order)."""
-    tgt_in, tgt_out = batch.tgt_in, batch.tgt_out
+    little. Same loss as one padded call (up to float summation order). In training mode with
+    gradients on, a model's ``auxiliary_losses`` (``models.interface.AuxiliaryLosses``: per-
+    sentence means) are added as value × n_tokens and reported in ``terms`` under their names."""
     enc = model.encode(batch)
+    out = _xent(model, enc, batch, pad_id, eps)
+    aux = getattr(model, "auxiliary_losses", None)
+    if aux is not None and model.training and torch.is_grad_enabled() and out.n_tokens:
+        for name, value in aux(enc, batch).items():        # per-sentence means (models.interface)
+            out.total = out.total + value * out.n_tokens
+            out.terms[name] = float(value.detach()) * out.n_tokens
+    return out
+
+
+def _xent(model, enc, batch, pad_id: int, eps: float) -> LossOutput:
+    """The label-smoothed cross-entropy part of ``forward_loss``."""
+    tgt_in, tgt_out = batch.tgt_in, batch.tgt_out
     is_target = getattr(batch, "is_target", None)              # (B,) bool, DocBatch only
     if is_target is None:
         keep = tgt_out.ne(pad_id)                              # (B, T) True at real tokens

@@ -215,18 +215,22 @@ class Trainer:
                 torch.manual_seed(self.t.seed + dist.rank())
         bar = tqdm(initial=self.state.step, total=self.t.max_steps or None, unit="upd", desc="train",
                    disable=None if self.main else True)
-        window = {"loss": 0.0, "nll": 0.0, "tok": 0, "time": 0.0}
+        window = {"loss": 0.0, "nll": 0.0, "tok": 0, "time": 0.0, "terms": {}}
         evaluated = False
         while not (reason := dist.broadcast(self._stop_reason() if self.main else "")):
             stats, epoch_done = self._update()
             self._tick()
             for k in window:
-                window[k] += stats[k]
+                if k == "terms":
+                    for name, v in stats["terms"].items():
+                        window["terms"][name] = window["terms"].get(name, 0.0) + v
+                else:
+                    window[k] += stats[k]
             bar.update(1)
             bar.set_postfix(loss=f"{stats['loss'] / max(stats['tok'], 1):.3f}", epoch=self.state.epoch)
             if self.state.step % self.t.log_every == 0:
                 self._log_train(window)
-                window = dict.fromkeys(window, 0.0)
+                window = {**dict.fromkeys(window, 0.0), "terms": {}}
             evaluated = self._periodic(epoch_done)
             self._tick()
         bar.close()
@@ -283,7 +287,7 @@ class Trainer:
         n_tok = sum(b.n_targets for b in batches) if known else 0
         if known and n_world > 1:
             n_tok = int(dist.all_reduce_sum([n_tok], self.device)[0])
-        total, nll = 0.0, 0.0
+        total, nll, terms = 0.0, 0.0, {}
         for batch in batches:
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.t.autocast == "bf16"):
                 out = self.task.loss(batch)
@@ -292,8 +296,14 @@ class Trainer:
             (out.total / max(n_tok, 1)).backward()
             total += float(out.total.detach())
             nll += out.terms.get("nll_nats", float(out.total.detach()))
+            for name, v in out.terms.items():            # auxiliary terms (models.interface.AuxiliaryLosses)
+                if name != "nll_nats":
+                    terms[name] = terms.get(name, 0.0) + v
         if n_world > 1:
-            total, nll = dist.all_reduce_grads(self.opt.dense, self.opt.sparse, [total, nll])
+            names = sorted(terms)
+            total, nll, *summed = dist.all_reduce_grads(self.opt.dense, self.opt.sparse,
+                                                        [total, nll, *(terms[k] for k in names)])
+            terms = dict(zip(names, summed))
         self.state.step += 1
         self.opt.set_lr(lr)
         self.opt.step(self.t.clip_norm)
@@ -302,7 +312,7 @@ class Trainer:
         self.state.train_time_s += dt
         self.state.tgt_tokens += n_tok
         self._lr = lr
-        return {"loss": total, "nll": nll, "tok": n_tok, "time": dt}, epoch_done
+        return {"loss": total, "nll": nll, "tok": n_tok, "time": dt, "terms": terms}, epoch_done
 
     def _log_train(self, w: dict) -> None:
         if not self.main:
@@ -311,7 +321,8 @@ class Trainer:
         rec = {"step": self.state.step, "epoch": self.state.epoch,
                "loss_nats": w["loss"] / tok, "xent_nats": w["nll"] / tok,
                "ppl": math.exp(min(w["nll"] / tok, 50)), "tok_per_s": w["tok"] / max(w["time"], 1e-9),
-               "lr": self._lr, "train_time_s": round(self.state.train_time_s, 1)}
+               "lr": self._lr, "train_time_s": round(self.state.train_time_s, 1),
+               **{name: v / tok for name, v in w["terms"].items()}}    # per target, as loss_nats
         rss = peak_rss_gib()
         if rss is not None:
             rec["peak_rss_gib"] = round(rss, 3)

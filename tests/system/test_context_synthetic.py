@@ -23,6 +23,7 @@ from doctrans.inference.translate import TranslateConfig, Translator
 from doctrans.models.build import build_model
 from doctrans.training import train
 from doctrans.training.checkpoint import config_of, load_checkpoint
+from doctrans.training.metrics import read_metrics
 
 
 def _documents(n_docs: int, seed: int) -> tuple[list[str], list[str], list[str]]:
@@ -87,6 +88,10 @@ CONTEXTS = {
     "sentence": [],
     "concat": ["context={type: concat, context_sents: 1}"],
     "han_encoder": ["context={type: han, context_sents: 1, attach: encoder, heads: 4, d_ff: 128, dropout: 0.0}"],
+    # QCN (models.md §2.6) with positions in its capsules: §2.6's capsules are E_src[w] + sentence
+    # distance, a bag of words that cannot tell which word came first (qcn_bag below)
+    "qcn": ["context={type: qcn, context_sents: 1, heads: 4, dropout: 0.0, capsule_input: encoder_input}"],
+    "qcn_bag": ["context={type: qcn, context_sents: 1, heads: 4, dropout: 0.0}"],
 }
 
 
@@ -105,8 +110,13 @@ def test_only_context_models_learn_the_previous_sentence(name, synthetic, tmp_pa
         *CONTEXTS[name]])
     run_dir = train.run(cfg)
     acc = _first_token_accuracy(run_dir, synthetic)
+    train_recs = [r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
+    assert train_recs and all(("pcc" in r) == name.startswith("qcn") for r in train_recs)   # auxiliary term logged
     if name == "sentence":
         assert acc < 0.35, acc                  # chance is 1/12; it cannot see sentence m−1
+    elif name == "qcn_bag":                     # reads the bag {w0, w1, w2} of m−1, not its order: the
+        assert 0.3 < acc < 0.55, acc            # best bag reader (the bag's mode) scores 0.414
+        return
     else:
         assert acc > 0.9, acc
     cxmi = _cxmi(run_dir, synthetic)            # issue 17: the context's information, measured

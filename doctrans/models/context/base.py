@@ -210,3 +210,8 @@ class ContextModel(nn.Module):
 
     def decode_step(self, state, prev_tokens: Tensor):
         return self.backbone.decode_step(state, prev_tokens)
+
+    def auxiliary_losses(self, enc: EncoderOutput, batch) -> dict[str, Tensor]:
+        """Training-only loss terms (``models.interface.AuxiliaryLosses``): {name: scalar per-sentence
+        mean}; none by default."""
+        return {}

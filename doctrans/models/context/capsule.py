@@ -1,0 +1,280 @@
+"""Query-guided Capsule Network context (Yang et al. 2019, QCN; models.md §2.6) on a
+Transformer backbone with ``EncoderParts``.
+
+* **Capsules** (§2.6 "Capsule construction" [I]): every word of the N previous source
+  sentences is an input capsule u_i = W_u [E_src[w_i]; onehot_N(dist_i)] + b_u (dist 1 = the
+  previous sentence), routed into J output capsules by ``query_guided_routing`` (§2.6
+  "Improved routing", the reconstruction of the lost Algorithm 1 [I]) with the query
+  q = W_q mean_k E_src[x_k] + b_q of the current sentence. Computed once per sentence.
+* **Sub-layer-expanded encoder** (§2.6 [P §3.3]): in every encoder layer,
+  z ← Sub(z, SelfAttn); z ← Sub(z, MultiHead(Q=z, K=V=V_caps)); z ← Sub(z, FFN), each layer
+  its own context attention, all reading the same J capsules (no mask: they always exist).
+* **Regularisation layer** (§2.6 [P §3.4; form I], models.md §5 A2): two plain CapsNets
+  (``dynamic_routing``, no query) over the encoder and the decoder inputs of each target
+  sentence; ρ = mean_j PCC(v^src_j, v^tgt_j); loss CE + β(1 − ρ), training only
+  (``auxiliary_losses``, term ``pcc``).
+
+``query_guided: false`` drops the context sub-layers (the paper's "+ regularisation term only":
+the backbone plus the training-time term); ``regularise: false`` drops the term ("+ QCN").
+Empty context (document start, sentence batches): no input capsules, so every s_j = q_j and
+the capsules are the query path alone [I, §2.6] — not the sentence model's output. (With
+``query_update: replace`` that path is squash^R(q), and |squash(s)| ≈ |s|² for small s: at
+initialisation the empty-context capsules are ≈ 0 and the sub-layer adds little but its bias.)
+
+The capsules are a bag of (word, sentence distance): routing is invariant to the order of the
+context words, so "the first word of sentence m−1" is not identifiable (the synthetic task of
+``tests/system/test_context_synthetic.py``: 0.41 first-token accuracy, the bag bound 0.414).
+``capsule_input: encoder_input`` [I] builds u_i (and q) from the encoder input instead
+(scaled E_src[w_i] + the word's position in its sentence, as the regularisation CapsNets read
+it): 1.00 there. The default stays §2.6's plain embeddings.
+
+Our implementation, not changing the function: u_i's and û_{j|i}'s word part W_j W_u^E E[w]
+is computed once per batch row and gathered by the rows that read it (u_i and W_j are linear,
+so û_{j|i} = W_j (W_u^E e_i) + W_j (W_u^D onehot(dist_i) + b_u)); the context attention runs
+on the target rows only, in length buckets (``base.length_buckets``).
+
+Size (measured with ``build_model``): at the paper's shapes (4+4 layers, H 512, d_ff 2048,
+8 heads, 30K source / 30K target vocabularies, tied decoder embeddings, N 3, J 4) the sentence
+Transformer has 60.15M parameters and QCN + regularisation 68.03M: +4.21M context attention and
+its sub-layer norms, +1.58M capsule maps (W_u 0.26M, W_q 0.26M, W_1..W_J 1.05M), +2.10M the two
+regularisation CapsNets (computed in training only). The paper reports no parameter counts.
+Training speed at ``small`` (``benchmarks/context_speed.py /work/qs/prep --models
+qcn,qcn_only,qcn_reg --modes runs --threads 1 --updates 15 --warmup 3``, interleaved): target
+tok/s 927 sentence, 403 qcn (0.43×), 483 qcn_only (0.52×), 650 qcn_reg (0.70×).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from doctrans.layers.masks import pad_mask
+from doctrans.models.context.base import ContextModel, context_rows, length_buckets, scatter_rows
+from doctrans.models.interface import EncoderOutput
+
+PCC_TARGETS = ("input", "prediction")
+AGREEMENT_MODS = ("mul", "add", "one_plus")
+QUERY_UPDATES = ("replace", "add")
+CAPSULE_INPUTS = ("embedding", "encoder_input")
+
+
+@dataclass(frozen=True)
+class QCNConfig:
+    type: str = "qcn"                   # the row of models/build.py:CONTEXT_MODELS
+    context_sents: int = 3              # N previous source sentences (S0: 3)
+    capsules: int = 4                   # J output capsules (S0: 4)
+    iterations: int = 4                 # R routing iterations (S0: 4)
+    heads: int = 8                      # context attention heads (S0: 8 at H 512)
+    dropout: float = 0.2                # on context embeddings and context-attention weights [I]
+    query_guided: bool = True           # the QCN context sub-layers (off: "+ regularisation only")
+    regularise: bool = True             # the training-time PCC term (§2.6 regularisation layer)
+    beta: float = 1.0                   # β of CE + β(1 − ρ) [I, range {0.1, 0.5, 1}]
+    reg_capsules: int = 4               # J of the two regularisation CapsNets
+    reg_iterations: int = 4             # their Sabour routing iterations
+    pcc_target: str = "input"           # input (PCC(q_j, u_i)) | prediction (PCC(q_j, û_{j|i})) [I]
+    agreement_mod: str = "mul"          # mul p·a | add a + p | one_plus (1 + p)·a [I]
+    query_update: str = "replace"       # replace q_j ← v_j | add q_j ← q_j + v_j [I]
+    capsule_input: str = "embedding"    # embedding E_src[w] (§2.6) | encoder_input (+ positions) [I]
+    eps: float = 1e-8                   # ε of squash and PCC
+
+
+def squash(s: Tensor, eps: float = 1e-8) -> Tensor:
+    """Capsule non-linearity (Sabour et al. 2017 eq. 1; §2.6):
+    v = (|s|² / (1 + |s|²)) · s / (|s| + ε). s: (…, H) → (…, H), same direction, norm < 1."""
+    norm = torch.linalg.vector_norm(s, dim=-1, keepdim=True)                   # (…, 1), grad 0 at 0
+    return s * (norm * norm / (1 + norm * norm) / (norm + eps))
+
+
+def pcc(a: Tensor, b: Tensor, eps: float = 1e-8) -> Tensor:
+    """Pearson correlation over the last dimension (S0 eq. 7, cov(X,Y)/(σ_X σ_Y); §2.6):
+    Σ_k (a_k − ā)(b_k − b̄) / (|a − ā| |b − b̄| + ε). a, b: broadcastable (…, H) → (…) ∈ [−1, 1]."""
+    a = a - a.mean(-1, keepdim=True)
+    b = b - b.mean(-1, keepdim=True)
+    na, nb = torch.linalg.vector_norm(a, dim=-1), torch.linalg.vector_norm(b, dim=-1)
+    return (a * b).sum(-1) / (na * nb + eps)
+
+
+def dynamic_routing(u_hat: Tensor, pad: Tensor, iterations: int, eps: float = 1e-8) -> Tensor:
+    """Sabour et al. 2017 routing-by-agreement (Procedure 1; §2.6 regularisation layer):
+    c_ij = softmax_j(b_ij), s_j = Σ_i c_ij û_{j|i}, v_j = squash(s_j), b_ij += û_{j|i}·v_j.
+    u_hat: (B, I, J, H) predictions; pad: (B, I) True at padding (contributes nothing)
+    → v (B, J, H). Gradients flow through every iteration (b is not detached)."""
+    logits = u_hat.new_zeros(u_hat.shape[:3])                                  # (B, I, J)
+    keep = (~pad).unsqueeze(-1).to(u_hat.dtype)                                # (B, I, 1)
+    for r in range(iterations):
+        c = logits.softmax(-1) * keep                                          # (B, I, J)
+        v = squash(torch.einsum("bij,bijh->bjh", c, u_hat), eps)               # (B, J, H)
+        if r < iterations - 1:
+            logits = logits + torch.einsum("bijh,bjh->bij", u_hat, v)
+    return v
+
+
+class Routed(NamedTuple):
+    """What ``query_guided_routing`` returns: the output capsules and, of its last iteration,
+    s_j and the query q_j that entered it (all (B, J, H))."""
+
+    v: Tensor
+    s: Tensor
+    q: Tensor
+
+
+def query_guided_routing(u: Tensor, u_hat: Tensor, query: Tensor, pad: Tensor, iterations: int,
+                         pcc_target: str = "input", agreement_mod: str = "mul", query_update: str = "replace",
+                         eps: float = 1e-8) -> Routed:
+    """The improved routing of QCN (§2.6, reconstruction of S0 Algorithm 1 [I]):
+
+        b_ij ← 0; q_j ← q                                      (query tiled J times)
+        repeat R times:
+            p_ij = PCC(q_j, u_i)  (pcc_target=prediction: PCC(q_j, û_{j|i}))
+            c_ij = softmax_j(b_ij)   (padding i: 0)
+            s_j  = Σ_i c_ij û_{j|i} + q_j ;  v_j = squash(s_j)
+            a_ij = û_{j|i} · v_j ;  b_ij += p_ij·a_ij  (add: a + p; one_plus: (1 + p)·a)
+            q_j  ← v_j  (add: q_j + v_j)
+
+    The b and q updates of the last iteration do not reach the output and are skipped.
+    u: (B, I, H) input capsules; u_hat: (B, I, J, H) their predictions û_{j|i}; query: (B, H);
+    pad: (B, I) True at padding. With no real context token every s_j = q_j.
+    → Routed(v (B, J, H), s (B, J, H), q (B, J, H))."""
+    b, _, j, h = u_hat.shape
+    q = query[:, None].expand(b, j, h)                                          # (B, J, H)
+    logits = u_hat.new_zeros(u_hat.shape[:3])                                  # (B, I, J)
+    keep = (~pad).unsqueeze(-1).to(u_hat.dtype)                                # (B, I, 1)
+    target = u[:, :, None] if pcc_target == "input" else u_hat                 # (B, I, 1|J, H)
+    for r in range(iterations):
+        c = logits.softmax(-1) * keep                                          # (B, I, J)
+        s = torch.einsum("bij,bijh->bjh", c, u_hat) + q                        # (B, J, H)
+        v = squash(s, eps)
+        if r == iterations - 1:
+            break
+        p = pcc(q[:, None], target, eps)                                       # (B, I, J)
+        a = torch.einsum("bijh,bjh->bij", u_hat, v)                            # (B, I, J)
+        logits = logits + (p * a if agreement_mod == "mul" else a + p if agreement_mod == "add" else (1 + p) * a)
+        q = v if query_update == "replace" else q + v
+    return Routed(v, s, q)
+
+
+class CapsNet(nn.Module):
+    """A plain CapsNet over a sequence (§2.6 regularisation layer): û_{j|i} = W_j x_i (one map
+    H → J·H, no bias), ``dynamic_routing``. x: (B, L, H), pad: (B, L) → v (B, J, H)."""
+
+    def __init__(self, hidden: int, capsules: int, iterations: int, eps: float):
+        super().__init__()
+        self.w = nn.Linear(hidden, capsules * hidden, bias=False)
+        self.capsules, self.iterations, self.eps = capsules, iterations, eps
+
+    def forward(self, x: Tensor, pad: Tensor) -> Tensor:
+        u_hat = self.w(x).unflatten(-1, (self.capsules, x.size(-1)))            # (B, L, J, H)
+        return dynamic_routing(u_hat, pad, self.iterations, self.eps)
+
+
+class QCN(ContextModel):
+    """QCN context sub-layers and/or the PCC regularisation around a backbone with
+    ``EncoderParts`` (see the module doc)."""
+
+    def __init__(self, backbone, cfg: QCNConfig):
+        super().__init__(backbone, cfg.context_sents)
+        for name, value, allowed in (("pcc_target", cfg.pcc_target, PCC_TARGETS),
+                                     ("agreement_mod", cfg.agreement_mod, AGREEMENT_MODS),
+                                     ("query_update", cfg.query_update, QUERY_UPDATES),
+                                     ("capsule_input", cfg.capsule_input, CAPSULE_INPUTS)):
+            if value not in allowed:
+                raise ValueError(f"context.{name} must be one of {allowed}, got {value!r}")
+        if min(cfg.capsules, cfg.iterations, cfg.reg_capsules, cfg.reg_iterations) < 1:
+            raise ValueError("context.capsules, iterations, reg_capsules and reg_iterations must be ≥ 1")
+        if not (cfg.query_guided or cfg.regularise):
+            raise ValueError("context: QCN needs query_guided or regularise (else it is the sentence model)")
+        self.cfg = cfg
+        h = backbone.hidden_size
+        e = backbone.source_embedding.embedding_dim if cfg.capsule_input == "embedding" else h
+        if cfg.query_guided:
+            self.drop = nn.Dropout(cfg.dropout)
+            self.w_u = nn.Linear(e + cfg.context_sents, h)                       # W_u, b_u
+            self.w_q = nn.Linear(e, h)                                           # W_q, b_q
+            self.w_j = nn.Linear(h, cfg.capsules * h, bias=False)                # W_1..W_J
+            self.attn = nn.ModuleList(nn.MultiheadAttention(h, cfg.heads, cfg.dropout, batch_first=True)
+                                      for _ in range(backbone.encoder_layers))
+            self.subs = nn.ModuleList(backbone.residual_sublayer() for _ in range(backbone.encoder_layers))
+        if cfg.regularise:
+            self.caps_src = CapsNet(h, cfg.reg_capsules, cfg.reg_iterations, cfg.eps)
+            self.caps_tgt = CapsNet(h, cfg.reg_capsules, cfg.reg_iterations, cfg.eps)
+
+    # -- capsules ---------------------------------------------------------------------------
+    def context_capsules(self, src: Tensor, targets: Tensor, ctx: Tensor) -> Routed:
+        """The J capsules of sentences ``targets`` (B',), rows of src (B, S), whose context rows
+        (into src) are ctx (B', N), oldest first, −1 = missing (§2.6 capsule construction and
+        improved routing) → Routed with v (B', J, H)."""
+        cfg, n = self.cfg, self.context_sents
+        if cfg.capsule_input == "embedding":
+            emb = self.drop(self.backbone.source_embedding(src))                 # (B, S, E)
+        else:
+            emb = self.drop(self.backbone.embed_source(src))                     # (B, S, H), positions
+        w_e, w_d = self.w_u.weight[:, :emb.size(-1)], self.w_u.weight[:, emb.size(-1):]
+        u_rows = F.linear(emb, w_e)                                              # (B, S, H): W_u^E e
+        dist = torch.arange(n, 0, -1, device=src.device)                         # slot n → dist N−n
+        u_slot = w_d[:, dist - 1].t() + self.w_u.bias                            # (N, H): W_u^D onehot + b_u
+        flat = ctx.clamp(min=0).reshape(-1)                                      # (B'·N,)
+        pad = (ctx.lt(0)[..., None] | src.index_select(0, flat).view(*ctx.shape, -1).eq(self.pad_id))
+        u = (u_rows.index_select(0, flat).view(*ctx.shape, *u_rows.shape[1:])
+             + u_slot[:, None]).flatten(1, 2)                                    # (B', N·S, H)
+        hat_rows = self.w_j(u_rows)                                              # (B, S, J·H)
+        u_hat = (hat_rows.index_select(0, flat).view(*ctx.shape, *hat_rows.shape[1:])
+                 + self.w_j(u_slot)[:, None]).flatten(1, 2)                      # (B', N·S, J·H)
+        u_hat = u_hat.unflatten(-1, (cfg.capsules, -1))                          # (B', I, J, H)
+        cur = src.index_select(0, targets)                                       # (B', S)
+        keep = (~pad_mask(cur, self.pad_id)).unsqueeze(-1).to(emb.dtype)        # (B', S, 1)
+        mean = (emb.index_select(0, targets) * keep).sum(1) / keep.sum(1).clamp(min=1)
+        return query_guided_routing(u, u_hat, self.w_q(mean), pad.flatten(1), cfg.iterations, cfg.pcc_target,
+                                    cfg.agreement_mod, cfg.query_update, cfg.eps)
+
+    def _layer_fn(self, caps: Tensor):
+        """``encode_with``'s layer k with QCN's context sub-layer; caps: (B', J, H)."""
+        def layer_fn(k: int, layer, x: Tensor, keep: Tensor | None) -> Tensor:
+            x = layer.attention_sublayer(x, keep)                                 # (B', S, H)
+            x = self.subs[k](x, lambda z: self.attn[k](z, caps, caps, need_weights=False)[0])
+            return layer.ffn_sublayer(x)
+        return layer_fn
+
+    # -- the model contract -----------------------------------------------------------------
+    def encode(self, batch) -> EncoderOutput:
+        """batch.src (B, S), ctx (B, N), is_target (B,) → states (B, S, H): the sub-layer-expanded
+        encoder on the target rows (in length buckets, each cut to its longest source);
+        context-only rows are read through their embeddings only and get zero states (they are
+        never decoded). ``query_guided: false``: the backbone's encoder, target rows only."""
+        src = batch.src
+        is_target = getattr(batch, "is_target", None)
+        targets = (is_target.to(src.device).nonzero().squeeze(1) if is_target is not None
+                   else torch.arange(src.size(0), device=src.device))
+        if not targets.numel():
+            return self.backbone.encode(batch)
+        caps = None
+        if self.cfg.query_guided:
+            rows = context_rows(batch, self.context_sents, src.device).index_select(0, targets)
+            caps = self.context_capsules(src, targets, rows).v                    # (B', J, H)
+        lengths = src.index_select(0, targets).ne(self.pad_id).sum(1)
+        parts = []
+        for g in length_buckets(lengths):
+            part = src.index_select(0, targets[g])[:, :int(lengths[g].max())]
+            layer_fn = None if caps is None else self._layer_fn(caps[g])
+            parts.append((targets[g], self.backbone.encode_with(part, layer_fn)))
+        return scatter_rows(parts, src.size(0), src.size(1))
+
+    def auxiliary_losses(self, enc: EncoderOutput, batch) -> dict[str, Tensor]:
+        """{"pcc": β(1 − ρ)} averaged over the target sentences (``is_target``, else every row),
+        ρ = mean_j PCC(v^src_j, v^tgt_j) of the regularisation CapsNets over the encoder input
+        embed_source(src) and the decoder input embed_target(tgt_in) (§2.6, models.md §5 A2);
+        {} without ``regularise``. Unit: a per-sentence mean (see ``models.interface``)."""
+        if not self.cfg.regularise:
+            return {}
+        src, tgt = batch.src, batch.tgt_in
+        is_target = getattr(batch, "is_target", None)
+        if is_target is not None:
+            rows = is_target.to(src.device).nonzero().squeeze(1)
+            src, tgt = src.index_select(0, rows), tgt.index_select(0, rows)
+        src_pad, tgt_pad = pad_mask(src, self.pad_id), pad_mask(tgt, self.pad_id)
+        v_src = self.caps_src(self.backbone.embed_source(src), src_pad)            # (B', J, H)
+        v_tgt = self.caps_tgt(self.backbone.embed_target(tgt), tgt_pad)            # (B', J, H)
+        rho = pcc(v_src, v_tgt, self.cfg.eps).mean(-1)                             # (B',)
+        return {"pcc": self.cfg.beta * (1 - rho).mean()}
