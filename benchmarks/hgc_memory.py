@@ -29,6 +29,7 @@ def _one(shape: str, length: int, tokens: int, block: int, hgc: bool, chunk: int
     import torch
 
     from doctrans.config import load_experiment
+    from doctrans.data.documents import DocBatch
     from doctrans.models.build import build_model
     from doctrans.training.loss import forward_loss
 
@@ -39,16 +40,14 @@ def _one(shape: str, length: int, tokens: int, block: int, hgc: bool, chunk: int
     subdocs = max(1, tokens // (block * length))
     b = subdocs * block
 
-    class Batch:
-        src = torch.randint(4, 8000, (b, length))
-        tgt_out = torch.randint(4, 8000, (b, length))
-        tgt_in = torch.cat([torch.ones(b, 1, dtype=torch.long), tgt_out[:, :-1]], 1)
-        block = torch.arange(subdocs).repeat_interleave(block)
-        is_target = torch.ones(b, dtype=torch.bool)
-        ctx = torch.zeros((b, 0), dtype=torch.long)
-
+    batch = DocBatch(src=torch.randint(4, 8000, (b, length)), tgt_in=None, tgt_out=torch.randint(4, 8000, (b, length)),
+                     index=None, n_targets=b * length, is_target=torch.ones(b, dtype=torch.bool),
+                     ctx=torch.zeros((b, 0), dtype=torch.long),
+                     block=torch.arange(subdocs).repeat_interleave(block))
+    batch.tgt_in = torch.cat([torch.ones(b, 1, dtype=torch.long), batch.tgt_out[:, :-1]], 1)
+    model.train()
     start = time.perf_counter()
-    loss = forward_loss(model, Batch(), 0, 0.1)
+    loss = forward_loss(model, batch, 0, 0.1)
     loss.total.backward()
     return {"rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "seconds": time.perf_counter() - start,
             "subdocs": subdocs, "rows": b}
