@@ -240,3 +240,29 @@ def test_regularisation_only_is_the_backbone_plus_the_term():
 def test_bad_options_raise(bad):
     with pytest.raises(ValueError):
         qcn(**bad)
+
+
+def test_factored_predictions_route_as_the_dense_tensor():
+    """``LinearPredictions`` (û = W_j x never built) gives the dense routing's capsules and
+    gradients; ``pcc_pairs`` = the broadcast ``pcc``."""
+    from doctrans.models.context.capsule import LinearPredictions, pcc_pairs
+
+    torch.manual_seed(0)
+    b, i, j, h = 3, 5, 4, 6
+    x = torch.randn(b, i, h, requires_grad=True)
+    w = torch.randn(j * h, h, requires_grad=True)
+    pad = torch.tensor([[False] * 5, [False, False, True, True, True], [True] * 5])
+    q = torch.randn(b, h)
+    dense = torch.nn.functional.linear(x, w).unflatten(-1, (j, h))
+    qj = q[:, None].expand(b, j, h) + torch.randn(b, j, h)                  # J different queries
+    torch.testing.assert_close(pcc_pairs(qj, x), pcc(qj[:, None], x[:, :, None]), rtol=1e-5, atol=1e-6)
+    for fn in (lambda u: dynamic_routing(u, pad, 4, capsules=j),
+               lambda u: query_guided_routing(x, u, q, pad, 4, capsules=j).v,
+               lambda u: query_guided_routing(x, u, q, pad, 4, pcc_target="prediction", agreement_mod="one_plus",
+                                              query_update="add", capsules=j).v):
+        got, want = fn(LinearPredictions(x, w)), fn(dense)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        g1 = torch.autograd.grad(got.sum(), (x, w), retain_graph=True)
+        g2 = torch.autograd.grad(want.sum(), (x, w), retain_graph=True)
+        for a, c in zip(g1, g2):
+            torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-5)

@@ -28,10 +28,12 @@ context words, so "the first word of sentence m−1" is not identifiable (the sy
 (scaled E_src[w_i] + the word's position in its sentence, as the regularisation CapsNets read
 it): 1.00 there. The default stays §2.6's plain embeddings.
 
-Our implementation, not changing the function: u_i's and û_{j|i}'s word part W_j W_u^E E[w]
-is computed once per batch row and gathered by the rows that read it (u_i and W_j are linear,
-so û_{j|i} = W_j (W_u^E e_i) + W_j (W_u^D onehot(dist_i) + b_u)); the context attention runs
-on the target rows only, in length buckets (``base.length_buckets``).
+Our implementation, not changing the function: u_i's word part W_u^E E[w] is computed once
+per batch row and gathered by the rows that read it; the predictions û_{j|i} = W_j u_i are
+never built as a (B, I, J, H) tensor (``LinearPredictions``: routing needs only W_j Σ_i c_ij u_i
+and u_i · W_jᵀ v_j), nor are the PCCs' broadcast differences (``pcc_pairs``: one matrix
+product); the context attention runs on the target rows only, in length buckets
+(``base.length_buckets``).
 
 Size (measured with ``build_model``): at the paper's shapes (4+4 layers, H 512, d_ff 2048,
 8 heads, 30K source / 30K target vocabularies, tied decoder embeddings, N 3, J 4) the sentence
@@ -97,18 +99,62 @@ def pcc(a: Tensor, b: Tensor, eps: float = 1e-8) -> Tensor:
     return (a * b).sum(-1) / (na * nb + eps)
 
 
-def dynamic_routing(u_hat: Tensor, pad: Tensor, iterations: int, eps: float = 1e-8) -> Tensor:
+class LinearPredictions(NamedTuple):
+    """Predictions û_{j|i} = W_j x_i (one linear map per output capsule, no bias) kept factored:
+    routing needs only Σ_i c_ij û_{j|i} = W_j (Σ_i c_ij x_i) and û_{j|i} · v_j = x_i · (W_jᵀ v_j),
+    so the (B, I, J, H) tensor is never built (the same values: ``dense``) [our implementation].
+    x: (B, I, H_in); weight: (J·H, H_in), rows j·H…(j+1)·H = W_j."""
+
+    x: Tensor
+    weight: Tensor
+
+
+def _weighted_sum(u_hat, c: Tensor) -> Tensor:
+    """Σ_i c_ij û_{j|i}: c (B, I, J) → (B, J, H)."""
+    if isinstance(u_hat, Tensor):
+        return torch.einsum("bij,bijh->bjh", c, u_hat)
+    x, w = u_hat
+    m = torch.einsum("bij,bik->bjk", c, x)                                       # (B, J, H_in)
+    return torch.einsum("bjk,jhk->bjh", m, w.view(c.size(-1), -1, x.size(-1)))
+
+
+def _agreement(u_hat, v: Tensor) -> Tensor:
+    """û_{j|i} · v_j: v (B, J, H) → (B, I, J)."""
+    if isinstance(u_hat, Tensor):
+        return torch.einsum("bijh,bjh->bij", u_hat, v)
+    x, w = u_hat
+    t = torch.einsum("bjh,jhk->bjk", v, w.view(v.size(1), -1, x.size(-1)))    # (B, J, H_in): W_jᵀ v_j
+    return torch.einsum("bik,bjk->bij", x, t)
+
+
+def _dense(u_hat, capsules: int) -> Tensor:
+    """(B, I, J, H) predictions of a tensor or ``LinearPredictions``."""
+    return u_hat if isinstance(u_hat, Tensor) else F.linear(u_hat.x, u_hat.weight).unflatten(-1, (capsules, -1))
+
+
+def pcc_pairs(q: Tensor, u: Tensor, eps: float = 1e-8) -> Tensor:
+    """``pcc`` of every (q_j, u_i) pair by one matrix product (no (B, I, J, H) temporaries):
+    q (B, J, H), u (B, I, H) → (B, I, J) = pcc(q[:, None], u[:, :, None])."""
+    qc, uc = q - q.mean(-1, keepdim=True), u - u.mean(-1, keepdim=True)
+    num = torch.einsum("bih,bjh->bij", uc, qc)
+    return num / (torch.linalg.vector_norm(uc, dim=-1)[..., None] * torch.linalg.vector_norm(qc, dim=-1)[:, None] + eps)
+
+
+def dynamic_routing(u_hat, pad: Tensor, iterations: int, eps: float = 1e-8, capsules: int | None = None) -> Tensor:
     """Sabour et al. 2017 routing-by-agreement (Procedure 1; §2.6 regularisation layer):
     c_ij = softmax_j(b_ij), s_j = Σ_i c_ij û_{j|i}, v_j = squash(s_j), b_ij += û_{j|i}·v_j.
-    u_hat: (B, I, J, H) predictions; pad: (B, I) True at padding (contributes nothing)
-    → v (B, J, H). Gradients flow through every iteration (b is not detached)."""
-    logits = u_hat.new_zeros(u_hat.shape[:3])                                  # (B, I, J)
-    keep = (~pad).unsqueeze(-1).to(u_hat.dtype)                                # (B, I, 1)
+    u_hat: (B, I, J, H) predictions, or ``LinearPredictions`` (then ``capsules`` = J); pad:
+    (B, I) True at padding (contributes nothing) → v (B, J, H). Gradients flow through every
+    iteration (b is not detached)."""
+    dense = isinstance(u_hat, Tensor)
+    b, i = (u_hat if dense else u_hat.x).shape[:2]
+    logits = (u_hat if dense else u_hat.x).new_zeros((b, i, u_hat.size(2) if dense else capsules))
+    keep = (~pad).unsqueeze(-1).to(logits.dtype)                               # (B, I, 1)
     for r in range(iterations):
         c = logits.softmax(-1) * keep                                          # (B, I, J)
-        v = squash(torch.einsum("bij,bijh->bjh", c, u_hat), eps)               # (B, J, H)
+        v = squash(_weighted_sum(u_hat, c), eps)                               # (B, J, H)
         if r < iterations - 1:
-            logits = logits + torch.einsum("bijh,bjh->bij", u_hat, v)
+            logits = logits + _agreement(u_hat, v)
     return v
 
 
@@ -121,9 +167,9 @@ class Routed(NamedTuple):
     q: Tensor
 
 
-def query_guided_routing(u: Tensor, u_hat: Tensor, query: Tensor, pad: Tensor, iterations: int,
+def query_guided_routing(u: Tensor, u_hat, query: Tensor, pad: Tensor, iterations: int,
                          pcc_target: str = "input", agreement_mod: str = "mul", query_update: str = "replace",
-                         eps: float = 1e-8) -> Routed:
+                         eps: float = 1e-8, capsules: int | None = None) -> Routed:
     """The improved routing of QCN (§2.6, reconstruction of S0 Algorithm 1 [I]):
 
         b_ij ← 0; q_j ← q                                      (query tiled J times)
@@ -135,22 +181,27 @@ def query_guided_routing(u: Tensor, u_hat: Tensor, query: Tensor, pad: Tensor, i
             q_j  ← v_j  (add: q_j + v_j)
 
     The b and q updates of the last iteration do not reach the output and are skipped.
-    u: (B, I, H) input capsules; u_hat: (B, I, J, H) their predictions û_{j|i}; query: (B, H);
-    pad: (B, I) True at padding. With no real context token every s_j = q_j.
+    u: (B, I, H) input capsules; u_hat: (B, I, J, H) their predictions û_{j|i}, or
+    ``LinearPredictions`` (then ``capsules`` = J); query: (B, H); pad: (B, I) True at padding.
+    With no real context token every s_j = q_j.
     → Routed(v (B, J, H), s (B, J, H), q (B, J, H))."""
-    b, _, j, h = u_hat.shape
+    if isinstance(u_hat, Tensor):
+        b, _, j, h = u_hat.shape
+    else:
+        b, j, h = u.size(0), capsules, query.size(-1)
     q = query[:, None].expand(b, j, h)                                          # (B, J, H)
-    logits = u_hat.new_zeros(u_hat.shape[:3])                                  # (B, I, J)
-    keep = (~pad).unsqueeze(-1).to(u_hat.dtype)                                # (B, I, 1)
-    target = u[:, :, None] if pcc_target == "input" else u_hat                 # (B, I, 1|J, H)
+    logits = u.new_zeros((b, u.size(1), j))                                    # (B, I, J)
+    keep = (~pad).unsqueeze(-1).to(u.dtype)                                    # (B, I, 1)
+    if pcc_target == "prediction":
+        target = _dense(u_hat, j)                                              # (B, I, J, H)
     for r in range(iterations):
         c = logits.softmax(-1) * keep                                          # (B, I, J)
-        s = torch.einsum("bij,bijh->bjh", c, u_hat) + q                        # (B, J, H)
+        s = _weighted_sum(u_hat, c) + q                                        # (B, J, H)
         v = squash(s, eps)
         if r == iterations - 1:
             break
-        p = pcc(q[:, None], target, eps)                                       # (B, I, J)
-        a = torch.einsum("bijh,bjh->bij", u_hat, v)                            # (B, I, J)
+        p = pcc_pairs(q, u, eps) if pcc_target == "input" else pcc(q[:, None], target, eps)   # (B, I, J)
+        a = _agreement(u_hat, v)                                               # (B, I, J)
         logits = logits + (p * a if agreement_mod == "mul" else a + p if agreement_mod == "add" else (1 + p) * a)
         q = v if query_update == "replace" else q + v
     return Routed(v, s, q)
@@ -166,8 +217,7 @@ class CapsNet(nn.Module):
         self.capsules, self.iterations, self.eps = capsules, iterations, eps
 
     def forward(self, x: Tensor, pad: Tensor) -> Tensor:
-        u_hat = self.w(x).unflatten(-1, (self.capsules, x.size(-1)))            # (B, L, J, H)
-        return dynamic_routing(u_hat, pad, self.iterations, self.eps)
+        return dynamic_routing(LinearPredictions(x, self.w.weight), pad, self.iterations, self.eps, self.capsules)
 
 
 class QCN(ContextModel):
@@ -219,15 +269,12 @@ class QCN(ContextModel):
         pad = (ctx.lt(0)[..., None] | src.index_select(0, flat).view(*ctx.shape, -1).eq(self.pad_id))
         u = (u_rows.index_select(0, flat).view(*ctx.shape, *u_rows.shape[1:])
              + u_slot[:, None]).flatten(1, 2)                                    # (B', N·S, H)
-        hat_rows = self.w_j(u_rows)                                              # (B, S, J·H)
-        u_hat = (hat_rows.index_select(0, flat).view(*ctx.shape, *hat_rows.shape[1:])
-                 + self.w_j(u_slot)[:, None]).flatten(1, 2)                      # (B', N·S, J·H)
-        u_hat = u_hat.unflatten(-1, (cfg.capsules, -1))                          # (B', I, J, H)
         cur = src.index_select(0, targets)                                       # (B', S)
         keep = (~pad_mask(cur, self.pad_id)).unsqueeze(-1).to(emb.dtype)        # (B', S, 1)
         mean = (emb.index_select(0, targets) * keep).sum(1) / keep.sum(1).clamp(min=1)
-        return query_guided_routing(u, u_hat, self.w_q(mean), pad.flatten(1), cfg.iterations, cfg.pcc_target,
-                                    cfg.agreement_mod, cfg.query_update, cfg.eps)
+        return query_guided_routing(u, LinearPredictions(u, self.w_j.weight), self.w_q(mean), pad.flatten(1),
+                                    cfg.iterations, cfg.pcc_target, cfg.agreement_mod, cfg.query_update, cfg.eps,
+                                    cfg.capsules)
 
     def _layer_fn(self, caps: Tensor):
         """``encode_with``'s layer k with QCN's context sub-layer; caps: (B', J, H)."""
