@@ -157,7 +157,7 @@ results/dp_table.md: $(DPRUNS)/baseline/best.pt $(DPRUNS)/nmt_dp/best.pt $(DPRUN
 
 # --- context models: stage 2 from the sentence-level quickstart model, equal updates ------------
 CTX_RUNS  ?= runs/context
-CTX_MODELS ?= concat han_encoder han_decoder han_joint hgc_word hgc
+CTX_MODELS ?= concat han_encoder han_decoder han_joint qcn_reg qcn_only qcn hgc_word hgc
 CTX_THREADS ?= 0
 CTX_TRAIN = data.prepared=$(PREP) train.max_steps=$(CTX_STEPS) train.max_time_min=$(CAP) train.threads=$(CTX_THREADS)
 CTX_TABLE = $(BIN)/python -m doctrans.evaluation.context_table --prepared $(PREP) --data $(DATA) \
