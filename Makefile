@@ -153,7 +153,7 @@ $(DPRUNS)/baseline/best.pt: $(PREP)/meta.json
 results/dp_table.md: $(DPRUNS)/baseline/best.pt $(DPRUNS)/nmt_dp/best.pt $(DPRUNS)/nmt_dpp/best.pt $(DPRUNS)/dp_labeler/best.pt
 	$(BIN)/python -m doctrans.dp.table --baseline $(DPRUNS)/baseline/best.pt --dp $(DPRUNS)/nmt_dp/best.pt \
 	  --dpp $(DPRUNS)/nmt_dpp/best.pt --generator $(DPRUNS)/dp_labeler/best.pt --prepared $(PREP) --data $(DATA) \
-	  --beam $(BEAM) --out $@ --work results/dp_table
+	  --beam $(BEAM) --discourse --out $@ --work results/dp_table
 
 # --- context models: stage 2 from the sentence-level quickstart model, equal updates ------------
 CTX_RUNS  ?= runs/context

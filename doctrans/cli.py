@@ -428,6 +428,10 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
 @click.option("--cohesion", is_flag=True,
               help="Add lexical cohesion (Wong & Kit 2012; lemma repetition) of HYP and the first reference, per "
                    "document (--docs or an .sgm reference).")
+@click.option("--cohesion-window", type=int, default=0, show_default=True,
+              help="--cohesion over consecutive windows of this many lines of each document (0: whole documents; "
+                   "a subtitle episode of 300–800 lines repeats nearly every content word, so whole-episode "
+                   "cohesion saturates).")
 @click.option("--lsa", type=click.Path(exists=True, dir_okay=False),
               help="Add coherence (Foltz et al. 1998: adjacent-sentence cosine in LSA space, and averaged word "
                    "vectors): an LSA model (.pkl) or a tokenized English corpus to fit one on (e.g. "
@@ -446,8 +450,8 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
               metrics: str, detok_case: str, no_split_hyphens: bool, as_json: bool, out: str | None,
               baseline: str | None, bootstrap: int, baseline_base: str | None, dp: bool, base: str | None,
               oracle: str | None, oracle_base: str | None, cxmi: bool, checkpoint: str | None, src: str | None,
-              docs: str | None, tokenized: bool, random_context: bool, cohesion: bool, lsa: str | None,
-              apt_src: str | None, apt_corpus: str | None, contrastive_set: str | None, max_tokens: int) -> None:
+              docs: str | None, tokenized: bool, random_context: bool, cohesion: bool, cohesion_window: int,
+              lsa: str | None, apt_src: str | None, apt_corpus: str | None, contrastive_set: str | None, max_tokens: int) -> None:
     """Score HYP against references with sacrebleu; prints each score with its signature.
 
     \b
@@ -519,7 +523,7 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
         lowercase_detok={"auto": None, "lc": True, "mixed": False}[detok_case],
         split_hyphens=not no_split_hyphens, fmt="json" if as_json else "table", out=out,
         baseline=baseline, bootstrap=bootstrap, dp_base=base, dp_oracle=oracle, cohesion=cohesion, lsa=lsa,
-        docs=docs, apt_src=apt_src, apt_corpus=apt_corpus,
+        cohesion_window=cohesion_window, docs=docs, apt_src=apt_src, apt_corpus=apt_corpus,
     )
     result = score.run(cfg)
     click.echo(result.read_text(encoding="utf-8") if isinstance(result, Path) else score.render(result, cfg.fmt),

@@ -71,6 +71,11 @@ def main(argv=None) -> Path:
     ap.add_argument("--nbest", default="2,4,6,8")
     ap.add_argument("--beam", type=int, default=5)
     ap.add_argument("--bootstrap", type=int, default=1000)
+    ap.add_argument("--discourse", action="store_true",
+                    help="add the discourse columns (docs/discourse.md): contrastive pronoun accuracy (DP / overt "
+                         "items, each model scored on the input it translates), APT pronoun / noun accuracy, "
+                         "lexical cohesion, LSA coherence")
+    ap.add_argument("--contrastive", default="", help="contrastive set directory (default: built into WORK)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -115,16 +120,24 @@ def main(argv=None) -> Path:
         dt = time.time() - t0
         seg, oracle = data / "test" / "test.seg.zh", data / "test" / "test.oracle-dp.seg.zh"
         dp = seg.is_file() and oracle.is_file()
+        lsa = prep / "train.tok.en"
         res = score_files(ScoreConfig(hyp=str(hyp), refs=(ref,), hyp_tokenized=True, metrics=("bleu_tok_lc",),
                                       baseline=None if base_hyp is None else str(base_hyp),
                                       bootstrap=args.bootstrap, dp_base=str(seg) if dp else None,
-                                      dp_oracle=str(oracle) if dp else None))
+                                      dp_oracle=str(oracle) if dp else None, cohesion=args.discourse,
+                                      lsa=str(lsa) if args.discourse and lsa.is_file() else None,
+                                      apt_src=str(prep / "test.tok.zh") if args.discourse else None,
+                                      apt_corpus=str(prep / "train.tok") if args.discourse and (
+                                          prep / "train.tok.zh").is_file() else None))
         if base_hyp is None:
             base_hyp = hyp
         row = {"system": name, "key": key, "bleu": res["bleu_tok_lc"]["score"], "decode_s": round(dt, 1),
                "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"]}
         if dp:
             row["dp_recall"] = res["dp_recall"]["recall"]
+        row.update(_discourse_columns(res))
+        if args.discourse and (not key.startswith("dp_") or key == "dp_1best"):
+            row.update(_contrastive(ckpt, cfg, tok, docs, args))
         if "significance" in res:
             row["bootstrap_p"] = res["significance"]["paired_bootstrap"]["p_value"]
             row["sign_p"] = res["significance"]["sign_test"]["p_value"]
@@ -135,6 +148,38 @@ def main(argv=None) -> Path:
     out = Path(args.out)
     atomic_write_text(out, render(rows, src_pron))
     return out
+
+
+def _discourse_columns(res: dict) -> dict:
+    """APT / cohesion / coherence figures of a ``score_files`` result, where computed."""
+    row = {}
+    if "apt" in res:
+        row["apt_pronoun"], row["apt_noun"] = res["apt"]["pronoun"]["apt"], res["apt"]["noun"]["apt"]
+    if "cohesion" in res:
+        row["cohesion"], row["ref_cohesion"] = res["cohesion"]["hyp"], res["cohesion"]["ref"]
+    if "coherence" in res:
+        row["coherence"], row["ref_coherence"] = res["coherence"]["lsa"]["hyp"], res["coherence"]["lsa"]["ref"]
+    return row
+
+
+def _contrastive(ckpt: str, cfg, tok: list[str], docs: str, args) -> dict:
+    """Contrastive pronoun accuracy of ``ckpt`` scored on the input this row translates: the
+    test source itself, the generator's 1-best DP (or DPP) completion of it, or an oracle input
+    file (N-best mixtures have no single input and get none)."""
+    from doctrans.dp.apply import DPInputVariants
+    from doctrans.evaluation.contrastive import build_set, score_set
+
+    set_dir = Path(args.contrastive) if args.contrastive else Path(args.work) / "contrastive_test"
+    if not (set_dir / "items.jsonl").is_file():
+        build_set(Path(args.data), "test", set_dir)
+    if cfg.dp_generator:
+        variants = DPInputVariants(cfg.dp_generator, cfg.dp_input, nbest=1, combine="1best", docs=docs)(tok)
+        source = [v[0][0] if v else "" for v in variants]
+    else:
+        source = read_lines(cfg.input)
+    c = score_set(ckpt, set_dir, source=source)
+    return {"contrastive": c["accuracy"], "contrastive_dp": c["by_kind"].get("dp", {}).get("accuracy", float("nan")),
+            "contrastive_overt": c["by_kind"].get("overt", {}).get("accuracy", float("nan"))}
 
 
 def render(rows: list[dict], src_pronouns: int) -> str:
@@ -151,6 +196,21 @@ def render(rows: list[dict], src_pronouns: int) -> str:
         lines.append(f"| {r['system']} | {r['bleu']:.2f}{mark} | {r['bleu'] - base:+.2f} | {bp} | {sp} | "
                      f"{r['pronouns']} | {rec} | {r['decode_s']}{ratio} |")
     refs = rows[0]["ref_pronouns"]
+    if any("contrastive" in r or "cohesion" in r for r in rows):
+        def cell(r, k, fmt):
+            return format(r[k], fmt) if k in r else "—"
+        lines += ["", "| system | contrastive DP | contrastive overt | contrastive all | APT pronouns | APT nouns "
+                      "| cohesion | coherence (LSA) |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for r in rows:
+            lines.append(f"| {r['system']} | {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
+                         f"| {cell(r, 'contrastive', '.1%')} | {cell(r, 'apt_pronoun', '.1%')} "
+                         f"| {cell(r, 'apt_noun', '.1%')} | {cell(r, 'cohesion', '.4f')} | {cell(r, 'coherence', '.4f')} |")
+        b = rows[0]
+        if "ref_cohesion" in b:
+            lines.append(f"| reference 1 | — | — | — | — | — | {b['ref_cohesion']:.4f} "
+                         f"| {cell(b, 'ref_coherence', '.4f')} |")
+        lines += ["", "Contrastive: each model scored on the input it translates (the test source, the generator's "
+                      "1-best completion, or the oracle input; N-best mixtures: —). docs/discourse.md."]
     lines += ["", f"English pronouns in the 3 references: {refs} (thesis Table 6.8: human 972); "
                   f"overt Chinese pronouns in the test source (jieba): {src_pronouns}.",
               "BLEU: case-insensitive, tokenized, 3 references (the thesis' setting). `*`: p < 0.05 in both "

@@ -64,6 +64,7 @@ class ScoreConfig:
     dp_base: str | None = None            # segmented source without DPs (e.g. test.seg.zh) …
     dp_oracle: str | None = None          # … and with the hand-inserted DPs: adds DP translation recall
     cohesion: bool = False                # lexical cohesion of HYP and the first reference, per document
+    cohesion_window: int = 0              # … over windows of this many lines (0 = whole documents)
     lsa: str | None = None                # LSA model (.pkl) or tokenized English corpus: adds coherence
     docs: str | None = None               # doc_id<TAB>position per line [default: the first .sgm reference's]
     apt_src: str | None = None            # segmented source: adds APT pronoun/noun accuracy (eflomal)
@@ -451,8 +452,9 @@ def _text_discourse(cfg: ScoreConfig, hyp: list[str], ref: list[str], n: int) ->
     docs = {"hyp": coh.split_documents(hyp, doc_ids), "ref": coh.split_documents(ref, doc_ids)}
     out: dict = {}
     if cfg.cohesion:
-        out["cohesion"] = {k: coh.lexical_cohesion(v)["lc"] for k, v in docs.items()}
+        out["cohesion"] = {k: coh.lexical_cohesion(v, cfg.cohesion_window)["lc"] for k, v in docs.items()}
         out["cohesion"]["devices"] = coh.COHESION_DEVICES
+        out["cohesion"]["window"] = cfg.cohesion_window
     if cfg.lsa:
         lsa = coh.lsa_model(cfg.lsa)
         out["coherence"] = {v: {k: coh.coherence(d, lsa, v)["coherence"] for k, d in docs.items()}

@@ -215,3 +215,30 @@ def test_dp_generator_trained_on_the_slice_annotation(slice_annotated, tvsub_sli
                              "--oracle-base", corpus / "test" / "test.seg.zh", "--json", "--bootstrap", 0))
     assert res["lines"] == len(base) and res["oracle_dps"] == _oracle_dp_count(corpus, "test")
     assert res["sys_dps"] == sum(p.split().count(DPP_TOKEN) for p in dpp)
+
+
+@needs_kenlm
+def test_dp_table_discourse_columns(slice_annotated, tvsub_slice, tmp_path):
+    """``make dp-table``'s script with ``--discourse`` on tiny models: every single-input row gets
+    contrastive accuracy scored on the input it translates, APT, cohesion and coherence; the
+    N-best mixture rows get no contrastive figure."""
+    from doctrans.dp.table import main as dp_table
+
+    prep, corpus = slice_annotated, tvsub_slice
+    nmt, gen = tmp_path / "nmt", tmp_path / "gen"
+    _invoke("train", REPO / "pipelines" / "transformer" / "tiny.yaml", f"data.prepared={prep}", f"run_dir={nmt}",
+            "train.max_steps=4", "train.eval_every=4", "train.threads=1")
+    _invoke("train", REPO / "pipelines" / "dp" / "tiny.yaml", *_dp_overrides(prep, gen))
+    out = dp_table(["--baseline", str(nmt / "best.pt"), "--dp", str(nmt / "best.pt"), "--generator",
+                    str(gen / "best.pt"), "--prepared", str(prep), "--data", str(corpus), "--out",
+                    str(tmp_path / "table.md"), "--work", str(tmp_path / "work"), "--nbest", "2", "--beam", "1",
+                    "--bootstrap", "10", "--discourse"])
+    rows = {r["key"]: r for r in json.loads((tmp_path / "work" / "rows.json").read_text(encoding="utf-8"))}
+    for key in ("baseline", "dp_1best", "oracle_manual", "oracle_auto"):
+        assert 0.0 <= rows[key]["contrastive"] <= 1.0 and 0.0 <= rows[key]["apt_pronoun"] <= 1.0, rows[key]
+        assert "cohesion" in rows[key] and "coherence" in rows[key]
+    assert "contrastive" not in rows["dp_2best"] and "cohesion" in rows["dp_2best"]
+    items = json.loads((tmp_path / "work" / "contrastive_test" / "summary.json").read_text(encoding="utf-8"))["items"]
+    assert items > 0
+    text = out.read_text(encoding="utf-8")
+    assert "| system | contrastive DP |" in text and "| reference 1 |" in text

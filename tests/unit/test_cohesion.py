@@ -50,3 +50,13 @@ def test_lsa_is_fitted_once_and_cached(tmp_path):
 
 def test_split_documents_keeps_runs():
     assert split_documents(["a", "b", "c"], ["x", "x", "y"]) == [["a", "b"], ["c"]]
+
+
+def test_cohesion_windows_cut_documents_into_line_windows():
+    from doctrans.evaluation.cohesion import lexical_cohesion
+
+    doc = ["the cat sat", "a dog ran", "cats sleep", "dogs bark"]
+    assert lexical_cohesion([doc])["lc"] == 0.5                   # cat ×2, dog ×2 of 8 content lemmas
+    windowed = lexical_cohesion([doc], window=2)                   # [cat sit, dog run] [cat sleep, dog bark]
+    assert windowed["per_document"] == [0.0, 0.0] and windowed["lc"] == 0.0
+    assert lexical_cohesion([doc], window=3)["per_document"] == [2 / 6, 0.0]
