@@ -18,6 +18,7 @@ from doctrans.models.backbones.transformer import Transformer, TransformerConfig
 from doctrans.models.context.concat import ConcatConfig, ConcatContext
 from doctrans.models.context.global_context import HGC, HGCConfig
 from doctrans.models.context.han import HAN, HANConfig
+from doctrans.models.context.hier_rnn import HRNN, HRNNConfig
 
 DEFAULT_BACKBONE = "transformer"
 
@@ -30,6 +31,7 @@ CONTEXT_MODELS = {
     "concat": (ConcatConfig, ConcatContext),
     "han": (HANConfig, HAN),
     "hgc": (HGCConfig, HGC),
+    "hrnn": (HRNNConfig, HRNN),
 }
 
 

@@ -51,6 +51,7 @@ Shape legend: B batch, S source length, T target length, E embedding size, H hid
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -116,6 +117,27 @@ def gru_step(cell: nn.GRUCell, gi: Tensor, h: Tensor, keep: Tensor | None = None
     return n + z * (h - n)                                                   # (1 − z) n + z h
 
 
+def init_rnn_weights(named: Iterable[tuple[str, nn.Parameter]], pad_id: int) -> None:
+    """The RNNSearch initialisation (module doc) of the parameters ``named`` (name, parameter):
+    embeddings (names holding "embed") N(0, 0.01²) with a zero ``pad_id`` row, recurrent
+    matrices orthogonal per gate, other matrices Xavier-uniform, biases zero. Meta tensors are
+    skipped."""
+    for name, p in named:
+        if p.is_meta:                              # a parameter count on the meta device
+            continue
+        if "embed" in name:
+            nn.init.normal_(p, std=0.01)
+            with torch.no_grad():
+                p[pad_id].zero_()
+        elif "weight_hh" in name:
+            for gate in p.chunk(3, dim=0):
+                nn.init.orthogonal_(gate)
+        elif p.dim() > 1:
+            nn.init.xavier_uniform_(p)
+        else:
+            nn.init.zeros_(p)
+
+
 class RNNSearch(nn.Module):
     """Bi-GRU encoder + conditional-GRU decoder with feedback attention (models.md §1.2),
     implementing ``models.interface.Seq2SeqModel`` and ``BackboneParts``.
@@ -152,20 +174,7 @@ class RNNSearch(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        for name, p in self.named_parameters():
-            if p.is_meta:                          # a parameter count on the meta device
-                continue
-            if "embed" in name:
-                nn.init.normal_(p, std=0.01)
-                with torch.no_grad():
-                    p[self.pad_id].zero_()
-            elif "weight_hh" in name:
-                for gate in p.chunk(3, dim=0):
-                    nn.init.orthogonal_(gate)
-            elif p.dim() > 1:
-                nn.init.xavier_uniform_(p)
-            else:
-                nn.init.zeros_(p)
+        init_rnn_weights(self.named_parameters(), self.pad_id)
 
     @property
     def hidden_size(self) -> int:
