@@ -235,6 +235,11 @@ class RNNParts(Protocol):
         ...
 
     @property
+    def readout_size(self) -> int:
+        """Size of the readout's pre-activation (``StepExtra.readout``)."""
+        ...
+
+    @property
     def source_embedding(self) -> Any:
         """E_src, an ``nn.Embedding``."""
         ...

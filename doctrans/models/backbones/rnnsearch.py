@@ -197,6 +197,11 @@ class RNNSearch(nn.Module):
         return self.cfg.rnn_size
 
     @property
+    def readout_size(self) -> int:
+        """k·E, the readout's pre-activation size (``StepExtra.readout``; ``RNNParts``)."""
+        return self.cfg.maxout_part * self.cfg.emb_size
+
+    @property
     def source_embedding(self) -> nn.Embedding:
         """E_src (``RNNParts``)."""
         return self.src_embed
