@@ -94,6 +94,7 @@ CONTEXTS = {
                                   "dropout: 0.0}"], 300),
     "hrnn": (RNN, ["context={type: hrnn, context_sents: 3, init_enc: true, init_dec: true, auxi: true, "
                    "gating: true}"], 300),
+    "multi_encoder": (RNN, ["context={type: multi_encoder, context_sents: 1}"], 300),
 }
 
 
