@@ -28,7 +28,8 @@ the history, not truncated [C]; E_src is shared with the backbone by default
 the batch (``batch.ctx``, ``models/context/base.py``): each distinct one is summarised once per
 batch, and only the target rows are encoded. Every added parameter is this module's (not the
 backbone's), so ``train.freeze: ["backbone.*"]`` is S2 §3.6's frozen-baseline setting, and with
-them zeroed the model computes the backbone (``tests/unit/test_hier_rnn.py``).
+them zeroed the model computes the backbone (``tests/unit/test_hier_rnn.py``; not with ``lcnmt``,
+whose zero gate z = ½ halves GRU_2's pre-activations).
 
 Parameters added at E 620, H 1000 (shared embeddings): GRU_sent 4.87M, GRU_doc 6.01M, W_D 1.0M,
 W^D 3.0M, thesis gate 3.62M = 18.49M vs the +18.8M of S2 Table 3.9.
