@@ -19,6 +19,8 @@ from doctrans.models.context.capsule import QCN, QCNConfig
 from doctrans.models.context.concat import ConcatConfig, ConcatContext
 from doctrans.models.context.global_context import HGC, HGCConfig
 from doctrans.models.context.han import HAN, HANConfig
+from doctrans.models.context.hier_rnn import HRNN, HRNNConfig
+from doctrans.models.context.multi_encoder import MultiEncoder, MultiEncoderConfig
 
 DEFAULT_BACKBONE = "transformer"
 
@@ -32,6 +34,8 @@ CONTEXT_MODELS = {
     "han": (HANConfig, HAN),
     "hgc": (HGCConfig, HGC),
     "qcn": (QCNConfig, QCN),
+    "hrnn": (HRNNConfig, HRNN),
+    "multi_encoder": (MultiEncoderConfig, MultiEncoder),
 }
 
 

@@ -84,14 +84,23 @@ def _cxmi(run_dir: Path, prep: Path) -> dict:
     return compute_cxmi(s.model, s.src, s.tgt, s.doc, s.targets, conditions=("empty", "random"))
 
 
+# (backbone's tiny YAML and its sizes for the task, context overrides, updates)
+TRANSFORMER = ("transformer", ["model.d_model=64", "model.d_ff=128", "model.heads=4", "train.lr=5e-3",
+                               "train.warmup=30"])
+RNN = ("rnnsearch", ["model.emb_size=64", "model.rnn_size=64", "train.lr=5e-3", "train.warmup=30"])
 CONTEXTS = {
-    "sentence": [],
-    "concat": ["context={type: concat, context_sents: 1}"],
-    "han_encoder": ["context={type: han, context_sents: 1, attach: encoder, heads: 4, d_ff: 128, dropout: 0.0}"],
+    "sentence": (TRANSFORMER, [], 300),
+    "concat": (TRANSFORMER, ["context={type: concat, context_sents: 1}"], 300),
+    "han_encoder": (TRANSFORMER, ["context={type: han, context_sents: 1, attach: encoder, heads: 4, d_ff: 128, "
+                                  "dropout: 0.0}"], 300),
+    "hrnn": (RNN, ["context={type: hrnn, context_sents: 3, init_enc: true, init_dec: true, auxi: true, "
+                   "gating: true}"], 300),
+    "multi_encoder": (RNN, ["context={type: multi_encoder, context_sents: 1}"], 300),
     # QCN (models.md §2.6) with positions in its capsules: §2.6's capsules are E_src[w] + sentence
     # distance, a bag of words that cannot tell which word came first (qcn_bag below)
-    "qcn": ["context={type: qcn, context_sents: 1, heads: 4, dropout: 0.0, capsule_input: encoder_input}"],
-    "qcn_bag": ["context={type: qcn, context_sents: 1, heads: 4, dropout: 0.0}"],
+    "qcn": (TRANSFORMER, ["context={type: qcn, context_sents: 1, heads: 4, dropout: 0.0, "
+                          "capsule_input: encoder_input}"], 300),
+    "qcn_bag": (TRANSFORMER, ["context={type: qcn, context_sents: 1, heads: 4, dropout: 0.0}"], 300),
 }
 
 
@@ -102,12 +111,12 @@ def synthetic(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("name", sorted(CONTEXTS))
 def test_only_context_models_learn_the_previous_sentence(name, synthetic, tmp_path):
-    cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml", [
-        f"data.prepared={synthetic}", f"run_dir={tmp_path / 'run'}", "model.d_model=64", "model.d_ff=128",
-        "model.heads=4", "train.threads=1", "train.max_steps=300", "train.lr=5e-3", "train.warmup=30",
-        "train.max_tokens=1024", "train.eval_every=150", "train.eval_bleu=false", "train.metric=xent_nats",
-        "train.metric_mode=min", "train.label_smoothing=0.0", "train.tensorboard=false", "train.plot=false",
-        *CONTEXTS[name]])
+    (backbone, sizes), context, steps = CONTEXTS[name]
+    cfg = load_experiment(REPO / "pipelines" / backbone / "tiny.yaml", [
+        f"data.prepared={synthetic}", f"run_dir={tmp_path / 'run'}", *sizes, "train.threads=1",
+        f"train.max_steps={steps}", "train.max_tokens=1024", "train.eval_every=150", "train.eval_bleu=false",
+        "train.metric=xent_nats", "train.metric_mode=min", "train.label_smoothing=0.0", "train.tensorboard=false",
+        "train.plot=false", *context])
     run_dir = train.run(cfg)
     acc = _first_token_accuracy(run_dir, synthetic)
     train_recs = [r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]

@@ -24,10 +24,13 @@ TINY = {"context_sents": 2, "heads": 2, "d_ff": 32, "dropout": 0.0}     # what f
 def _tiny_context(path) -> dict:
     """The ``context`` section of a pipelines/context YAML, sized for the tiny backbone."""
     ctx = load_experiment(path).context
-    return {k: TINY.get(k, v) for k, v in to_dict(ctx).items()}
+    return {k: min(v, TINY[k]) if k == "context_sents" else TINY.get(k, v) for k, v in to_dict(ctx).items()}
 
 
 VARIANTS = {p.stem: _tiny_context(p) for p in CONTEXT_YAMLS}
+BACKBONE = {p.stem: load_experiment(p).model.backbone for p in CONTEXT_YAMLS}   # its tiny YAML is used
+N = {name: v.get("context_sents", 2) for name, v in VARIANTS.items()}     # ≤ 2 (multi_encoder: 1)
+NULL_HISTORY = {"hrnn"}     # no history = a NULL sentence read by the model, not the backbone (models.md §2.1)
 
 
 def reads_context(name: str) -> bool:
@@ -38,7 +41,7 @@ def reads_context(name: str) -> bool:
 def empty_is_sentence_model(name: str) -> bool:
     """Whether a row without context gets the backbone's output (QCN's capsules are then the
     query path alone, models.md §2.6: its own empty-context output)."""
-    return VARIANTS[name]["type"] not in ("qcn", "hgc") or not reads_context(name)
+    return VARIANTS[name]["type"] not in ("qcn", "hgc", *NULL_HISTORY) or not reads_context(name)
 
 
 @dataclass
@@ -53,17 +56,17 @@ class DocBatchStub:
 def model(name: str, seed: int = 0):
     torch.manual_seed(seed)
     ctx = VARIANTS[name]
-    cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml",
+    cfg = load_experiment(REPO / "pipelines" / BACKBONE[name] / "tiny.yaml",
                           ["model.dropout=0.0", f"context={ctx}".replace("'", "").replace("True", "true")])
     return build_model(cfg.model, len(VOCAB), len(VOCAB), 0, cfg.context).eval()
 
 
-def doc_batch() -> DocBatchStub:
-    """One document of 3 sentences (rows 0–2) and a 1-sentence document (row 3): ``ctx`` for
-    the models of previous sentences, ``block`` (two sub-documents) for the sub-document models."""
+def doc_batch(n: int = 2) -> DocBatchStub:
+    """One document of 3 sentences (rows 0–2) and a 1-sentence document (row 3): ``ctx`` (4, n ≤ 2)
+    for the models of previous sentences, ``block`` (two sub-documents) for the sub-document models."""
     src = torch.tensor([[4, 5, 2, 0], [6, 7, 8, 2], [9, 2, 0, 0], [10, 11, 2, 0]])
     tgt_in = torch.tensor([[1, 12, 13, 0], [1, 14, 0, 0], [1, 15, 16, 17], [1, 18, 0, 0]])
-    ctx = torch.tensor([[-1, -1], [-1, 0], [0, 1], [-1, -1]])
+    ctx = torch.tensor([[-1, -1], [-1, 0], [0, 1], [-1, -1]])[:, 2 - n:]
     return DocBatchStub(src, tgt_in, ctx, torch.tensor([False, True, True, True]), torch.tensor([0, 0, 0, 1]))
 
 
@@ -74,8 +77,8 @@ def test_every_table_row_has_a_yaml():
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_incremental_decoding_matches_teacher_forcing(name):
-    m, b = model(name), doc_batch()
-    assert isinstance(m, Seq2SeqModel) and (m.context_sents == 2 or m.context_block > 0)
+    m, b = model(name), doc_batch(N[name])
+    assert isinstance(m, Seq2SeqModel) and (m.context_sents == N[name] or m.context_block > 0)
     with torch.no_grad():
         enc = m.encode(b)
         full = torch.log_softmax(m.decode_train(enc, b.tgt_in), -1)            # (B, T, V)
@@ -91,9 +94,10 @@ def test_incremental_decoding_matches_teacher_forcing(name):
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_no_context_is_the_sentence_model(name):
     """A row without context (document start) gets exactly the output of a sentence batch (no
-    ctx / block at all), which for a model of previous sentences is the backbone's; QCN and a
-    sub-document model (HGC: its gate, tests/unit/test_global_context.py) have their own."""
-    m, b = model(name), doc_batch()
+    ctx / block at all), which for a model of previous sentences is the backbone's; QCN, a
+    sub-document model (HGC: its gate, tests/unit/test_global_context.py) and HRNN (it reads a
+    NULL sentence: tests/unit/test_hier_rnn.py) have their own."""
+    m, b = model(name), doc_batch(N[name])
     with torch.no_grad():
         ctx_logits = m.decode_train(m.encode(b), b.tgt_in)
         base = m.backbone.decode_train(m.backbone.encode(b), b.tgt_in)
@@ -108,12 +112,12 @@ def test_context_read_from_the_right_side(name):
     """Changing the previous source sentence changes the current row's output for every model
     (the HAN decoder reads it through the context's teacher-forced decoder states); changing the
     previous target sentence only for the models with a decoder side."""
-    m, b = model(name), doc_batch()
+    m, b = model(name), doc_batch(N[name])
     with torch.no_grad():
         ref = m.decode_train(m.encode(b), b.tgt_in)[1]
-        b_src = doc_batch()
+        b_src = doc_batch(N[name])
         b_src.src[0, :2] = torch.tensor([15, 16])
-        b_tgt = doc_batch()
+        b_tgt = doc_batch(N[name])
         b_tgt.tgt_in[0, 1:3] = torch.tensor([4, 5])
         by_src = m.decode_train(m.encode(b_src), b_src.tgt_in)[1]
         by_tgt = m.decode_train(m.encode(b_tgt), b_tgt.tgt_in)[1]
@@ -125,10 +129,10 @@ def test_context_read_from_the_right_side(name):
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_search_translates_target_rows_only(name):
-    m, b = model(name), doc_batch()
+    m, b = model(name), doc_batch(N[name])
     res = beam_search(m, b, VOCAB, beam=2, max_len_extra=3)
     assert len(res.tokens) == 3                                                 # rows 1, 2, 3
-    single = beam_search(m, DocBatchStub(b.src[3:], b.tgt_in[3:], torch.full((1, 2), -1),
+    single = beam_search(m, DocBatchStub(b.src[3:], b.tgt_in[3:], torch.full((1, N[name]), -1),
                                          torch.tensor([True])), VOCAB, beam=2, max_len_extra=3)
     assert res.tokens[2] == single.tokens[0]                                    # no context: same output
 
@@ -175,7 +179,7 @@ def test_context_rows_encoded_apart_and_not_decoded_same_loss_and_gradients(name
     from doctrans.models.context.concat import ConcatContext
     from doctrans.training.loss import forward_loss
 
-    b = doc_batch()
+    b = doc_batch(N[name])
     b.is_target = torch.tensor([False, True, False, True])             # row 2: context of nothing
     b.tgt_out = torch.cat([b.tgt_in[:, 1:], torch.zeros(4, 1, dtype=torch.long)], 1)
     for r in range(4):                                                  # y… </s>
@@ -198,9 +202,9 @@ def test_context_rows_encoded_apart_and_not_decoded_same_loss_and_gradients(name
         assert torch.allclose(grads.get(k, torch.zeros_like(g)), g, atol=1e-5), k
 
 
-def _long_doc_batch(seed: int = 0) -> DocBatchStub:
+def _long_doc_batch(seed: int = 0, width: int = 2) -> DocBatchStub:
     """40 rows of two documents (rows 0–24, 25–39) with lengths 2–12, rows 0 and 25 context-only,
-    each row's context its N = 2 predecessors in the same document."""
+    each row's context its ``width`` ≤ 2 predecessors in the same document."""
     g = torch.Generator().manual_seed(seed)
     n, s, t = 40, 12, 12
     src = torch.zeros(n, s, dtype=torch.long)
@@ -215,7 +219,7 @@ def _long_doc_batch(seed: int = 0) -> DocBatchStub:
     ctx = torch.tensor([[r - 2 if r - 2 >= start[r] else -1, r - 1 if r - 1 >= start[r] else -1] for r in range(n)])
     is_target = torch.ones(n, dtype=torch.bool)
     is_target[[0, 25]] = False
-    b = DocBatchStub(src, tgt_in, ctx, is_target)
+    b = DocBatchStub(src, tgt_in, ctx[:, 2 - width:], is_target)
     b.tgt_out = torch.cat([tgt_in[:, 1:], torch.zeros(n, 1, dtype=torch.long)], 1)
     for r in range(n):
         b.tgt_out[r, int(tgt_in[r].ne(0).sum()) - 1] = 2
@@ -229,7 +233,7 @@ def test_length_buckets_give_the_loss_and_gradients_of_one_padded_batch(name, mo
     import doctrans.models.context.base as base
     from doctrans.training.loss import forward_loss
 
-    b = _long_doc_batch()
+    b = _long_doc_batch(0, N[name])
     assert len(base.length_buckets(b.src.ne(0).sum(1))) == base.LENGTH_BUCKETS == 4
     results = []
     for buckets in (4, 1):
@@ -253,7 +257,7 @@ def test_beams_sharing_one_context_memory_search_like_one_memory_per_row(name, m
     the same hypotheses and scores."""
     from doctrans.models.context import han
 
-    m, b = model(name), doc_batch()
+    m, b = model(name), doc_batch(N[name])
     grouped = beam_search(m, b, VOCAB, beam=3, max_len_extra=4)
     real_init = han.HAN.init_state
 
@@ -311,7 +315,7 @@ def test_one_decoder_pass_for_loss_and_context_same_loss_and_gradients(name, mon
     from doctrans.models.context import han
     from doctrans.training.loss import forward_loss
 
-    b = _long_doc_batch(1)
+    b = _long_doc_batch(1, N[name])
     results, used = [], []
     real = han.HAN._stashed_hidden
 

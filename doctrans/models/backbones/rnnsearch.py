@@ -34,6 +34,14 @@ pass: teacher forcing computes GRU_1's input projection W E_tgt[y_{t-1}] for all
 matmul and loops over t only for GRU_1's hidden part, the attention and GRU_2; the readout and
 the output layer run once over all positions after the loop.
 
+Context hooks (``models.interface.RNNParts``, for ``models/context/{hier_rnn,multi_encoder}.py``):
+``encode(batch, h0)`` starts both encoder GRUs from given states (Init_enc); a ``DecoderHook``
+adds a term to s_0's pre-activation (Init_dec) and, through a per-step callback on
+(s_{t-1}, s̃_t, c_t, E[y_{t-1}]), an extra input to GRU_2 and an extra readout term (Auxi,
+Gating Auxi, the multi-encoder's c'_t); the hook's per-row tensors travel in ``DecoderState``
+through beam reordering. With an extra input GRU_2 is computed explicitly (``gru_step``, the same
+maths as ``nn.GRUCell``), the extra projection being the context model's parameter.
+
 Configs: ``pipelines/rnnsearch/tiny.yaml`` (tests, seconds), ``small.yaml`` (E = H = 256, Adam;
 the quickstart data on a CPU), ``base.yaml`` (the thesis: E 620, H 1000, Adadelta, beam 10; 86.7M
 parameters with 30K vocabularies, ``tests/unit/test_rnnsearch.py``).
@@ -43,6 +51,7 @@ Shape legend: B batch, S source length, T target length, E embedding size, H hid
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -50,7 +59,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from doctrans.layers.masks import pad_mask
-from doctrans.models.interface import EncoderOutput, SourceBatch
+from doctrans.models.interface import DecoderHook, EncoderOutput, SourceBatch, StepExtra, StepInputs
 
 INITS = ("mean", "last")
 
@@ -74,7 +83,8 @@ class DecoderState:
     """The decoder's incremental state for B rows.
 
     s: (B, H) s_{t-1}; keys: (B, S, A) U_a h_i; states: (B, S, 2H) h_i; score_bias: (B, S),
-    −inf at source padding, 0 elsewhere; step: target positions decoded so far.
+    −inf at source padding, 0 elsewhere; step: target positions decoded so far; hook: a context
+    model's ``DecoderHook`` for these B rows, or None.
     """
 
     s: Tensor
@@ -82,22 +92,50 @@ class DecoderState:
     states: Tensor
     score_bias: Tensor
     step: int
+    hook: DecoderHook | None = None
 
     def reorder(self, index: Tensor) -> "DecoderState":
         """Rows ``index`` (B',) of the state (beam reordering, dropping finished rows)."""
         return DecoderState(self.s.index_select(0, index), self.keys.index_select(0, index),
-                            self.states.index_select(0, index), self.score_bias.index_select(0, index), self.step)
+                            self.states.index_select(0, index), self.score_bias.index_select(0, index), self.step,
+                            None if self.hook is None else self.hook.select(index))
 
 
-def gru_step(cell: nn.GRUCell, gi: Tensor, h: Tensor) -> Tensor:
+def gru_step(cell: nn.GRUCell, gi: Tensor, h: Tensor, keep: Tensor | None = None) -> Tensor:
     """One step of ``cell`` whose input projection ``gi`` = W_ih a + b_ih (B, 3H) was computed
-    beforehand (for all t at once); h: (B, H) → h' (B, H). Same maths as ``cell(a, h)``."""
-    gh = F.linear(h, cell.weight_hh, cell.bias_hh)                           # (B, 3H)
+    beforehand (for all t at once, or with an extra input's W_x x added); h: (B, H) → h' (B, H).
+    Same maths as ``cell(a, h)``. ``keep`` (B, 3H) multiplies W_hh h before b_hh is added
+    (``StepExtra.keep``; the caller scales its part of ``gi``)."""
+    if keep is None:
+        gh = F.linear(h, cell.weight_hh, cell.bias_hh)                       # (B, 3H)
+    else:
+        gh = keep * F.linear(h, cell.weight_hh) + cell.bias_hh
     i_r, i_z, i_n = gi.chunk(3, dim=-1)
     h_r, h_z, h_n = gh.chunk(3, dim=-1)
     r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
     n = torch.tanh(i_n + r * h_n)
     return n + z * (h - n)                                                   # (1 − z) n + z h
+
+
+def init_rnn_weights(named: Iterable[tuple[str, nn.Parameter]], pad_id: int) -> None:
+    """The RNNSearch initialisation (module doc) of the parameters ``named`` (name, parameter):
+    embeddings (names holding "embed") N(0, 0.01²) with a zero ``pad_id`` row, recurrent
+    matrices orthogonal per gate, other matrices Xavier-uniform, biases zero. Meta tensors are
+    skipped."""
+    for name, p in named:
+        if p.is_meta:                              # a parameter count on the meta device
+            continue
+        if "embed" in name:
+            nn.init.normal_(p, std=0.01)
+            with torch.no_grad():
+                p[pad_id].zero_()
+        elif "weight_hh" in name:
+            for gate in p.chunk(3, dim=0):
+                nn.init.orthogonal_(gate)
+        elif p.dim() > 1:
+            nn.init.xavier_uniform_(p)
+        else:
+            nn.init.zeros_(p)
 
 
 class RNNSearch(nn.Module):
@@ -136,20 +174,7 @@ class RNNSearch(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        for name, p in self.named_parameters():
-            if p.is_meta:                          # a parameter count on the meta device
-                continue
-            if "embed" in name:
-                nn.init.normal_(p, std=0.01)
-                with torch.no_grad():
-                    p[self.pad_id].zero_()
-            elif "weight_hh" in name:
-                for gate in p.chunk(3, dim=0):
-                    nn.init.orthogonal_(gate)
-            elif p.dim() > 1:
-                nn.init.xavier_uniform_(p)
-            else:
-                nn.init.zeros_(p)
+        init_rnn_weights(self.named_parameters(), self.pad_id)
 
     @property
     def hidden_size(self) -> int:
@@ -162,34 +187,56 @@ class RNNSearch(nn.Module):
         return 2 * self.cfg.rnn_size
 
     @property
+    def emb_size(self) -> int:
+        """E (``RNNParts``)."""
+        return self.cfg.emb_size
+
+    @property
+    def rnn_size(self) -> int:
+        """H (``RNNParts``)."""
+        return self.cfg.rnn_size
+
+    @property
+    def readout_size(self) -> int:
+        """k·E, the readout's pre-activation size (``StepExtra.readout``; ``RNNParts``)."""
+        return self.cfg.maxout_part * self.cfg.emb_size
+
+    @property
+    def source_embedding(self) -> nn.Embedding:
+        """E_src (``RNNParts``)."""
+        return self.src_embed
+
+    @property
     def max_target_len(self) -> int:
         """``max_target_len`` of the config (an RNN has no position limit)."""
         return self.cfg.max_target_len
 
-    def encode(self, batch: SourceBatch) -> EncoderOutput:
+    def encode(self, batch: SourceBatch, h0: Tensor | None = None) -> EncoderOutput:
         """batch.src: (B, S) → annotations h_i (B, S, 2H), zeros at padding, and src_pad_mask
         (B, S). Packed, so a row's states do not depend on its padding. An all-padding row is
-        read as one token (its mask stays all True)."""
+        read as one token (its mask stays all True). h0: (2, B, H) initial states →h_0, ←h_{S+1}
+        of the forward and backward GRU (Init_enc, S2 §3.2.2); None = zeros."""
         src = batch.src
         pad = pad_mask(src, self.pad_id)                                     # (B, S)
         lengths = (~pad).sum(1).clamp(min=1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(self.src_embed(src), lengths, batch_first=True,
                                                    enforce_sorted=False)
-        out, _ = self.encoder(packed)
+        out, _ = self.encoder(packed, h0)
         states, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
         return EncoderOutput(states, pad)                                    # (B, S, 2H)
 
     # -- decoder pieces ------------------------------------------------------------------
-    def _init_s(self, states: Tensor, src_pad_mask: Tensor) -> Tensor:
-        """s_0 = tanh(W_init · pool(h) + b), pool = masked mean [C] or h_S [S2 eq. 3.3].
-        states: (B, S, 2H) → (B, H)."""
+    def _init_s(self, states: Tensor, src_pad_mask: Tensor, extra: Tensor | None = None) -> Tensor:
+        """s_0 = tanh(W_init · pool(h) + b [+ extra]), pool = masked mean [C] or h_S [S2 eq. 3.3];
+        extra (B, H): ``DecoderHook.s0`` (W_D D of S2 eq. 3.4). states: (B, S, 2H) → (B, H)."""
         keep = (~src_pad_mask).unsqueeze(-1).to(states.dtype)                # (B, S, 1)
         if self.cfg.init == "mean":
             pooled = (states * keep).sum(1) / keep.sum(1).clamp(min=1.0)
         else:
             last = keep.squeeze(-1).sum(1).long().sub(1).clamp(min=0)       # (B,)
             pooled = states[torch.arange(states.size(0), device=states.device), last]
-        return torch.tanh(self.init_proj(pooled))
+        pre = self.init_proj(pooled)
+        return torch.tanh(pre if extra is None else pre + extra)
 
     def _prev_embed(self, prev: Tensor, first: bool) -> Tensor:
         """E_tgt[y_{t-1}] of prev (B, T) whose first column is t = 0 when ``first``
@@ -207,10 +254,21 @@ class RNNSearch(nn.Module):
         alpha = torch.softmax(scores, dim=-1)
         return torch.bmm(alpha.unsqueeze(1), states).squeeze(1)              # (B, 2H)
 
-    def _readout(self, s: Tensor, c: Tensor, emb: Tensor) -> Tensor:
-        """o_t = tanh (or maxout) of W_o s_t + C_o c_t + V_o E[y_{t-1}] + b_o.
-        s: (…, H), c: (…, 2H), emb: (…, E) → (…, E)."""
+    def _gru2(self, c: Tensor, s_tilde: Tensor, extra: StepExtra | None) -> Tensor:
+        """s_t = GRU_2(state=s̃_t, input=c_t), with a hook's extra input ``extra.gru2`` (B, 3H)
+        and gate ``extra.keep`` (B, 3H) (``StepExtra``). c: (B, 2H), s_tilde: (B, H) → (B, H)."""
+        if extra is None or (extra.gru2 is None and extra.keep is None):
+            return self.gru2(c, s_tilde)
+        gi = F.linear(c, self.gru2.weight_ih)                                # (B, 3H)
+        gi = (gi if extra.keep is None else extra.keep * gi) + self.gru2.bias_ih
+        return gru_step(self.gru2, gi if extra.gru2 is None else gi + extra.gru2, s_tilde, extra.keep)
+
+    def _readout(self, s: Tensor, c: Tensor, emb: Tensor, extra: Tensor | None = None) -> Tensor:
+        """o_t = tanh (or maxout) of W_o s_t + C_o c_t + V_o E[y_{t-1}] + b_o [+ extra].
+        s: (…, H), c: (…, 2H), emb: (…, E), extra: (…, k·E) (``StepExtra.readout``) → (…, E)."""
         pre = self.readout(torch.cat([s, c, emb], dim=-1))                  # (…, k·E)
+        if extra is not None:
+            pre = pre + extra
         k = self.cfg.maxout_part
         if k == 1:
             return torch.tanh(pre)
@@ -222,26 +280,31 @@ class RNNSearch(nn.Module):
         return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask, float("-inf"))
 
     # -- the parts context models build on (models.interface.BackboneParts) --------------
-    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor, hook: DecoderHook | None = None) -> Tensor:
         """Teacher forcing. tgt_in: (B, T) = <s> y_1 … y_{T-1} → readouts o_t (B, T, E).
 
         Loop: for t = 1..T: s̃_t = GRU_1(s_{t-1}, ·) from the precomputed input projection;
-        c_t = attention(s̃_t); s_t = GRU_2(s̃_t, c_t). Then the readout over all t at once.
+        c_t = attention(s̃_t); [extra = hook.step(s_{t-1}, s̃_t, c_t, E[y_{t-1}])];
+        s_t = GRU_2(s̃_t, c_t [+ extra]). Then the readout over all t at once.
         """
         states = enc.states                                                  # (B, S, 2H)
         keys = self.attn_key(states)                                         # (B, S, A), once
         bias = self._score_bias(enc.src_pad_mask, states.dtype)
         emb = self._prev_embed(tgt_in, first=True)                           # (B, T, E)
         gi1 = F.linear(emb, self.gru1.weight_ih, self.gru1.bias_ih)         # (B, T, 3H)
-        s = self._init_s(states, enc.src_pad_mask)                           # (B, H)
-        ss, cs = [], []
+        step = None if hook is None else hook.step
+        s = self._init_s(states, enc.src_pad_mask, None if hook is None else hook.s0)   # (B, H)
+        ss, cs, rs = [], [], []
         for t in range(tgt_in.size(1)):
             s_tilde = gru_step(self.gru1, gi1[:, t], s)
             c = self._attend(s_tilde, keys, states, bias)
-            s = self.gru2(c, s_tilde)
+            extra = None if step is None else step(StepInputs(s, s_tilde, c, emb[:, t], hook.rows))
+            s = self._gru2(c, s_tilde, extra)
             ss.append(s)
             cs.append(c)
-        return self._readout(torch.stack(ss, 1), torch.stack(cs, 1), emb)
+            if extra is not None and extra.readout is not None:
+                rs.append(extra.readout)
+        return self._readout(torch.stack(ss, 1), torch.stack(cs, 1), emb, torch.stack(rs, 1) if rs else None)
 
     def output_logits(self, hidden: Tensor) -> Tensor:
         """hidden: (…, E) readouts → W_out dropout(o) + b_out, unnormalised scores (…, V)."""
@@ -249,27 +312,32 @@ class RNNSearch(nn.Module):
 
     def decode_step_hidden(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
         """One step. prev_tokens: (B,) → (readout o_t (B, E), state); updates ``state`` in place
-        (s_t, ``step``)."""
+        (s_t, ``step``); applies ``state.hook``'s step."""
         emb = self._prev_embed(prev_tokens[:, None], first=state.step == 0)[:, 0]   # (B, E)
         s_tilde = self.gru1(emb, state.s)
         c = self._attend(s_tilde, state.keys, state.states, state.score_bias)
-        state.s = self.gru2(c, s_tilde)
+        hook = state.hook
+        extra = None if hook is None or hook.step is None else hook.step(StepInputs(state.s, s_tilde, c, emb, hook.rows))
+        state.s = self._gru2(c, s_tilde, extra)
         state.step += 1
-        return self._readout(state.s, c, emb), state
+        return self._readout(state.s, c, emb, None if extra is None else extra.readout), state
 
     # -- the model contract ------------------------------------------------------------------
-    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
+    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None,
+                     hook: DecoderHook | None = None) -> Tensor:
         """Teacher forcing. tgt_in: (B, T) → logits (B, T, V), or (N, V) at the positions where
-        ``select`` (B, T) is True (the output layer runs only there)."""
-        hidden = self.decode_hidden(enc, tgt_in)
+        ``select`` (B, T) is True (the output layer runs only there); ``hook``: a context
+        model's ``DecoderHook`` for the B rows."""
+        hidden = self.decode_hidden(enc, tgt_in, hook)
         return self.output_logits(hidden if select is None else hidden[select])
 
-    def init_state(self, enc: EncoderOutput) -> DecoderState:
+    def init_state(self, enc: EncoderOutput, hook: DecoderHook | None = None) -> DecoderState:
         """s_0, the attention keys U_a h_i (computed once here) and the padding bias.
-        enc.states: (B, S, 2H)."""
+        enc.states: (B, S, 2H); ``hook`` (B rows) is kept in the state."""
         states = enc.states
-        return DecoderState(self._init_s(states, enc.src_pad_mask), self.attn_key(states), states,
-                            self._score_bias(enc.src_pad_mask, states.dtype), 0)
+        s0 = self._init_s(states, enc.src_pad_mask, None if hook is None else hook.s0)
+        return DecoderState(s0, self.attn_key(states), states, self._score_bias(enc.src_pad_mask, states.dtype), 0,
+                            hook)
 
     def decode_step(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
         """One step. prev_tokens: (B,) last emitted ids (``<s>`` first) → (log-probs (B, V)
