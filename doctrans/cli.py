@@ -231,10 +231,13 @@ def average_cmd(checkpoints: tuple[str, ...], last: int, run_dir: str | None, ou
               help="Context models (e.g. HAN): write pictures of the sentence- and word-level context attention "
                    "for each word of N sampled translated sentences (HAN paper Table 5) to --explain-dir.")
 @click.option("--explain-dir", default="", help="Where --explain-context writes [default: OUTPUT.explain/].")
+@click.option("--context-option", "context_options", multiple=True, metavar="KEY=VALUE",
+              help="Override a field of the checkpoint's context config (repeatable), e.g. a test-time "
+                   "ablation: --context-option test_ablation=null. An unknown key is an error.")
 def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
                   input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator,
                   dp_input, dp_nbest, dp_combine, dp_weights, dp_docs, write_lattice, encoding_errors, resume,
-                  max_source_len, explain_context, explain_dir) -> None:
+                  max_source_len, explain_context, explain_dir, context_options) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
     The output has exactly as many lines as the input; an empty input line gives an empty
@@ -257,7 +260,8 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
                         dp_input=dp_input, dp_nbest=dp_nbest, dp_combine=dp_combine, dp_weights=dp_weights,
                         dp_docs=dp_docs, write_lattice=write_lattice, encoding_errors=encoding_errors,
                         resume=resume, max_source_len=max_source_len, workers=workers,
-                        group_lines=group_lines, explain_context=explain_context, explain_dir=explain_dir))
+                        group_lines=group_lines, explain_context=explain_context, explain_dir=explain_dir,
+                        context_options=tuple(context_options)))
 
 
 # --- annotate-dp (doctrans/dp/corpus.py, doctrans/dp/apply.py) -------------------------------------------

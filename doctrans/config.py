@@ -225,6 +225,30 @@ def parse_overrides(overrides: list[str] | tuple[str, ...]) -> dict:
     return tree
 
 
+def override_context(context: Any, options: list[str] | tuple[str, ...], source: str = "--context-option") -> Any:
+    """``context`` (a context model's config dataclass) with ``["KEY=VALUE", …]`` applied
+    (values parsed as YAML, e.g. a checkpoint's ``test_ablation`` changed at translate time);
+    ``context`` itself when there are none. Raises ConfigError for a malformed option, an
+    unknown key (naming the known ones), ``type``, or options without a context model."""
+    if not options:
+        return context
+    if context is None:
+        raise ConfigError(f"{source}: the model has no context model to set {', '.join(options)} on")
+    tree = to_dict(context)
+    for item in options:
+        key, eq, raw = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise ConfigError(f"{source}: '{item}' is not of the form KEY=VALUE")
+        if key == "type":
+            raise ConfigError(f"{source}: the context model's type cannot be changed (it is {context.type!r})")
+        if key not in tree:
+            raise ConfigError(f"{source}: unknown key '{key}' of context model {context.type!r} "
+                              f"(known: {', '.join(sorted(k for k in tree if k != 'type'))})")
+        tree[key] = yaml.safe_load(raw)
+    return from_dict(type(context), tree, "context", source)
+
+
 def load_experiment(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
     """Load an experiment YAML (following ``extends``) and apply ``key=value`` overrides."""
     tree = merge_trees(load_yaml_tree(Path(path)), parse_overrides(overrides))

@@ -140,6 +140,34 @@ def load_doc_data(src_path: Path, tgt_path: Path, docs_path: Path, src_vocab: Vo
     return DocData(src, tgt, doc, pos, is_target, names, doc_start)
 
 
+def filter_context_tuples(data: DocData, rules, context_sents: int) -> dict[str, int]:
+    """Unmark (``is_target`` False, in place) the target lines whose tuple (x, previous N source
+    sentences, y) a context model refuses: ``rules`` is its ``context_filter(src_len, tgt_len,
+    ctx_len)`` (``models/context/base.py``; lengths without ``</s>``, ctx_len (n, N) oldest
+    first, −1 before the document start) → {rule: (n,) bool drop mask}. A refused line stays as
+    the context of the next ones. Logs and returns, per rule, how many target lines it removes
+    (a line may fail several rules)."""
+    n = len(data)
+    src_len = np.fromiter((len(x) - 1 for x in data.src), dtype=np.int64, count=n)
+    tgt_len = np.fromiter((len(x) - 1 for x in data.tgt), dtype=np.int64, count=n)
+    lines = np.arange(n, dtype=np.int64)
+    ctx_len = np.full((n, context_sents), -1, dtype=np.int64)
+    for k in range(context_sents):                          # column k: sentence m − (N − k)
+        prev = lines - (context_sents - k)
+        ok = prev >= data.doc_start[data.doc]
+        ctx_len[ok, k] = src_len[prev[ok]]
+    counts = {}
+    drop = np.zeros(n, dtype=bool)
+    for name, mask in rules(src_len, tgt_len, ctx_len).items():
+        mask = np.asarray(mask, dtype=bool) & data.is_target
+        counts[name] = int(mask.sum())
+        drop |= mask
+        log.info("context tuple filter %s: %d of %d training tuples removed", name, counts[name],
+                 int(data.is_target.sum()))
+    data.is_target &= ~drop
+    return counts
+
+
 def load_doc_split(prepared: Path, split: str, src_vocab: Vocab, tgt_vocab: Vocab, max_len: int = 0,
                    src_suffix: str = "bpe.zh", tgt_suffix: str = "bpe.en", src_dir: Path | None = None) -> DocData:
     """``load_doc_data`` of ``PREPARED/{split}.{src_suffix}`` (or ``src_dir``'s, e.g. an

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from doctrans.config import override_context
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
@@ -70,6 +71,7 @@ class TranslateConfig:
     group_lines: int = GROUP_LINES    # directory input: documents translated together up to N lines
     explain_context: int = 0          # pictures of the context attention of N sampled sentences
     explain_dir: str = ""             # where they go [default: OUTPUT.explain/]
+    context_options: tuple[str, ...] = ()   # KEY=VALUE overrides of the checkpoint's context config
 
 
 def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, beam: int,
@@ -154,7 +156,10 @@ class Translator:
         exp = config_of(ckpt)
         self.cfg = cfg
         self.src_vocab, self.tgt_vocab = Vocab(ckpt["vocab"]["src"]), Vocab(ckpt["vocab"]["tgt"])
-        self.model = build_model(exp.model, len(self.src_vocab), len(self.tgt_vocab), context=exp.context)
+        context = override_context(exp.context, cfg.context_options)       # e.g. a test-time ablation
+        if context is not exp.context:
+            log.info("context model %s with %s", context.type, ", ".join(cfg.context_options))
+        self.model = build_model(exp.model, len(self.src_vocab), len(self.tgt_vocab), context=context)
         self.model.load_state_dict(ckpt["model"])
         self.model.to(resolve_device(cfg.device))
         self.model.eval()

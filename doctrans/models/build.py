@@ -20,6 +20,7 @@ from doctrans.models.context.concat import ConcatConfig, ConcatContext
 from doctrans.models.context.global_context import HGC, HGCConfig
 from doctrans.models.context.han import HAN, HANConfig
 from doctrans.models.context.hier_rnn import HRNN, HRNNConfig
+from doctrans.models.context.inter_sentence_gate import InterSentenceGate, ISGConfig
 from doctrans.models.context.multi_encoder import MultiEncoder, MultiEncoderConfig
 
 DEFAULT_BACKBONE = "transformer"
@@ -36,6 +37,7 @@ CONTEXT_MODELS = {
     "qcn": (QCNConfig, QCN),
     "hrnn": (HRNNConfig, HRNN),
     "multi_encoder": (MultiEncoderConfig, MultiEncoder),
+    "isg": (ISGConfig, InterSentenceGate),
 }
 
 

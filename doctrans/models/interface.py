@@ -191,11 +191,15 @@ class StepExtra:
     GRU_2 enters as W_a a, in the r, z and n blocks: S2 eq. 3.6, 3.8, 3.9); keep: (B, 3H)
     multiplies GRU_2's input and hidden pre-activations W_ih c_t and W_hh s̃_t before their
     biases are added (a context gate interpolating them, models.md §2.1 ``lcnmt``); readout:
-    (B, k·E) added to the readout's pre-activation (e.g. C'_o c'_t, models.md §2.2)."""
+    (B, k·E) added to the readout's pre-activation (e.g. C'_o c'_t, models.md §2.2);
+    gru2_input: (B, 3H) *replaces* GRU_2's input projection W_ih c_t (b_ih, ``gru2`` and
+    ``keep`` still apply; the readout keeps c_t), e.g. W_ih((1 − z_t) ⊙ c_t) + C_1(z_t ⊙ c^a_t)
+    of the inter-sentence gate (models.md §2.4, with ``RNNParts.project_gru2_input``)."""
 
     gru2: Tensor | None = None
     keep: Tensor | None = None
     readout: Tensor | None = None
+    gru2_input: Tensor | None = None
 
 
 @dataclass
@@ -219,8 +223,8 @@ class DecoderHook:
 
 @runtime_checkable
 class RNNParts(Protocol):
-    """What a context model that works *inside* an RNN encoder–decoder (HRNN, multi-encoder:
-    models.md §2.1–2.2) uses of the RNNSearch backbone: initial encoder states and the decoder
+    """What a context model that works *inside* an RNN encoder–decoder (HRNN, multi-encoder,
+    inter-sentence gate: models.md §2.1, 2.2, 2.4) uses of the RNNSearch backbone: initial encoder states and the decoder
     hooks (``DecoderHook``). Every context parameter stays the context model's own, so
     ``train.freeze: ["backbone.*"]`` trains only them (S2 §3.6)."""
 
@@ -242,6 +246,11 @@ class RNNParts(Protocol):
     @property
     def source_embedding(self) -> Any:
         """E_src, an ``nn.Embedding``."""
+        ...
+
+    def project_gru2_input(self, c: Tensor) -> Tensor:
+        """GRU_2's input projection W_ih c without bias: c (…, 2H) → (…, 3H) (for a hook's
+        ``StepExtra.gru2_input``)."""
         ...
 
     def encode(self, batch: SourceBatch, h0: Tensor | None = None) -> EncoderOutput:

@@ -20,8 +20,8 @@ import yaml
 
 from doctrans.config import ExperimentConfig, to_dict
 from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches
-from doctrans.data.documents import (DOC_BATCHING, DOC_BUDGETS, DocBatchSpec, DocData, collate_doc, load_doc_split,
-                                     make_doc_batches)
+from doctrans.data.documents import (DOC_BATCHING, DOC_BUDGETS, DocBatchSpec, DocData, collate_doc,
+                                     filter_context_tuples, load_doc_split, make_doc_batches)
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
 from doctrans.evaluation.score import bleu_tok_lc
@@ -281,6 +281,8 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), src_vocab.pad_id, cfg.context).to(device)
     if reads_documents(model):                                # a context model reads documents
         train, dev, dev_refs = load_doc_splits(cfg, src_vocab, tgt_vocab)
+        if hasattr(model, "context_filter"):                 # the model's training-tuple filter
+            filter_context_tuples(train, model.context_filter, getattr(model, "context_sents", 0))
         task = DocNMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device,
                           getattr(model, "context_sents", 0), getattr(model, "context_block", 0))
     else:

@@ -30,7 +30,9 @@ def _tiny_context(path) -> dict:
 VARIANTS = {p.stem: _tiny_context(p) for p in CONTEXT_YAMLS}
 BACKBONE = {p.stem: load_experiment(p).model.backbone for p in CONTEXT_YAMLS}   # its tiny YAML is used
 N = {name: v.get("context_sents", 2) for name, v in VARIANTS.items()}     # ≤ 2 (multi_encoder: 1)
-NULL_HISTORY = {"hrnn"}     # no history = a NULL sentence read by the model, not the backbone (models.md §2.1)
+# no history = a sentence read by the model, not the backbone: HRNN's NULL sentence (models.md §2.1),
+# ISG's (eos, eos, eos) (§2.4)
+NULL_HISTORY = {"hrnn", "isg"}
 
 
 def reads_context(name: str) -> bool:
@@ -95,8 +97,8 @@ def test_incremental_decoding_matches_teacher_forcing(name):
 def test_no_context_is_the_sentence_model(name):
     """A row without context (document start) gets exactly the output of a sentence batch (no
     ctx / block at all), which for a model of previous sentences is the backbone's; QCN, a
-    sub-document model (HGC: its gate, tests/unit/test_global_context.py) and HRNN (it reads a
-    NULL sentence: tests/unit/test_hier_rnn.py) have their own."""
+    sub-document model (HGC: its gate, tests/unit/test_global_context.py), HRNN (it reads a
+    NULL sentence: tests/unit/test_hier_rnn.py) and ISG (eos³: tests/unit/test_isg.py) have their own."""
     m, b = model(name), doc_batch(N[name])
     with torch.no_grad():
         ctx_logits = m.decode_train(m.encode(b), b.tgt_in)

@@ -34,12 +34,14 @@ pass: teacher forcing computes GRU_1's input projection W E_tgt[y_{t-1}] for all
 matmul and loops over t only for GRU_1's hidden part, the attention and GRU_2; the readout and
 the output layer run once over all positions after the loop.
 
-Context hooks (``models.interface.RNNParts``, for ``models/context/{hier_rnn,multi_encoder}.py``):
+Context hooks (``models.interface.RNNParts``, for ``models/context/{hier_rnn,multi_encoder,inter_sentence_gate}.py``):
 ``encode(batch, h0)`` starts both encoder GRUs from given states (Init_enc); a ``DecoderHook``
 adds a term to s_0's pre-activation (Init_dec) and, through a per-step callback on
 (s_{t-1}, s̃_t, c_t, E[y_{t-1}]), an extra input to GRU_2 and an extra readout term (Auxi,
-Gating Auxi, the multi-encoder's c'_t); the hook's per-row tensors travel in ``DecoderState``
-through beam reordering. With an extra input GRU_2 is computed explicitly (``gru_step``, the same
+Gating Auxi, the multi-encoder's c'_t), or replaces GRU_2's input projection W_ih c_t while the
+readout keeps c_t (the inter-sentence gate's [z ⊙ c^a ; (1 − z) ⊙ c^b], ``project_gru2_input``
+giving W_ih of any vector); the hook's per-row tensors travel in ``DecoderState`` through beam
+reordering. With an extra input GRU_2 is computed explicitly (``gru_step``, the same
 maths as ``nn.GRUCell``), the extra projection being the context model's parameter.
 
 Configs: ``pipelines/rnnsearch/tiny.yaml`` (tests, seconds), ``small.yaml`` (E = H = 256, Adam;
@@ -206,6 +208,10 @@ class RNNSearch(nn.Module):
         """E_src (``RNNParts``)."""
         return self.src_embed
 
+    def project_gru2_input(self, c: Tensor) -> Tensor:
+        """GRU_2's input projection without its bias, W_ih c (``RNNParts``): c (…, 2H) → (…, 3H)."""
+        return F.linear(c, self.gru2.weight_ih)
+
     @property
     def max_target_len(self) -> int:
         """``max_target_len`` of the config (an RNN has no position limit)."""
@@ -255,11 +261,12 @@ class RNNSearch(nn.Module):
         return torch.bmm(alpha.unsqueeze(1), states).squeeze(1)              # (B, 2H)
 
     def _gru2(self, c: Tensor, s_tilde: Tensor, extra: StepExtra | None) -> Tensor:
-        """s_t = GRU_2(state=s̃_t, input=c_t), with a hook's extra input ``extra.gru2`` (B, 3H)
-        and gate ``extra.keep`` (B, 3H) (``StepExtra``). c: (B, 2H), s_tilde: (B, H) → (B, H)."""
-        if extra is None or (extra.gru2 is None and extra.keep is None):
+        """s_t = GRU_2(state=s̃_t, input=c_t), with a hook's replacement ``extra.gru2_input``
+        (B, 3H) of the input projection W_ih c_t, extra input ``extra.gru2`` (B, 3H) and gate
+        ``extra.keep`` (B, 3H) (``StepExtra``). c: (B, 2H), s_tilde: (B, H) → (B, H)."""
+        if extra is None or (extra.gru2 is None and extra.keep is None and extra.gru2_input is None):
             return self.gru2(c, s_tilde)
-        gi = F.linear(c, self.gru2.weight_ih)                                # (B, 3H)
+        gi = F.linear(c, self.gru2.weight_ih) if extra.gru2_input is None else extra.gru2_input   # (B, 3H)
         gi = (gi if extra.keep is None else extra.keep * gi) + self.gru2.bias_ih
         return gru_step(self.gru2, gi if extra.gru2 is None else gi + extra.gru2, s_tilde, extra.keep)
 

@@ -14,8 +14,8 @@ Training batches (``data/documents.py``) and document translation (``inference/d
 build such batches the same way (at translation time the context rows carry the model's own
 1-best outputs as ``tgt_in``), so every sentence is encoded once per batch and a context model
 has one code path for training and search. ``context_sents`` (N) and ``context_needs_target``
-tell the data path and the translator what to provide; nothing outside ``models/`` names a
-context model.
+tell the data path and the translator what to provide, and ``context_filter`` which training
+tuples to skip; nothing outside ``models/`` names a context model.
 """
 from __future__ import annotations
 
@@ -210,6 +210,14 @@ class ContextModel(nn.Module):
 
     def decode_step(self, state, prev_tokens: Tensor):
         return self.backbone.decode_step(state, prev_tokens)
+
+    def context_filter(self, src_len, tgt_len, ctx_len) -> dict:
+        """Training tuples the model refuses (e.g. S3's length filter, models.md §2.4), applied
+        to the train split by the data path (``data.documents.filter_context_tuples``): src_len,
+        tgt_len (n,) int arrays of the tokens of x and y (``</s>`` not counted); ctx_len (n, N)
+        tokens of each previous sentence, −1 where it does not exist → {rule name: (n,) bool
+        array, True = not a training target}. None by default."""
+        return {}
 
     def auxiliary_losses(self, enc: EncoderOutput, batch) -> dict[str, Tensor]:
         """Training-only loss terms (``models.interface.AuxiliaryLosses``): {name: scalar per-sentence
