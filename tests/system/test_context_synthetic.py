@@ -96,6 +96,7 @@ CONTEXTS = {
     "hrnn": (RNN, ["context={type: hrnn, context_sents: 3, init_enc: true, init_dec: true, auxi: true, "
                    "gating: true}"], 300),
     "multi_encoder": (RNN, ["context={type: multi_encoder, context_sents: 1}"], 300),
+    "isg": (RNN, ["context={type: isg, context_sents: 1}"], 300),
     # QCN (models.md §2.6) with positions in its capsules: §2.6's capsules are E_src[w] + sentence
     # distance, a bag of words that cannot tell which word came first (qcn_bag below)
     "qcn": (TRANSFORMER, ["context={type: qcn, context_sents: 1, heads: 4, dropout: 0.0, "
