@@ -209,22 +209,27 @@ class DecoderHook:
     rows: per-row tensors (B, …) the hook reads (e.g. the global context D (B, H)); kept
     aligned with the decoder state in beam search (``select``). s0: (B, H) added to the
     pre-activation of s_0 (Init_dec, S2 eq. 3.4) or None. step: ``StepInputs`` → ``StepExtra``,
-    called once per target position, or None."""
+    called once per target position, or None. readout_state: (s_t (B, T, H), c_t (B, T, 2H),
+    rows) → the states (B, T, H) the readout reads instead of s_t (the recurrence keeps s_t; e.g.
+    the continuous cache's ŝ_t, models.md §2.3), called once over all positions in teacher
+    forcing and with T = 1 per incremental step, or None."""
 
     rows: dict[str, Tensor] = field(default_factory=dict)
     s0: Tensor | None = None
     step: Callable[[StepInputs], StepExtra] | None = None
+    readout_state: Callable[[Tensor, Tensor, dict[str, Tensor]], Tensor] | None = None
 
     def select(self, index: Tensor) -> "DecoderHook":
-        """Rows ``index`` (B',) of ``rows`` and ``s0``; the same ``step``."""
+        """Rows ``index`` (B',) of ``rows`` and ``s0``; the same callbacks."""
         return DecoderHook({k: v.index_select(0, index) for k, v in self.rows.items()},
-                           None if self.s0 is None else self.s0.index_select(0, index), self.step)
+                           None if self.s0 is None else self.s0.index_select(0, index), self.step,
+                           self.readout_state)
 
 
 @runtime_checkable
 class RNNParts(Protocol):
     """What a context model that works *inside* an RNN encoder–decoder (HRNN, multi-encoder,
-    inter-sentence gate: models.md §2.1, 2.2, 2.4) uses of the RNNSearch backbone: initial encoder states and the decoder
+    continuous cache, inter-sentence gate: models.md §2.1–2.4) uses of the RNNSearch backbone: initial encoder states and the decoder
     hooks (``DecoderHook``). Every context parameter stays the context model's own, so
     ``train.freeze: ["backbone.*"]`` trains only them (S2 §3.6)."""
 
@@ -266,6 +271,12 @@ class RNNParts(Protocol):
     def init_state(self, enc: EncoderOutput, hook: DecoderHook | None = None) -> DecoderState:
         """``Seq2SeqModel.init_state``; the state carries ``hook``, reordered with it, and
         ``decode_step`` applies it."""
+        ...
+
+    def decode_states(self, enc: EncoderOutput, tgt_in: Tensor, hook: DecoderHook | None = None
+                      ) -> tuple[Tensor, Tensor]:
+        """Teacher forcing: tgt_in (B, T) → decoder states s_t (B, T, H) and attention contexts
+        c_t (B, T, 2H) of every step."""
         ...
 
 

@@ -34,14 +34,16 @@ pass: teacher forcing computes GRU_1's input projection W E_tgt[y_{t-1}] for all
 matmul and loops over t only for GRU_1's hidden part, the attention and GRU_2; the readout and
 the output layer run once over all positions after the loop.
 
-Context hooks (``models.interface.RNNParts``, for ``models/context/{hier_rnn,multi_encoder,inter_sentence_gate}.py``):
+Context hooks (``models.interface.RNNParts``, for ``models/context/{hier_rnn,multi_encoder,inter_sentence_gate,cache}.py``):
 ``encode(batch, h0)`` starts both encoder GRUs from given states (Init_enc); a ``DecoderHook``
 adds a term to s_0's pre-activation (Init_dec) and, through a per-step callback on
 (s_{t-1}, s̃_t, c_t, E[y_{t-1}]), an extra input to GRU_2 and an extra readout term (Auxi,
 Gating Auxi, the multi-encoder's c'_t), or replaces GRU_2's input projection W_ih c_t while the
 readout keeps c_t (the inter-sentence gate's [z ⊙ c^a ; (1 − z) ⊙ c^b], ``project_gru2_input``
-giving W_ih of any vector); the hook's per-row tensors travel in ``DecoderState`` through beam
-reordering. With an extra input GRU_2 is computed explicitly (``gru_step``, the same
+giving W_ih of any vector); a ``readout_state`` callback on (s_t, c_t) gives the state the
+readout reads instead of s_t while the recurrence keeps s_t (the continuous cache's ŝ_t), and
+``decode_states`` returns the teacher-forced s_t and c_t; the hook's per-row tensors travel in
+``DecoderState`` through beam reordering. With an extra input GRU_2 is computed explicitly (``gru_step``, the same
 maths as ``nn.GRUCell``), the extra projection being the context model's parameter.
 
 Configs: ``pipelines/rnnsearch/tiny.yaml`` (tests, seconds), ``small.yaml`` (E = H = 256, Adam;
@@ -290,10 +292,27 @@ class RNNSearch(nn.Module):
     def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor, hook: DecoderHook | None = None) -> Tensor:
         """Teacher forcing. tgt_in: (B, T) = <s> y_1 … y_{T-1} → readouts o_t (B, T, E).
 
-        Loop: for t = 1..T: s̃_t = GRU_1(s_{t-1}, ·) from the precomputed input projection;
-        c_t = attention(s̃_t); [extra = hook.step(s_{t-1}, s̃_t, c_t, E[y_{t-1}])];
-        s_t = GRU_2(s̃_t, c_t [+ extra]). Then the readout over all t at once.
+        Loop (``_recur``): for t = 1..T: s̃_t = GRU_1(s_{t-1}, ·) from the precomputed input
+        projection; c_t = attention(s̃_t); [extra = hook.step(s_{t-1}, s̃_t, c_t, E[y_{t-1}])];
+        s_t = GRU_2(s̃_t, c_t [+ extra]). Then the readout over all t at once, reading
+        ``hook.readout_state``'s ŝ_t instead of s_t where the hook has one.
         """
+        ss, cs, emb, rs = self._recur(enc, tgt_in, hook)
+        if hook is not None and hook.readout_state is not None:
+            ss = hook.readout_state(ss, cs, hook.rows)
+        return self._readout(ss, cs, emb, rs)
+
+    def decode_states(self, enc: EncoderOutput, tgt_in: Tensor, hook: DecoderHook | None = None
+                      ) -> tuple[Tensor, Tensor]:
+        """Teacher forcing. tgt_in: (B, T) → the decoder states s_t (B, T, H) and attention
+        contexts c_t (B, T, 2H) of every step (``RNNParts``; e.g. a cache's values and keys)."""
+        ss, cs, _, _ = self._recur(enc, tgt_in, hook)
+        return ss, cs
+
+    def _recur(self, enc: EncoderOutput, tgt_in: Tensor, hook: DecoderHook | None
+               ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """The teacher-forced recurrence of ``decode_hidden`` → s_t (B, T, H), c_t (B, T, 2H),
+        E[y_{t-1}] (B, T, E) and the hook's readout terms (B, T, k·E) or None."""
         states = enc.states                                                  # (B, S, 2H)
         keys = self.attn_key(states)                                         # (B, S, A), once
         bias = self._score_bias(enc.src_pad_mask, states.dtype)
@@ -311,7 +330,7 @@ class RNNSearch(nn.Module):
             cs.append(c)
             if extra is not None and extra.readout is not None:
                 rs.append(extra.readout)
-        return self._readout(torch.stack(ss, 1), torch.stack(cs, 1), emb, torch.stack(rs, 1) if rs else None)
+        return torch.stack(ss, 1), torch.stack(cs, 1), emb, torch.stack(rs, 1) if rs else None
 
     def output_logits(self, hidden: Tensor) -> Tensor:
         """hidden: (…, E) readouts → W_out dropout(o) + b_out, unnormalised scores (…, V)."""
@@ -319,7 +338,7 @@ class RNNSearch(nn.Module):
 
     def decode_step_hidden(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
         """One step. prev_tokens: (B,) → (readout o_t (B, E), state); updates ``state`` in place
-        (s_t, ``step``); applies ``state.hook``'s step."""
+        (s_t, ``step``); applies ``state.hook``'s step and readout state."""
         emb = self._prev_embed(prev_tokens[:, None], first=state.step == 0)[:, 0]   # (B, E)
         s_tilde = self.gru1(emb, state.s)
         c = self._attend(s_tilde, state.keys, state.states, state.score_bias)
@@ -327,7 +346,10 @@ class RNNSearch(nn.Module):
         extra = None if hook is None or hook.step is None else hook.step(StepInputs(state.s, s_tilde, c, emb, hook.rows))
         state.s = self._gru2(c, s_tilde, extra)
         state.step += 1
-        return self._readout(state.s, c, emb, None if extra is None else extra.readout), state
+        s_read = state.s
+        if hook is not None and hook.readout_state is not None:
+            s_read = hook.readout_state(state.s[:, None], c[:, None], hook.rows)[:, 0]
+        return self._readout(s_read, c, emb, None if extra is None else extra.readout), state
 
     # -- the model contract ------------------------------------------------------------------
     def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None,
