@@ -15,6 +15,7 @@ from torch import nn
 
 from doctrans.models.backbones.rnnsearch import RNNSearch, RNNSearchConfig
 from doctrans.models.backbones.transformer import Transformer, TransformerConfig
+from doctrans.models.context.cache import CacheConfig, ContinuousCache
 from doctrans.models.context.capsule import QCN, QCNConfig
 from doctrans.models.context.concat import ConcatConfig, ConcatContext
 from doctrans.models.context.global_context import HGC, HGCConfig
@@ -38,6 +39,7 @@ CONTEXT_MODELS = {
     "hrnn": (HRNNConfig, HRNN),
     "multi_encoder": (MultiEncoderConfig, MultiEncoder),
     "isg": (ISGConfig, InterSentenceGate),
+    "cache": (CacheConfig, ContinuousCache),
 }
 
 
