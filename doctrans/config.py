@@ -227,7 +227,8 @@ def parse_overrides(overrides: list[str] | tuple[str, ...]) -> dict:
 
 def override_context(context: Any, options: list[str] | tuple[str, ...], source: str = "--context-option") -> Any:
     """``context`` (a context model's config dataclass) with ``["KEY=VALUE", …]`` applied
-    (values parsed as YAML, e.g. a checkpoint's ``test_ablation`` changed at translate time);
+    (values of ``str`` fields taken as written, others parsed as YAML; e.g. a checkpoint's
+    ``test_ablation`` changed at translate time);
     ``context`` itself when there are none. Raises ConfigError for a malformed option, an
     unknown key (naming the known ones), ``type``, or options without a context model."""
     if not options:
@@ -235,6 +236,7 @@ def override_context(context: Any, options: list[str] | tuple[str, ...], source:
     if context is None:
         raise ConfigError(f"{source}: the model has no context model to set {', '.join(options)} on")
     tree = to_dict(context)
+    types = {f.name: str(f.type) for f in dataclasses.fields(context)}
     for item in options:
         key, eq, raw = item.partition("=")
         key = key.strip()
@@ -245,7 +247,7 @@ def override_context(context: Any, options: list[str] | tuple[str, ...], source:
         if key not in tree:
             raise ConfigError(f"{source}: unknown key '{key}' of context model {context.type!r} "
                               f"(known: {', '.join(sorted(k for k in tree if k != 'type'))})")
-        tree[key] = yaml.safe_load(raw)
+        tree[key] = raw.strip() if types[key] == "str" else yaml.safe_load(raw)    # test_ablation=null: "null"
     return from_dict(type(context), tree, "context", source)
 
 

@@ -10,7 +10,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pytest
 import torch
+from click.testing import CliRunner
 
+from doctrans.cli import cli
 from doctrans.config import ConfigError, load_experiment, override_context, to_dict
 from doctrans.data.documents import DocData, filter_context_tuples
 from doctrans.data.text import TextProcessor
@@ -256,6 +258,7 @@ def test_context_option_overrides_the_checkpoint_config(tmp_path):
     docs = [["t1 t2 t3", "t4 t5"], ["t9 t9 t8 t7 t6", "t4 t5"]]
     outs = [zero.translate(d, doc_ids=["d", "d"])[1] for d in docs]
     assert outs[0] == outs[1]
+    assert override_context(exp.context, ["test_ablation=null"]).test_ablation == "null"   # not YAML's None
     with pytest.raises(ConfigError, match="unknown key 'ablation'.*test_ablation"):
         translator("ablation=zero")
     with pytest.raises(ValueError, match="test_ablation"):
@@ -265,3 +268,12 @@ def test_context_option_overrides_the_checkpoint_config(tmp_path):
     with pytest.raises(ConfigError, match="no context model"):
         override_context(None, ["test_ablation=zero"])
     assert override_context(exp.context, []) is exp.context
+    src = tmp_path / "in.txt"
+    src.write_text("t1 t2 t3\nt4 t5\n", encoding="utf-8")
+    args = ["translate", "-c", str(ck), "-i", str(src), "-o", str(tmp_path / "out.txt"), "--input-format", "bpe",
+            "--tokenized", "--beam", "1", "--threads", "1", "--max-len-extra", "3"]
+    res = CliRunner().invoke(cli, args + ["--context-option", "test_ablation=null"])
+    assert res.exit_code == 0, res.output
+    assert len((tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()) == 2
+    res = CliRunner().invoke(cli, args + ["--context-option", "ablation=null"])
+    assert isinstance(res.exception, ConfigError) and "unknown key 'ablation'" in str(res.exception)

@@ -84,7 +84,8 @@ class InterSentenceGate(ContextModel):
         for name, value, allowed in (("gate_on", cfg.gate_on, GATE_ON), ("empty_context", cfg.empty_context,
                                      EMPTY_CONTEXTS), ("test_ablation", cfg.test_ablation, ABLATIONS)):
             if value not in allowed:
-                raise ValueError(f"context.{name} must be one of {allowed}, got {value!r}")
+                hint = " (YAML reads a bare null as None: write 'null')" if value is None else ""
+                raise ValueError(f"context.{name} must be one of {allowed}, got {value!r}{hint}")
         if cfg.max_len < 0 or cfg.max_len_ratio < 0:
             raise ValueError(f"context.max_len and max_len_ratio must be ≥ 0, got {cfg.max_len}, {cfg.max_len_ratio}")
         self.cfg = cfg
