@@ -165,7 +165,10 @@ def score_items(model, items: Sequence[Item], src: Sequence[np.ndarray], tgt: Se
     a sub-document model, ``context_block`` > 0, reads an item's context lines as its
     sub-document instead: ``model_context``).
     The decoding path is the loss's (``training.loss.target_logits``), so a score here is the
-    model's training-time log-likelihood without label smoothing or dropout."""
+    model's training-time log-likelihood without label smoothing or dropout. Items of the same
+    line and context (e.g. a reference and its contrastive variants) are encoded once and
+    decoded each (a model's encoding of a sentence reads sources and its context, never the
+    sentence's own target)."""
     from tqdm import tqdm
 
     from doctrans.training.loss import target_logits
@@ -175,16 +178,40 @@ def score_items(model, items: Sequence[Item], src: Sequence[np.ndarray], tgt: Se
     blocks = getattr(model, "context_block", 0) > 0
     n = getattr(model, "context_sents", 0) if blocks else len(items[0].context) if items else 0
     out = [[None] * len(items) for _ in blank]
-    groups = _batches(items, src, max_tokens, shared=not blocks)
+    unit_of: dict[tuple, int] = {}                  # items of one line and context are encoded once
+    units: list[Item] = []
+    members: list[list[int]] = []
+    for i, it in enumerate(items):
+        key = (it.line, it.context)
+        if key not in unit_of:
+            unit_of[key] = len(units)
+            units.append(it)
+            members.append([])
+        members[unit_of[key]].append(i)
+    groups = _batches(units, src, max_tokens, shared=not blocks)
     for group in tqdm(groups, desc="score", unit="batch", disable=not progress):
+        idx = [i for u in group for i in members[u]]
+        rows = torch.tensor([k for k, u in enumerate(group) for _ in members[u]], device=device)
+        dec = _targets_batch([items[i].tgt for i in idx], pad_id, bos_id).to(device)
         for c, b in enumerate(blank):
-            batch = _collate([items[i] for i in group], src, tgt, n, pad_id, bos_id, b, blocks).to(device)
-            enc = model.encode(batch)
-            for rows, logits, gold, keep in target_logits(model, enc, batch, pad_id):
+            batch = _collate([units[u] for u in group], src, tgt, n, pad_id, bos_id, b, blocks).to(device)
+            enc = model.encode(batch).select(rows)      # target rows come first in the batch
+            for r, logits, gold, keep in target_logits(model, enc, dec, pad_id):
                 lp = torch.log_softmax(logits.float(), -1).gather(1, gold[:, None]).squeeze(1).double().cpu()
-                for r, piece in zip(rows.tolist(), lp.split(keep.sum(1).tolist())):
-                    out[c][group[r]] = piece.numpy()
+                for k, piece in zip(r.tolist(), lp.split(keep.sum(1).tolist())):
+                    out[c][idx[k]] = piece.numpy()
     return out
+
+
+def _targets_batch(tgts: Sequence[np.ndarray], pad_id: int, bos_id: int) -> DocBatch:
+    """The decoder side of scored items: tgt_in / tgt_out (R, T), every row a target (``src`` and
+    ``ctx`` unused: the rows' encodings are given)."""
+    r = len(tgts)
+    return DocBatch(src=torch.zeros((r, 1), dtype=torch.long),
+                    tgt_in=pad_sequences(list(tgts), pad_id, prefix=bos_id, drop_last=True),
+                    tgt_out=pad_sequences(list(tgts), pad_id), index=np.arange(r),
+                    n_targets=int(sum(len(t) for t in tgts)), is_target=torch.ones(r, dtype=torch.bool),
+                    ctx=torch.zeros((r, 0), dtype=torch.long))
 
 
 def document_numbers(doc_ids: Sequence[str], where: str = "<docs>") -> np.ndarray:
