@@ -6,7 +6,8 @@ Usage: python benchmarks/context_speed.py PREPARED_DIR [--updates 30] [--warmup 
        [--max-len-extra 10] [--checkpoint NAME=CKPT ...] [--repeats 1]
 
 Training: the sentence model (``pipelines/quickstart.yaml``) and every context model
-(``pipelines/context/{model}.yaml``, ``train.init_from=""``: from scratch) under every
+(``pipelines/context/{model}.yaml``, ``train.init_from=""``: from scratch; its ``train.freeze``
+patterns kept, so HGC trains only its document-level parameters, as in its stage 2) under every
 ``data.doc_batching`` mode of ``--modes``, built in one process and trained **interleaved by
 update** (update k of every system, then update k + 1…), so load on a shared machine hits all
 systems alike. Each system's update is the trainer's: the first batches of epoch 0 of its
@@ -32,6 +33,7 @@ runs) translates with trained models instead, ``--repeats R`` times each, interl
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import logging
 import sys
 import time
@@ -95,13 +97,18 @@ def build_systems(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
     for model in a.models.split(","):
         for mode in a.modes.split(","):
             c = load_experiment(REPO / "pipelines" / "context" / f"{model}.yaml", [*over, f"data.doc_batching={mode}"])
-            plan = make_doc_batches(docs, c.train.max_tokens, c.context.context_sents, c.train.seed, 0, mode=mode)
+            plan = make_doc_batches(docs, c.train.max_tokens, getattr(c.context, "context_sents", 0), c.train.seed, 0,
+                                    mode=mode, block=getattr(c.context, "block", 0))
             specs.append((f"{model}/{mode}", c, [collate_doc(docs, k, tv) for k in plan[:n]]))
     out = []
     for name, c, batches in specs:
         torch.manual_seed(c.train.seed)
         m = build_model(c.model, len(sv), len(tv), sv.pad_id, c.context).train()
-        out.append(System(name, m, torch.optim.Adam(m.parameters(), lr=1e-4, fused=True), batches))
+        for pname, p in m.named_parameters():                  # train.freeze (HGC's stage 2: backbone.*)
+            if any(fnmatch.fnmatchcase(pname, pat) for pat in c.train.freeze):
+                p.requires_grad_(False)
+        params = [p for p in m.parameters() if p.requires_grad]
+        out.append(System(name, m, torch.optim.Adam(params, lr=1e-4, fused=True), batches))
         log.info("%s: %.2fM parameters, %d batches", name, sum(p.numel() for p in m.parameters()) / 1e6, len(batches))
     return out
 
