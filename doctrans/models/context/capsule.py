@@ -269,10 +269,15 @@ class QCN(ContextModel):
         pad = (ctx.lt(0)[..., None] | src.index_select(0, flat).view(*ctx.shape, -1).eq(self.pad_id))
         u = (u_rows.index_select(0, flat).view(*ctx.shape, *u_rows.shape[1:])
              + u_slot[:, None]).flatten(1, 2)                                    # (B', N·S, H)
+        pad = pad.flatten(1)                                                     # (B', N·S)
+        # each row's real context tokens first, cut to the most any row has (routing is invariant
+        # to the order of the input capsules, so this changes nothing but the padding it skips)
+        order = torch.argsort(pad.to(torch.int8), dim=1, stable=True)[:, :max(int((~pad).sum(1).max()), 1)]
+        u, pad = u.gather(1, order[..., None].expand(-1, -1, u.size(-1))), pad.gather(1, order)
         cur = src.index_select(0, targets)                                       # (B', S)
         keep = (~pad_mask(cur, self.pad_id)).unsqueeze(-1).to(emb.dtype)        # (B', S, 1)
         mean = (emb.index_select(0, targets) * keep).sum(1) / keep.sum(1).clamp(min=1)
-        return query_guided_routing(u, LinearPredictions(u, self.w_j.weight), self.w_q(mean), pad.flatten(1),
+        return query_guided_routing(u, LinearPredictions(u, self.w_j.weight), self.w_q(mean), pad,
                                     cfg.iterations, cfg.pcc_target, cfg.agreement_mod, cfg.query_update, cfg.eps,
                                     cfg.capsules)
 
@@ -320,6 +325,8 @@ class QCN(ContextModel):
         if is_target is not None:
             rows = is_target.to(src.device).nonzero().squeeze(1)
             src, tgt = src.index_select(0, rows), tgt.index_select(0, rows)
+        src = src[:, :max(int(src.ne(self.pad_id).sum(1).max()), 1)]              # cut to the rows' longest
+        tgt = tgt[:, :max(int(tgt.ne(self.pad_id).sum(1).max()), 1)]
         src_pad, tgt_pad = pad_mask(src, self.pad_id), pad_mask(tgt, self.pad_id)
         v_src = self.caps_src(self.backbone.embed_source(src), src_pad)            # (B', J, H)
         v_tgt = self.caps_tgt(self.backbone.embed_target(tgt), tgt_pad)            # (B', J, H)
