@@ -19,10 +19,12 @@ from __future__ import annotations
 import html
 import json
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 TVSUB = (REPO / ".." / "shared" / "corpora" / "tvsub").resolve()
@@ -185,3 +187,33 @@ def tvsub_slice(tmp_path_factory) -> Path:
     if not (TVSUB / "train").is_dir():
         pytest.skip(f"TVsub corpus not at {TVSUB}")
     return write_tvsub_slice(tmp_path_factory.mktemp("tvsub") / "tvsub")
+
+
+@dataclass
+class DocBatchStub:
+    """A hand-made document batch for model-level tests: src (B, S), tgt_in (B, T), ctx (B, N)
+    (batch rows of the previous sentences, −1 = none), is_target (B,), block (B,) or None
+    (sub-document of each row)."""
+
+    src: "torch.Tensor"
+    tgt_in: "torch.Tensor"
+    ctx: "torch.Tensor"
+    is_target: "torch.Tensor"
+    block: "torch.Tensor | None" = None
+
+
+def stepwise_equals_teacher_forcing(model, batch, order=None, atol: float = 1e-6) -> bool:
+    """Whether ``decode_step`` over ``batch.tgt_in`` (float32 log-probabilities) equals the
+    log-softmax of ``decode_train``, for the rows ``order`` (B',) of the state — permuted and
+    repeated as beam search reorders it (None: every row, no reordering)."""
+    rows = torch.arange(batch.src.size(0)) if order is None else order
+    with torch.no_grad():
+        enc = model.encode(batch)
+        full = torch.log_softmax(model.decode_train(enc, batch.tgt_in), -1)[rows]     # (B', T, V)
+        state = model.init_state(enc)
+        state = state if order is None else state.reorder(order)
+        steps = []
+        for t in range(batch.tgt_in.size(1)):
+            lp, state = model.decode_step(state, batch.tgt_in[rows, t])
+            steps.append(lp)
+    return torch.allclose(full.float(), torch.stack(steps, 1), atol=atol)

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from conftest import REPO
+from conftest import REPO, stepwise_equals_teacher_forcing
+from conftest import DocBatchStub as Batch
 from doctrans.config import load_experiment
 from doctrans.models.backbones.rnnsearch import RNNSearch, RNNSearchConfig
 from doctrans.models.build import build_model
@@ -18,14 +18,6 @@ from doctrans.models.context.cache import CacheConfig, ContinuousCache
 from doctrans.models.interface import SearchBatch
 
 V, E, H = 20, 6, 5
-
-
-@dataclass
-class Batch:
-    src: torch.Tensor
-    tgt_in: torch.Tensor
-    ctx: torch.Tensor
-    is_target: torch.Tensor
 
 
 @dataclass
@@ -112,16 +104,7 @@ def test_cache_enters_the_readout_only():
 @pytest.mark.parametrize("cfg", [{}, {"size": 2}, {"on_repeat": "average"}, {"gate_inputs": ("s", "m")}])
 def test_incremental_decoding_with_reordering_matches_teacher_forcing(cfg):
     m, b = cache(**cfg), batch()
-    order = torch.tensor([3, 1, 1, 2])
-    with torch.no_grad():
-        enc = m.encode(b)
-        full = F.log_softmax(m.decode_train(enc, b.tgt_in), -1)[order]
-        state = m.init_state(enc).reorder(order)
-        steps = []
-        for t in range(b.tgt_in.size(1)):
-            lp, state = m.decode_step(state, b.tgt_in[order, t])
-            steps.append(lp)
-    assert torch.allclose(full.float(), torch.stack(steps, 1), atol=1e-6)
+    assert stepwise_equals_teacher_forcing(m, b, torch.tensor([3, 1, 1, 2]))   # decode_step: float32
 
 
 def test_previous_targets_change_the_cache_and_the_gate_trains():

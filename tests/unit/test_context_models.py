@@ -3,7 +3,6 @@ hand-made document batch — shapes, incremental decoding = teacher forcing, emp
 the sentence model, the context actually read, context rows never translated."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import pytest
 import torch
@@ -14,7 +13,7 @@ from doctrans.inference.beam_search import beam_search
 from doctrans.models.build import CONTEXT_MODELS, build_model
 from doctrans.models.interface import SearchBatch, Seq2SeqModel
 
-from conftest import REPO
+from conftest import REPO, DocBatchStub, stepwise_equals_teacher_forcing
 
 VOCAB = Vocab(["<pad>", "<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(16)])
 CONTEXT_YAMLS = sorted((REPO / "pipelines" / "context").glob("*.yaml"))
@@ -46,15 +45,6 @@ def empty_is_sentence_model(name: str) -> bool:
     return VARIANTS[name]["type"] not in ("qcn", "hgc", *NULL_HISTORY) or not reads_context(name)
 
 
-@dataclass
-class DocBatchStub:
-    src: torch.Tensor
-    tgt_in: torch.Tensor
-    ctx: torch.Tensor
-    is_target: torch.Tensor
-    block: torch.Tensor | None = None
-
-
 def model(name: str, seed: int = 0):
     torch.manual_seed(seed)
     ctx = VARIANTS[name]
@@ -82,15 +72,8 @@ def test_incremental_decoding_matches_teacher_forcing(name):
     m, b = model(name), doc_batch(N[name])
     assert isinstance(m, Seq2SeqModel) and (m.context_sents == N[name] or m.context_block > 0)
     with torch.no_grad():
-        enc = m.encode(b)
-        full = torch.log_softmax(m.decode_train(enc, b.tgt_in), -1)            # (B, T, V)
-        assert full.shape == (4, 4, len(VOCAB))
-        state = m.init_state(enc)
-        steps = []
-        for t in range(b.tgt_in.size(1)):
-            lp, state = m.decode_step(state, b.tgt_in[:, t])
-            steps.append(lp)
-    assert torch.allclose(full, torch.stack(steps, 1), atol=1e-5)
+        assert m.decode_train(m.encode(b), b.tgt_in).shape == (4, 4, len(VOCAB))      # (B, T, V)
+    assert stepwise_equals_teacher_forcing(m, b, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))

@@ -4,13 +4,13 @@ strategy where the thesis' equations say it acts, the frozen-baseline starting p
 decoding, and the parameter count at the thesis' size (S2 Table 3.9: +18.8M)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import pytest
 import torch
 from torch import nn
 
-from conftest import REPO
+from conftest import REPO, stepwise_equals_teacher_forcing
+from conftest import DocBatchStub as Batch
 from doctrans.config import load_experiment
 from doctrans.models.backbones.rnnsearch import RNNSearch, RNNSearchConfig
 from doctrans.models.build import build_model
@@ -19,14 +19,6 @@ from doctrans.models.interface import SearchBatch, StepExtra
 
 V, E, H = 20, 6, 5
 ALL = dict(init_enc=True, init_dec=True, auxi=True, gating=True)
-
-
-@dataclass
-class Batch:
-    src: torch.Tensor
-    tgt_in: torch.Tensor
-    ctx: torch.Tensor
-    is_target: torch.Tensor
 
 
 def batch() -> Batch:
@@ -169,16 +161,7 @@ def test_incremental_decoding_with_reordering_matches_teacher_forcing(variant):
     """Combination: decode_step (the hook's rows travelling in the state) = teacher forcing, also
     after the state's rows are permuted and repeated as beam search does."""
     m, b = hrnn(**dict(ALL, gate_variant=variant)), batch()
-    order = torch.tensor([3, 1, 1, 4, 2])
-    with torch.no_grad():
-        enc = m.encode(b)
-        full = torch.log_softmax(m.decode_train(enc, b.tgt_in), -1)[order]   # (5, T, V)
-        state = m.init_state(enc).reorder(order)
-        steps = []
-        for t in range(b.tgt_in.size(1)):
-            lp, state = m.decode_step(state, b.tgt_in[order, t])
-            steps.append(lp)
-    assert torch.allclose(full.float(), torch.stack(steps, 1), atol=1e-6)       # decode_step: float32
+    assert stepwise_equals_teacher_forcing(m, b, torch.tensor([3, 1, 1, 4, 2]))   # decode_step: float32
 
 
 def test_parameters_added_at_the_thesis_size():

@@ -5,7 +5,7 @@ beam reordering, both ``gate_on`` variants, S3's tuple filter in the data path a
 translate-time ablation switch (``--context-option``) through ``Translator``."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,17 +23,10 @@ from doctrans.models.build import build_model
 from doctrans.models.context.inter_sentence_gate import EOS3, InterSentenceGate, ISGConfig
 from doctrans.models.interface import SearchBatch, StepInputs
 
-from conftest import REPO
+from conftest import REPO, stepwise_equals_teacher_forcing
+from conftest import DocBatchStub as Batch
 
 V, E, H = 20, 6, 5
-
-
-@dataclass
-class Batch:
-    src: torch.Tensor
-    tgt_in: torch.Tensor
-    ctx: torch.Tensor
-    is_target: torch.Tensor
 
 
 def batch() -> Batch:
@@ -174,16 +167,7 @@ def test_random_vector_ablation_is_seeded_and_changes_the_output():
                                  {"test_ablation": "null"}, {"test_ablation": "zero"}])
 def test_incremental_decoding_with_reordering_matches_teacher_forcing(cfg):
     m, b = isg(**cfg), batch()
-    order = torch.tensor([3, 1, 1, 2])
-    with torch.no_grad():
-        enc = m.encode(b)
-        full = torch.log_softmax(m.decode_train(enc, b.tgt_in), -1)[order]
-        state = m.init_state(enc).reorder(order)
-        steps = []
-        for t in range(b.tgt_in.size(1)):
-            lp, state = m.decode_step(state, b.tgt_in[order, t])
-            steps.append(lp)
-    assert torch.allclose(full.float(), torch.stack(steps, 1), atol=1e-6)
+    assert stepwise_equals_teacher_forcing(m, b, torch.tensor([3, 1, 1, 2]))   # decode_step: float32
 
 
 def test_gradients_reach_the_shared_encoder_through_the_previous_sentence():

@@ -3,11 +3,11 @@ first sentence = the backbone, incremental decoding with beam reordering, the fr
 starting point and the parameter count at the thesis' size (S2 Table 3.9: +20.0M)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch
 
-from conftest import REPO
+from conftest import REPO, stepwise_equals_teacher_forcing
+from conftest import DocBatchStub as Batch
 from doctrans.config import load_experiment
 from doctrans.models.backbones.rnnsearch import RNNSearch, RNNSearchConfig
 from doctrans.models.build import build_model
@@ -15,14 +15,6 @@ from doctrans.models.context.multi_encoder import MultiEncoder, MultiEncoderConf
 from doctrans.models.interface import SearchBatch, StepInputs
 
 V, E, H = 20, 6, 5
-
-
-@dataclass
-class Batch:
-    src: torch.Tensor
-    tgt_in: torch.Tensor
-    ctx: torch.Tensor
-    is_target: torch.Tensor
 
 
 def batch() -> Batch:
@@ -71,16 +63,7 @@ def test_new_parameters_zeroed_compute_the_backbone_and_first_sentences_always_d
 
 def test_incremental_decoding_with_reordering_matches_teacher_forcing():
     m, b = multi(), batch()
-    order = torch.tensor([3, 1, 1, 2])
-    with torch.no_grad():
-        enc = m.encode(b)
-        full = torch.log_softmax(m.decode_train(enc, b.tgt_in), -1)[order]
-        state = m.init_state(enc).reorder(order)
-        steps = []
-        for t in range(b.tgt_in.size(1)):
-            lp, state = m.decode_step(state, b.tgt_in[order, t])
-            steps.append(lp)
-    assert torch.allclose(full.float(), torch.stack(steps, 1), atol=1e-6)
+    assert stepwise_equals_teacher_forcing(m, b, torch.tensor([3, 1, 1, 2]))   # decode_step: float32
 
 
 def test_parameters_added_at_the_thesis_size():
