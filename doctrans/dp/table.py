@@ -79,7 +79,7 @@ def main(argv=None) -> Path:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from doctrans.evaluation.score import ScoreConfig, score_files
+    from doctrans.evaluation.score import ScoreConfig, discourse_columns, score_files
     from doctrans.inference.translate import TranslateConfig, Translator
 
     prep, data, work = Path(args.prepared), Path(args.data), Path(args.work)
@@ -135,7 +135,7 @@ def main(argv=None) -> Path:
                "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"]}
         if dp:
             row["dp_recall"] = res["dp_recall"]["recall"]
-        row.update(_discourse_columns(res))
+        row.update(discourse_columns(res))
         if args.discourse and (not key.startswith("dp_") or key == "dp_1best"):
             row.update(_contrastive(ckpt, cfg, tok, docs, args))
         if "significance" in res:
@@ -150,36 +150,20 @@ def main(argv=None) -> Path:
     return out
 
 
-def _discourse_columns(res: dict) -> dict:
-    """APT / cohesion / coherence figures of a ``score_files`` result, where computed."""
-    row = {}
-    if "apt" in res:
-        row["apt_pronoun"], row["apt_noun"] = res["apt"]["pronoun"]["apt"], res["apt"]["noun"]["apt"]
-    if "cohesion" in res:
-        row["cohesion"], row["ref_cohesion"] = res["cohesion"]["hyp"], res["cohesion"]["ref"]
-    if "coherence" in res:
-        row["coherence"], row["ref_coherence"] = res["coherence"]["lsa"]["hyp"], res["coherence"]["lsa"]["ref"]
-    return row
-
-
 def _contrastive(ckpt: str, cfg, tok: list[str], docs: str, args) -> dict:
     """Contrastive pronoun accuracy of ``ckpt`` scored on the input this row translates: the
     test source itself, the generator's 1-best DP (or DPP) completion of it, or an oracle input
     file (N-best mixtures have no single input and get none)."""
     from doctrans.dp.apply import DPInputVariants
-    from doctrans.evaluation.contrastive import build_set, score_set
+    from doctrans.evaluation.contrastive import table_columns
 
-    set_dir = Path(args.contrastive) if args.contrastive else Path(args.work) / "contrastive_test"
-    if not (set_dir / "items.jsonl").is_file():
-        build_set(Path(args.data), "test", set_dir)
     if cfg.dp_generator:
         variants = DPInputVariants(cfg.dp_generator, cfg.dp_input, nbest=1, combine="1best", docs=docs)(tok)
         source = [v[0][0] if v else "" for v in variants]
     else:
         source = read_lines(cfg.input)
-    c = score_set(ckpt, set_dir, source=source)
-    return {"contrastive": c["accuracy"], "contrastive_dp": c["by_kind"].get("dp", {}).get("accuracy", float("nan")),
-            "contrastive_overt": c["by_kind"].get("overt", {}).get("accuracy", float("nan"))}
+    set_dir = Path(args.contrastive) if args.contrastive else Path(args.work) / "contrastive_test"
+    return table_columns(ckpt, set_dir, Path(args.data), source)
 
 
 def render(rows: list[dict], src_pronouns: int) -> str:

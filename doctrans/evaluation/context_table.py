@@ -41,7 +41,7 @@ def _peak_memory(run_dir: Path) -> float:
 
 
 def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None) -> tuple[dict, Path]:
-    from doctrans.evaluation.score import ScoreConfig, score_files
+    from doctrans.evaluation.score import ScoreConfig, discourse_columns, score_files
     from doctrans.inference.translate import TranslateConfig, Translator
     from doctrans.training.checkpoint import load_checkpoint
 
@@ -73,12 +73,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None) -> tuple[
            "peak_rss_gib": _peak_memory(run_dir)}
     if dp:
         row["dp_recall"] = res["dp_recall"]["recall"]
-    if "apt" in res:
-        row["apt_pronoun"], row["apt_noun"] = res["apt"]["pronoun"]["apt"], res["apt"]["noun"]["apt"]
-    if "cohesion" in res:
-        row["cohesion"], row["ref_cohesion"] = res["cohesion"]["hyp"], res["cohesion"]["ref"]
-    if "coherence" in res:
-        row["coherence"], row["ref_coherence"] = res["coherence"]["lsa"]["hyp"], res["coherence"]["lsa"]["ref"]
+    row.update(discourse_columns(res))
     if args.discourse:
         row.update(_discourse(ckpt, lines, doc_ids, args))
     if "significance" in res:
@@ -97,20 +92,15 @@ def _lsa_corpus(args) -> str | None:
 def _discourse(ckpt: Path, lines: list[str], doc_ids: list[str], args) -> dict:
     """CXMI (real vs empty context, nats per sentence), P-CXMI of pronouns (nats per word) and
     contrastive pronoun accuracy (DP / overt / all) of one checkpoint (issue 17)."""
-    from doctrans.evaluation.contrastive import build_set, score_set
+    from doctrans.evaluation.contrastive import table_columns
     from doctrans.evaluation.cxmi import compute_cxmi, load_scoring_set
 
     refs = read_lines(Path(args.prepared) / "test.tok.en")
     s = load_scoring_set(str(ckpt), lines, refs, doc_ids, tokenized=True)
     cx = compute_cxmi(s.model, s.src, s.tgt, s.doc, s.targets, conditions=("empty",))["empty"]
     set_dir = Path(args.contrastive) if args.contrastive else Path(args.work) / "contrastive_test"
-    if not (set_dir / "items.jsonl").is_file():
-        build_set(Path(args.data), "test", set_dir)
-    c = score_set(str(ckpt), set_dir)
     return {"cxmi": cx["cxmi"], "pcxmi_pronoun": cx["by_class"].get("pronoun", {}).get("mean_pcxmi", float("nan")),
-            "contrastive": c["accuracy"], "contrastive_dp": c["by_kind"].get("dp", {}).get("accuracy", float("nan")),
-            "contrastive_overt": c["by_kind"].get("overt", {}).get("accuracy", float("nan")),
-            "contrastive_items": c["items"]}
+            **table_columns(str(ckpt), set_dir, Path(args.data))}
 
 
 def _gib(x: float) -> str:

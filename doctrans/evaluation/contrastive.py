@@ -198,6 +198,20 @@ def score_set(checkpoint: str, set_dir: Path, max_tokens: int = 3000, progress: 
             **score_items_of(s, ref, items, max_tokens=max_tokens, progress=progress)}
 
 
+def table_columns(checkpoint: str, set_dir: Path, data: Path, source: list[str] | None = None) -> dict:
+    """The contrastive columns of the context and DP tables: the TVsub test set built into
+    ``set_dir`` from ``data`` when it is not there yet (``build_set``), scored with ``checkpoint``
+    (``score_set``, ``source`` as there) → {contrastive, contrastive_dp, contrastive_overt:
+    accuracies in [0, 1] (NaN for a kind without items), contrastive_items}."""
+    set_dir = Path(set_dir)
+    if not (set_dir / "items.jsonl").is_file():
+        build_set(Path(data), "test", set_dir)
+    c = score_set(checkpoint, set_dir, source=source)
+    return {"contrastive": c["accuracy"], "contrastive_dp": c["by_kind"].get("dp", {}).get("accuracy", float("nan")),
+            "contrastive_overt": c["by_kind"].get("overt", {}).get("accuracy", float("nan")),
+            "contrastive_items": c["items"]}
+
+
 def score_items_of(s, ref: list[str], items: list[dict], max_tokens: int = 3000, progress: bool = False) -> dict:
     """Judge each item with a loaded ``evaluation.cxmi.ScoringSet`` ``s`` (its lines = ``ref``'s):
     right when the reference's total log-probability beats every contrast's strictly → {accuracy,

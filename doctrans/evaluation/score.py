@@ -417,6 +417,20 @@ def score_files(cfg: ScoreConfig) -> dict:
     return result
 
 
+def discourse_columns(res: dict) -> dict:
+    """The APT, cohesion and coherence figures of a ``run`` result as flat table columns
+    (apt_pronoun, apt_noun, cohesion, ref_cohesion, coherence, ref_coherence: LSA variant), those
+    computed only."""
+    row = {}
+    if "apt" in res:
+        row["apt_pronoun"], row["apt_noun"] = res["apt"]["pronoun"]["apt"], res["apt"]["noun"]["apt"]
+    if "cohesion" in res:
+        row["cohesion"], row["ref_cohesion"] = res["cohesion"]["hyp"], res["cohesion"]["ref"]
+    if "coherence" in res:
+        row["coherence"], row["ref_coherence"] = res["coherence"]["lsa"]["hyp"], res["coherence"]["lsa"]["ref"]
+    return row
+
+
 def _apt(cfg: ScoreConfig, hyp: list[str], ref: list[str]) -> dict:
     """APT pronoun / noun accuracy (``evaluation.apt``) of HYP against the first reference."""
     from doctrans.evaluation.apt import apt
