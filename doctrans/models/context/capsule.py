@@ -132,12 +132,18 @@ def _dense(u_hat, capsules: int) -> Tensor:
     return u_hat if isinstance(u_hat, Tensor) else F.linear(u_hat.x, u_hat.weight).unflatten(-1, (capsules, -1))
 
 
-def pcc_pairs(q: Tensor, u: Tensor, eps: float = 1e-8) -> Tensor:
+def _centred(x: Tensor) -> tuple[Tensor, Tensor]:
+    """(x − mean over the last dimension, its norm): (…, H) → ((…, H), (…))."""
+    xc = x - x.mean(-1, keepdim=True)
+    return xc, torch.linalg.vector_norm(xc, dim=-1)
+
+
+def pcc_pairs(q: Tensor, u, eps: float = 1e-8) -> Tensor:
     """``pcc`` of every (q_j, u_i) pair by one matrix product (no (B, I, J, H) temporaries):
-    q (B, J, H), u (B, I, H) → (B, I, J) = pcc(q[:, None], u[:, :, None])."""
-    qc, uc = q - q.mean(-1, keepdim=True), u - u.mean(-1, keepdim=True)
-    num = torch.einsum("bih,bjh->bij", uc, qc)
-    return num / (torch.linalg.vector_norm(uc, dim=-1)[..., None] * torch.linalg.vector_norm(qc, dim=-1)[:, None] + eps)
+    q (B, J, H), u (B, I, H) or its ``_centred`` pair (kept across routing iterations)
+    → (B, I, J) = pcc(q[:, None], u[:, :, None])."""
+    (qc, qn), (uc, un) = _centred(q), (_centred(u) if isinstance(u, Tensor) else u)
+    return torch.einsum("bih,bjh->bij", uc, qc) / (un[..., None] * qn[:, None] + eps)
 
 
 def dynamic_routing(u_hat, pad: Tensor, iterations: int, eps: float = 1e-8, capsules: int | None = None) -> Tensor:
@@ -194,13 +200,15 @@ def query_guided_routing(u: Tensor, u_hat, query: Tensor, pad: Tensor, iteration
     keep = (~pad).unsqueeze(-1).to(u.dtype)                                    # (B, I, 1)
     if pcc_target == "prediction":
         target = _dense(u_hat, j)                                              # (B, I, J, H)
+    else:
+        u_centred = _centred(u)                                                # the same every iteration
     for r in range(iterations):
         c = logits.softmax(-1) * keep                                          # (B, I, J)
         s = _weighted_sum(u_hat, c) + q                                        # (B, J, H)
         v = squash(s, eps)
         if r == iterations - 1:
             break
-        p = pcc_pairs(q, u, eps) if pcc_target == "input" else pcc(q[:, None], target, eps)   # (B, I, J)
+        p = pcc_pairs(q, u_centred, eps) if pcc_target == "input" else pcc(q[:, None], target, eps)   # (B, I, J)
         a = _agreement(u_hat, v)                                               # (B, I, J)
         logits = logits + (p * a if agreement_mod == "mul" else a + p if agreement_mod == "add" else (1 + p) * a)
         q = v if query_update == "replace" else q + v
