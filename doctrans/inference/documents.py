@@ -96,6 +96,7 @@ def block_batches(model, sents: dict[Sentence, np.ndarray], order: dict[int, lis
     (sentences (B,), _Batch with every row a target and ``block`` (B,))."""
     units = [[(d, line) for line in o[k:k + block]] for d, o in order.items() for k in range(0, len(o), block)]
     units.sort(key=lambda u: max(len(sents[s]) for s in u))
+    n = getattr(model, "context_sents", 0)
     chunk: list[list[Sentence]] = []
     for unit in units + [None]:
         if chunk and (unit is None or sum(map(len, chunk)) + len(unit) > batch_sentences):
@@ -103,7 +104,6 @@ def block_batches(model, sents: dict[Sentence, np.ndarray], order: dict[int, lis
             blocks = torch.tensor([b for b, u in enumerate(chunk) for _ in u], dtype=torch.long, device=device)
             src = _pad([sents[s] for s in rows], vocab.pad_id, device)
             tgt_in = torch.full((len(rows), 1), vocab.bos_id, dtype=torch.long, device=device)
-            n = getattr(model, "context_sents", 0)
             ctx = torch.full((len(rows), n), -1, dtype=torch.long, device=device)
             yield rows, _Batch(src, tgt_in, ctx, torch.ones(len(rows), dtype=torch.bool, device=device), blocks)
             chunk = []
