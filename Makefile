@@ -17,6 +17,9 @@
 #                     context model of CTX_MODELS, CTX_STEPS updates each (HAN joint: CTX_STEPS more after
 #                     HAN encoder, as the paper) → results/context_table.md (reuses the quickstart's runs), with
 #                     the discourse columns (DP recall, contrastive pronouns, CXMI: docs/discourse.md)
+#   make rnn-context-table  the RNNSearch small baseline, then its context models (HRNN strategies,
+#                     MULTI, CACHE, NMT_ISG; RNN_STEPS updates each) → results/rnn_context_table.md
+#                     (thesis Tables 3.4 and 3.9, S3 Table 1; docs/context.md)
 # Variables: DATA (TVsub root), DOCS (training episodes, a slice like 0:300), QS_STEPS, CTX_STEPS,
 #            QS_CONTEXT, CAP (minutes, safety cap per training), BUDGET (dp-table minutes),
 #            PREP (prepared dataset dir), RUN (run dir), BEAM.
@@ -46,7 +49,7 @@ TVSUB_GIT := https://github.com/longyuewangdcu/tvsub
 TEST_SRC ?= $(firstword $(wildcard $(DATA)/test/test.zh $(DATA)/data/orignal/test/test.orignal.zh))
 TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/processed/test/test_trg.sgm))
 
-.PHONY: quickstart install kenlm fonts dp dp-full dp-generators-full dp-ensemble-full dp-table context-table test check-data clean-quickstart help
+.PHONY: quickstart install kenlm fonts dp dp-full dp-generators-full dp-ensemble-full dp-table context-table rnn-context-table test check-data clean-quickstart help
 
 help:
 	@sed -n '2,/^# *PREP (prepared/p' Makefile
@@ -184,6 +187,50 @@ results/context_table.md: $(CTX_RUNS)/transformer/.done $(foreach m,$(CTX_MODELS
 $(RUN)/quickstart_table.md: $(RUN)/.done
 	$(MAKE) -j2 CTX_THREADS=1 $(CTX_RUNS)/transformer/.done $(CTX_RUNS)/$(QS_CONTEXT)/.done
 	$(CTX_TABLE) --system $(QS_CONTEXT)=$(CTX_RUNS)/$(QS_CONTEXT) --out $@ --work $(RUN)/table
+
+# --- RNN context models (issue 15): thesis ch.3 Table 3.4, §3.6 Table 3.9 and S3 Table 1 ------
+# Stage 1: the sentence-level RNNSearch small (RNN_BASE_MIN minutes). Stage 2, RNN_STEPS updates each
+# from its last.pt: RNNSearch continued, the six HRNN strategies and NMT_ISG with nothing frozen
+# (RNN_OPEN), MULTI, CACHE and OURS (Combination) with the baseline frozen as in §3.6 (RNN_FROZEN, their
+# YAMLs' train.freeze). Table 3.9's BASE is the stage-1 model itself (a frozen baseline does not change).
+RNN_RUNS  ?= runs/rnn_context
+RNN_BASE  ?= runs/rnnsearch-small
+RNN_BASE_MIN ?= 45
+RNN_STEPS ?= 200
+RNN_BEAM  ?= 10
+RNN_OPEN  ?= hrnn_init_enc hrnn_init_dec hrnn_init_both hrnn_auxi hrnn_gating hrnn_combination isg
+RNN_FROZEN ?= multi_encoder cache hrnn_combination_frozen
+RNN_TRAIN = data.prepared=$(PREP) train.max_steps=$(RNN_STEPS) train.max_time_min=$(CAP) train.threads=$(CTX_THREADS) \
+	  train.init_from=$(RNN_BASE)/last.pt
+rnn-context-table: results/rnn_context_table.md
+	@cat results/rnn_context_table.md
+$(RNN_BASE)/.done: $(PREP)/meta.json
+	$(BIN)/doctrans train pipelines/rnnsearch/small.yaml data.prepared=$(PREP) run_dir=$(RNN_BASE) \
+	  train.max_time_min=$(RNN_BASE_MIN) $(call resume,$(RNN_BASE))
+	touch $@
+$(RNN_RUNS)/rnnsearch/.done: $(RNN_BASE)/.done
+	$(BIN)/doctrans train pipelines/rnnsearch/small.yaml $(RNN_TRAIN) run_dir=$(RNN_RUNS)/rnnsearch \
+	  $(call resume,$(RNN_RUNS)/rnnsearch)
+	touch $@
+$(RNN_RUNS)/%/.done: $(RNN_BASE)/.done
+	$(BIN)/doctrans train pipelines/context/$*.yaml $(RNN_TRAIN) run_dir=$(RNN_RUNS)/$* $(call resume,$(RNN_RUNS)/$*)
+	touch $@
+RNN_T34 = RNNSearch,+Init_enc,+Init_dec,+Init_enc+dec,+Auxi,+Gating Auxi,Combination
+results/rnn_context_table.md: $(foreach m,rnnsearch $(RNN_OPEN) $(RNN_FROZEN),$(RNN_RUNS)/$(m)/.done)
+	$(BIN)/python -m doctrans.evaluation.context_table --prepared $(PREP) --data $(DATA) --ref $(TEST_REF) \
+	  --beam $(RNN_BEAM) --work results/rnn_context_table --out $@ \
+	  --system RNNSearch=$(RNN_RUNS)/rnnsearch --system +Init_enc=$(RNN_RUNS)/hrnn_init_enc \
+	  --system +Init_dec=$(RNN_RUNS)/hrnn_init_dec --system +Init_enc+dec=$(RNN_RUNS)/hrnn_init_both \
+	  --system +Auxi=$(RNN_RUNS)/hrnn_auxi --system "+Gating Auxi=$(RNN_RUNS)/hrnn_gating" \
+	  --system Combination=$(RNN_RUNS)/hrnn_combination \
+	  --system BASE=$(RNN_BASE) --system MULTI=$(RNN_RUNS)/multi_encoder --system CACHE=$(RNN_RUNS)/cache \
+	  --system OURS=$(RNN_RUNS)/hrnn_combination_frozen \
+	  --system NMT_ISG=$(RNN_RUNS)/isg --system +NULL=$(RNN_RUNS)/isg --system +z=0=$(RNN_RUNS)/isg \
+	  --system +RV=$(RNN_RUNS)/isg --context-option +NULL:test_ablation=null \
+	  --context-option +z=0:test_ablation=zero --context-option +RV:test_ablation=random \
+	  --table "Thesis Table 3.4 (HRNN strategies, nothing frozen)=$(RNN_T34)" \
+	  --table "Thesis Table 3.9 (§3.6: baseline frozen)=BASE,MULTI,CACHE,OURS" \
+	  --table "S3 Table 1 (NMT_ISG and its test-time ablations)=RNNSearch,NMT_ISG,+NULL,+z=0,+RV"
 
 TEST_ARGS ?=
 test: install

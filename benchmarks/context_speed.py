@@ -3,9 +3,10 @@
 Usage: python benchmarks/context_speed.py PREPARED_DIR [--updates 30] [--warmup 5]
        [--models concat,han_encoder,han_decoder,han_joint] [--modes runs,sorted] [--threads 2]
        [--max-tokens 4096] [--translate-lines 150] [--beam 5] [--max-len-ratio 1.5]
-       [--max-len-extra 10] [--checkpoint NAME=CKPT ...] [--repeats 1]
+       [--max-len-extra 10] [--checkpoint NAME=CKPT ...] [--repeats 1] [--base YAML]
 
-Training: the sentence model (``pipelines/quickstart.yaml``) and every context model
+Training: the sentence model (``--base``, default ``pipelines/quickstart.yaml``; the RNN context
+models of issue 15 compare against ``pipelines/rnnsearch/small.yaml``) and every context model
 (``pipelines/context/{model}.yaml``, ``train.init_from=""``: from scratch; its ``train.freeze``
 patterns kept, so HGC trains only its document-level parameters, as in its stage 2) under every
 ``data.doc_batching`` mode of ``--modes``, built in one process and trained **interleaved by
@@ -88,7 +89,7 @@ def build_systems(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
     """The sentence model first, then every context model × mode (same seed for every model)."""
     over = [f"data.prepared={prep}", 'train.init_from=""', f"train.max_tokens={a.max_tokens}"]
     n = a.warmup + a.updates
-    cfg = load_experiment(REPO / "pipelines" / "quickstart.yaml", over)
+    cfg = load_experiment(REPO / a.base, over)
     pairs, _ = load_parallel(prep / "train.bpe.zh", prep / "train.bpe.en", sv, tv, cfg.data.max_len,
                              prep / "train.target")
     keys = epoch_batches(make_batches(pairs, cfg.train.max_tokens, cfg.train.seed), cfg.train.seed, 0)[:n]
@@ -179,6 +180,8 @@ def main() -> None:
     ap.add_argument("--checkpoint", action="append", default=[], metavar="NAME=CKPT",
                     help="translate with trained checkpoints (repeatable; the first is the reference)")
     ap.add_argument("--repeats", type=int, default=1, help="translations per system, interleaved")
+    ap.add_argument("--base", default="pipelines/quickstart.yaml",
+                    help="the sentence model's YAML, relative to the repository (the reference row)")
     a = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     torch.set_num_threads(a.threads)

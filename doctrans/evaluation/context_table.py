@@ -8,7 +8,9 @@ simply ignores it — and writes, per system: 3-reference BLEU in the thesis set
 (case-insensitive, tokenized) with the paired bootstrap and sign test against the first system,
 detokenized sacreBLEU, English pronoun counts, parameters, training target tok/s (mean over the
 run's train records) and its ratio to the first system's, decoding sentences/s and its ratio,
-and the update count. Rows keep the order given. A second table (issue 17, docs/discourse.md)
+and the update count. Rows keep the order given; ``--table TITLE=NAME,…`` splits them into several
+tables (each against its own first row), and ``--context-option NAME:KEY=VALUE`` translates a row
+with a test-time context option (S3 Table 1's ablations of one trained run). A second table (issue 17, docs/discourse.md)
 gives DP translation recall (when DATA has the hand DP annotation) and, with ``--discourse``,
 CXMI and contrastive pronoun accuracy (DP / overt items).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import time
 from pathlib import Path
 
@@ -40,15 +43,22 @@ def _peak_memory(run_dir: Path) -> float:
     return max(recs) if recs else float("nan")
 
 
-def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None) -> tuple[dict, Path]:
+def _slug(name: str) -> str:
+    """A file-name-safe form of a row name (``+Gating Auxi`` → ``_Gating_Auxi``)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
+                options: tuple[str, ...] = ()) -> tuple[dict, Path]:
     from doctrans.evaluation.score import ScoreConfig, discourse_columns, score_files
     from doctrans.inference.translate import TranslateConfig, Translator
     from doctrans.training.checkpoint import load_checkpoint
 
     prep, work = Path(args.prepared), Path(args.work)
     ckpt = run_dir / f"{args.checkpoint}.pt"
-    hyp = work / f"test.{run_dir.name}.hyp"
-    tr = Translator(TranslateConfig(checkpoint=str(ckpt), input_format="tok", tokenized=True, beam=args.beam))
+    hyp = work / f"test.{_slug(name)}.hyp"
+    tr = Translator(TranslateConfig(checkpoint=str(ckpt), input_format="tok", tokenized=True, beam=args.beam,
+                                    context_options=options))
     lines = read_lines(prep / "test.tok.zh")
     doc_ids = [x.split("\t")[0] for x in read_lines(prep / "test.docs")]
     t0 = time.perf_counter()
@@ -65,7 +75,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None) -> tuple[
                                   apt_src=str(prep / "test.tok.zh") if args.discourse else None,
                                   apt_corpus=str(prep / "train.tok") if args.discourse and (
                                       prep / "train.tok.zh").is_file() else None))
-    row = {"system": name, "run": str(run_dir), "updates": load_checkpoint(ckpt)["state"]["step"],
+    row = {"system": name, "run": str(run_dir), "options": list(options), "updates": load_checkpoint(ckpt)["state"]["step"],
            "bleu": res["bleu_tok_lc"]["score"], "sacrebleu": res["sacrebleu"]["score"],
            "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"],
            "params_m": sum(p.numel() for p in tr.model.parameters()) / 1e6,
@@ -75,6 +85,9 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None) -> tuple[
         row["dp_recall"] = res["dp_recall"]["recall"]
     row.update(discourse_columns(res))
     if args.discourse:
+        if options:
+            raise SystemExit(f"--discourse with --context-option ({name}): the discourse columns score the "
+                             "checkpoint as trained")
         row.update(_discourse(ckpt, lines, doc_ids, args))
     if "significance" in res:
         row["bootstrap_p"] = res["significance"]["paired_bootstrap"]["p_value"]
@@ -107,10 +120,12 @@ def _gib(x: float) -> str:
     return "—" if x != x else f"{x:.2f}"
 
 
-def render(rows: list[dict]) -> str:
-    """The markdown table; ratios and Δ relative to the first row."""
+def render(rows: list[dict], title: str = "") -> str:
+    """The markdown table (under ``## title`` when given); ratios and Δ relative to the first row,
+    whose system the rows' ``bootstrap_p`` / ``sign_p`` are against."""
     b = rows[0]
-    lines = ["| system | updates | test BLEU | Δ | bootstrap p | sign p | sacreBLEU | EN pronouns | params (M) "
+    lines = [f"## {title}", ""] if title else []
+    lines += ["| system | updates | test BLEU | Δ | bootstrap p | sign p | sacreBLEU | EN pronouns | params (M) "
              "| train tok/s (×) | decode sent/s (×) | peak memory (GiB) |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
@@ -172,21 +187,68 @@ def main(argv=None) -> Path:
     ap.add_argument("--discourse", action="store_true",
                     help="add CXMI and contrastive pronoun accuracy per system (a few minutes each; issue 17)")
     ap.add_argument("--contrastive", default="", help="contrastive set directory (default: built under --work)")
+    ap.add_argument("--context-option", action="append", default=[], metavar="NAME:KEY=VALUE",
+                    help="translate row NAME with this context option (doctrans translate --context-option), "
+                         "e.g. a test-time ablation of a trained run: --system +NULL=runs/isg "
+                         "--context-option +NULL:test_ablation=null (repeatable)")
+    ap.add_argument("--table", action="append", default=[], metavar="TITLE=NAME,NAME,...",
+                    help="render these rows as a table of their own under '## TITLE' (repeatable; its first row is "
+                         "the one Δ, ratios and significance refer to); default: one table of every row")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     Path(args.work).mkdir(parents=True, exist_ok=True)
-    rows, base_hyp = [], None
+    systems = []
     for spec in args.system:
-        name, sep, run = spec.partition("=")
-        if not sep:
+        name, sep, run = spec.rpartition("=")               # a name may hold '=' (+z=0), a run dir not
+        if not sep or not name:
             ap.error(f"--system {spec!r}: expected NAME=RUN_DIR")
-        row, hyp = _system_row(name, Path(run), args, base_hyp)
+        systems.append((name, Path(run)))
+    names = [n for n, _ in systems]
+    options: dict[str, list[str]] = {}
+    for spec in args.context_option:
+        name, sep, kv = spec.partition(":")
+        if not sep or "=" not in kv or name not in names:
+            ap.error(f"--context-option {spec!r}: expected NAME:KEY=VALUE with NAME one of the --system names")
+        options.setdefault(name, []).append(kv)
+    tables = []
+    for spec in args.table:
+        title, sep, members = spec.partition("=")
+        rows_of = [m for m in members.split(",") if m]
+        if not sep or not rows_of or any(m not in names for m in rows_of):
+            ap.error(f"--table {spec!r}: expected TITLE=NAME,NAME,... of --system names")
+        tables.append((title, rows_of))
+    rows, hyps, base_hyp = {}, {}, None
+    for name, run in systems:
+        row, hyp = _system_row(name, run, args, base_hyp, tuple(options.get(name, ())))
         base_hyp = base_hyp or hyp
-        rows.append(row)
-    atomic_write_text(Path(args.work) / "rows.json", json.dumps(rows, indent=1) + "\n")
+        rows[name], hyps[name] = row, hyp
+    atomic_write_text(Path(args.work) / "rows.json", json.dumps(list(rows.values()), indent=1) + "\n")
     out = Path(args.out)
-    atomic_write_text(out, render(rows))
+    if not tables:
+        atomic_write_text(out, render(list(rows.values())))
+        return out
+    parts = []
+    for title, members in tables:
+        table_rows = [dict(rows[m]) for m in members]
+        if members[0] != names[0]:                       # significance against this table's first row
+            for k in ("bootstrap_p", "sign_p"):
+                table_rows[0].pop(k, None)
+            for r, m in zip(table_rows[1:], members[1:]):
+                r.update(_significance(hyps[m], hyps[members[0]], args))
+        parts.append(render(table_rows, title))
+    atomic_write_text(out, "\n".join(parts))
     return out
+
+
+def _significance(hyp: Path, base_hyp: Path, args) -> dict:
+    """Paired bootstrap and sign-test p-values of ``hyp`` against ``base_hyp`` (3-reference BLEU,
+    the thesis setting)."""
+    from doctrans.evaluation.score import ScoreConfig, score_files
+    ref = args.ref or str(Path(args.data) / "test" / "test.ref.sgm")
+    res = score_files(ScoreConfig(hyp=str(hyp), refs=(ref,), hyp_tokenized=True, metrics=("bleu_tok_lc",),
+                                  baseline=str(base_hyp), bootstrap=args.bootstrap))
+    sig = res["significance"]
+    return {"bootstrap_p": sig["paired_bootstrap"]["p_value"], "sign_p": sig["sign_test"]["p_value"]}
 
 
 if __name__ == "__main__":

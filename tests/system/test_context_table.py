@@ -42,5 +42,36 @@ def test_context_table_on_a_tvsub_slice(tvsub_slice, tmp_path):
     assert rows[0]["contrastive_items"] > 0 and "| contrastive DP |" in table and "| reference 1 |" in table
     assert 0.0 < rows[0]["ref_cohesion"] <= 1.0 and -1.0 <= rows[0]["ref_coherence"] <= 1.0
     assert all("cohesion" in r and "coherence" in r and "apt_pronoun" in r for r in rows)     # NaN where a tiny model's output has no content word
-    hyps = (tmp_path / "work" / "test.han.hyp").read_text(encoding="utf-8").split("\n")[:-1]
+    hyps = (tmp_path / "work" / "test.HAN.hyp").read_text(encoding="utf-8").split("\n")[:-1]
     assert len(hyps) == len((prep / "test.tok.zh").read_text(encoding="utf-8").split("\n")[:-1])
+
+
+def test_rnn_context_table_options_and_split_tables(tvsub_slice, tmp_path):
+    """`make rnn-context-table`'s pieces: an ISG row from a tiny RNNSearch, its S3 Table 1 ablation
+    as a row of the same run (``--context-option``), and rows split into titled tables whose
+    significance is against their own first row."""
+    prep, runs = tmp_path / "prep", tmp_path / "runs"
+    _invoke("preprocess", "--data-dir", tvsub_slice, "--train-docs", "all", "-o", prep, "--bpe-merges", "50", "--workers", "1")
+    tiny = REPO / "pipelines" / "rnnsearch" / "tiny.yaml"
+    _invoke("train", tiny, f"data.prepared={prep}", f"run_dir={runs / 'base'}", "train.max_steps=3", *QUIET)
+    stage2 = [f"data.prepared={prep}", "train.max_steps=2", f"train.init_from={runs / 'base' / 'last.pt'}", *QUIET]
+    _invoke("train", tiny, f"run_dir={runs / 'base_cont'}", *stage2)
+    _invoke("train", REPO / "pipelines" / "context" / "isg.yaml", f"run_dir={runs / 'isg'}", *stage2,
+            "model.emb_size=32", "model.rnn_size=32", "train.max_tokens=512")
+    work = tmp_path / "work"
+    out = context_table.main([
+        "--system", f"stage 1={runs / 'base'}", "--system", f"RNNSearch={runs / 'base_cont'}",
+        "--system", f"NMT_ISG={runs / 'isg'}", "--system", f"+z=0={runs / 'isg'}",
+        "--context-option", "+z=0:test_ablation=zero",
+        "--table", "A=stage 1,NMT_ISG", "--table", "ISG=RNNSearch,NMT_ISG,+z=0",
+        "--prepared", str(prep), "--data", str(tvsub_slice), "--beam", "2", "--bootstrap", "50",
+        "--out", str(tmp_path / "table.md"), "--work", str(work)])
+    table = out.read_text(encoding="utf-8")
+    assert table.index("## A") < table.index("## ISG") and table.count("| system | updates |") == 2
+    rows = {r["system"]: r for r in json.loads((work / "rows.json").read_text())}
+    assert rows["+z=0"]["options"] == ["test_ablation=zero"] and rows["+z=0"]["run"] == rows["NMT_ISG"]["run"]
+    isg, zero = ((work / f"test.{n}.hyp").read_text(encoding="utf-8") for n in ("NMT_ISG", "_z_0"))
+    assert isg != zero                                       # the ablation changes the translation
+    isg_part = table[table.index("## ISG"):]
+    assert "| RNNSearch | 2 |" in isg_part and "| RNNSearch | 2 | " in isg_part.split("\n")[4]
+    assert isg_part.split("\n")[4].split("|")[5].strip() == "—"     # the ISG table's first row has no p-value
