@@ -288,6 +288,18 @@ def reads_documents(model) -> bool:
     return getattr(model, "context_sents", 0) > 0 or getattr(model, "context_block", 0) > 0
 
 
+def bind_vocabularies(model, src_vocab, tgt_vocab) -> None:
+    """Give every submodule of ``model`` that reads token *strings* (not only ids) the training
+    vocabularies (``data.vocab.Vocab``): calls its ``bind_vocab(src_vocab, tgt_vocab)``. Called once
+    by the trainer after building a model from scratch; what a module derives from the strings
+    lives in its persistent buffers, so checkpoints carry it and translation needs no call
+    (e.g. the continuous cache's ``exclude_stopwords``, models.md §2.3)."""
+    for m in model.modules():
+        bind = getattr(m, "bind_vocab", None)
+        if callable(bind):
+            bind(src_vocab, tgt_vocab)
+
+
 @runtime_checkable
 class AuxiliaryLosses(Protocol):
     """An optional part of the contract: training-only loss terms beside the cross-entropy

@@ -28,7 +28,7 @@ from doctrans.evaluation.score import bleu_tok_lc
 from doctrans.inference.documents import translate_documents
 from doctrans.inference.translate import decode_corpus
 from doctrans.models.build import build_model
-from doctrans.models.interface import reads_documents
+from doctrans.models.interface import bind_vocabularies, reads_documents
 from doctrans.training import distributed as dist
 from doctrans.training.checkpoint import check_resume_compatible, load_checkpoint
 from doctrans.training.loss import dev_xent, forward_loss
@@ -279,6 +279,7 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
     if dist.is_main():
         atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), src_vocab.pad_id, cfg.context).to(device)
+    bind_vocabularies(model, src_vocab, tgt_vocab)            # modules reading token strings (resume restores them)
     if reads_documents(model):                                # a context model reads documents
         train, dev, dev_refs = load_doc_splits(cfg, src_vocab, tgt_vocab)
         if hasattr(model, "context_filter"):                 # the model's training-tuple filter

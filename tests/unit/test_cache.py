@@ -138,3 +138,21 @@ def test_gate_adds_s2s_four_million_parameters():
     added = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("backbone."))
     assert added == 4000 * 1000 + 1000
     assert exp.context.size == 500 and exp.train.freeze == ("backbone.*",)
+
+
+def test_exclude_stopwords_writes_no_cell_for_stop_words_and_punctuation():
+    """``exclude_stopwords``: bind_vocab marks whole-word stop words and punctuation (not a BPE
+    piece ``it@@`` of a longer word); their steps write no cell, the other words do; the mask is a
+    buffer, so a checkpoint carries it."""
+    from doctrans.data.vocab import Vocab
+    from doctrans.models.interface import bind_vocabularies
+    tokens = ["<pad>", "<s>", "</s>", "<unk>", "the", "house", "it@@", ",", "it", "cat"] + [f"w{i}" for i in range(10)]
+    vocab = Vocab(tokens)
+    m = cache(exclude_stopwords=True)
+    bind_vocabularies(m, vocab, vocab)
+    assert m.no_write.nonzero().squeeze(1).tolist() == [4, 7, 8]                  # the, ",", it
+    assert "no_write" in m.state_dict()
+    enc = m.backbone.encode(SearchBatch(torch.tensor([[11, 2]])))
+    _, _, words = m.history(enc, torch.tensor([[1, 4, 5, 6, 7, 8, 9]]), torch.tensor([0]))
+    assert words.tolist() == [[-1, 5, 6, -1, -1, 9, -1]]          # the / , / it / </s>-step skipped
+    assert not hasattr(cache(), "no_write")                        # off by default: no buffer

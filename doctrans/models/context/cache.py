@@ -18,7 +18,8 @@ special token (``<pad> <s> </s> <unk>``), teacher-forced on the reference in tra
 1-best at test (``context_needs_target``: ``inference/documents.py`` translates the documents in
 order and gives the previous sentences' 1-best as their ``tgt_in``). A word already in the cache
 keeps one cell: ``on_repeat: overwrite`` (its latest occurrence, which counts as its write time
-for the FIFO) or ``average`` (the mean key and value of its occurrences). Capacity ``size``
+for the FIFO) or ``average`` (the mean key and value of its occurrences). ``exclude_stopwords`` (default off)
+writes no cell for English stop words and punctuation (``bind_vocab``). Capacity ``size``
 cells (25: S1; 500: S2), the oldest evicted first; the cache starts empty at every document.
 
 In-batch formulation [I: the project's choice, instead of S2's sequential document-order
@@ -63,6 +64,7 @@ class CacheConfig:
     gate_inputs: tuple[str, ...] = ("s", "m", "c")   # inputs of λ_t (A12: [s, m, c] gives S2's +4.0M)
     on_repeat: str = "overwrite"        # a repeated word: its latest cell | the average of its cells
     detach_memory: bool = True          # no gradient through the cells' keys and values [I]
+    exclude_stopwords: bool = False     # write no cell for an English stop word or punctuation [I, §2.3]
 
 
 class ContinuousCache(ContextModel):
@@ -87,6 +89,23 @@ class ContinuousCache(ContextModel):
         width = {"s": h, "m": h, "c": 2 * h}
         self.gate = nn.Linear(sum(width[k] for k in cfg.gate_inputs), h)     # W_s, W_m, W_c, b
         init_rnn_weights(((n, p) for n, p in self.named_parameters() if not n.startswith("backbone.")), self.pad_id)
+        if cfg.exclude_stopwords:               # (V_tgt,) True at a target token never written; bind_vocab fills it
+            self.register_buffer("no_write", torch.zeros(backbone.tgt_embed.num_embeddings, dtype=torch.bool))
+
+    def bind_vocab(self, src_vocab, tgt_vocab) -> None:
+        """With ``exclude_stopwords``: mark the target tokens that get no cell — a whole word (a BPE
+        piece not ending in ``@@``) in scikit-learn's English stop-word list, or a token without a
+        letter or digit (punctuation) [I: S2 does not say which words the cache skips].
+        ``models.interface.bind_vocabularies`` calls it at training; checkpoints carry the buffer.
+        Raises ValueError if the vocabulary's size is not the model's."""
+        if not self.cfg.exclude_stopwords:
+            return
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+        if len(tgt_vocab) != self.no_write.numel():
+            raise ValueError(f"target vocabulary of {len(tgt_vocab)} tokens for a model of {self.no_write.numel()}")
+        stop = [(not t.endswith("@@") and t.lower() in ENGLISH_STOP_WORDS) or not any(ch.isalnum() for ch in t)
+                for t in tgt_vocab.tokens]
+        self.no_write.copy_(torch.tensor(stop, dtype=torch.bool))
 
     # -- writing -------------------------------------------------------------------------------------
     def _encode_rows(self, src: Tensor, rows: Tensor) -> EncoderOutput:
@@ -100,14 +119,18 @@ class ContinuousCache(ContextModel):
     def history(self, enc: EncoderOutput, tgt_in: Tensor, needed: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Teacher-forced steps of the sentences ``needed`` (R,): keys c_t (R, T, 2H), values s_t
         (R, T, H) and the word y_t each step produced (R, T), −1 where no cell may be written
-        (special tokens, padding, the final ``</s>`` step)."""
+        (special tokens, padding, the final ``</s>`` step; with ``exclude_stopwords`` stop words
+        and punctuation)."""
         tgt = tgt_in.index_select(0, needed)
         width = max(int(tgt.ne(self.pad_id).sum(1).max()) if needed.numel() else 1, 1)
         tgt = tgt[:, :width]
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.cfg.detach_memory):
             values, keys = self.backbone.decode_states(enc.select(needed), tgt)    # (R, T, H), (R, T, 2H)
         words = torch.cat([tgt[:, 1:], tgt.new_full((tgt.size(0), 1), self.pad_id)], 1)   # y_t of step t
-        return keys, values, words.masked_fill(special_mask(words), -1)
+        skip = special_mask(words)
+        if self.cfg.exclude_stopwords:
+            skip |= self.no_write[words]
+        return keys, values, words.masked_fill(skip, -1)
 
     def cells(self, keys: Tensor, values: Tensor, words: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The cache of each row from its history in write order (oldest first): keys (B, M, 2H),
