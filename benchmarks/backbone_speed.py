@@ -13,6 +13,12 @@ initialised (seed 0) and ``</s>`` is penalised by 10^4 nats (``LongOutputs``), s
 hypothesis runs to the search's length limit (1.5 × source + 10): both models do the same
 number of decoder steps per sentence, and the timings measure the cost of beam search at a
 fixed output length, not translation quality.
+
+Trained models (``--checkpoints CKPT,CKPT,… --beams B,B,…``; a checkpoint may repeat with another
+beam): only decoding, of the TVsub test set as the table translates it (``PREP/test.tok.zh``
+through ``Translator``, BPE included, no documents: the backbones alone), in ``--chunks`` slices
+interleaved across the systems, each at its beam with the checkpoint's own length penalty and
+length limits; sentences/s, output tokens/s and the ratio to the first system.
 """
 from __future__ import annotations
 
@@ -75,9 +81,12 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=200)
     ap.add_argument("--chunks", type=int, default=4)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--checkpoints", default="", help="trained checkpoints (comma-separated): decode the test set only")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.checkpoints:
+        return decode_trained(args)
     paths, beams = args.configs.split(","), [int(b) for b in args.beams.split(",")]
     cfgs = [load_experiment(p, [f"data.prepared={args.prepared}"]) for p in paths]
     prep = Path(args.prepared)
@@ -121,6 +130,31 @@ def main() -> None:
         print(f"decode {p} beam {beam}: {len(src) / s:6.1f} sent/s, {n / s:7.0f} steps/s "
               f"({n / len(src):.1f} steps/sentence, {s:.1f} s)")
     print(f"decode ratio (sent/s) {paths[0]} / {paths[1]}: {dsecs[1] / dsecs[0]:.2f}")
+
+
+def decode_trained(args) -> None:
+    """``--checkpoints``: interleaved decoding of PREP/test.tok.zh by trained models (module doc)."""
+    from doctrans.inference.translate import TranslateConfig, Translator
+    from doctrans.utils.io import read_lines
+    ckpts, beams = args.checkpoints.split(","), [int(b) for b in args.beams.split(",")]
+    if len(beams) != len(ckpts):
+        raise SystemExit(f"--beams gives {len(beams)} beams for {len(ckpts)} checkpoints")
+    lines = read_lines(Path(args.prepared) / "test.tok.zh")
+    systems = [Translator(TranslateConfig(checkpoint=c, input_format="tok", tokenized=True, beam=b))
+               for c, b in zip(ckpts, beams)]
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {len(lines)} test sentences "
+          f"in {args.chunks} interleaved slices")
+    secs, words = [0.0] * len(systems), [0] * len(systems)
+    step = -(-len(lines) // args.chunks)
+    for c in range(0, len(lines), step):
+        for k, tr in enumerate(systems):
+            t0 = time.perf_counter()
+            hyps = tr.translate(lines[c:c + step])
+            secs[k] += time.perf_counter() - t0
+            words[k] += sum(len(h.split()) for h in hyps)
+    for c, b, s, w in zip(ckpts, beams, secs, words):
+        print(f"decode {c} beam {b}: {len(lines) / s:6.1f} sent/s, {w / s:6.0f} words/s ({w / len(lines):.1f} "
+              f"words/sentence, {s:.1f} s), ratio to the first {secs[0] / s:.2f}")
 
 
 if __name__ == "__main__":
