@@ -10,7 +10,10 @@ detokenized sacreBLEU, English pronoun counts, parameters, training target tok/s
 run's train records) and its ratio to the first system's, decoding sentences/s and its ratio,
 and the update count. Rows keep the order given; ``--table TITLE=NAME,…`` splits them into several
 tables (each against its own first row), and ``--context-option NAME:KEY=VALUE`` translates a row
-with a test-time context option (S3 Table 1's ablations of one trained run). A second table (issue 17, docs/discourse.md)
+with a test-time context option (S3 Table 1's ablations of one trained run). A row's translation
+(``WORK/test.NAME.hyp``) is reused by a later call when its stamp (``.json`` beside it: checkpoint
+path and modification time, beam, options, line count, decoding seconds) matches, so an
+interrupted table resumes and rows can be translated as their runs finish. A second table (issue 17, docs/discourse.md)
 gives DP translation recall (when DATA has the hand DP annotation) and, with ``--discourse``,
 CXMI and contrastive pronoun accuracy (DP / overt items).
 """
@@ -61,9 +64,18 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
                                     context_options=options))
     lines = read_lines(prep / "test.tok.zh")
     doc_ids = [x.split("\t")[0] for x in read_lines(prep / "test.docs")]
-    t0 = time.perf_counter()
-    atomic_write_lines(hyp, tr.translate(lines, doc_ids=doc_ids))
-    dt = time.perf_counter() - t0
+    stamp = {"checkpoint": str(ckpt.resolve()), "checkpoint_mtime": ckpt.stat().st_mtime, "beam": args.beam,
+             "options": list(options), "lines": len(lines)}
+    done = hyp.with_suffix(".json")                     # a translation made by an earlier call, for this checkpoint
+    prior = json.loads(done.read_text(encoding="utf-8")) if done.is_file() and hyp.is_file() else {}
+    if {k: prior.get(k) for k in stamp} == stamp:
+        dt = prior["decode_s"]
+        logger.info("%s: reusing %s (translated %.0f s, %s)", name, hyp, dt, prior.get("date", "?"))
+    else:
+        t0 = time.perf_counter()
+        atomic_write_lines(hyp, tr.translate(lines, doc_ids=doc_ids))
+        dt = time.perf_counter() - t0
+        atomic_write_text(done, json.dumps({**stamp, "decode_s": dt, "date": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
     ref = args.ref or str(Path(args.data) / "test" / "test.ref.sgm")
     seg, oracle = Path(args.data) / "test" / "test.seg.zh", Path(args.data) / "test" / "test.oracle-dp.seg.zh"
     dp = seg.is_file() and oracle.is_file()

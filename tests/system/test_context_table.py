@@ -75,3 +75,16 @@ def test_rnn_context_table_options_and_split_tables(tvsub_slice, tmp_path):
     isg_part = table[table.index("## ISG"):]
     assert "| RNNSearch | 2 |" in isg_part and "| RNNSearch | 2 | " in isg_part.split("\n")[4]
     assert isg_part.split("\n")[4].split("|")[5].strip() == "—"     # the ISG table's first row has no p-value
+    # a second call reuses every translation whose stamp matches (a changed checkpoint is redone)
+    stamp = json.loads((work / "test.NMT_ISG.json").read_text())
+    assert stamp["options"] == [] and stamp["beam"] == 2 and stamp["decode_s"] > 0
+    base_stamp = json.loads((work / "test.RNNSearch.json").read_text())
+    (work / "test.NMT_ISG.hyp").write_text(isg.replace("\n", " x\n"), encoding="utf-8")   # marks a reused file
+    _invoke("train", tiny, f"run_dir={runs / 'base_cont'}", *stage2, "train.max_steps=3", "--resume")
+    context_table.main(["--system", f"RNNSearch={runs / 'base_cont'}", "--system", f"NMT_ISG={runs / 'isg'}",
+                        "--prepared", str(prep), "--data", str(tvsub_slice), "--beam", "2", "--bootstrap", "50",
+                        "--out", str(tmp_path / "table2.md"), "--work", str(work)])
+    assert (work / "test.NMT_ISG.hyp").read_text(encoding="utf-8") == isg.replace("\n", " x\n")
+    rows = {r["system"]: r for r in json.loads((work / "rows.json").read_text())}
+    assert rows["RNNSearch"]["updates"] == 3                             # the resumed run's new last.pt …
+    assert json.loads((work / "test.RNNSearch.json").read_text())["checkpoint_mtime"] > base_stamp["checkpoint_mtime"]
