@@ -88,3 +88,28 @@ def test_rnn_context_table_options_and_split_tables(tvsub_slice, tmp_path):
     rows = {r["system"]: r for r in json.loads((work / "rows.json").read_text())}
     assert rows["RNNSearch"]["updates"] == 3                             # the resumed run's new last.pt …
     assert json.loads((work / "test.RNNSearch.json").read_text())["checkpoint_mtime"] > base_stamp["checkpoint_mtime"]
+
+
+def test_make_rnn_context_table_recipe(tmp_path):
+    """`make -n rnn-context-table` (nothing runs): stage 1 from pipelines/rnnsearch/small.yaml,
+    the 11 stage-2 trainings from YAMLs that exist, each from stage 1's last.pt with RNN_STEPS
+    updates, and one table call with the 15 rows, the three ablations and the three tables."""
+    import re
+    import shlex
+    import subprocess
+    out = subprocess.run(["make", "-n", "rnn-context-table", f"PREP={tmp_path}/prep", f"RNN_RUNS={tmp_path}/runs",
+                          f"RNN_BASE={tmp_path}/base", f"DATA={tmp_path}/data", "RNN_STEPS=7"],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout.replace("\\\n", " ")
+    trains = [shlex.split(line) for line in out.splitlines() if "doctrans train" in line]
+    assert len(trains) == 12
+    configs = [next(a for a in cmd if a.endswith(".yaml")) for cmd in trains]
+    assert all((REPO / c).is_file() for c in configs) and configs.count("pipelines/rnnsearch/small.yaml") == 2
+    stage2 = [cmd for cmd in trains if f"train.init_from={tmp_path}/base/last.pt" in cmd]
+    assert len(stage2) == 11 and all("train.max_steps=7" in cmd for cmd in stage2)
+    table = shlex.split(next(line for line in out.splitlines() if "doctrans.evaluation.context_table" in line))
+    systems = [table[i + 1] for i, a in enumerate(table) if a == "--system"]
+    assert len(systems) == 15 and "+Gating Auxi" in {s.rpartition("=")[0] for s in systems}
+    assert [table[i + 1] for i, a in enumerate(table) if a == "--context-option"] == [
+        "+NULL:test_ablation=null", "+z=0:test_ablation=zero", "+RV:test_ablation=random"]
+    titles = [re.sub(r"=.*", "", table[i + 1]) for i, a in enumerate(table) if a == "--table"]
+    assert len(titles) == 3 and titles[1].startswith("Thesis Table 3.9")
