@@ -76,7 +76,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
         atomic_write_lines(hyp, tr.translate(lines, doc_ids=doc_ids))
         dt = time.perf_counter() - t0
         atomic_write_text(done, json.dumps({**stamp, "decode_s": dt, "date": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
-    ref = args.ref or str(Path(args.data) / "test" / "test.ref.sgm")
+    ref = _references(args)
     seg, oracle = Path(args.data) / "test" / "test.seg.zh", Path(args.data) / "test" / "test.oracle-dp.seg.zh"
     dp = seg.is_file() and oracle.is_file()
     res = score_files(ScoreConfig(hyp=str(hyp), refs=(ref,), hyp_tokenized=True,
@@ -102,8 +102,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
                              "checkpoint as trained")
         row.update(_discourse(ckpt, lines, doc_ids, args))
     if "significance" in res:
-        row["bootstrap_p"] = res["significance"]["paired_bootstrap"]["p_value"]
-        row["sign_p"] = res["significance"]["sign_test"]["p_value"]
+        row.update(_p_values(res))
     logger.info("%s: BLEU %.2f, %.1f sent/s", name, row["bleu"], row["decode_sent_s"])
     return row, hyp
 
@@ -256,9 +255,18 @@ def _significance(hyp: Path, base_hyp: Path, args) -> dict:
     """Paired bootstrap and sign-test p-values of ``hyp`` against ``base_hyp`` (3-reference BLEU,
     the thesis setting)."""
     from doctrans.evaluation.score import ScoreConfig, score_files
-    ref = args.ref or str(Path(args.data) / "test" / "test.ref.sgm")
-    res = score_files(ScoreConfig(hyp=str(hyp), refs=(ref,), hyp_tokenized=True, metrics=("bleu_tok_lc",),
-                                  baseline=str(base_hyp), bootstrap=args.bootstrap))
+    return _p_values(score_files(ScoreConfig(hyp=str(hyp), refs=(_references(args),), hyp_tokenized=True,
+                                             metrics=("bleu_tok_lc",), baseline=str(base_hyp),
+                                             bootstrap=args.bootstrap)))
+
+
+def _references(args) -> str:
+    """The test references: ``--ref``, else DATA/test/test.ref.sgm."""
+    return args.ref or str(Path(args.data) / "test" / "test.ref.sgm")
+
+
+def _p_values(res: dict) -> dict:
+    """``score_files``' significance (``res["significance"]``) as the row's bootstrap_p / sign_p."""
     sig = res["significance"]
     return {"bootstrap_p": sig["paired_bootstrap"]["p_value"], "sign_p": sig["sign_test"]["p_value"]}
 

@@ -290,10 +290,11 @@ def reads_documents(model) -> bool:
 
 def bind_vocabularies(model, src_vocab, tgt_vocab) -> None:
     """Give every submodule of ``model`` that reads token *strings* (not only ids) the training
-    vocabularies (``data.vocab.Vocab``): calls its ``bind_vocab(src_vocab, tgt_vocab)``. Called once
-    by the trainer after building a model from scratch; what a module derives from the strings
-    lives in its persistent buffers, so checkpoints carry it and translation needs no call
-    (e.g. the continuous cache's ``exclude_stopwords``, models.md §2.3)."""
+    vocabularies (``data.vocab.Vocab``): calls its ``bind_vocab(src_vocab, tgt_vocab)``. Called by
+    the trainer right after building the model (on resume the checkpoint then restores the same
+    values); what a module derives from the strings lives in its persistent buffers, so checkpoints
+    carry it and translation needs no call (e.g. the continuous cache's ``exclude_stopwords``,
+    models.md §2.3). Errors are the modules' (e.g. ValueError for a vocabulary of the wrong size)."""
     for m in model.modules():
         bind = getattr(m, "bind_vocab", None)
         if callable(bind):
