@@ -20,18 +20,29 @@ def _invoke(*args) -> None:
     assert r.exit_code == 0, r.output
 
 
-def test_context_table_on_a_tvsub_slice(tvsub_slice, tmp_path):
+def _stage1(tvsub_slice, tmp_path, tiny, stage1_checkpoint: str) -> tuple:
+    """Preprocess the slice and train ``tiny`` for 3 updates (stage 1) → (prep, runs, the stage-2
+    overrides: 2 updates from stage 1's ``stage1_checkpoint``)."""
     prep, runs = tmp_path / "prep", tmp_path / "runs"
     _invoke("preprocess", "--data-dir", tvsub_slice, "--train-docs", "all", "-o", prep, "--bpe-merges", "50", "--workers", "1")
-    tiny = REPO / "pipelines" / "transformer" / "tiny.yaml"
     _invoke("train", tiny, f"data.prepared={prep}", f"run_dir={runs / 's1'}", "train.max_steps=3", *QUIET)
-    stage2 = [f"data.prepared={prep}", "train.max_steps=2", f"train.init_from={runs / 's1' / 'best.pt'}", *QUIET]
+    return prep, runs, [f"data.prepared={prep}", "train.max_steps=2", f"train.init_from={runs / 's1' / stage1_checkpoint}",
+                        *QUIET]
+
+
+def _table_args(prep, tvsub_slice, out, work) -> list[str]:
+    return ["--prepared", str(prep), "--data", str(tvsub_slice), "--beam", "2", "--bootstrap", "50",
+            "--out", str(out), "--work", str(work)]
+
+
+def test_context_table_on_a_tvsub_slice(tvsub_slice, tmp_path):
+    tiny = REPO / "pipelines" / "transformer" / "tiny.yaml"
+    prep, runs, stage2 = _stage1(tvsub_slice, tmp_path, tiny, "best.pt")
     _invoke("train", tiny, f"run_dir={runs / 'transformer'}", *stage2)
     _invoke("train", tiny, f"run_dir={runs / 'han'}", *stage2,
             "context={type: han, context_sents: 2, attach: encoder, heads: 2, d_ff: 32}")
     out = context_table.main(["--system", f"Transformer={runs / 'transformer'}", "--system", f"HAN={runs / 'han'}",
-                              "--prepared", str(prep), "--data", str(tvsub_slice), "--beam", "2", "--bootstrap", "50", "--discourse",
-                              "--out", str(tmp_path / "table.md"), "--work", str(tmp_path / "work")])
+                              "--discourse", *_table_args(prep, tvsub_slice, tmp_path / "table.md", tmp_path / "work")])
     table = out.read_text(encoding="utf-8")
     assert "| Transformer | 2 |" in table and "| HAN | 2 |" in table
     rows = json.loads((tmp_path / "work" / "rows.json").read_text())
@@ -50,22 +61,18 @@ def test_rnn_context_table_options_and_split_tables(tvsub_slice, tmp_path):
     """`make rnn-context-table`'s pieces: an ISG row from a tiny RNNSearch, its S3 Table 1 ablation
     as a row of the same run (``--context-option``), and rows split into titled tables whose
     significance is against their own first row."""
-    prep, runs = tmp_path / "prep", tmp_path / "runs"
-    _invoke("preprocess", "--data-dir", tvsub_slice, "--train-docs", "all", "-o", prep, "--bpe-merges", "50", "--workers", "1")
     tiny = REPO / "pipelines" / "rnnsearch" / "tiny.yaml"
-    _invoke("train", tiny, f"data.prepared={prep}", f"run_dir={runs / 'base'}", "train.max_steps=3", *QUIET)
-    stage2 = [f"data.prepared={prep}", "train.max_steps=2", f"train.init_from={runs / 'base' / 'last.pt'}", *QUIET]
+    prep, runs, stage2 = _stage1(tvsub_slice, tmp_path, tiny, "last.pt")
     _invoke("train", tiny, f"run_dir={runs / 'base_cont'}", *stage2)
     _invoke("train", REPO / "pipelines" / "context" / "isg.yaml", f"run_dir={runs / 'isg'}", *stage2,
             "model.emb_size=32", "model.rnn_size=32", "train.max_tokens=512")
     work = tmp_path / "work"
     out = context_table.main([
-        "--system", f"stage 1={runs / 'base'}", "--system", f"RNNSearch={runs / 'base_cont'}",
+        "--system", f"stage 1={runs / 's1'}", "--system", f"RNNSearch={runs / 'base_cont'}",
         "--system", f"NMT_ISG={runs / 'isg'}", "--system", f"+z=0={runs / 'isg'}",
         "--context-option", "+z=0:test_ablation=zero",
         "--table", "A=stage 1,NMT_ISG", "--table", "ISG=RNNSearch,NMT_ISG,+z=0",
-        "--prepared", str(prep), "--data", str(tvsub_slice), "--beam", "2", "--bootstrap", "50",
-        "--out", str(tmp_path / "table.md"), "--work", str(work)])
+        *_table_args(prep, tvsub_slice, tmp_path / "table.md", work)])
     table = out.read_text(encoding="utf-8")
     assert table.index("## A") < table.index("## ISG") and table.count("| system | updates |") == 2
     rows = {r["system"]: r for r in json.loads((work / "rows.json").read_text())}
@@ -82,8 +89,7 @@ def test_rnn_context_table_options_and_split_tables(tvsub_slice, tmp_path):
     (work / "test.NMT_ISG.hyp").write_text(isg.replace("\n", " x\n"), encoding="utf-8")   # marks a reused file
     _invoke("train", tiny, f"run_dir={runs / 'base_cont'}", *stage2, "train.max_steps=3", "--resume")
     context_table.main(["--system", f"RNNSearch={runs / 'base_cont'}", "--system", f"NMT_ISG={runs / 'isg'}",
-                        "--prepared", str(prep), "--data", str(tvsub_slice), "--beam", "2", "--bootstrap", "50",
-                        "--out", str(tmp_path / "table2.md"), "--work", str(work)])
+                        *_table_args(prep, tvsub_slice, tmp_path / "table2.md", work)])
     assert (work / "test.NMT_ISG.hyp").read_text(encoding="utf-8") == isg.replace("\n", " x\n")
     rows = {r["system"]: r for r in json.loads((work / "rows.json").read_text())}
     assert rows["RNNSearch"]["updates"] == 3                             # the resumed run's new last.pt …
