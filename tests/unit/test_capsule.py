@@ -266,3 +266,25 @@ def test_factored_predictions_route_as_the_dense_tensor():
         g2 = torch.autograd.grad(want.sum(), (x, w), retain_graph=True)
         for a, c in zip(g1, g2):
             torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-5)
+
+
+def test_folded_capsule_attention_is_multihead_attention():
+    """``capsule_attention`` (query and output projections folded into the J keys / values)
+    = ``nn.MultiheadAttention(z, caps, caps)``: outputs and every gradient; with dropout in
+    training it still returns (B, S, H) and differs from eval."""
+    from doctrans.models.context.capsule import capsule_attention
+
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(12, 3, 0.5, batch_first=True)
+    torch.nn.init.normal_(mha.in_proj_bias)                                   # non-zero biases
+    torch.nn.init.normal_(mha.out_proj.bias)
+    z, caps = torch.randn(2, 5, 12, requires_grad=True), torch.randn(2, 4, 12, requires_grad=True)
+    want = mha.eval()(z, caps, caps, need_weights=False)[0]
+    got = capsule_attention(z, caps, mha, training=False)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    inputs = (z, caps, *mha.parameters())
+    w = torch.randn_like(want)
+    for a, c in zip(torch.autograd.grad((got * w).sum(), inputs), torch.autograd.grad((want * w).sum(), inputs)):
+        torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-5)
+    dropped = capsule_attention(z, caps, mha, training=True)
+    assert dropped.shape == want.shape and not torch.allclose(dropped, want)

@@ -29,11 +29,13 @@ context words, so "the first word of sentence m−1" is not identifiable (the sy
 it): 1.00 there. The default stays §2.6's plain embeddings.
 
 Our implementation, not changing the function: u_i's word part W_u^E E[w] is computed once
-per batch row and gathered by the rows that read it; the predictions û_{j|i} = W_j u_i are
-never built as a (B, I, J, H) tensor (``LinearPredictions``: routing needs only W_j Σ_i c_ij u_i
-and u_i · W_jᵀ v_j), nor are the PCCs' broadcast differences (``pcc_pairs``: one matrix
-product); the context attention runs on the target rows only, in length buckets
-(``base.length_buckets``).
+per real (non-padding) source token of the batch and gathered by the rows that read it (each
+row's context tokens packed, padded to the most any row has); the predictions û_{j|i} = W_j u_i
+are never built as a (B, I, J, H) tensor (``LinearPredictions``: routing needs only
+W_j Σ_i c_ij u_i and u_i · W_jᵀ v_j), nor are the PCCs' broadcast differences (``pcc_pairs``:
+one matrix product); the context attention folds its query and output projections into the J
+capsules (``capsule_attention``: no (B, S, H) × (H, H) product) and runs on the target rows
+only, in length buckets (``base.length_buckets``).
 
 Size (measured with ``build_model``): at the paper's shapes (4+4 layers, H 512, d_ff 2048,
 8 heads, 30K source / 30K target vocabularies, tied decoder embeddings, N 3, J 4) the sentence
@@ -164,6 +166,30 @@ def dynamic_routing(u_hat, pad: Tensor, iterations: int, eps: float = 1e-8, caps
     return v
 
 
+def capsule_attention(z: Tensor, caps: Tensor, mha: nn.MultiheadAttention, training: bool) -> Tensor:
+    """``mha(z, caps, caps)[0]`` (no mask; ``mha.dropout`` on the attention weights when
+    ``training``) computed with the query and output projections folded into the J keys and
+    values: per row and head h, scores = (z W_q^hᵀ + b_q^h) k_hᵀ/√d = z (W_q^hᵀ k_hᵀ/√d) + b_q^h k_hᵀ/√d
+    and out = Σ_h a_h (v_h W_o^hᵀ) + b_o, so no (B, S, H) × (H, H) product is run: J·heads
+    ≪ H columns instead of H [our implementation; the same function and parameters as
+    ``nn.MultiheadAttention``, the QCN context sub-layer of §2.6].
+    z: (B, S, H) queries; caps: (B, J, H) keys = values → (B, S, H)."""
+    b, s, h = z.shape
+    nh, j = mha.num_heads, caps.size(1)
+    d = h // nh
+    w_q, w_k, w_v = mha.in_proj_weight.chunk(3)
+    b_q, b_k, b_v = mha.in_proj_bias.chunk(3)
+    k = F.linear(caps, w_k, b_k).view(b, j, nh, d)                              # (B, J, heads, d)
+    v = F.linear(caps, w_v, b_v).view(b, j, nh, d)
+    scale = d ** -0.5
+    a_q = torch.einsum("ndk,bjnd->bknj", w_q.view(nh, d, h), k).reshape(b, h, nh * j)    # (B, H, heads·J)
+    c_q = torch.einsum("nd,bjnd->bnj", b_q.view(nh, d), k).reshape(b, 1, nh * j)
+    scores = torch.baddbmm(c_q, z, a_q, alpha=scale, beta=scale).view(b, s, nh, j)
+    weights = F.dropout(scores.softmax(-1), mha.dropout, training).view(b, s, nh * j)        # (B, S, heads·J)
+    vo = torch.einsum("bjnd,hnd->bnjh", v, mha.out_proj.weight.view(h, nh, d)).reshape(b, nh * j, h)
+    return torch.baddbmm(mha.out_proj.bias.expand(b, 1, h), weights, vo)
+
+
 class Routed(NamedTuple):
     """What ``query_guided_routing`` returns: the output capsules and, of its last iteration,
     s_j and the query q_j that entered it (all (B, J, H))."""
@@ -265,26 +291,32 @@ class QCN(ContextModel):
         (into src) are ctx (B', N), oldest first, −1 = missing (§2.6 capsule construction and
         improved routing) → Routed with v (B', J, H)."""
         cfg, n = self.cfg, self.context_sents
+        real = src.ne(self.pad_id)                                                # (B, S)
+        lengths = real.sum(1)                                                     # (B,)
+        pos = real.view(-1).nonzero().squeeze(1)                                  # (T,) real tokens, row-major
         if cfg.capsule_input == "embedding":
-            emb = self.drop(self.backbone.source_embedding(src))                 # (B, S, E)
-        else:
-            emb = self.drop(self.backbone.embed_source(src))                     # (B, S, H), positions
+            emb = self.drop(self.backbone.source_embedding(src.view(-1).index_select(0, pos)))   # (T, E)
+        else:                                                                     # (T, H), positions
+            emb = self.drop(self.backbone.embed_source(src)).flatten(0, 1).index_select(0, pos)
         w_e, w_d = self.w_u.weight[:, :emb.size(-1)], self.w_u.weight[:, emb.size(-1):]
-        u_rows = F.linear(emb, w_e)                                              # (B, S, H): W_u^E e
-        dist = torch.arange(n, 0, -1, device=src.device)                         # slot n → dist N−n
-        u_slot = w_d[:, dist - 1].t() + self.w_u.bias                            # (N, H): W_u^D onehot + b_u
-        flat = ctx.clamp(min=0).reshape(-1)                                      # (B'·N,)
-        pad = (ctx.lt(0)[..., None] | src.index_select(0, flat).view(*ctx.shape, -1).eq(self.pad_id))
-        u = (u_rows.index_select(0, flat).view(*ctx.shape, *u_rows.shape[1:])
-             + u_slot[:, None]).flatten(1, 2)                                    # (B', N·S, H)
-        pad = pad.flatten(1)                                                     # (B', N·S)
-        # each row's real context tokens first, cut to the most any row has (routing is invariant
-        # to the order of the input capsules, so this changes nothing but the padding it skips)
-        order = torch.argsort(pad.to(torch.int8), dim=1, stable=True)[:, :max(int((~pad).sum(1).max()), 1)]
-        u, pad = u.gather(1, order[..., None].expand(-1, -1, u.size(-1))), pad.gather(1, order)
-        cur = src.index_select(0, targets)                                       # (B', S)
-        keep = (~pad_mask(cur, self.pad_id)).unsqueeze(-1).to(emb.dtype)        # (B', S, 1)
-        mean = (emb.index_select(0, targets) * keep).sum(1) / keep.sum(1).clamp(min=1)
+        u_real = F.linear(emb, w_e)                                              # (T, H): W_u^E e
+        u_slot = w_d.flip(1).t() + self.w_u.bias                                 # (N, H): slot n ↔ dist N−n
+        # the input capsules of target k: the real tokens of its context rows ctx[k, 0..N−1] in
+        # slot order (routing is invariant to their order), padded to the most any row has
+        offsets = torch.cumsum(lengths, 0) - lengths                              # (B,) first real token of a row
+        count = torch.where(ctx.ge(0), lengths.index_select(0, ctx.clamp(min=0).reshape(-1)).view(ctx.shape), 0)
+        total, ends = count.sum(1), torch.cumsum(count, 1)                        # (B',), (B', N)
+        width = max(int(total.max()) if total.numel() else 0, 1)
+        k = torch.arange(width, device=src.device).expand(ctx.size(0), width)    # (B', I)
+        slot = torch.searchsorted(ends, k.contiguous(), right=True).clamp(max=n - 1)   # (B', I)
+        first = offsets.index_select(0, ctx.clamp(min=0).reshape(-1)).view(ctx.shape) - (ends - count)
+        pad = k.ge(total[:, None])                                                # (B', I)
+        index = torch.where(pad, 0, first.gather(1, slot) + k)                    # into the T real tokens
+        u = (u_real.index_select(0, index.reshape(-1)).view(*index.shape, -1)
+             + u_slot.index_select(0, slot.reshape(-1)).view(*index.shape, -1))    # (B', I, H)
+        rows = pos.div(src.size(1), rounding_mode="floor")                        # (T,) the row of each
+        sums = emb.new_zeros((src.size(0), emb.size(-1))).index_add(0, rows, emb)         # (B, E)
+        mean = sums.index_select(0, targets) / lengths.index_select(0, targets).clamp(min=1)[:, None].to(emb.dtype)
         return query_guided_routing(u, LinearPredictions(u, self.w_j.weight), self.w_q(mean), pad,
                                     cfg.iterations, cfg.pcc_target, cfg.agreement_mod, cfg.query_update, cfg.eps,
                                     cfg.capsules)
@@ -293,7 +325,7 @@ class QCN(ContextModel):
         """``encode_with``'s layer k with QCN's context sub-layer; caps: (B', J, H)."""
         def layer_fn(k: int, layer, x: Tensor, keep: Tensor | None) -> Tensor:
             x = layer.attention_sublayer(x, keep)                                 # (B', S, H)
-            x = self.subs[k](x, lambda z: self.attn[k](z, caps, caps, need_weights=False)[0])
+            x = self.subs[k](x, lambda z: capsule_attention(z, caps, self.attn[k], self.training))
             return layer.ffn_sublayer(x)
         return layer_fn
 
