@@ -323,3 +323,41 @@ def test_one_decoder_pass_for_loss_and_context_same_loss_and_gradients(name, mon
     assert set(grads) == set(ref_grads) and grads
     for k, g in ref_grads.items():
         assert torch.allclose(grads[k], g, atol=1e-5, rtol=1e-4), k
+
+
+def test_length_buckets_minimise_the_padded_grid():
+    """``base.length_buckets``: a partition of the rows into ≤ K groups of consecutive lengths,
+    ≥ min_rows each, whose grid Σ rows × longest is the least of every such cut between
+    distinct lengths (brute force on random batches); a long tail gets its own group."""
+    import itertools
+    import random
+
+    from doctrans.models.context.base import length_buckets
+
+    def grid(lengths, groups):
+        return sum(len(g) * int(lengths[g].max()) for g in groups)
+
+    def brute(srt, k, m):
+        cuts = [i for i in range(1, len(srt)) if srt[i] != srt[i - 1]]
+        best = len(srt) * srt[-1]
+        for n in range(1, k):
+            for c in itertools.combinations(cuts, n):
+                b = [0, *c, len(srt)]
+                if all(y - x >= m for x, y in zip(b, b[1:])):
+                    best = min(best, sum((y - x) * srt[y - 1] for x, y in zip(b, b[1:])))
+        return best
+
+    rng = random.Random(0)
+    for _ in range(200):
+        lengths = torch.tensor([rng.randint(1, 9) for _ in range(rng.randint(1, 14))])
+        k, m = rng.randint(1, 4), rng.randint(1, 3)
+        groups = length_buckets(lengths, k, m)
+        assert sorted(torch.cat(groups).tolist()) == list(range(len(lengths)))
+        assert len(groups) <= max(1, min(k, len(lengths) // m))
+        assert len(groups) == 1 or all(len(g) >= m for g in groups)
+        assert all(int(lengths[a].max()) <= int(lengths[b].min()) for a, b in zip(groups, groups[1:]))
+        assert grid(lengths, groups) == brute(sorted(lengths.tolist()), max(1, min(k, len(lengths) // m)), m)
+    tail = torch.tensor([5] * 12 + [6] * 12 + [40] * 2)                      # 26 rows, 2 long ones
+    groups = length_buckets(tail, 2, 2)
+    assert [sorted(tail[g].tolist()) for g in groups] == [[5] * 12 + [6] * 12, [40, 40]]
+    assert length_buckets(torch.full((30,), 7), 4, 2)[0].numel() == 30       # one length: one group
