@@ -288,3 +288,29 @@ def test_folded_capsule_attention_is_multihead_attention():
         torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-5)
     dropped = capsule_attention(z, caps, mha, training=True)
     assert dropped.shape == want.shape and not torch.allclose(dropped, want)
+
+
+def test_gram_routing_is_dynamic_routing():
+    """``_gram_routing`` (routing in x's space through G_j = W_jᵀ W_j, what ``dynamic_routing``
+    uses for factored predictions on many rows) = routing over the dense û_{j|i} = W_j x_i:
+    capsules and gradients, a fully padded row included (zeros, no NaN)."""
+    from doctrans.models.context.capsule import LinearPredictions, _gram_routing
+
+    torch.manual_seed(0)
+    b, i, j, h = 12, 6, 3, 5
+    x = torch.randn(b, i, h, requires_grad=True)
+    w = (0.5 * torch.randn(j * h, h)).requires_grad_()
+    pad = torch.rand(b, i) < 0.3
+    pad[2] = True
+    assert b * 3 > h                                                       # dynamic_routing takes the Gram path
+    for got in (_gram_routing(LinearPredictions(x, w), pad, 4, 1e-8, j),
+                dynamic_routing(LinearPredictions(x, w), pad, 4, capsules=j)):
+        want = dynamic_routing(torch.nn.functional.linear(x, w).unflatten(-1, (j, h)), pad, 4)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        assert bool(got[2].eq(0).all())
+        weights = torch.randn_like(want)
+        g1 = torch.autograd.grad((got * weights).sum(), (x, w))
+        g2 = torch.autograd.grad((want * weights).sum(), (x, w))
+        for a, c in zip(g1, g2):
+            assert bool(torch.isfinite(a).all())
+            torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-5)
