@@ -33,10 +33,11 @@ per real (non-padding) source token of the batch and gathered by the rows that r
 row's context tokens packed, padded to the most any row has); the predictions û_{j|i} = W_j u_i
 are never built as a (B, I, J, H) tensor (``LinearPredictions``: routing needs only
 W_j Σ_i c_ij u_i and u_i · W_jᵀ v_j), nor are the PCCs' broadcast differences (``pcc_pairs``:
-one matrix product), and the regularisation CapsNets route through the Gram matrices W_jᵀ W_j
-(``_gram_routing``: 4 products per row instead of 7); the context attention folds its query and output projections into the J
-capsules (``capsule_attention``: no (B, S, H) × (H, H) product) and runs on the target rows
-only, in length buckets (``base.length_buckets``).
+one matrix product), and the regularisation CapsNets route through the Gram matrices
+W_jᵀ W_j (``_gram_routing``: 4 products per row instead of 7); the context attention folds
+its query and output projections into the J capsules (``capsule_attention``: no
+(B, S, H) × (H, H) product) and runs on the target rows only, in length buckets
+(``base.length_buckets``).
 
 Size (measured with ``build_model``): at the paper's shapes (4+4 layers, H 512, d_ff 2048,
 8 heads, 30K source / 30K target vocabularies, tied decoder embeddings, N 3, J 4) the sentence
