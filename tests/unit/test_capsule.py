@@ -314,3 +314,62 @@ def test_gram_routing_is_dynamic_routing():
         for a, c in zip(g1, g2):
             assert bool(torch.isfinite(a).all())
             torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-5)
+
+
+def test_bucketed_capsnet_is_the_capsnet_on_the_padded_batch():
+    """``CapsNet.forward_bucketed`` (rows routed in length groups, one embedding call, shared
+    Gram matrices) = ``CapsNet`` over the whole padded batch, with a position-dependent
+    embedding: capsules and gradients."""
+    from doctrans.models.context.capsule import CapsNet
+
+    torch.manual_seed(0)
+    h = 6
+    net, table = CapsNet(h, 3, 4, 1e-8), torch.nn.Embedding(20, h)
+
+    def embed(tokens):                                                     # positions count from 0 per row
+        return table(tokens) + 0.1 * torch.arange(tokens.size(1))[:, None]
+
+    lengths = torch.randint(1, 12, (100,))
+    tokens = torch.zeros(100, 12, dtype=torch.long)
+    for r, n in enumerate(lengths.tolist()):
+        tokens[r, :n] = torch.randint(4, 20, (n,))
+    got = net.forward_bucketed(embed, tokens, 0, buckets=3)
+    want = net(embed(tokens), tokens.eq(0))
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    weights = torch.randn_like(want)
+    params = (net.w.weight, table.weight)
+    for a, c in zip(torch.autograd.grad((got * weights).sum(), params), torch.autograd.grad((want * weights).sum(), params)):
+        torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-5)
+
+
+def test_routing_in_groups_of_context_size_gives_the_capsules_of_one_group(monkeypatch):
+    """``context_capsules`` routes the target rows in ``ROUTING_GROUPS`` groups of similar
+    context size (each cut to its own most context words): the same v, s, q and gradients as
+    all rows in one group, on a 90-sentence document with sentences of 1–12 words."""
+    from doctrans.models.context import capsule
+
+    torch.manual_seed(1)
+    n = 90
+    src = torch.zeros(n, 13, dtype=torch.long)
+    for r in range(n):
+        k = int(torch.randint(1, 13, ()))
+        src[r, :k] = torch.randint(4, V, (k,))
+        src[r, k] = 2
+    ctx = torch.tensor([[r - 2 if r >= 2 else -1, r - 1 if r >= 1 else -1] for r in range(n)])
+    targets = torch.arange(2, n)
+    results = []
+    for groups in (2, 1):
+        monkeypatch.setattr(capsule, "ROUTING_GROUPS", groups)
+        m = qcn()
+        out = m.context_capsules(src, targets, ctx[targets])
+        loss = sum((f * torch.linspace(-1, 1, f.numel()).view_as(f)).sum() for f in out)
+        results.append((out, torch.autograd.grad(loss, [p for p in m.parameters() if p.requires_grad],
+                                                 allow_unused=True)))
+    (got, g1), (want, g2) = results
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert any(a is not None for a in g1)
+    for a, b in zip(g1, g2):
+        assert (a is None) == (b is None)
+        if a is not None:                                                  # float summation order only
+            torch.testing.assert_close(a, b, rtol=1e-3, atol=2e-4)

@@ -33,8 +33,10 @@ per real (non-padding) source token of the batch and gathered by the rows that r
 row's context tokens packed, padded to the most any row has); the predictions û_{j|i} = W_j u_i
 are never built as a (B, I, J, H) tensor (``LinearPredictions``: routing needs only
 W_j Σ_i c_ij u_i and u_i · W_jᵀ v_j), nor are the PCCs' broadcast differences (``pcc_pairs``:
-one matrix product), and the regularisation CapsNets route through the Gram matrices
-W_jᵀ W_j (``_gram_routing``: 4 products per row instead of 7); the context attention folds
+one matrix product); rows are routed in ``ROUTING_GROUPS`` groups of similar context (or
+sentence) size, each cut to its own longest, since routing's per-word products are memory-bound
+over the padded inputs; the regularisation CapsNets route through the Gram matrices W_jᵀ W_j
+(``_gram_routing``: 4 products per row instead of 7); the context attention folds
 its query and output projections into the J capsules (``capsule_attention``: no
 (B, S, H) × (H, H) product) and runs on the target rows only, in length buckets
 (``base.length_buckets``).
@@ -57,11 +59,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from doctrans.layers.masks import pad_mask
 from doctrans.models.context.base import ContextModel, context_rows, length_buckets, scatter_rows
 from doctrans.models.interface import EncoderOutput
 
 PCC_TARGETS = ("input", "prediction")
+ROUTING_GROUPS = 2     # groups of target rows by context size in routing / the regularisation CapsNets
 AGREEMENT_MODS = ("mul", "add", "one_plus")
 QUERY_UPDATES = ("replace", "add")
 CAPSULE_INPUTS = ("embedding", "encoder_input")
@@ -171,16 +173,25 @@ def dynamic_routing(u_hat, pad: Tensor, iterations: int, eps: float = 1e-8, caps
     return v
 
 
-def _gram_routing(u_hat: LinearPredictions, pad: Tensor, iterations: int, eps: float, capsules: int) -> Tensor:
+def gram_matrices(weight: Tensor, capsules: int) -> Tensor:
+    """G_j = W_jᵀ W_j of a predictions weight (J·H, H_in) → (J, H_in, H_in), symmetric."""
+    w = weight.view(capsules, -1, weight.size(-1))
+    return torch.einsum("jhk,jhl->jkl", w, w)
+
+
+def _gram_routing(u_hat: LinearPredictions, pad: Tensor, iterations: int, eps: float, capsules: int,
+                  gram: Tensor | None = None) -> Tensor:
     """``dynamic_routing`` of factored predictions û_{j|i} = W_j x_i in x's space: with
     m_j = Σ_i c_ij x_i and G_j = W_jᵀ W_j, s_j = W_j m_j has |s_j|² = m_jᵀ G_j m_j and the
     agreement û_{j|i}·v_j = x_i · (f_j G_j m_j), f_j = squash's scale |s|/(1 + |s|²)·|s|/(|s| + ε);
     so an iteration before the last costs one product G_j m_j instead of W_j m_j and W_jᵀ v_j,
     and only the last forms s_j. The J Gram matrices cost J·H_in²·H once per batch, less than the
-    products saved when B·(R − 1) > H_in [our implementation]. Same arguments and result."""
+    products saved when B·(R − 1) > H_in [our implementation]. Same arguments and result;
+    ``gram``: the ``gram_matrices`` of u_hat's weight, if already computed."""
     x, w = u_hat
+    if gram is None:
+        gram = gram_matrices(w, capsules)                                      # (J, H_in, H_in)
     w = w.view(capsules, -1, x.size(-1))                                       # (J, H, H_in)
-    gram = torch.einsum("jhk,jhl->jkl", w, w)                                  # (J, H_in, H_in), symmetric
     logits = x.new_zeros((x.size(0), x.size(1), capsules))
     keep = (~pad).unsqueeze(-1).to(x.dtype)
     for r in range(iterations):
@@ -282,6 +293,30 @@ class CapsNet(nn.Module):
     def forward(self, x: Tensor, pad: Tensor) -> Tensor:
         return dynamic_routing(LinearPredictions(x, self.w.weight), pad, self.iterations, self.eps, self.capsules)
 
+    def forward_bucketed(self, embed, tokens: Tensor, pad_id: int, buckets: int = ROUTING_GROUPS) -> Tensor:
+        """``forward(embed(tokens), tokens == pad_id)``, tokens (B, L) with at least one real
+        token per row, with the rows routed in at most ``buckets`` length groups
+        (``base.length_buckets``), each cut to its longest row. Routing's per-word products are
+        memory-bound over the (B, L, H) inputs, and a batch's rows are mostly shorter than its
+        longest; a row's capsules depend on its own words only, so this is the same function.
+        One embedding call, one set of Gram matrices (``_gram_routing``) for all groups.
+        embed: (b, l) → (b, l, H) (``embed_source`` / ``embed_target``) → v (B, J, H)
+        [our implementation]."""
+        lengths = tokens.ne(pad_id).sum(1)                                       # (B,)
+        groups = length_buckets(lengths, buckets, min_rows=32)
+        order = torch.cat(groups)                                                # rows by length
+        tokens = tokens.index_select(0, order)[:, :max(int(lengths.max()), 1)]
+        gram = None
+        if self.iterations > 1 and tokens.size(0) * (self.iterations - 1) > self.w.in_features:
+            gram = gram_matrices(self.w.weight, self.capsules)
+        parts, sizes = [], [g.numel() for g in groups]
+        for g, x, t in zip(groups, embed(tokens).split(sizes), tokens.split(sizes)):
+            width = max(int(lengths[g].max()), 1)
+            u_hat, pad = LinearPredictions(x[:, :width], self.w.weight), t[:, :width].eq(pad_id)
+            parts.append(dynamic_routing(u_hat, pad, self.iterations, self.eps, self.capsules) if gram is None
+                         else _gram_routing(u_hat, pad, self.iterations, self.eps, self.capsules, gram))
+        return torch.cat(parts).index_select(0, torch.argsort(order))            # back to row order
+
 
 class QCN(ContextModel):
     """QCN context sub-layers and/or the PCC regularisation around a backbone with
@@ -341,14 +376,27 @@ class QCN(ContextModel):
         first = offsets.index_select(0, ctx.clamp(min=0).reshape(-1)).view(ctx.shape) - (ends - count)
         pad = k.ge(total[:, None])                                                # (B', I)
         index = torch.where(pad, 0, first.gather(1, slot) + k)                    # into the T real tokens
-        u = (u_real.index_select(0, index.reshape(-1)).view(*index.shape, -1)
-             + u_slot.index_select(0, slot.reshape(-1)).view(*index.shape, -1))    # (B', I, H)
         rows = pos.div(src.size(1), rounding_mode="floor")                        # (T,) the row of each
         sums = emb.new_zeros((src.size(0), emb.size(-1))).index_add(0, rows, emb)         # (B, E)
         mean = sums.index_select(0, targets) / lengths.index_select(0, targets).clamp(min=1)[:, None].to(emb.dtype)
-        return query_guided_routing(u, LinearPredictions(u, self.w_j.weight), self.w_q(mean), pad,
-                                    cfg.iterations, cfg.pcc_target, cfg.agreement_mod, cfg.query_update, cfg.eps,
-                                    cfg.capsules)
+        query = self.w_q(mean)                                                   # (B', H)
+        # routing's per-word products are memory-bound over u (B', I, H): rows routed in at most
+        # ROUTING_GROUPS groups of similar context size, each cut to its own most (the same function)
+        parts, groups = [], length_buckets(total, ROUTING_GROUPS, min_rows=32)
+        if len(groups) == 1:
+            groups = [torch.arange(total.numel(), device=src.device)]
+        for g in groups:
+            w = max(int(total[g].max()), 1)
+            idx, slt = index[g, :w], slot[g, :w]
+            u = (u_real.index_select(0, idx.reshape(-1)).view(*idx.shape, -1)
+                 + u_slot.index_select(0, slt.reshape(-1)).view(*idx.shape, -1))      # (B'_g, I_g, H)
+            parts.append(query_guided_routing(u, LinearPredictions(u, self.w_j.weight), query[g], pad[g, :w],
+                                              cfg.iterations, cfg.pcc_target, cfg.agreement_mod, cfg.query_update,
+                                              cfg.eps, cfg.capsules))
+        if len(parts) == 1:
+            return parts[0]
+        back = torch.argsort(torch.cat(groups))
+        return Routed(*(torch.cat(field).index_select(0, back) for field in zip(*parts)))
 
     def _layer_fn(self, caps: Tensor):
         """``encode_with``'s layer k with QCN's context sub-layer; caps: (B', J, H)."""
@@ -394,10 +442,7 @@ class QCN(ContextModel):
         if is_target is not None:
             rows = is_target.to(src.device).nonzero().squeeze(1)
             src, tgt = src.index_select(0, rows), tgt.index_select(0, rows)
-        src = src[:, :max(int(src.ne(self.pad_id).sum(1).max()), 1)]              # cut to the rows' longest
-        tgt = tgt[:, :max(int(tgt.ne(self.pad_id).sum(1).max()), 1)]
-        src_pad, tgt_pad = pad_mask(src, self.pad_id), pad_mask(tgt, self.pad_id)
-        v_src = self.caps_src(self.backbone.embed_source(src), src_pad)            # (B', J, H)
-        v_tgt = self.caps_tgt(self.backbone.embed_target(tgt), tgt_pad)            # (B', J, H)
+        v_src = self.caps_src.forward_bucketed(self.backbone.embed_source, src, self.pad_id)   # (B', J, H)
+        v_tgt = self.caps_tgt.forward_bucketed(self.backbone.embed_target, tgt, self.pad_id)   # (B', J, H)
         rho = pcc(v_src, v_tgt, self.cfg.eps).mean(-1)                             # (B',)
         return {"pcc": self.cfg.beta * (1 - rho).mean()}
