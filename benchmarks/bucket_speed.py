@@ -14,8 +14,8 @@ length-sorted rows, on the first ``--batches`` document batches of epoch 0 of th
 It prints (1) the grid efficiency, real tokens / padded grid, of the encoder (groups by source
 length) and the decoder (groups by max(source, target), as ``training.loss.target_logits``), and
 (2) for the sentence Transformer (``pipelines/quickstart.yaml``, every target row encoded in
-buckets, no context) and each ``pipelines/context/{model}.yaml`` built from scratch: the
-seconds of forward_loss + backward over the batches under each cutting, interleaved batch by
+buckets, no context) and each ``pipelines/context/{model}.yaml`` built from scratch, on the
+first batches of its own plan (its N previous sentences or sub-documents): the seconds of forward_loss + backward over the batches under each cutting, interleaved batch by
 batch (same model, same batches, no optimizer step, so both see the same parameters), the
 first of ``--repeats`` passes untimed. Ratios are what to read; the machine's load shifts both.
 """
@@ -101,15 +101,22 @@ def main() -> None:
         print(f"| {name} | {enc:.3f} | {dec:.3f} |")
     systems = []
     torch.manual_seed(cfg.train.seed)
-    systems.append(("sentence (bucketed)", BucketedSentence(build_model(cfg.model, len(sv), len(tv), 0, None), 3)))
+    systems.append(("sentence (bucketed)", BucketedSentence(build_model(cfg.model, len(sv), len(tv), 0, None), 3),
+                    batches))
     for model in a.models.split(","):
         c = load_experiment(REPO / "pipelines" / "context" / f"{model}.yaml", ['train.init_from=""'])
         torch.manual_seed(c.train.seed)
-        systems.append((model, build_model(c.model, len(sv), len(tv), 0, c.context)))
-    seconds = {(name, cut): 0.0 for name, _ in systems for cut in ("equal", "grid")}
+        own = make_doc_batches(docs, a.max_tokens, getattr(c.context, "context_sents", 0), c.train.seed, 0,
+                               block=getattr(c.context, "block", 0))[:a.batches]     # its own N / sub-documents
+        systems.append((model, build_model(c.model, len(sv), len(tv), 0, c.context),
+                        [collate_doc(docs, k, tv) for k in own]))
+    seconds = {(name, cut): 0.0 for name, _, _ in systems for cut in ("equal", "grid")}
     for r in range(a.repeats):
-        for b in batches:
-            for name, m in systems:
+        for i in range(a.batches):
+            for name, m, own in systems:
+                if i >= len(own):
+                    continue
+                b = own[i]
                 m.train()
                 for cut, fn in (("equal", equal_buckets), ("grid", GRID)):
                     use(fn)
@@ -121,7 +128,7 @@ def main() -> None:
     use(GRID)
     print(f"\nforward + backward over the batches, {a.repeats - 1} timed passes, interleaved\n")
     print("| model | equal s | grid s | speed-up |\n| --- | ---: | ---: | ---: |")
-    for name, _ in systems:
+    for name, _, _ in systems:
         e, g = seconds[name, "equal"], seconds[name, "grid"]
         print(f"| {name} | {e:.2f} | {g:.2f} | {e / g:.3f} |")
 
