@@ -179,9 +179,11 @@ def topic_task(tmp_path_factory) -> Path:
 def test_hgc_learns_a_word_of_its_sub_document(name, topic_task, tmp_path):
     # measured: HGC (states: residual) reaches dev xent 0.001 nats/token after 450 updates, with
     # ``states: normed`` 0.08 after 600 (both first-token accuracy 1.0 after 800); the sentence model
-    # cannot learn the task, 150 updates show it
+    # cannot learn the task, 150 updates show it. 500 updates were on the edge: with the grid-cut length
+    # buckets of 2026-11-24 (the same loss up to float summation order) HGC was at 0.48 after 500; 800
+    # passes with both bucket cuttings
     context = ["context={type: hgc, block: 30, gate_bias: 0.0, states: residual}"] if name == "hgc" else []
-    steps = 500 if name == "hgc" else 150
+    steps = 800 if name == "hgc" else 150
     cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml", [
         f"data.prepared={topic_task}", f"run_dir={tmp_path / 'run'}", "model.d_model=64", "model.d_ff=128",
         "model.heads=4", "train.threads=1", f"train.max_steps={steps}", "train.lr=5e-3", "train.warmup=30",

@@ -361,3 +361,8 @@ def test_length_buckets_minimise_the_padded_grid():
     groups = length_buckets(tail, 2, 2)
     assert [sorted(tail[g].tolist()) for g in groups] == [[5] * 12 + [6] * 12, [40, 40]]
     assert length_buckets(torch.full((30,), 7), 4, 2)[0].numel() == 30       # one length: one group
+    for lengths in (torch.tensor([3] * 40 + [4] * 40), torch.full((64,), 5),  # few distinct lengths, K = 8
+                    torch.tensor([1] * 9 + [2] * 50 + [30] * 3)):
+        groups = length_buckets(lengths, 8, 8)
+        assert all(g.numel() >= 8 for g in groups) or len(groups) == 1
+        assert sorted(torch.cat(groups).tolist()) == list(range(len(lengths)))

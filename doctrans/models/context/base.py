@@ -100,22 +100,23 @@ def length_buckets(lengths: Tensor, max_buckets: int | None = None, min_rows: in
     r = srt.size
     cut = np.concatenate([[0], np.flatnonzero(np.diff(srt)) + 1, [r]])           # (M+1,) cut candidates
     rows = cut[None, :] - cut[:, None]                                           # rows of group cut i → cut j
-    grid = np.where(rows >= min_rows, rows * srt[np.maximum(cut - 1, 0)][None, :], np.iinfo(np.int64).max // 4)
-    best, back = np.full(cut.size, np.iinfo(np.int64).max // 4), []               # best[j]: rows [0, cut j) in g groups
+    infeasible = np.iinfo(np.int64).max // 4                                     # + another stays < int64 max
+    grid = np.where(rows >= min_rows, rows * srt[np.maximum(cut - 1, 0)][None, :], infeasible)
+    best, back = np.full(cut.size, infeasible), []                               # best[j]: rows [0, cut j) in g groups
     best[0] = 0
     totals = []
     for _ in range(k):
         total = best[:, None] + grid                                             # (M+1, M+1)
         back.append(total.argmin(0))
-        best = total[back[-1], np.arange(cut.size)]
+        best = np.minimum(total[back[-1], np.arange(cut.size)], infeasible)
         totals.append(best[-1])
+    if min(totals) >= infeasible:                                                # no cut satisfies min_rows
+        return [order]
     j, bounds = cut.size - 1, [r]
     for g in range(int(np.argmin(totals)), -1, -1):                              # argmin: the fewest on ties
         j = int(back[g][j])
         bounds.append(int(cut[j]))
     bounds.reverse()
-    if bounds[0] != 0:                                                           # no cut satisfies min_rows
-        return [order]
     return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
