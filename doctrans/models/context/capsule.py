@@ -153,17 +153,25 @@ def pcc_pairs(q: Tensor, u, eps: float = 1e-8) -> Tensor:
     return torch.einsum("bih,bjh->bij", uc, qc) / (un[..., None] * qn[:, None] + eps)
 
 
-def dynamic_routing(u_hat, pad: Tensor, iterations: int, eps: float = 1e-8, capsules: int | None = None) -> Tensor:
+def _gram_pays(rows: int, iterations: int, h_in: int) -> bool:
+    """Whether routing ``rows`` rows of factored predictions through the Gram matrices
+    (``_gram_routing``: J·H_in²·H once) costs less than the products it saves (rows·(R − 1)·J·H·H_in)."""
+    return iterations > 1 and rows * (iterations - 1) > h_in
+
+
+def dynamic_routing(u_hat, pad: Tensor, iterations: int, eps: float = 1e-8, capsules: int | None = None,
+                    gram: Tensor | None = None) -> Tensor:
     """Sabour et al. 2017 routing-by-agreement (Procedure 1; §2.6 regularisation layer):
     c_ij = softmax_j(b_ij), s_j = Σ_i c_ij û_{j|i}, v_j = squash(s_j), b_ij += û_{j|i}·v_j.
     u_hat: (B, I, J, H) predictions, or ``LinearPredictions`` (then ``capsules`` = J); pad:
     (B, I) True at padding (contributes nothing) → v (B, J, H). Gradients flow through every
-    iteration (b is not detached). Factored predictions on many rows route through the Gram
-    matrices (``_gram_routing``: the same function, fewer products)."""
+    iteration (b is not detached). Factored predictions route through the Gram matrices
+    (``_gram_routing``: the same function, fewer products) when ``gram`` (their
+    ``gram_matrices``) is given or when that pays for these rows (``_gram_pays``)."""
     dense = isinstance(u_hat, Tensor)
     b, i = (u_hat if dense else u_hat.x).shape[:2]
-    if not dense and iterations > 1 and b * (iterations - 1) > u_hat.x.size(-1):
-        return _gram_routing(u_hat, pad, iterations, eps, capsules)
+    if not dense and (gram is not None or _gram_pays(b, iterations, u_hat.x.size(-1))):
+        return _gram_routing(u_hat, pad, iterations, eps, capsules, gram)
     logits = (u_hat if dense else u_hat.x).new_zeros((b, i, u_hat.size(2) if dense else capsules))
     keep = (~pad).unsqueeze(-1).to(logits.dtype)                               # (B, I, 1)
     for r in range(iterations):
@@ -205,6 +213,12 @@ def _gram_routing(u_hat: LinearPredictions, pad: Tensor, iterations: int, eps: f
         norm = torch.where(n2 > 0, n2, 1).sqrt() * (n2 > 0)                    # |s_j|, gradient 0 at 0
         logits = logits + torch.einsum("bik,bjk->bij", x, gm * (n2 / (1 + n2) / (norm + eps)))
     raise AssertionError("unreachable")
+
+
+def _in_row_order(parts: list[Tensor], groups: list[Tensor]) -> Tensor:
+    """The results of row groups (``length_buckets``: together every row once), parts[g] (R_g, …)
+    for rows groups[g] (R_g,), as one (R, …) tensor in row order."""
+    return torch.cat(parts).index_select(0, torch.argsort(torch.cat(groups)))
 
 
 def capsule_attention(z: Tensor, caps: Tensor, mha: nn.MultiheadAttention, training: bool) -> Tensor:
@@ -307,16 +321,14 @@ class CapsNet(nn.Module):
         groups = length_buckets(lengths, buckets, min_rows=32)
         order = torch.cat(groups)                                                # rows by length
         tokens = tokens.index_select(0, order)[:, :max(int(lengths.max()), 1)]
-        gram = None
-        if self.iterations > 1 and tokens.size(0) * (self.iterations - 1) > self.w.in_features:
-            gram = gram_matrices(self.w.weight, self.capsules)
+        gram = (gram_matrices(self.w.weight, self.capsules)                      # one set for every group
+                if _gram_pays(tokens.size(0), self.iterations, self.w.in_features) else None)
         parts, sizes = [], [g.numel() for g in groups]
         for g, x, t in zip(groups, embed(tokens).split(sizes), tokens.split(sizes)):
             width = max(int(lengths[g].max()), 1)
-            u_hat, pad = LinearPredictions(x[:, :width], self.w.weight), t[:, :width].eq(pad_id)
-            parts.append(dynamic_routing(u_hat, pad, self.iterations, self.eps, self.capsules) if gram is None
-                         else _gram_routing(u_hat, pad, self.iterations, self.eps, self.capsules, gram))
-        return torch.cat(parts).index_select(0, torch.argsort(order))            # back to row order
+            parts.append(dynamic_routing(LinearPredictions(x[:, :width], self.w.weight), t[:, :width].eq(pad_id),
+                                         self.iterations, self.eps, self.capsules, gram))
+        return _in_row_order(parts, groups)
 
 
 class QCN(ContextModel):
@@ -384,8 +396,6 @@ class QCN(ContextModel):
         # routing's per-word products are memory-bound over u (B', I, H): rows routed in at most
         # ROUTING_GROUPS groups of similar context size, each cut to its own most (the same function)
         parts, groups = [], length_buckets(total, ROUTING_GROUPS, min_rows=32)
-        if len(groups) == 1:
-            groups = [torch.arange(total.numel(), device=src.device)]
         for g in groups:
             w = max(int(total[g].max()), 1)
             idx, slt = index[g, :w], slot[g, :w]
@@ -394,10 +404,7 @@ class QCN(ContextModel):
             parts.append(query_guided_routing(u, LinearPredictions(u, self.w_j.weight), query[g], pad[g, :w],
                                               cfg.iterations, cfg.pcc_target, cfg.agreement_mod, cfg.query_update,
                                               cfg.eps, cfg.capsules))
-        if len(parts) == 1:
-            return parts[0]
-        back = torch.argsort(torch.cat(groups))
-        return Routed(*(torch.cat(field).index_select(0, back) for field in zip(*parts)))
+        return Routed(*(_in_row_order(list(field), groups) for field in zip(*parts)))
 
     def _layer_fn(self, caps: Tensor):
         """``encode_with``'s layer k with QCN's context sub-layer; caps: (B', J, H)."""
