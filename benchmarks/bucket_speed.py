@@ -15,9 +15,10 @@ It prints (1) the grid efficiency, real tokens / padded grid, of the encoder (gr
 length) and the decoder (groups by max(source, target), as ``training.loss.target_logits``), and
 (2) for the sentence Transformer (``pipelines/quickstart.yaml``, every target row encoded in
 buckets, no context) and each ``pipelines/context/{model}.yaml`` built from scratch, on the
-first batches of its own plan (its N previous sentences or sub-documents): the seconds of forward_loss + backward over the batches under each cutting, interleaved batch by
-batch (same model, same batches, no optimizer step, so both see the same parameters), the
-first of ``--repeats`` passes untimed. Ratios are what to read; the machine's load shifts both.
+first batches of its own plan (its N previous sentences or sub-documents): the seconds of
+forward_loss + backward over the batches under each cutting, interleaved batch by batch (same
+model, same batches, no optimizer step, so both see the same parameters), the first of
+``--repeats`` passes untimed. Ratios are what to read; the machine's load shifts both.
 """
 from __future__ import annotations
 
