@@ -4,7 +4,7 @@ Usage: python benchmarks/bucket_speed.py PREPARED_DIR [--models qcn,han_encoder]
        [--repeats 3] [--max-tokens 4096] [--threads 1]
 
 A document batch's target rows are encoded and decoded in at most ``LENGTH_BUCKETS`` length
-groups (``models.context.base.length_buckets``). This compares the two ways of cutting the
+groups (``models.rows.length_buckets``). This compares the two ways of cutting the
 length-sorted rows, on the first ``--batches`` document batches of epoch 0 of the training split
 (``make_doc_batches``, runs mode, train.seed):
 
@@ -36,8 +36,9 @@ from doctrans.config import load_experiment  # noqa: E402
 from doctrans.data.documents import collate_doc, load_doc_split, make_doc_batches  # noqa: E402
 from doctrans.data.vocab import Vocab  # noqa: E402
 from doctrans.models.build import build_model  # noqa: E402
-from doctrans.models.context import base  # noqa: E402
-from doctrans.models.context.base import ContextModel, encode_bucketed, scatter_rows  # noqa: E402
+from doctrans.models import rows as base  # noqa: E402
+from doctrans.models.context.base import ContextModel  # noqa: E402
+from doctrans.models.rows import encode_bucketed, scatter_rows  # noqa: E402
 from doctrans.training.loss import forward_loss  # noqa: E402
 
 GRID = base.length_buckets

@@ -23,6 +23,7 @@ from doctrans.models.context.han import HAN, HANConfig
 from doctrans.models.context.hier_rnn import HRNN, HRNNConfig
 from doctrans.models.context.inter_sentence_gate import InterSentenceGate, ISGConfig
 from doctrans.models.context.multi_encoder import MultiEncoder, MultiEncoderConfig
+from doctrans.models.interface import missing_members
 
 DEFAULT_BACKBONE = "transformer"
 
@@ -46,11 +47,21 @@ CONTEXT_MODELS = {
 def build_model(cfg, src_vocab: int, tgt_vocab: int, pad_id: int = 0, context=None) -> nn.Module:
     """Instantiate the backbone named by ``cfg.backbone`` (a row of ``BACKBONES``) with its
     config ``cfg``, wrapped in the context model ``context.type`` (a row of ``CONTEXT_MODELS``)
-    when ``context`` is given. Raises ValueError for an unknown name or a mismatched config."""
+    when ``context`` is given. Raises ValueError for an unknown name, a mismatched config, or a
+    context model whose ``backbone_parts`` the backbone does not provide (naming the model, the
+    backbone and the missing members)."""
     backbone = _row(BACKBONES, cfg.backbone, cfg, "backbone")(cfg, src_vocab, tgt_vocab, pad_id)
     if context is None:
         return backbone
-    return _row(CONTEXT_MODELS, context.type, context, "context model")(backbone, context)
+    model_cls = _row(CONTEXT_MODELS, context.type, context, "context model")
+    for parts in model_cls.backbone_parts:
+        missing = missing_members(backbone, parts)
+        if missing:
+            fits = sorted(name for name, (_, cls) in BACKBONES.items() if not missing_members(cls, parts))
+            raise ValueError(f"context model {context.type!r} needs a backbone with {parts.__name__} "
+                             f"(models/interface.py); backbone {cfg.backbone!r} lacks {', '.join(missing)} "
+                             f"(use model.backbone: {' or '.join(fits) or '?'})")
+    return model_cls(backbone, context)
 
 
 def _row(table: dict, name: str, cfg, what: str) -> type:

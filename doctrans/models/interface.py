@@ -12,10 +12,11 @@ ends in ``</s>`` (source) or starts with ``<s>`` (target input).
 """
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from torch import Tensor
+from torch import Tensor, nn
 
 
 @dataclass
@@ -70,15 +71,44 @@ class DecoderState(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class DocumentSpec:
+    """What a model reads of a document, i.e. what the data path and the translator must give it.
+
+    context_sents: N ≥ 0, the previous N sentences of the same document, as context rows of the
+    batch pointed to by ``batch.ctx`` (B, N) (``models/context/base.py``); context_block: K ≥ 0,
+    a model whose context is its sub-document of K consecutive sentences (``batch.block`` (B,));
+    needs_target: context rows carry their target (the reference in training, the model's own
+    1-best at translation time), so documents are translated sentence by sentence in order. A
+    sentence-level model is ``DocumentSpec()`` (all zero)."""
+
+    context_sents: int = 0
+    context_block: int = 0
+    needs_target: bool = False
+
+    @property
+    def reads_documents(self) -> bool:
+        """Whether the model is trained and translated on document batches."""
+        return self.context_sents > 0 or self.context_block > 0
+
+
 @runtime_checkable
 class Seq2SeqModel(Protocol):
-    """An encoder–decoder NMT model as the rest of doctrans sees it (an ``nn.Module``)."""
+    """An encoder–decoder NMT model as the rest of doctrans sees it (an ``nn.Module``).
+
+    Three parts: the sentence contract (``encode`` … ``decode_step``), the decoder's states
+    (``decode_hidden``, ``output_logits``, ``decode_step_hidden``: what a model that reads the
+    decoder's states, e.g. a reconstructor, uses) and the document side (``document`` …
+    ``auxiliary_losses``). ``SentenceModelDefaults`` gives a sentence-level model the document
+    side; ``models/context/base.py: ContextModel`` implements it for context models. Nothing
+    outside ``doctrans/models`` reads any other attribute of a model."""
 
     pad_id: int
 
     @property
     def max_target_len(self) -> int:
-        """Longest target (incl. ``</s>``) the model can produce; search forces ``</s>`` there."""
+        """Longest target (incl. ``</s>``) the model can produce; search forces ``</s>`` there.
+        Also the longest source (incl. ``</s>``) it can encode."""
         ...
 
     def encode(self, batch: SourceBatch) -> EncoderOutput:
@@ -89,7 +119,8 @@ class Seq2SeqModel(Protocol):
     def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
         """Teacher forcing. tgt_in: (B, T) = ``<s> y_1 … y_{T-1}`` → unnormalised logits
         (B, T, V); with ``select`` (B, T) bool only the selected positions, (N, V) in row-major
-        order (the loss passes the non-padding positions, so padding costs no output layer)."""
+        order (the loss passes the non-padding positions, so padding costs no output layer).
+        Equals ``output_logits(decode_hidden(enc, tgt_in))`` (at ``select``)."""
         ...
 
     def init_state(self, enc: EncoderOutput) -> DecoderState:
@@ -98,8 +129,103 @@ class Seq2SeqModel(Protocol):
 
     def decode_step(self, state: Any, prev_tokens: Tensor) -> tuple[Tensor, Any]:
         """One incremental step. prev_tokens: (B,) ids emitted last (``<s>`` first) →
-        (log-probabilities (B, V) in float32, the advanced state). May update ``state`` in place."""
+        (log-probabilities (B, V) in float32, the advanced state). May update ``state`` in place.
+        Equals ``log_softmax(output_logits(h))`` for ``h, state = decode_step_hidden(state, prev_tokens)``."""
         ...
+
+    # -- the decoder's states ----------------------------------------------------------------
+    @property
+    def hidden_size(self) -> int:
+        """D, the size of the decoder states of ``decode_hidden`` / ``decode_step_hidden``."""
+        ...
+
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: tgt_in (B, T) → the decoder's top states (B, T, D), the input of the
+        output layer (a Transformer's final-LN states; RNNSearch's readout o_t), with whatever
+        the model's context adds to them."""
+        ...
+
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        """(…, D) decoder states → unnormalised scores (…, V)."""
+        ...
+
+    def decode_step_hidden(self, state: Any, prev_tokens: Tensor) -> tuple[Tensor, Any]:
+        """``decode_step`` before the output layer: prev_tokens (B,) → (top decoder state (B, D)
+        of each live hypothesis, the advanced state)."""
+        ...
+
+    # -- the document side ---------------------------------------------------------------------
+    @property
+    def document(self) -> DocumentSpec:
+        """What the model reads of a document (``DocumentSpec()`` for a sentence model)."""
+        ...
+
+    @property
+    def sentence_weights_prefix(self) -> str:
+        """Where a sentence-level checkpoint's weights go in this model's ``state_dict`` for
+        two-stage training (``train.init_from``): "" for a backbone, "backbone." for a model
+        wrapping one."""
+        ...
+
+    def context_filter(self, src_len, tgt_len, ctx_len) -> dict:
+        """Training tuples the model refuses (e.g. a length filter on the context). src_len,
+        tgt_len (n,) int arrays; ctx_len (n, N) (−1 where there is no such sentence) →
+        {rule name: (n,) bool array, True = not a training target}; {} for none."""
+        ...
+
+    def inference_cache(self, capacity: int = 4096) -> AbstractContextManager:
+        """A context manager within which the model may keep per-sentence context computations
+        between ``encode`` calls (translating a document collection); a no-op for a model
+        without any."""
+        ...
+
+    def explain_blocks(self) -> list[tuple[str, nn.Module, str]]:
+        """The model's context attention blocks for pictures (``translate --explain-context``):
+        [(name, block with a ``recorder`` list attribute, side "source" | "target")]; [] for none."""
+        ...
+
+    def auxiliary_losses(self, enc: EncoderOutput, batch: Any) -> dict[str, Tensor]:
+        """Training-only loss terms beside the cross-entropy (``AuxiliaryLosses``); {} for none."""
+        ...
+
+
+class SentenceModelDefaults:
+    """The document side of ``Seq2SeqModel`` for a sentence-level model (a backbone): reads no
+    document, filters nothing, caches nothing, no context attention, no auxiliary loss. A
+    backbone class lists it as a base beside ``nn.Module``."""
+
+    document = DocumentSpec()
+    sentence_weights_prefix = ""
+
+    def context_filter(self, src_len, tgt_len, ctx_len) -> dict:
+        return {}
+
+    def inference_cache(self, capacity: int = 4096) -> AbstractContextManager:
+        return nullcontext()
+
+    def explain_blocks(self) -> list:
+        return []
+
+    def auxiliary_losses(self, enc: EncoderOutput, batch: Any) -> dict[str, Tensor]:
+        return {}
+
+
+def protocol_members(proto: type) -> list[str]:
+    """The public members (methods, properties, annotated attributes) a ``Protocol`` class
+    declares, in declaration order, its Protocol bases' included."""
+    names: list[str] = []
+    for klass in reversed(proto.__mro__):
+        if klass in (object, Protocol) or not getattr(klass, "_is_protocol", False):
+            continue
+        for name in list(getattr(klass, "__annotations__", {})) + list(vars(klass)):
+            if not name.startswith("_") and name not in names:
+                names.append(name)
+    return names
+
+
+def missing_members(obj: Any, proto: type) -> list[str]:
+    """The members of ``proto`` (``protocol_members``) that ``obj`` lacks."""
+    return [name for name in protocol_members(proto) if not hasattr(obj, name)]
 
 
 @runtime_checkable
@@ -253,6 +379,11 @@ class RNNParts(Protocol):
         """E_src, an ``nn.Embedding``."""
         ...
 
+    @property
+    def target_embedding(self) -> Any:
+        """E_tgt, an ``nn.Embedding`` (e.g. the continuous cache's word keys)."""
+        ...
+
     def project_gru2_input(self, c: Tensor) -> Tensor:
         """GRU_2's input projection W_ih c without bias: c (…, 2H) → (…, 3H) (for a hook's
         ``StepExtra.gru2_input``)."""
@@ -280,12 +411,10 @@ class RNNParts(Protocol):
         ...
 
 
-def reads_documents(model) -> bool:
+def reads_documents(model: Seq2SeqModel) -> bool:
     """Whether ``model`` reads document context, and so is trained and translated on document
-    batches (``data/documents.py``, ``inference/documents.py``): ``context_sents`` > 0 (the
-    previous N sentences, ``batch.ctx``) or ``context_block`` > 0 (sub-documents of that many
-    consecutive sentences, ``batch.block``; models/context/base.py)."""
-    return getattr(model, "context_sents", 0) > 0 or getattr(model, "context_block", 0) > 0
+    batches (``data/documents.py``, ``inference/documents.py``): ``model.document.reads_documents``."""
+    return model.document.reads_documents
 
 
 def bind_vocabularies(model, src_vocab, tgt_vocab) -> None:
@@ -303,7 +432,7 @@ def bind_vocabularies(model, src_vocab, tgt_vocab) -> None:
 
 @runtime_checkable
 class AuxiliaryLosses(Protocol):
-    """An optional part of the contract: training-only loss terms beside the cross-entropy
+    """``Seq2SeqModel.auxiliary_losses`` in detail: training-only loss terms beside the cross-entropy
     (e.g. QCN's PCC regularisation, models.md §2.6).
 
     ``training.loss.forward_loss`` calls it only while the model is in training mode with

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from doctrans.models.context.base import length_buckets
+from doctrans.models.rows import length_buckets
 
 
 @dataclass
@@ -42,7 +42,7 @@ def forward_loss(model, batch, pad_id: int, eps: float) -> LossOutput:
     target positions, label-smoothed cross-entropy summed over them (nats). A document batch
     (``data.documents.DocBatch``) has ``is_target`` (B,): its context-only rows are encoded
     (every row: the model gathers context from them) but only the target rows are decoded
-    (``EncoderOutput.select``), in length buckets (``models.context.base.length_buckets``: runs
+    (``EncoderOutput.select``), in length buckets (``models.rows.length_buckets``: runs
     of consecutive sentences are not length-sorted), each cut to its longest source and target,
     so a context-only row costs no decoder forward/backward and gets no loss, and padding costs
     little. Same loss as one padded call (up to float summation order). In training mode with
@@ -50,9 +50,8 @@ def forward_loss(model, batch, pad_id: int, eps: float) -> LossOutput:
     sentence means) are added as value × n_tokens and reported in ``terms`` under their names."""
     enc = model.encode(batch)
     out = _xent(model, enc, batch, pad_id, eps)
-    aux = getattr(model, "auxiliary_losses", None)
-    if aux is not None and model.training and torch.is_grad_enabled() and out.n_tokens:
-        for name, value in aux(enc, batch).items():        # per-sentence means (models.interface)
+    if model.training and torch.is_grad_enabled() and out.n_tokens:
+        for name, value in model.auxiliary_losses(enc, batch).items():   # per-sentence means (models.interface)
             out.total = out.total + value * out.n_tokens
             out.terms[name] = float(value.detach()) * out.n_tokens
     return out

@@ -3,6 +3,8 @@ hand-made document batch — shapes, incremental decoding = teacher forcing, emp
 the sentence model, the context actually read, context rows never translated."""
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 
 import pytest
 import torch
@@ -214,9 +216,9 @@ def _long_doc_batch(seed: int = 0, width: int = 2) -> DocBatchStub:
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_length_buckets_give_the_loss_and_gradients_of_one_padded_batch(name, monkeypatch):
-    """Encoding and decoding a document batch's rows in length buckets (base.length_buckets)
+    """Encoding and decoding a document batch's rows in length buckets (models.rows.length_buckets)
     computes what one padded call computes: same loss and gradients."""
-    import doctrans.models.context.base as base
+    import doctrans.models.rows as base
     from doctrans.training.loss import forward_loss
 
     b = _long_doc_batch(0, N[name])
@@ -284,7 +286,7 @@ def test_inference_cache_encodes_each_sentence_about_once_and_changes_nothing(na
         cached = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
         rows_cached = sum(encoded)
         encoded.clear()
-        monkeypatch.setattr(ContextModel, "inference_cache", None)
+        monkeypatch.setattr(ContextModel, "inference_cache", lambda self, capacity=4096: nullcontext())
         plain = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
         rows_plain = sum(encoded)
     assert cached == plain
@@ -326,13 +328,13 @@ def test_one_decoder_pass_for_loss_and_context_same_loss_and_gradients(name, mon
 
 
 def test_length_buckets_minimise_the_padded_grid():
-    """``base.length_buckets``: a partition of the rows into ≤ K groups of consecutive lengths,
+    """``models.rows.length_buckets``: a partition of the rows into ≤ K groups of consecutive lengths,
     ≥ min_rows each, whose grid Σ rows × longest is the least of every such cut between
     distinct lengths (brute force on random batches); a long tail gets its own group."""
     import itertools
     import random
 
-    from doctrans.models.context.base import length_buckets
+    from doctrans.models.rows import length_buckets
 
     def grid(lengths, groups):
         return sum(len(g) * int(lengths[g].max()) for g in groups)
@@ -366,3 +368,69 @@ def test_length_buckets_minimise_the_padded_grid():
         groups = length_buckets(lengths, 8, 8)
         assert all(g.numel() >= 8 for g in groups) or len(groups) == 1
         assert sorted(torch.cat(groups).tolist()) == list(range(len(lengths)))
+
+
+# ---------------------------------------------------------------- the contract (models/interface.py)
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_the_contract_is_complete_and_the_decoder_states_come_through_it(name):
+    """Every context model has every member of ``Seq2SeqModel`` (document side included), its
+    ``document`` matches its data needs, and the decoder states of the contract are the ones its
+    output layer reads: teacher-forced (``decode_hidden``) and per hypothesis in search
+    (``decode_step_hidden``, over a reordered state as beam search makes it)."""
+    from doctrans.models.interface import DocumentSpec, missing_members
+
+    m, b = model(name), doc_batch(N[name])
+    assert missing_members(m, Seq2SeqModel) == []
+    assert m.document == DocumentSpec(m.context_sents, m.context_block, bool(m.context_needs_target))
+    assert m.document.reads_documents and m.sentence_weights_prefix == "backbone."
+    with torch.no_grad():
+        enc = m.encode(b)
+        hidden = m.decode_hidden(enc, b.tgt_in)                                     # (B, T, D)
+        assert hidden.shape == (*b.tgt_in.shape, m.hidden_size)
+        assert torch.allclose(m.output_logits(hidden), m.decode_train(enc, b.tgt_in), atol=1e-6)
+        order = torch.tensor([3, 1, 1, 2])
+        state = m.init_state(enc).reorder(order)
+        steps = []
+        for t in range(b.tgt_in.size(1)):
+            h, state = m.decode_step_hidden(state, b.tgt_in[order, t])
+            steps.append(h)
+        assert torch.allclose(torch.stack(steps, 1), hidden[order], atol=1e-5)
+
+
+@pytest.mark.parametrize("backbone", ["transformer", "rnnsearch"])
+def test_a_backbone_is_a_sentence_model_of_the_contract(backbone):
+    from doctrans.models.interface import DocumentSpec, missing_members
+
+    cfg = load_experiment(REPO / "pipelines" / backbone / "tiny.yaml", ["model.dropout=0.0"])
+    m = build_model(cfg.model, len(VOCAB), len(VOCAB), 0).eval()
+    assert missing_members(m, Seq2SeqModel) == [] and m.document == DocumentSpec()
+    assert not m.document.reads_documents and m.sentence_weights_prefix == "" and m.explain_blocks() == []
+    with m.inference_cache(8):
+        b = doc_batch()
+        enc = m.encode(b)
+        assert m.auxiliary_losses(enc, b) == {} and m.context_filter([1], [1], [[-1]]) == {}
+        assert torch.allclose(m.output_logits(m.decode_hidden(enc, b.tgt_in)), m.decode_train(enc, b.tgt_in))
+
+
+@pytest.mark.parametrize("name,backbone,part,missing", [
+    ("qcn", "rnnsearch", "EncoderParts", "encoder_layers"),
+    ("hgc", "rnnsearch", "EncoderParts", "encode_with"),
+    ("han_encoder", "rnnsearch", None, None),
+    ("hrnn_combination", "transformer", "RNNParts", "rnn_size"),
+    ("cache", "transformer", "RNNParts", "target_embedding"),
+])
+def test_a_context_model_on_a_backbone_without_its_parts_fails_at_build_time(name, backbone, part, missing):
+    """QCN or HGC on RNNSearch used to fail deep in a forward pass (AttributeError on
+    ``encoder_layers``); ``build_model`` now names the model, the backbone and what it lacks."""
+    ctx = VARIANTS[name]
+    cfg = load_experiment(REPO / "pipelines" / backbone / "tiny.yaml",
+                          [f"context={ctx}".replace("'", "").replace("True", "true")])
+    if part is None:                                  # HAN's BackboneParts: both backbones have them
+        assert build_model(cfg.model, len(VOCAB), len(VOCAB), 0, cfg.context).document.reads_documents
+        return
+    with pytest.raises(ValueError) as e:
+        build_model(cfg.model, len(VOCAB), len(VOCAB), 0, cfg.context)
+    msg = str(e.value)
+    assert f"context model {ctx['type']!r}" in msg and part in msg and f"backbone {backbone!r}" in msg
+    assert missing in msg and "use model.backbone:" in msg

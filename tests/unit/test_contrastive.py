@@ -10,7 +10,7 @@ import torch
 from doctrans.data.vocab import Vocab
 from doctrans.evaluation.contrastive import contrast_lines, contrasts_of, line_items, read_set, score_items_of
 from doctrans.evaluation.cxmi import ScoringSet
-from doctrans.evaluation.forced import document_numbers
+from doctrans.data.documents import document_numbers
 
 from test_context_models import model
 
@@ -46,7 +46,7 @@ class _Forced(torch.nn.Module):
     def __init__(self, inner, token: int, bonus: float):
         super().__init__()
         self.inner, self.token, self.bonus = inner, token, bonus
-        self.context_sents = inner.context_sents
+        self.document = inner.document                      # what the scorer reads of a model
 
     def encode(self, batch):
         return self.inner.encode(batch)

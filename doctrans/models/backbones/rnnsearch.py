@@ -55,15 +55,16 @@ Shape legend: B batch, S source length, T target length, E embedding size, H hid
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from doctrans.layers.init import init_rnn_weights
 from doctrans.layers.masks import pad_mask
-from doctrans.models.interface import DecoderHook, EncoderOutput, SourceBatch, StepExtra, StepInputs
+from doctrans.models.interface import (DecoderHook, EncoderOutput, SentenceModelDefaults, SourceBatch, StepExtra,
+                                       StepInputs)
 
 INITS = ("mean", "last")
 
@@ -121,28 +122,7 @@ def gru_step(cell: nn.GRUCell, gi: Tensor, h: Tensor, keep: Tensor | None = None
     return n + z * (h - n)                                                   # (1 − z) n + z h
 
 
-def init_rnn_weights(named: Iterable[tuple[str, nn.Parameter]], pad_id: int) -> None:
-    """The RNNSearch initialisation (module doc) of the parameters ``named`` (name, parameter):
-    embeddings (names holding "embed") N(0, 0.01²) with a zero ``pad_id`` row, recurrent
-    matrices orthogonal per gate, other matrices Xavier-uniform, biases zero. Meta tensors are
-    skipped."""
-    for name, p in named:
-        if p.is_meta:                              # a parameter count on the meta device
-            continue
-        if "embed" in name:
-            nn.init.normal_(p, std=0.01)
-            with torch.no_grad():
-                p[pad_id].zero_()
-        elif "weight_hh" in name:
-            for gate in p.chunk(3, dim=0):
-                nn.init.orthogonal_(gate)
-        elif p.dim() > 1:
-            nn.init.xavier_uniform_(p)
-        else:
-            nn.init.zeros_(p)
-
-
-class RNNSearch(nn.Module):
+class RNNSearch(SentenceModelDefaults, nn.Module):
     """Bi-GRU encoder + conditional-GRU decoder with feedback attention (models.md §1.2),
     implementing ``models.interface.Seq2SeqModel`` and ``BackboneParts``.
 
@@ -209,6 +189,11 @@ class RNNSearch(nn.Module):
     def source_embedding(self) -> nn.Embedding:
         """E_src (``RNNParts``)."""
         return self.src_embed
+
+    @property
+    def target_embedding(self) -> nn.Embedding:
+        """E_tgt (``RNNParts``)."""
+        return self.tgt_embed
 
     def project_gru2_input(self, c: Tensor) -> Tensor:
         """GRU_2's input projection without its bias, W_ih c (``RNNParts``): c (…, 2H) → (…, 3H)."""

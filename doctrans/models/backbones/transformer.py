@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from doctrans.layers.masks import attn_keep_mask, pad_mask
-from doctrans.models.interface import EncoderOutput, SourceBatch
+from doctrans.models.interface import EncoderOutput, SentenceModelDefaults, SourceBatch
 
 
 @dataclass(frozen=True)
@@ -227,7 +227,7 @@ class DecoderLayer(nn.Module):
         return self.sub.apply(2, y, self.ffn)
 
 
-class Transformer(nn.Module):
+class Transformer(SentenceModelDefaults, nn.Module):
     """Sentence-level Transformer NMT model implementing ``models.interface.Seq2SeqModel``.
 
     ``forward`` is not used, so each caller says which part of the contract it needs.

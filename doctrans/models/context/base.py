@@ -22,11 +22,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from contextlib import contextmanager
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
-from doctrans.models.interface import EncoderOutput, SearchBatch
+from doctrans.models.interface import DocumentSpec, EncoderOutput
 
 SPECIAL_IDS = (0, 1, 2, 3)     # <pad> <s> </s> <unk> of every doctrans vocabulary (data/vocab.py)
 
@@ -50,110 +49,6 @@ def special_mask(tokens: Tensor, specials: tuple[int, ...] = SPECIAL_IDS) -> Ten
     for s in specials:
         mask |= tokens.eq(s)
     return mask
-
-
-def _cut_rows(src: Tensor, rows: Tensor, pad_id: int) -> Tensor:
-    """src (B, S) → rows ``rows`` (B',), columns cut to their longest non-padding length."""
-    part = src.index_select(0, rows)
-    width = int(part.ne(pad_id).sum(1).max())
-    return part[:, :width]
-
-
-def scatter_rows(parts: list[tuple[Tensor, EncoderOutput]], b: int, s: int) -> EncoderOutput:
-    """Encodings of disjoint row subsets [(rows (B_k,), EncoderOutput (B_k, S_k, H))] → one
-    EncoderOutput of ``b`` rows padded to ``s``: states (b, s, H) (zeros at padding and at rows
-    in no part), src_pad_mask (b, s) True there. Differentiable in the parts' states."""
-    ref = parts[0][1].states
-    states = ref.new_zeros((b, s, ref.size(-1)))
-    mask = torch.ones((b, s), dtype=torch.bool, device=ref.device)
-    for rows, enc in parts:
-        pad = s - enc.states.size(1)
-        states = states.index_copy(0, rows, torch.nn.functional.pad(enc.states, (0, 0, 0, pad)))
-        mask = mask.index_copy(0, rows, torch.nn.functional.pad(enc.src_pad_mask, (0, pad), value=True))
-    return EncoderOutput(states, mask)
-
-
-LENGTH_BUCKETS = 8     # at most this many sub-batches per document batch (see length_buckets; 8 vs 4 equal-count
-                       # groups: QCN 0.74 → 0.82×, RNN Combination 0.71 → 0.76× the sentence model; grid-minimising
-                       # cuts vs equal-count: 4–7 % faster updates, benchmarks/bucket_speed.py, RESULTS.md)
-
-
-def length_buckets(lengths: Tensor, max_buckets: int | None = None, min_rows: int = 8) -> list[Tensor]:
-    """Indices into ``lengths`` (R,) sorted by length and cut into at most ``max_buckets``
-    (default ``LENGTH_BUCKETS``) groups of consecutive lengths, each of at least ``min_rows``
-    rows (so one group for small batches), that minimise the padded grid Σ_g rows_g × longest_g
-    (exact dynamic programme over the cuts between distinct lengths; of equal grids, the fewest
-    groups). Returns [(R_g,) long] in increasing length; every index exactly once.
-
-    A document batch holds runs of consecutive sentences, which cannot be length-sorted: padded
-    to its longest row, half of its grid is padding (``benchmarks/RESULTS.md``). Rows never
-    attend to each other inside the backbone, so encoding / decoding them in length buckets,
-    each cut to its own longest row, computes the same states at real positions for a fraction
-    of the padding. Equal-count groups leave the long tail in one group padded to its longest:
-    13% of a TVsub batch's 8-group grid is padding, 5% with these cuts (``benchmarks/RESULTS.md``)
-    [I: our batching choice, not from a paper]."""
-    order = lengths.argsort(stable=True)
-    k = max(1, min(max_buckets or LENGTH_BUCKETS, order.numel() // min_rows))
-    if k == 1:
-        return [order]
-    srt = lengths.index_select(0, order).cpu().numpy().astype(np.int64)
-    r = srt.size
-    cut = np.concatenate([[0], np.flatnonzero(np.diff(srt)) + 1, [r]])           # (M+1,) cut candidates
-    rows = cut[None, :] - cut[:, None]                                           # rows of group cut i → cut j
-    infeasible = np.iinfo(np.int64).max // 4                                     # + another stays < int64 max
-    grid = np.where(rows >= min_rows, rows * srt[np.maximum(cut - 1, 0)][None, :], infeasible)
-    best, back = np.full(cut.size, infeasible), []                               # best[j]: rows [0, cut j) in g groups
-    best[0] = 0
-    totals = []
-    for _ in range(k):
-        total = best[:, None] + grid                                             # (M+1, M+1)
-        back.append(total.argmin(0))
-        best = np.minimum(total[back[-1], np.arange(cut.size)], infeasible)
-        totals.append(best[-1])
-    if min(totals) >= infeasible:                                                # no cut satisfies min_rows
-        return [order]
-    j, bounds = cut.size - 1, [r]
-    for g in range(int(np.argmin(totals)), -1, -1):                              # argmin: the fewest on ties
-        j = int(back[g][j])
-        bounds.append(int(cut[j]))
-    bounds.reverse()
-    return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-def encode_bucketed(backbone: nn.Module, src: Tensor, rows: Tensor) -> list[tuple[Tensor, EncoderOutput]] | None:
-    """``backbone.encode`` of rows ``rows`` (R,) of ``src`` (B, S) in length buckets → parts for
-    ``scatter_rows`` [(rows_k, EncoderOutput (R_k, S_k, H))], or None if the backbone returns
-    ``extra`` (its encoding may not be split)."""
-    lengths = src.index_select(0, rows).ne(backbone.pad_id).sum(1)
-    parts = []
-    for group in length_buckets(lengths):
-        r = rows[group]
-        enc = backbone.encode(SearchBatch(_cut_rows(src, r, backbone.pad_id)))
-        if enc.extra:
-            return None
-        parts.append((r, enc))
-    return parts
-
-
-def split_encode(backbone: nn.Module, batch, context_grad: bool) -> EncoderOutput:
-    """``backbone.encode`` of every row of a document batch, target rows and context-only rows
-    (``is_target`` False) as two sub-batches, each cut to its own longest source, the
-    context-only ones without gradient unless ``context_grad``. Same states at real positions
-    as one call (zeros at padding); a plain call when gradients are off, the batch has no
-    ``is_target`` or one kind of row only, or the backbone returns ``extra``. The target rows
-    are encoded in length buckets (``length_buckets``). batch.src: (B, S) → states (B, S, H)."""
-    is_target = getattr(batch, "is_target", None)
-    src = batch.src
-    if is_target is None or not torch.is_grad_enabled() or bool(is_target.all()) or not bool(is_target.any()):
-        return backbone.encode(batch)
-    is_target = is_target.to(src.device)
-    t_rows, c_rows = is_target.nonzero().squeeze(1), (~is_target).nonzero().squeeze(1)
-    parts = encode_bucketed(backbone, src, t_rows)
-    with torch.set_grad_enabled(context_grad):
-        enc_c = backbone.encode(SearchBatch(_cut_rows(src, c_rows, backbone.pad_id)))
-    if parts is None or enc_c.extra:
-        return backbone.encode(batch)
-    return scatter_rows(parts + [(c_rows, enc_c)], src.size(0), src.size(1))
 
 
 class RowCache:
@@ -186,9 +81,15 @@ class ContextModel(nn.Module):
     sentences, preceding and following (``batch.block`` (B,): rows of one sub-document share a
     value; the data path and the translator then batch whole sub-documents); at least one of
     them is > 0. ``context_needs_target``: whether context rows must carry their (reference or
-    1-best) target."""
+    1-best) target. Together they are the model's ``document`` (``models.interface.DocumentSpec``).
+
+    ``backbone_parts``: the protocols of ``models/interface.py`` (``BackboneParts``,
+    ``EncoderParts``, ``RNNParts``) the model uses of its backbone besides the contract;
+    ``models/build.py`` checks them when it builds the model, naming what a backbone lacks."""
 
     context_needs_target = False
+    backbone_parts: tuple[type, ...] = ()
+    sentence_weights_prefix = "backbone."
 
     def __init__(self, backbone: nn.Module, context_sents: int, context_block: int = 0):
         super().__init__()
@@ -223,8 +124,17 @@ class ContextModel(nn.Module):
         return []
 
     @property
+    def document(self) -> DocumentSpec:
+        """``DocumentSpec(context_sents, context_block, context_needs_target)``."""
+        return DocumentSpec(self.context_sents, self.context_block, bool(self.context_needs_target))
+
+    @property
     def max_target_len(self) -> int:
         return self.backbone.max_target_len
+
+    @property
+    def hidden_size(self) -> int:
+        return self.backbone.hidden_size
 
     def _device(self) -> torch.device:
         return next(self.parameters()).device
@@ -240,6 +150,18 @@ class ContextModel(nn.Module):
 
     def decode_step(self, state, prev_tokens: Tensor):
         return self.backbone.decode_step(state, prev_tokens)
+
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+        """The backbone's decoder states: right for a model whose context acts in the encoder
+        (its ``enc`` carries it); a model that changes the decoder overrides this with
+        ``decode_train`` (and ``decode_step_hidden`` with ``decode_step``)."""
+        return self.backbone.decode_hidden(enc, tgt_in)
+
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        return self.backbone.output_logits(hidden)
+
+    def decode_step_hidden(self, state, prev_tokens: Tensor):
+        return self.backbone.decode_step_hidden(state, prev_tokens)
 
     def context_filter(self, src_len, tgt_len, ctx_len) -> dict:
         """Training tuples the model refuses (e.g. S3's length filter, models.md §2.4), applied

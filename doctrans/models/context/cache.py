@@ -48,9 +48,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from doctrans.models.backbones.rnnsearch import init_rnn_weights
-from doctrans.models.context.base import ContextModel, context_rows, encode_bucketed, scatter_rows, special_mask
+from doctrans.layers.init import init_rnn_weights
+from doctrans.models.context.base import ContextModel, context_rows, special_mask
 from doctrans.models.interface import DecoderHook, EncoderOutput, RNNParts, SearchBatch
+from doctrans.models.rows import encode_bucketed, scatter_rows
 
 GATE_INPUTS = ("s", "m", "c")
 ON_REPEAT = ("overwrite", "average")
@@ -71,6 +72,8 @@ class ContinuousCache(ContextModel):
     """A cache of the previous sentences' (c_t, s_t) per target word, read into the readout of an
     RNNSearch backbone (``models.interface.RNNParts``; module doc)."""
 
+    backbone_parts = (RNNParts,)
+
     context_needs_target = True
 
     def __init__(self, backbone, cfg: CacheConfig):
@@ -90,7 +93,7 @@ class ContinuousCache(ContextModel):
         self.gate = nn.Linear(sum(width[k] for k in cfg.gate_inputs), h)     # W_s, W_m, W_c, b
         init_rnn_weights(((n, p) for n, p in self.named_parameters() if not n.startswith("backbone.")), self.pad_id)
         if cfg.exclude_stopwords:               # (V_tgt,) True at a target token never written; bind_vocab fills it
-            self.register_buffer("no_write", torch.zeros(backbone.tgt_embed.num_embeddings, dtype=torch.bool))
+            self.register_buffer("no_write", torch.zeros(backbone.target_embedding.num_embeddings, dtype=torch.bool))
 
     def bind_vocab(self, src_vocab, tgt_vocab) -> None:
         """With ``exclude_stopwords``: mark the target tokens that get no cell — a whole word (a BPE
@@ -207,6 +210,9 @@ class ContinuousCache(ContextModel):
 
     def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
         return self.backbone.decode_train(enc, tgt_in, select, self.hook(enc))
+
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+        return self.backbone.decode_hidden(enc, tgt_in, self.hook(enc))
 
     def init_state(self, enc: EncoderOutput):
         return self.backbone.init_state(enc, self.hook(enc))

@@ -39,7 +39,7 @@ over the padded inputs; the regularisation CapsNets route through the Gram matri
 (``_gram_routing``: 4 products per row instead of 7); the context attention folds
 its query and output projections into the J capsules (``capsule_attention``: no
 (B, S, H) × (H, H) product) and runs on the target rows only, in length buckets
-(``base.length_buckets``).
+(``models.rows.length_buckets``).
 
 Size (measured with ``build_model``): at the paper's shapes (4+4 layers, H 512, d_ff 2048,
 8 heads, 30K source / 30K target vocabularies, tied decoder embeddings, N 3, J 4) the sentence
@@ -60,8 +60,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from doctrans.models.context.base import ContextModel, context_rows, length_buckets, scatter_rows
-from doctrans.models.interface import EncoderOutput
+from doctrans.models.context.base import ContextModel, context_rows
+from doctrans.models.interface import EncoderOutput, EncoderParts
+from doctrans.models.rows import length_buckets, scatter_rows
 
 PCC_TARGETS = ("input", "prediction")
 ROUTING_GROUPS = 2     # groups of target rows by context size in routing / the regularisation CapsNets
@@ -311,7 +312,7 @@ class CapsNet(nn.Module):
     def forward_bucketed(self, embed, tokens: Tensor, pad_id: int, buckets: int = ROUTING_GROUPS) -> Tensor:
         """``forward(embed(tokens), tokens == pad_id)``, tokens (B, L) with at least one real
         token per row, with the rows routed in at most ``buckets`` length groups
-        (``base.length_buckets``), each cut to its longest row. Routing's per-word products are
+        (``models.rows.length_buckets``), each cut to its longest row. Routing's per-word products are
         memory-bound over the (B, L, H) inputs, and a batch's rows are mostly shorter than its
         longest; a row's capsules depend on its own words only, so this is the same function.
         One embedding call, one set of Gram matrices (``_gram_routing``) for all groups.
@@ -334,6 +335,8 @@ class CapsNet(nn.Module):
 class QCN(ContextModel):
     """QCN context sub-layers and/or the PCC regularisation around a backbone with
     ``EncoderParts`` (see the module doc)."""
+
+    backbone_parts = (EncoderParts,)
 
     def __init__(self, backbone, cfg: QCNConfig):
         super().__init__(backbone, cfg.context_sents)

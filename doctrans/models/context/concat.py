@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from doctrans.models.context.base import ContextModel, context_rows, encode_bucketed, scatter_rows
+from doctrans.models.context.base import ContextModel, context_rows
 from doctrans.models.interface import EncoderOutput, SearchBatch
+from doctrans.models.rows import encode_bucketed, scatter_rows
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class ConcatContext(ContextModel):
         ``is_target`` (B,) only the target rows are encoded (context-only rows are context
         through their tokens, never decoded: ``forward_loss`` and ``beam_search`` select the
         target rows): context-only rows are all padding (zeros, masked). The target rows are
-        encoded in length buckets (``base.length_buckets``)."""
+        encoded in length buckets (``models.rows.length_buckets``)."""
         src = self.concatenated_source(batch)                               # (B, C+S)
         is_target = getattr(batch, "is_target", None)
         if is_target is None or bool(is_target.all()) or not bool(is_target.any()):

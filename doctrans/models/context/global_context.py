@@ -50,7 +50,7 @@ import torch
 from torch import Tensor, nn
 
 from doctrans.models.context.base import ContextModel
-from doctrans.models.interface import EncoderOutput
+from doctrans.models.interface import EncoderOutput, EncoderParts
 
 LAYERS = ("all", "last")
 STATES = ("normed", "residual")
@@ -171,6 +171,8 @@ def global_context(s: Tensor, v: Tensor, docs: SubDocuments, hierarchical: bool 
 class HGC(ContextModel):
     """The hierarchical global context encoder around a backbone with ``EncoderParts``
     (see the module doc)."""
+
+    backbone_parts = (EncoderParts,)
 
     def __init__(self, backbone, cfg: HGCConfig):
         super().__init__(backbone, 0, cfg.block)

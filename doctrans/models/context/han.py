@@ -30,10 +30,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from doctrans.models.context.base import (ContextModel, RowCache, context_rows, encode_bucketed, length_buckets,
-                                          scatter_rows, special_mask, split_encode)
+from doctrans.models.context.base import ContextModel, RowCache, context_rows, special_mask
 from doctrans.models.context.han_block import HANBlock, HANBlockConfig
-from doctrans.models.interface import EncoderOutput, SearchBatch
+from doctrans.models.interface import BackboneParts, EncoderOutput, SearchBatch
+from doctrans.models.rows import encode_bucketed, length_buckets, scatter_rows, split_encode
 
 ATTACH = ("encoder", "decoder", "both")
 
@@ -86,6 +86,8 @@ def _needed(rows: Tensor) -> tuple[Tensor, Tensor]:
 class HAN(ContextModel):
     """HAN encoder / decoder / joint around a backbone with ``BackboneParts`` (see module doc)."""
 
+    backbone_parts = (BackboneParts,)
+
     def __init__(self, backbone, cfg: HANConfig):
         super().__init__(backbone, cfg.context_sents)
         if cfg.attach not in ATTACH:
@@ -111,7 +113,7 @@ class HAN(ContextModel):
         projected once per context sentence. In training with ``detach_context`` the
         context-only rows are encoded without gradient (``split_encode``). Every sentence's
         encoder states are computed once; the HAN blocks run in length buckets of the target
-        rows, each cut to its longest source (``base.length_buckets``).
+        rows, each cut to its longest source (``models.rows.length_buckets``).
 
         Inside ``inference_cache()`` (translation of a collection, no gradient) the context
         memory of a sentence (its keys/values, keyed by its source — and for the decoder side
@@ -293,7 +295,7 @@ class HAN(ContextModel):
 
     def _teacher_forced(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
         """Top decoder states (R, T, H) of ``tgt_in`` (R, T) given ``enc`` (R rows), computed in
-        length buckets (``base.length_buckets``), zeros at padding (masked by the word mask)."""
+        length buckets (``models.rows.length_buckets``), zeros at padding (masked by the word mask)."""
         lengths = tgt_in.ne(self.pad_id).sum(1)
         groups = length_buckets(lengths)
         if len(groups) == 1 or enc.extra:
@@ -313,12 +315,18 @@ class HAN(ContextModel):
         """``HANMemory`` of the decoder-side block for context pointers rows (B', N)."""
         return self.han_dec.gather_memory(pool["han_dec_k"], pool["han_dec_v"], pool["han_dec_mask"], rows)
 
-    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+        """The backbone's top decoder states (B, T, H), with the decoder-side HAN's context
+        added (HAN decoder / joint)."""
         hidden = self._stashed_hidden(enc, tgt_in)
         if hidden is None:
             hidden = self.backbone.decode_hidden(enc, tgt_in)                      # (B, T, H)
         if self.han_dec is not None:
             hidden = self.han_dec.forward_memory(hidden, self._decoder_memory(enc.shared, enc.extra["han_dec_rows"]))
+        return hidden
+
+    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
+        hidden = self.decode_hidden(enc, tgt_in)
         return self.backbone.output_logits(hidden if select is None else hidden[select])
 
     def _stashed_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor | None:
@@ -347,6 +355,13 @@ class HAN(ContextModel):
     def decode_step(self, state, prev_tokens: Tensor):
         if self.han_dec is None:
             return self.backbone.decode_step(state, prev_tokens)
+        hidden, state = self.decode_step_hidden(state, prev_tokens)
+        return F.log_softmax(self.backbone.output_logits(hidden).float(), dim=-1), state
+
+    def decode_step_hidden(self, state, prev_tokens: Tensor):
+        """One step's top decoder state (B', H), the decoder-side HAN's context added."""
+        if self.han_dec is None:
+            return self.backbone.decode_step_hidden(state, prev_tokens)
         hidden, state.inner = self.backbone.decode_step_hidden(state.inner, prev_tokens)   # (B', H)
         k = state.group
         by_sent = state.sent.view(-1, k) if k > 1 and state.sent.numel() % k == 0 else None
@@ -358,4 +373,4 @@ class HAN(ContextModel):
             hidden = self.han_dec.forward_memory(hidden.view(-1, k, hidden.size(-1)), state.memory).flatten(0, 1)
         else:
             hidden = self.han_dec.forward_memory(hidden[:, None], self._decoder_memory(state.pool, state.rows))[:, 0]
-        return F.log_softmax(self.backbone.output_logits(hidden).float(), dim=-1), state
+        return hidden, state

@@ -41,10 +41,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from doctrans.models.backbones.rnnsearch import init_rnn_weights
-from doctrans.models.context.base import ContextModel, context_rows, scatter_rows
+from doctrans.layers.init import init_rnn_weights
+from doctrans.models.context.base import ContextModel, context_rows
 from doctrans.models.interface import (DecoderHook, EncoderOutput, RNNParts, SearchBatch, StepExtra,
                                        StepInputs)
+from doctrans.models.rows import scatter_rows
 
 GATE_VARIANTS = ("thesis", "csnmt", "lcnmt")
 NULL_SENTENCE = (3, 2)          # <unk> </s>: the history of a document's first sentence [C]
@@ -66,6 +67,8 @@ class HRNNConfig:
 class HRNN(ContextModel):
     """Hierarchical-RNN summary D of the previous N source sentences, fed to an RNNSearch
     backbone (``models.interface.RNNParts``) by the configured strategies (module doc)."""
+
+    backbone_parts = (RNNParts,)
 
     def __init__(self, backbone, cfg: HRNNConfig):
         super().__init__(backbone, cfg.context_sents)
@@ -167,6 +170,9 @@ class HRNN(ContextModel):
 
     def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
         return self.backbone.decode_train(enc, tgt_in, select, self.hook(enc))
+
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+        return self.backbone.decode_hidden(enc, tgt_in, self.hook(enc))
 
     def init_state(self, enc: EncoderOutput):
         return self.backbone.init_state(enc, self.hook(enc))

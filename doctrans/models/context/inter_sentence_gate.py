@@ -48,10 +48,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from doctrans.models.backbones.rnnsearch import init_rnn_weights
-from doctrans.models.context.base import ContextModel, context_rows, encode_bucketed, scatter_rows
+from doctrans.layers.init import init_rnn_weights
+from doctrans.models.context.base import ContextModel, context_rows
 from doctrans.models.interface import (DecoderHook, EncoderOutput, RNNParts, SearchBatch, StepExtra,
                                        StepInputs)
+from doctrans.models.rows import encode_bucketed, scatter_rows
 
 GATE_ON = ("context", "projected")
 EMPTY_CONTEXTS = ("eos3",)
@@ -74,6 +75,8 @@ class ISGConfig:
 class InterSentenceGate(ContextModel):
     """NMT_ISG: the previous sentence's attention context c^a_t and the current one's c^b_t,
     gated by z_t into GRU_2 of an RNNSearch backbone (``models.interface.RNNParts``; module doc)."""
+
+    backbone_parts = (RNNParts,)
 
     def __init__(self, backbone, cfg: ISGConfig):
         super().__init__(backbone, cfg.context_sents)
@@ -204,6 +207,9 @@ class InterSentenceGate(ContextModel):
 
     def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
         return self.backbone.decode_train(enc, tgt_in, select, self.hook(enc))
+
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+        return self.backbone.decode_hidden(enc, tgt_in, self.hook(enc))
 
     def init_state(self, enc: EncoderOutput):
         return self.backbone.init_state(enc, self.hook(enc))

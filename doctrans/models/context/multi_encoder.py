@@ -25,10 +25,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from doctrans.models.backbones.rnnsearch import init_rnn_weights
-from doctrans.models.context.base import ContextModel, context_rows, scatter_rows
+from doctrans.layers.init import init_rnn_weights
+from doctrans.models.context.base import ContextModel, context_rows
 from doctrans.models.interface import (DecoderHook, EncoderOutput, RNNParts, SearchBatch, StepExtra,
                                        StepInputs)
+from doctrans.models.rows import scatter_rows
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class MultiEncoderConfig:
 class MultiEncoder(ContextModel):
     """A second encoder and attention over X_{m-1}, its context c'_t fed to GRU_2 and the readout
     of an RNNSearch backbone (``models.interface.RNNParts``; module doc)."""
+
+    backbone_parts = (RNNParts,)
 
     def __init__(self, backbone, cfg: MultiEncoderConfig):
         super().__init__(backbone, cfg.context_sents)
@@ -119,6 +122,9 @@ class MultiEncoder(ContextModel):
 
     def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
         return self.backbone.decode_train(enc, tgt_in, select, self.hook(enc))
+
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+        return self.backbone.decode_hidden(enc, tgt_in, self.hook(enc))
 
     def init_state(self, enc: EncoderOutput):
         return self.backbone.init_state(enc, self.hook(enc))

@@ -1,0 +1,118 @@
+"""Row-level helpers shared by the context models and the loss: length buckets of a batch's
+rows, encoding rows in buckets, and scattering sub-batch encodings back into one batch.
+
+A document batch holds runs of consecutive sentences, which cannot be length-sorted; these
+helpers let a model (or the loss) run the backbone on length-homogeneous sub-batches and put
+the results back in row order, computing the same states at real positions.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from doctrans.models.interface import EncoderOutput, SearchBatch
+
+
+def _cut_rows(src: Tensor, rows: Tensor, pad_id: int) -> Tensor:
+    """src (B, S) → rows ``rows`` (B',), columns cut to their longest non-padding length."""
+    part = src.index_select(0, rows)
+    width = int(part.ne(pad_id).sum(1).max())
+    return part[:, :width]
+
+
+def scatter_rows(parts: list[tuple[Tensor, EncoderOutput]], b: int, s: int) -> EncoderOutput:
+    """Encodings of disjoint row subsets [(rows (B_k,), EncoderOutput (B_k, S_k, H))] → one
+    EncoderOutput of ``b`` rows padded to ``s``: states (b, s, H) (zeros at padding and at rows
+    in no part), src_pad_mask (b, s) True there. Differentiable in the parts' states."""
+    ref = parts[0][1].states
+    states = ref.new_zeros((b, s, ref.size(-1)))
+    mask = torch.ones((b, s), dtype=torch.bool, device=ref.device)
+    for rows, enc in parts:
+        pad = s - enc.states.size(1)
+        states = states.index_copy(0, rows, torch.nn.functional.pad(enc.states, (0, 0, 0, pad)))
+        mask = mask.index_copy(0, rows, torch.nn.functional.pad(enc.src_pad_mask, (0, pad), value=True))
+    return EncoderOutput(states, mask)
+
+
+LENGTH_BUCKETS = 8     # at most this many sub-batches per document batch (see length_buckets; 8 vs 4 equal-count
+                       # groups: QCN 0.74 → 0.82×, RNN Combination 0.71 → 0.76× the sentence model; grid-minimising
+                       # cuts vs equal-count: 4–7 % faster updates, benchmarks/bucket_speed.py, RESULTS.md)
+
+
+def length_buckets(lengths: Tensor, max_buckets: int | None = None, min_rows: int = 8) -> list[Tensor]:
+    """Indices into ``lengths`` (R,) sorted by length and cut into at most ``max_buckets``
+    (default ``LENGTH_BUCKETS``) groups of consecutive lengths, each of at least ``min_rows``
+    rows (so one group for small batches), that minimise the padded grid Σ_g rows_g × longest_g
+    (exact dynamic programme over the cuts between distinct lengths; of equal grids, the fewest
+    groups). Returns [(R_g,) long] in increasing length; every index exactly once.
+
+    A document batch holds runs of consecutive sentences, which cannot be length-sorted: padded
+    to its longest row, half of its grid is padding (``benchmarks/RESULTS.md``). Rows never
+    attend to each other inside the backbone, so encoding / decoding them in length buckets,
+    each cut to its own longest row, computes the same states at real positions for a fraction
+    of the padding. Equal-count groups leave the long tail in one group padded to its longest:
+    13% of a TVsub batch's 8-group grid is padding, 5% with these cuts (``benchmarks/RESULTS.md``)
+    [I: our batching choice, not from a paper]."""
+    order = lengths.argsort(stable=True)
+    k = max(1, min(max_buckets or LENGTH_BUCKETS, order.numel() // min_rows))
+    if k == 1:
+        return [order]
+    srt = lengths.index_select(0, order).cpu().numpy().astype(np.int64)
+    r = srt.size
+    cut = np.concatenate([[0], np.flatnonzero(np.diff(srt)) + 1, [r]])           # (M+1,) cut candidates
+    rows = cut[None, :] - cut[:, None]                                           # rows of group cut i → cut j
+    infeasible = np.iinfo(np.int64).max // 4                                     # + another stays < int64 max
+    grid = np.where(rows >= min_rows, rows * srt[np.maximum(cut - 1, 0)][None, :], infeasible)
+    best, back = np.full(cut.size, infeasible), []                               # best[j]: rows [0, cut j) in g groups
+    best[0] = 0
+    totals = []
+    for _ in range(k):
+        total = best[:, None] + grid                                             # (M+1, M+1)
+        back.append(total.argmin(0))
+        best = np.minimum(total[back[-1], np.arange(cut.size)], infeasible)
+        totals.append(best[-1])
+    if min(totals) >= infeasible:                                                # no cut satisfies min_rows
+        return [order]
+    j, bounds = cut.size - 1, [r]
+    for g in range(int(np.argmin(totals)), -1, -1):                              # argmin: the fewest on ties
+        j = int(back[g][j])
+        bounds.append(int(cut[j]))
+    bounds.reverse()
+    return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def encode_bucketed(backbone: nn.Module, src: Tensor, rows: Tensor) -> list[tuple[Tensor, EncoderOutput]] | None:
+    """``backbone.encode`` of rows ``rows`` (R,) of ``src`` (B, S) in length buckets → parts for
+    ``scatter_rows`` [(rows_k, EncoderOutput (R_k, S_k, H))], or None if the backbone returns
+    ``extra`` (its encoding may not be split)."""
+    lengths = src.index_select(0, rows).ne(backbone.pad_id).sum(1)
+    parts = []
+    for group in length_buckets(lengths):
+        r = rows[group]
+        enc = backbone.encode(SearchBatch(_cut_rows(src, r, backbone.pad_id)))
+        if enc.extra:
+            return None
+        parts.append((r, enc))
+    return parts
+
+
+def split_encode(backbone: nn.Module, batch, context_grad: bool) -> EncoderOutput:
+    """``backbone.encode`` of every row of a document batch, target rows and context-only rows
+    (``is_target`` False) as two sub-batches, each cut to its own longest source, the
+    context-only ones without gradient unless ``context_grad``. Same states at real positions
+    as one call (zeros at padding); a plain call when gradients are off, the batch has no
+    ``is_target`` or one kind of row only, or the backbone returns ``extra``. The target rows
+    are encoded in length buckets (``length_buckets``). batch.src: (B, S) → states (B, S, H)."""
+    is_target = getattr(batch, "is_target", None)
+    src = batch.src
+    if is_target is None or not torch.is_grad_enabled() or bool(is_target.all()) or not bool(is_target.any()):
+        return backbone.encode(batch)
+    is_target = is_target.to(src.device)
+    t_rows, c_rows = is_target.nonzero().squeeze(1), (~is_target).nonzero().squeeze(1)
+    parts = encode_bucketed(backbone, src, t_rows)
+    with torch.set_grad_enabled(context_grad):
+        enc_c = backbone.encode(SearchBatch(_cut_rows(src, c_rows, backbone.pad_id)))
+    if parts is None or enc_c.extra:
+        return backbone.encode(batch)
+    return scatter_rows(parts + [(c_rows, enc_c)], src.size(0), src.size(1))
