@@ -125,7 +125,8 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
     from doctrans.config import load_experiment
     from doctrans.dp import train as dp_train
     from doctrans.dp.config import is_dp_config, load_dp_config
-    from doctrans.training import distributed, train
+    from doctrans.runtime import distributed
+    from doctrans.stages import train
 
     if max_time is not None:
         overrides = overrides + (f"train.max_time_min={max_time}",)
@@ -133,7 +134,7 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
         if is_dp_config(config_path):                        # task: dp_generator (pipelines/dp/)
             run_dir = dp_train.run(load_dp_config(config_path, overrides), resume=resume)
         else:
-            run_dir = train.run(load_experiment(config_path, overrides), resume=resume)
+            run_dir = train(load_experiment(config_path, overrides), resume=resume)
     finally:
         distributed.shutdown()                               # under torchrun: leave the process group
     if distributed.env_rank() == 0:
@@ -250,9 +251,10 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
     each document in order (--docs, an .sgm input, or the files of a directory);
     --explain-context N draws where its context attention goes for N sentences.
     """
-    from doctrans.inference.translate import TranslateConfig, run
+    from doctrans.inference.translate import TranslateConfig
+    from doctrans.stages import translate
 
-    run(TranslateConfig(checkpoint=checkpoint, input=input_, output=output, beam=beam, lenpen=lenpen,
+    translate(TranslateConfig(checkpoint=checkpoint, input=input_, output=output, beam=beam, lenpen=lenpen,
                         max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
                         batch_sentences=batch_sentences, input_format=input_format,
                         tokenized=tokenized, prepared=prepared, threads=threads, device=device, docs=docs,

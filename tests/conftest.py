@@ -107,13 +107,13 @@ def train_tiny(root: Path, n_pairs: int, *overrides: str) -> Path:
     """``last.pt`` of ``pipelines/transformer/tiny.yaml`` (+ ``QUIET_TRAIN`` and ``overrides``)
     trained on ``n_pairs`` reversal pairs prepared under ``root/prep`` (run dir ``root/run``)."""
     from doctrans.config import load_experiment
-    from doctrans.training import train
+    from doctrans import stages
 
     pairs = reversal_pairs(n_pairs)
     prep = write_prepared(root / "prep", pairs, pairs)
     cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml",
                           [f"data.prepared={prep}", f"run_dir={root / 'run'}", *QUIET_TRAIN, *overrides])
-    return train.run(cfg) / "last.pt"
+    return stages.train(cfg) / "last.pt"
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ Shape legend: B rows, S source length, T target length, N context sentences.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -489,3 +490,18 @@ def collate_doc(data: DocData, spec: DocBatchSpec, vocab: Vocab) -> DocBatch:
         ctx=torch.from_numpy(context_rows(data, spec.rows, spec.context_sents)),
         block=torch.from_numpy(block_ids(data, spec.rows, spec.block)) if spec.block > 0 else None,
     )
+
+
+def document_numbers(doc_ids: Sequence[str], where: str = "<docs>") -> np.ndarray:
+    """Document ids per line → (L,) numbers 0, 1… in order of appearance. Raises ValueError
+    naming ``where`` and the line when a document's lines are not contiguous."""
+    number: dict[str, int] = {}
+    out = np.zeros(len(doc_ids), dtype=np.int64)
+    for k, d in enumerate(doc_ids):
+        if d not in number:
+            number[d] = len(number)
+        elif k and doc_ids[k - 1] != d:
+            raise ValueError(f"{where}:{k + 1}: document {d} reappears after document {doc_ids[k - 1]} "
+                             "(the lines of a document must be contiguous)")
+        out[k] = number[d]
+    return out

@@ -32,6 +32,7 @@ from doctrans.dp.annotate import DPP_TOKEN
 from doctrans.dp.data import DPSentence, read_docs
 from doctrans.dp.generator import DPEnsemble, DPGenerator, load_generator, one_best
 from doctrans.dp.pronouns import CHINESE_PRONOUNS
+from doctrans.inference.transform import InputSetup
 from doctrans.utils.io import atomic_write_lines, read_lines
 
 logger = logging.getLogger(__name__)
@@ -279,3 +280,16 @@ class DPInputVariants:
                 ws = mixture_weights([c.score for c in comps], self.weights)
                 out[i] = [(" ".join(c.tokens), w) for c, w in zip(comps, ws)]
         return out
+
+
+def dp_inputs(cfg) -> InputSetup:
+    """The ``InputSetup`` of a ``TranslateConfig`` (``inference/transform.py``): a
+    ``DPInputVariants`` built from its ``dp_*`` options when ``cfg.dp_generator`` is set (else
+    none), and the DP tokens BPE keeps whole for a checkpoint trained with
+    ``data.bpe_protect_dp``. Module-level, so ``partial(build_translator, cfg, dp_inputs)`` is
+    picklable for ``--workers``. Raises ValueError for a bad DP option."""
+    transform = None
+    if cfg.dp_generator:
+        transform = DPInputVariants(cfg.dp_generator, cfg.dp_input, cfg.dp_nbest, cfg.dp_combine, cfg.dp_weights,
+                                    cfg.dp_docs, cfg.write_lattice)
+    return InputSetup(transform, DPInputVariants.PROTECTED)

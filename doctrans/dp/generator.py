@@ -26,7 +26,7 @@ from doctrans.dp.config import DPGenConfig, dp_config_from_dict
 from doctrans.dp.data import DPSentence
 from doctrans.dp.models import DP_MODELS
 from doctrans.dp.models.base import DPModel
-from doctrans.training.checkpoint import load_torch_file
+from doctrans.runtime.checkpoint import load_torch_file
 
 
 def decide(probs: np.ndarray, labels: list[str], threshold: float) -> list[str]:

@@ -47,10 +47,12 @@ from doctrans.dp.corpus import oracle_paths
 from doctrans.dp.data import DPSentence, build_vocab, label_inventory, load_sentences
 from doctrans.dp.generator import DPGenerator, build_model, decide, one_best
 from doctrans.dp.models import DP_MODELS
-from doctrans.training import distributed as dist
-from doctrans.training.checkpoint import check_resume_compatible, load_checkpoint
+from doctrans.runtime import distributed as dist
+from doctrans.training.checkpoint import check_resume_compatible
+from doctrans.runtime.checkpoint import load_checkpoint
 from doctrans.training.train import add_file_log
-from doctrans.training.trainer import StepLoss, Trainer, resolve_device
+from doctrans.training.trainer import StepLoss, Trainer
+from doctrans.runtime.device import resolve_device
 from doctrans.utils.io import atomic_write_text, read_lines
 
 logger = logging.getLogger(__name__)

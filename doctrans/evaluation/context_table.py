@@ -55,7 +55,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
                 options: tuple[str, ...] = ()) -> tuple[dict, Path]:
     from doctrans.evaluation.score import ScoreConfig, discourse_columns, score_files
     from doctrans.inference.translate import TranslateConfig, Translator
-    from doctrans.training.checkpoint import load_checkpoint
+    from doctrans.runtime.checkpoint import load_checkpoint
 
     prep, work = Path(args.prepared), Path(args.work)
     ckpt = run_dir / f"{args.checkpoint}.pt"

@@ -35,7 +35,8 @@ from typing import Sequence
 import numpy as np
 
 from doctrans.dp.pronouns import TRIGGERS
-from doctrans.evaluation.forced import Item, document_numbers, model_context, model_random_context, score_items
+from doctrans.data.documents import document_numbers
+from doctrans.evaluation.forced import Item, model_context, model_random_context, score_items
 
 log = logging.getLogger(__name__)
 
@@ -167,14 +168,13 @@ def load_scoring_set(checkpoint: str, src_lines: Sequence[str], ref_lines: Seque
     target side is); ``ref_tokenized`` overrides it for the reference (TVsub's ``.sgm``
     references are tokenized, its sources raw). ``doc_ids`` per line (None: one document). Raises ValueError on
     line-count mismatches."""
-    from doctrans.inference.translate import TranslateConfig, Translator
+    from doctrans.inference.translate import LoadedModel, TranslateConfig
 
     if len(src_lines) != len(ref_lines):
         raise ValueError(f"{len(src_lines)} source lines but {len(ref_lines)} reference lines")
     if doc_ids is not None and len(doc_ids) != len(src_lines):
         raise ValueError(f"{len(doc_ids)} document ids for {len(src_lines)} lines")
-    tr = Translator(TranslateConfig(checkpoint=checkpoint, input_format="tok" if tokenized else "raw",
-                                    prepared=prepared, device=device))
+    tr = LoadedModel.load(TranslateConfig(checkpoint=checkpoint, prepared=prepared, device=device))
     src_bpe = tr.src_proc.apply_bpe(src_lines) if tokenized else tr.src_proc.encode(src_lines)
     if tokenized if ref_tokenized is None else ref_tokenized:
         refs = [r.lower() for r in ref_lines] if tr.tgt_proc.lowercase else list(ref_lines)

@@ -27,6 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
+from doctrans.data.documents import document_numbers
 from doctrans.evaluation.forced import Item, previous_lines, score_items
 from doctrans.utils.io import atomic_write_text
 
@@ -38,7 +39,7 @@ def context_weights(model, src: Sequence[np.ndarray], hyp: Sequence[np.ndarray],
     """Attention of each context block for ``line``: [{block, side, context (N line indices, −1
     none), sentence (T, N), word (N, T, L)}] (numpy, averaged over heads), with ``hyp`` the
     target ids per line (the 1-best, ending in ``</s>``). [] if the model has no context blocks."""
-    blocks = model.explain_blocks() if hasattr(model, "explain_blocks") else []
+    blocks = model.explain_blocks()
     if not blocks:
         return []
     n = model.context_sents
@@ -123,7 +124,7 @@ def explain_lines(model, src: Sequence[np.ndarray], hyp: Sequence[np.ndarray], d
     """Pictures for ``count`` lines sampled (seeded) among those with context (position ≥ 1 in
     their document) into ``out_dir`` (``line{K}.{block}.png`` + ``weights.json``); returns the
     picture paths. Nothing for a model without context blocks (a warning)."""
-    if not (hasattr(model, "explain_blocks") and model.explain_blocks()):
+    if not model.explain_blocks():
         log.warning("--explain-context: the model has no context attention to show")
         return []
     lines = [i for i in range(len(src)) if i > 0 and doc[i - 1] == doc[i]]
@@ -144,4 +145,23 @@ def explain_lines(model, src: Sequence[np.ndarray], hyp: Sequence[np.ndarray], d
                 c + 1 if c >= 0 else None for c in e["context"]], "context": context,
                 "sentence": e["sentence"].round(4).tolist(), "word": e["word"].round(4).tolist()})
     atomic_write_text(out_dir / "weights.json", json.dumps(dump, ensure_ascii=False) + "\n")
+    return paths
+
+
+def explain_translation(translator, res, doc_ids: list[str] | None) -> list[Path]:
+    """``doctrans translate --explain-context N`` (``translate.run``'s ``after`` hook): pictures
+    of the context attention of N sampled translated lines of ``res`` (``inference.translate.
+    Translation``) into ``cfg.explain_dir`` (default ``OUTPUT.explain``, or ``explain/`` for
+    stdout), ``cfg`` = ``translator.cfg``. Lines split for length are left out (their pieces have
+    no line)."""
+    cfg = translator.cfg
+    bpe, hyps = res.bpe, res.hyps
+    keep = [i for i in sorted(hyps) if len(bpe[i].split()) <= translator.max_source_units()]
+    doc = document_numbers([doc_ids[i] for i in keep] if doc_ids is not None else ["doc"] * len(keep))
+    src = [translator.src_vocab.encode(bpe[i]) for i in keep]
+    hyp = [translator.tgt_vocab.encode(hyps[i]) for i in keep]
+    out = Path(cfg.explain_dir or (f"{cfg.output}.explain" if cfg.output != "-" else "explain"))
+    paths = explain_lines(translator.model, src, hyp, doc, translator.src_vocab, translator.tgt_vocab,
+                          cfg.explain_context, out)
+    log.info("--explain-context: %d pictures in %s", len(paths), out)
     return paths

@@ -72,17 +72,19 @@ def model_context(model, doc: np.ndarray, line: int) -> tuple[int, ...]:
     """The context lines ``model`` reads for ``line``: the N = ``context_sents`` previous ones
     (1 for a sentence model, which ignores them), or with ``context_block`` K > 0 the other
     lines of its sub-document."""
-    k = getattr(model, "context_block", 0)
-    return sub_document(doc, line, k) if k > 0 else previous_lines(doc, line, getattr(model, "context_sents", 0) or 1)
+    spec = model.document
+    k = spec.context_block
+    return sub_document(doc, line, k) if k > 0 else previous_lines(doc, line, spec.context_sents or 1)
 
 
 def model_random_context(model, doc: np.ndarray, line: int, rng: np.random.Generator) -> tuple[int, ...]:
     """A context of the same kind as ``model_context`` from a random *other* document: the N
     lines before a random position there, or (``context_block`` K) the other lines of a random
     line's sub-document there."""
-    k = getattr(model, "context_block", 0)
+    spec = model.document
+    k = spec.context_block
     if k <= 0:
-        return random_context(doc, line, getattr(model, "context_sents", 0) or 1, rng)
+        return random_context(doc, line, spec.context_sents or 1, rng)
     others = np.flatnonzero(doc != doc[line])
     if not others.size:
         raise ValueError("a random context needs at least two documents")
@@ -175,8 +177,8 @@ def score_items(model, items: Sequence[Item], src: Sequence[np.ndarray], tgt: Se
 
     model.eval()
     device = next(model.parameters()).device
-    blocks = getattr(model, "context_block", 0) > 0
-    n = getattr(model, "context_sents", 0) if blocks else len(items[0].context) if items else 0
+    blocks = model.document.context_block > 0
+    n = model.document.context_sents if blocks else len(items[0].context) if items else 0
     out = [[None] * len(items) for _ in blank]
     unit_of: dict[tuple, int] = {}                  # items of one line and context are encoded once
     units: list[Item] = []
@@ -212,18 +214,3 @@ def _targets_batch(tgts: Sequence[np.ndarray], pad_id: int, bos_id: int) -> DocB
                     tgt_out=pad_sequences(list(tgts), pad_id), index=np.arange(r),
                     n_targets=int(sum(len(t) for t in tgts)), is_target=torch.ones(r, dtype=torch.bool),
                     ctx=torch.zeros((r, 0), dtype=torch.long))
-
-
-def document_numbers(doc_ids: Sequence[str], where: str = "<docs>") -> np.ndarray:
-    """Document ids per line → (L,) numbers 0, 1… in order of appearance. Raises ValueError
-    naming ``where`` and the line when a document's lines are not contiguous."""
-    number: dict[str, int] = {}
-    out = np.zeros(len(doc_ids), dtype=np.int64)
-    for k, d in enumerate(doc_ids):
-        if d not in number:
-            number[d] = len(number)
-        elif k and doc_ids[k - 1] != d:
-            raise ValueError(f"{where}:{k + 1}: document {d} reappears after document {doc_ids[k - 1]} "
-                             "(the lines of a document must be contiguous)")
-        out[k] = number[d]
-    return out

@@ -29,8 +29,6 @@ previous N *sentences*]. Output keeps every line in place.
 """
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import numpy as np
 import torch
 from tqdm import tqdm
@@ -96,7 +94,7 @@ def block_batches(model, sents: dict[Sentence, np.ndarray], order: dict[int, lis
     (sentences (B,), _Batch with every row a target and ``block`` (B,))."""
     units = [[(d, line) for line in o[k:k + block]] for d, o in order.items() for k in range(0, len(o), block)]
     units.sort(key=lambda u: max(len(sents[s]) for s in u))
-    n = getattr(model, "context_sents", 0)
+    n = model.document.context_sents
     chunk: list[list[Sentence]] = []
     for unit in units + [None]:
         if chunk and (unit is None or sum(map(len, chunk)) + len(unit) > batch_sentences):
@@ -117,15 +115,16 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
     """docs: per document, per line, source ids ending in ``</s>`` (None for an empty line) →
     per document, per line, target token strings ("" for empty lines). See the module doc for
     the two schedules. Raises ValueError if the model reads no context."""
-    n, block = getattr(model, "context_sents", 0), getattr(model, "context_block", 0)
-    if n <= 0 and block <= 0:
+    doc = model.document
+    n, block = doc.context_sents, doc.context_block
+    if not doc.reads_documents:
         raise ValueError("translate_documents needs a context model (model.context_sents or context_block > 0)")
     device = next(model.parameters()).device
     sents = {(d, i): x for d, lines in enumerate(docs) for i, x in enumerate(lines) if x is not None}
     order = {d: [i for i, x in enumerate(lines) if x is not None] for d, lines in enumerate(docs)}
     position = {(d, line): k for d, o in order.items() for k, line in enumerate(o)}
     hyps: dict[Sentence, list[int]] = {}
-    if getattr(model, "context_needs_target", False):
+    if doc.needs_target:
         steps = [[(d, o[m]) for d, o in order.items() if m < len(o)] for m in range(max(map(len, order.values()), default=0))]
     else:
         steps = [sorted(sents, key=lambda s: len(sents[s]))]
@@ -136,8 +135,7 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
             hyps.update(zip(rows, res.tokens))
             bar.update(len(rows))
         steps = []
-    cache = getattr(model, "inference_cache", None)
-    with cache(capacity=max(4096, 2 * (n + 1) * len(order))) if cache else nullcontext():
+    with model.inference_cache(capacity=max(4096, 2 * (n + 1) * len(order))):
         for step in steps:
             step = sorted(step, key=lambda s: len(sents[s]))
             for start in range(0, len(step), batch_sentences):

@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -30,11 +31,12 @@ from doctrans.inference.beam_search import beam_search
 from doctrans.inference.collection import GROUP_LINES, CollectionSummary, translate_collection
 from doctrans.inference.documents import translate_documents
 from doctrans.inference.long_lines import split_long_lines
+from doctrans.inference.transform import InputSetup, InputTransform
 from doctrans.models.build import build_model
 from doctrans.models.interface import reads_documents
-from doctrans.training import distributed
-from doctrans.training.checkpoint import config_of, load_checkpoint
-from doctrans.training.trainer import resolve_device
+from doctrans.runtime import distributed
+from doctrans.runtime.checkpoint import config_of, load_checkpoint
+from doctrans.runtime.device import resolve_device
 from doctrans.utils.io import atomic_write_lines, decode_lines, read_lines
 
 log = logging.getLogger(__name__)
@@ -145,58 +147,143 @@ def text_processors(ckpt: dict, path: str, prepared: str = "") -> tuple[TextProc
             f"trained on") from None
 
 
-class Translator:
-    """A loaded model plus the text processing of its training data.
+@dataclass(frozen=True)
+class LoadedModel:
+    """A checkpoint loaded for translation, shared by the ``Translator``s of one checkpoint.
 
-    ``translate(lines) -> list[str]`` keeps line count and empty lines.
-    """
+    model: the ``Seq2SeqModel`` in eval mode on its device; src_vocab / tgt_vocab; src_proc /
+    tgt_proc: the checkpoint's text processing; chunk_len: the training length (``data.max_len``,
+    the pieces of an over-long line); protect_dp: the checkpoint was trained with
+    ``data.bpe_protect_dp``; key: (checkpoint, context options, device, prepared), what was loaded."""
 
-    def __init__(self, cfg: TranslateConfig):
+    model: torch.nn.Module
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    src_proc: TextProcessor
+    tgt_proc: TextProcessor
+    chunk_len: int
+    protect_dp: bool
+    key: tuple
+
+    @staticmethod
+    def key_of(cfg: TranslateConfig) -> tuple:
+        return cfg.checkpoint, tuple(cfg.context_options), cfg.device, cfg.prepared
+
+    @classmethod
+    def load(cls, cfg: TranslateConfig) -> "LoadedModel":
+        """Load ``cfg.checkpoint`` (with ``cfg.context_options``) onto ``cfg.device``. Raises like
+        ``load_checkpoint``, ``build_model`` and ``text_processors``."""
         ckpt = load_checkpoint(cfg.checkpoint)
         exp = config_of(ckpt)
-        self.cfg = cfg
-        self.src_vocab, self.tgt_vocab = Vocab(ckpt["vocab"]["src"]), Vocab(ckpt["vocab"]["tgt"])
+        src_vocab, tgt_vocab = Vocab(ckpt["vocab"]["src"]), Vocab(ckpt["vocab"]["tgt"])
         context = override_context(exp.context, cfg.context_options)       # e.g. a test-time ablation
         if context is not exp.context:
             log.info("context model %s with %s", context.type, ", ".join(cfg.context_options))
-        self.model = build_model(exp.model, len(self.src_vocab), len(self.tgt_vocab), context=context)
-        self.model.load_state_dict(ckpt["model"])
-        self.model.to(resolve_device(cfg.device))
-        self.model.eval()
-        self.src_proc, self.tgt_proc = text_processors(ckpt, cfg.checkpoint, cfg.prepared)
-        self.chunk_len = exp.data.max_len          # chunks of an over-long sentence: the training length
-        self.protect: frozenset[str] = frozenset()
-        if exp.data.bpe_protect_dp:
-            from doctrans.dp.apply import DPInputVariants
-            self.protect = DPInputVariants.PROTECTED
+        model = build_model(exp.model, len(src_vocab), len(tgt_vocab), context=context)
+        model.load_state_dict(ckpt["model"])
+        model.to(resolve_device(cfg.device))
+        model.eval()
+        src_proc, tgt_proc = text_processors(ckpt, cfg.checkpoint, cfg.prepared)
+        return cls(model, src_vocab, tgt_vocab, src_proc, tgt_proc, exp.data.max_len, exp.data.bpe_protect_dp,
+                   cls.key_of(cfg))
+
+
+@dataclass(frozen=True)
+class Translation:
+    """``Translator.translate_detailed``'s result: lines (the output, one per input line); bpe:
+    line index → its BPE source; hyps: line index → its BPE 1-best (non-empty lines)."""
+
+    lines: list[str]
+    bpe: dict[int, str]
+    hyps: dict[int, str]
+
+
+class Translator:
+    """A loaded model plus the text processing of its training data, for one ``TranslateConfig``.
+
+    ``translate(lines) -> list[str]`` keeps line count and empty lines. A Translator does not
+    change after construction: its config and input transform are the ones it was built with
+    (``inputs``: ``InputSetup``, needed for ``cfg.dp_generator`` and for ``tok`` input to a
+    checkpoint trained with ``data.bpe_protect_dp``); another config is another Translator,
+    which ``with_config`` builds around the same loaded model. Raises ValueError for a config
+    the inputs cannot serve, and like ``LoadedModel.load``.
+    """
+
+    def __init__(self, cfg: TranslateConfig, inputs: InputSetup | None = None, loaded: LoadedModel | None = None):
+        inputs = inputs or InputSetup()
+        if cfg.input_format not in ("raw", "tok", "bpe"):
+            raise ValueError(f"input_format must be raw, tok or bpe, got {cfg.input_format!r}")
+        if loaded is not None and loaded.key != LoadedModel.key_of(cfg):
+            raise ValueError(f"this loaded model is {loaded.key}, the config asks for {LoadedModel.key_of(cfg)}")
+        if cfg.dp_generator and inputs.transform is None:
+            raise ValueError("--dp-generator needs a DP input transform: give the Translator "
+                             "doctrans.dp.apply.dp_inputs(cfg) (the CLI does)")
+        self._cfg, self._inputs = cfg, inputs
+        self._loaded = loaded or LoadedModel.load(cfg)
+        if self._loaded.protect_dp and cfg.input_format == "tok" and not inputs.protect:
+            raise ValueError(f"{cfg.checkpoint} was trained with data.bpe_protect_dp: tok input needs the DP "
+                             "tokens BPE keeps whole (doctrans.dp.apply.dp_inputs(cfg), as the CLI gives)")
+
+    def with_config(self, cfg: TranslateConfig, inputs: InputSetup | None = None) -> "Translator":
+        """A Translator for ``cfg`` (and ``inputs``) sharing this one's loaded model. Raises
+        ValueError if ``cfg`` names another checkpoint, context options, device or dataset."""
+        return Translator(cfg, inputs, self._loaded)
+
+    @property
+    def cfg(self) -> TranslateConfig:
+        return self._cfg
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self._loaded.model
+
+    @property
+    def src_vocab(self) -> Vocab:
+        return self._loaded.src_vocab
+
+    @property
+    def tgt_vocab(self) -> Vocab:
+        return self._loaded.tgt_vocab
+
+    @property
+    def src_proc(self) -> TextProcessor:
+        return self._loaded.src_proc
+
+    @property
+    def tgt_proc(self) -> TextProcessor:
+        return self._loaded.tgt_proc
 
     def _to_bpe(self, lines: list[str]) -> list[str]:
         if self.cfg.input_format == "bpe":
             return lines
         if self.cfg.input_format == "tok":
-            return self.src_proc.apply_bpe(lines, protect=self.protect)
-        if self.cfg.input_format == "raw":
-            return self.src_proc.encode(lines)
-        raise ValueError(f"input_format must be raw, tok or bpe, got {self.cfg.input_format!r}")
+            protect = self._inputs.protect if self._loaded.protect_dp else frozenset()
+            return self.src_proc.apply_bpe(lines, protect=protect)
+        return self.src_proc.encode(lines)
 
     def max_source_units(self) -> int:
-        """Source BPE units a line may have (``</s>`` not counted): the model's source positions
-        (``max_source_len``, else ``max_target_len``) minus one, or ``--max-source-len`` if lower."""
-        model_limit = getattr(self.model, "max_source_len", None) or self.model.max_target_len
-        limit = model_limit - 1
+        """Source BPE units a line may have (``</s>`` not counted): the model's positions
+        (``max_target_len``, which bounds the source too) minus one, or ``--max-source-len`` if lower."""
+        limit = self.model.max_target_len - 1
         return min(limit, self.cfg.max_source_len) if self.cfg.max_source_len > 0 else limit
 
     def translate(self, lines: list[str], progress: bool = False, name: str = "<input>",
                   doc_ids: list[str] | None = None, where: list[str] | None = None) -> list[str]:
-        """Translations of ``lines``, one per line, empty for an empty line. A line over
-        ``max_source_units`` is split, translated piece by piece and joined (``long_lines``),
-        with a warning naming ``name`` and the line; with a DP generator such a line (or one
-        that DP insertions could push over: 2 × units + 1 > limit) is translated without DP.
-        ``doc_ids``: the document of each line (contiguous runs); a context model translates
-        each document in order with its own context (``inference/documents.py``; default: all
-        lines one document; the pieces of a split line are consecutive sentences there), a
-        sentence model ignores them. ``where``: each line's location for warnings (``file:line``;
-        default ``name:line``), for lines of several files translated together."""
+        """Translations of ``lines``, one per line, empty for an empty line (``translate_detailed``)."""
+        return self.translate_detailed(lines, progress, name, doc_ids, where).lines
+
+    def translate_detailed(self, lines: list[str], progress: bool = False, name: str = "<input>",
+                           doc_ids: list[str] | None = None, where: list[str] | None = None) -> Translation:
+        """Translations of ``lines``, one per line, empty for an empty line, with each line's BPE
+        source and 1-best (``Translation``). A line over ``max_source_units`` is split,
+        translated piece by piece and joined (``long_lines``), with a warning naming ``name``
+        and the line; with an input transform such a line (or one that DP insertions could push
+        over: 2 × units + 1 > limit) is translated without it. ``doc_ids``: the document of
+        each line (contiguous runs); a context model translates each document in order with its
+        own context (``inference/documents.py``; default: all lines one document; the pieces of
+        a split line are consecutive sentences there), a sentence model ignores them. ``where``:
+        each line's location for warnings (``file:line``; default ``name:line``), for lines of
+        several files translated together."""
         at = where if where is not None else [f"{name}:{i + 1}" for i in range(len(lines))]
         nonempty = [i for i, line in enumerate(lines) if line.strip()]
         c = self.cfg
@@ -204,39 +291,39 @@ class Translator:
         bpe = dict(zip(nonempty, self._to_bpe([lines[i] for i in nonempty])))
         hyps: dict[int, str] = {}
         plain = nonempty
+        transform = self._inputs.transform if c.dp_generator else None
         if reads_documents(self.model):
-            if c.dp_generator:
+            if transform is not None:
                 raise ValueError("--dp-generator is for sentence-level +DP models, not context models")
             hyps.update(self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress))
             plain = []
-        elif c.dp_generator:
+        elif transform is not None:
             plain = [i for i in nonempty if 2 * len(bpe[i].split()) + 1 > limit]
             short = [i for i in nonempty if 2 * len(bpe[i].split()) + 1 <= limit]
             for i in plain:
                 log.warning("%s: too long for DP completion within the model's %d positions: translated "
                             "without it", at[i], limit + 1)
             if short:
-                hyps.update(zip(short, self._translate_dp(lines, short, progress)))
+                hyps.update(zip(short, self._translate_variants(transform, lines, short, progress)))
         if plain:
-            split = split_long_lines([bpe[i] for i in plain], limit, chunk_len=self.chunk_len,
+            split = split_long_lines([bpe[i] for i in plain], limit, chunk_len=self._loaded.chunk_len,
                                      locations=[at[i] for i in plain])
             ids = [self.src_vocab.encode(s) for s in split.pieces]
             res = decode_corpus(self.model, ids, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
                                 c.max_len_extra, c.batch_sentences, progress)
             hyps.update(zip(plain, split.join(res, len(plain))))
-        self.last_bpe = (bpe, hyps)                   # BPE source and 1-best per line (--explain-context)
         merged = [self.tgt_proc.merge_bpe(hyps[i]) for i in nonempty]
         if not c.tokenized:
             merged = self.tgt_proc.detokenize(merged)
         out = [""] * len(lines)
         for i, h in zip(nonempty, merged):
             out[i] = h
-        return out
+        return Translation(out, bpe, hyps)
 
     def _translate_documents(self, bpe: dict[int, str], nonempty: list[int], doc_ids: list[str] | None,
                              limit: int, at: list[str], progress: bool) -> dict[int, str]:
         """Line index → translation of the non-empty lines, each document with its context."""
-        split = split_long_lines([bpe[i] for i in nonempty], limit, chunk_len=self.chunk_len,
+        split = split_long_lines([bpe[i] for i in nonempty], limit, chunk_len=self._loaded.chunk_len,
                                  locations=[at[i] for i in nonempty])
         doc_of = doc_ids if doc_ids is not None else [""] * (max(nonempty, default=0) + 1)
         docs: list[list] = []
@@ -252,19 +339,15 @@ class Translator:
                                   c.max_len_extra, c.batch_sentences, progress)
         return dict(zip(nonempty, split.join([h for doc in out for h in doc], len(nonempty))))
 
-    def _translate_dp(self, lines: list[str], nonempty: list[int], progress: bool) -> list[str]:
-        """Translation of input variants (see TranslateConfig dp_*): an input transform turns
+    def _translate_variants(self, transform: InputTransform, lines: list[str], nonempty: list[int],
+                            progress: bool) -> list[str]:
+        """Translation of input variants (``inference/transform.py``): the input transform turns
         each tokenized line into weighted source variants; they are BPE-encoded (its protected
         tokens kept whole) and decoded by its combine mode: ``1best`` the first variant,
         ``mixture`` all in one beam (log Σ w p), ``max`` each alone, the best-scoring kept."""
-        from doctrans.dp.apply import DPInputVariants
-
         c = self.cfg
-        transform = getattr(self, "_variants", None) or DPInputVariants(
-            c.dp_generator, c.dp_input, c.dp_nbest, c.dp_combine, c.dp_weights, c.dp_docs, c.write_lattice)
         if c.input_format == "bpe":
             raise ValueError("--dp-generator needs raw or tok input (the generator reads words, not BPE)")
-        self._variants = transform
         sub = [lines[i] for i in nonempty]
         tok: list[str | None] = [None] * len(lines)
         for i, t in zip(nonempty, sub if c.input_format == "tok" else self.src_proc.tokenize(sub)):
@@ -286,6 +369,17 @@ class Translator:
             if k not in best or s > best[k][0]:
                 best[k] = (s, h)
         return [best[k][1] for k in range(len(src))]
+
+
+InputsOf = Callable[[TranslateConfig], InputSetup]
+"""Builds a config's ``InputSetup`` (e.g. ``doctrans.dp.apply.dp_inputs``); picklable when
+given to ``run`` for ``--workers``."""
+
+
+def build_translator(cfg: TranslateConfig, inputs_of: InputsOf | None = None) -> Translator:
+    """``Translator(cfg, inputs_of(cfg))`` (no inputs without ``inputs_of``): a picklable
+    factory for collection workers (``partial(build_translator, cfg, inputs_of)``)."""
+    return Translator(cfg, inputs_of(cfg) if inputs_of is not None else None)
 
 
 def read_input(path: str, errors: str = "strict") -> list[str]:
@@ -338,7 +432,7 @@ def _gather_summaries(s: CollectionSummary) -> CollectionSummary | None:
     return total
 
 
-def translate_directory(cfg: TranslateConfig) -> Path:
+def translate_directory(cfg: TranslateConfig, inputs_of: InputsOf | None = None) -> Path:
     """Translate the directory ``cfg.input`` into ``cfg.output`` as a collection, with
     ``cfg.workers`` processes, and sharded by rank under torchrun (WORLD_SIZE > 1: a gloo/nccl
     process group only to gather the summary). Raises like ``translate_collection``."""
@@ -350,7 +444,7 @@ def translate_directory(cfg: TranslateConfig) -> Path:
     try:
         if world > 1:
             distributed.setup(resolve_device(cfg.device))
-        translate_collection(partial(Translator, cfg), Path(cfg.input), Path(cfg.output), cfg.resume,
+        translate_collection(partial(build_translator, cfg, inputs_of), Path(cfg.input), Path(cfg.output), cfg.resume,
                              cfg.encoding_errors, progress=distributed.env_rank() == 0, workers=cfg.workers,
                              threads=threads, shard=(distributed.rank(), distributed.world()),
                              gather=_gather_summaries if world > 1 else None, group_lines=cfg.group_lines)
@@ -359,8 +453,14 @@ def translate_directory(cfg: TranslateConfig) -> Path:
     return Path(cfg.output)
 
 
-def run(cfg: TranslateConfig) -> Path | None:
+def run(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
+        after: Callable[[Translator, Translation, list[str] | None], None] | None = None) -> Path | None:
     """Translate ``cfg.input`` to ``cfg.output``; returns the output path (None for stdout).
+
+    ``inputs_of``: builds each Translator's ``InputSetup`` from ``cfg`` (``dp_generator`` needs
+    one: ``doctrans.dp.apply.dp_inputs``). ``after``: called for a file or stdin with the
+    translator, the ``Translation`` and the document ids once translated (e.g. the
+    ``--explain-context`` pictures), before the output is written.
 
     A directory is translated as a collection (``translate_directory``: bad files skipped,
     ``resume``, ``workers``, torchrun ranks, summary). Raises FileNotFoundError for a missing
@@ -373,43 +473,25 @@ def run(cfg: TranslateConfig) -> Path | None:
     if cfg.input != "-" and inp.is_dir():
         if cfg.output == "-":
             raise ValueError(f"input {inp} is a directory: give --output DIR")
-        return translate_directory(cfg)
+        return translate_directory(cfg, inputs_of)
     if distributed.env_world() > 1:
         raise ValueError("torchrun (WORLD_SIZE > 1) shards a directory of documents: translate a single file "
                          "or stdin without torchrun")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    translator = Translator(cfg)
+    translator = build_translator(cfg, inputs_of)
     lines, doc_ids = read_documents(cfg)
     t0 = time.time()
-    out = translator.translate(lines, progress=cfg.output != "-", name="<stdin>" if cfg.input == "-" else cfg.input,
-                               doc_ids=doc_ids)
+    res = translator.translate_detailed(lines, progress=cfg.output != "-",
+                                        name="<stdin>" if cfg.input == "-" else cfg.input, doc_ids=doc_ids)
+    out = res.lines
     dt = time.time() - t0
     log.info("translated %d lines in %.1f s (%.1f sent/s, beam %d)", len(lines), dt,
              len(lines) / max(dt, 1e-9), cfg.beam)
-    if cfg.explain_context > 0:
-        explain_translation(translator, doc_ids, cfg)
+    if after is not None:
+        after(translator, res, doc_ids)
     if cfg.output == "-":
         sys.stdout.write("".join(f"{line}\n" for line in out))
         return None
     atomic_write_lines(cfg.output, out)
     return Path(cfg.output)
-
-
-def explain_translation(translator: Translator, doc_ids: list[str] | None, cfg: TranslateConfig) -> list[Path]:
-    """``--explain-context N``: pictures of the context attention of N sampled translated lines
-    (``evaluation/explain_context.py``) into ``cfg.explain_dir`` (default ``OUTPUT.explain``, or
-    ``explain/`` for stdout). Lines split for length are left out (their pieces have no line)."""
-    from doctrans.evaluation.forced import document_numbers
-    from doctrans.evaluation.explain_context import explain_lines
-
-    bpe, hyps = translator.last_bpe
-    keep = [i for i in sorted(hyps) if len(bpe[i].split()) <= translator.max_source_units()]
-    doc = document_numbers([doc_ids[i] for i in keep] if doc_ids is not None else ["doc"] * len(keep))
-    src = [translator.src_vocab.encode(bpe[i]) for i in keep]
-    hyp = [translator.tgt_vocab.encode(hyps[i]) for i in keep]
-    out = Path(cfg.explain_dir or (f"{cfg.output}.explain" if cfg.output != "-" else "explain"))
-    paths = explain_lines(translator.model, src, hyp, doc, translator.src_vocab, translator.tgt_vocab,
-                          cfg.explain_context, out)
-    log.info("--explain-context: %d pictures in %s", len(paths), out)
-    return paths

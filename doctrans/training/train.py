@@ -6,12 +6,13 @@ The run directory gets ``config.yaml`` (resolved config), ``metrics.jsonl``, ``t
 uninterrupted run would have made (same batches, same RNG state, same optimizer moments); it
 refuses a changed config (see ``checkpoint.RESUME_MAY_CHANGE``).
 
-Under ``torchrun --nproc_per_node=K`` this trains data-parallel (``training.distributed``): each
+Under ``torchrun --nproc_per_node=K`` this trains data-parallel (``runtime.distributed``): each
 update takes K × ``train.accum`` batches, rank 0 writes the run directory's files.
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,19 +25,24 @@ from doctrans.data.documents import (DOC_BATCHING, DOC_BUDGETS, DocBatchSpec, Do
                                      filter_context_tuples, load_doc_split, make_doc_batches)
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
-from doctrans.evaluation.score import bleu_tok_lc
-from doctrans.inference.documents import translate_documents
-from doctrans.inference.translate import decode_corpus
 from doctrans.models.build import build_model
 from doctrans.models.interface import bind_vocabularies, reads_documents
-from doctrans.training import distributed as dist
-from doctrans.training.checkpoint import check_resume_compatible, load_checkpoint
+from doctrans.runtime import distributed as dist
+from doctrans.training.checkpoint import check_resume_compatible
+from doctrans.runtime.checkpoint import load_checkpoint
 from doctrans.training.loss import dev_xent, forward_loss
-from doctrans.training.trainer import StepLoss, Trainer, resolve_device
+from doctrans.training.trainer import StepLoss, Trainer
+from doctrans.runtime.device import resolve_device
 from doctrans.utils.cpu import warn_if_slow_bf16
 from doctrans.utils.io import atomic_write_text, read_lines
 
 log = logging.getLogger(__name__)
+
+DevScorer = Callable[[torch.nn.Module, Vocab, list, list[str], int, object], float]
+"""Dev BLEU of a model: (model, target vocabulary, documents (per document, per line, source
+ids ending in ``</s>``), tokenized references (one per line), beam, ``DecodeConfig``) → BLEU.
+The caller supplies it (``doctrans.evaluation.dev.dev_bleu``; ``doctrans.stages.train`` and the
+CLI do), so training never imports decoding or scoring."""
 
 
 def _vocabs(cfg: ExperimentConfig) -> tuple[Vocab, Vocab]:
@@ -62,9 +68,9 @@ class NMTTask:
 
     def __init__(self, cfg: ExperimentConfig, model: torch.nn.Module, train: ParallelData,
                  dev: ParallelData | None, dev_refs: list[str] | None, src_vocab: Vocab, tgt_vocab: Vocab,
-                 device: torch.device):
+                 device: torch.device, dev_scorer: DevScorer | None = None):
         self.config, self.t, self.model, self.device = cfg, cfg.train, model, device
-        self.train, self.dev, self.dev_refs = train, dev, dev_refs
+        self.train, self.dev, self.dev_refs, self.dev_scorer = train, dev, dev_refs, dev_scorer
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self._plan_batches()
 
@@ -94,7 +100,7 @@ class NMTTask:
             return {}
         xent, _ = dev_xent(self.model, self._dev_batch_iter(), self.tgt_vocab.pad_id)
         rec = {"xent_nats": xent, "ppl": float(np.exp(min(xent, 50)))}
-        if self.t.eval_bleu and self.dev_refs is not None:
+        if self.t.eval_bleu and self.dev_refs is not None and self.dev_scorer is not None:
             rec["bleu"] = self._dev_bleu()
         return rec
 
@@ -102,13 +108,11 @@ class NMTTask:
         return (self._to_device(collate(self.dev, idx, self.tgt_vocab)) for idx in self.dev_batches)
 
     def _dev_bleu(self) -> float:
-        d = self.config.decode
+        """Dev BLEU of the first ``eval_max_sentences`` pairs (0 = all), each line alone."""
         n = self.t.eval_max_sentences or len(self.dev)
-        hyps = decode_corpus(self.model, self.dev.src[:n], self.tgt_vocab, self.t.eval_beam,
-                             d.lenpen, d.max_len_ratio, d.max_len_extra, d.batch_sentences)
-        hyps = [h.replace("@@ ", "").removesuffix("@@") for h in hyps]
         refs = [self.dev_refs[int(i)] for i in self.dev.line[:n]]
-        return bleu_tok_lc(hyps, [refs])
+        return self.dev_scorer(self.model, self.tgt_vocab, [list(self.dev.src[:n])], refs, self.t.eval_beam,
+                               self.config.decode)
 
     def checkpoint_extra(self) -> dict:
         """Vocabularies, the dataset path, and ``text``: each side's ``TextProcessor.settings()``
@@ -132,8 +136,9 @@ def initialise_from(model: torch.nn.Module, path: str, freeze: tuple[str, ...] =
 
     state = load_checkpoint(path)["model"]
     own = model.state_dict()
-    if not set(state) & set(own) and hasattr(model, "backbone"):
-        state = {f"backbone.{k}": v for k, v in state.items()}
+    prefix = model.sentence_weights_prefix                   # "backbone." for a context model
+    if not set(state) & set(own) and prefix:
+        state = {f"{prefix}{k}": v for k, v in state.items()}
     unexpected = sorted(set(state) - set(own))
     if unexpected:
         raise ValueError(f"init_from {path}: keys the model does not have: {', '.join(unexpected[:8])}"
@@ -168,9 +173,9 @@ class DocNMTTask(NMTTask):
 
     def __init__(self, cfg: ExperimentConfig, model: torch.nn.Module, train: DocData, dev: DocData | None,
                  dev_refs: list[str] | None, src_vocab: Vocab, tgt_vocab: Vocab, device: torch.device,
-                 context_sents: int, context_block: int = 0):
+                 context_sents: int, context_block: int = 0, dev_scorer: DevScorer | None = None):
         self.context_sents, self.context_block = context_sents, context_block
-        super().__init__(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device)
+        super().__init__(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, dev_scorer)
 
     def _plan_batches(self) -> None:
         mode = self.config.data.doc_batching
@@ -198,19 +203,16 @@ class DocNMTTask(NMTTask):
         return (collate_doc(self.dev, spec, self.tgt_vocab).to(self.device) for spec in self.dev_batches)
 
     def _dev_bleu(self) -> float:
-        """Dev BLEU with the documents as context (``inference.documents``), the first
-        ``eval_max_sentences`` lines (0 = all)."""
-        d = self.config.decode
+        """Dev BLEU with the documents as context (the scorer translates a context model's
+        documents in order), the first ``eval_max_sentences`` lines (0 = all)."""
         n = self.t.eval_max_sentences or len(self.dev)
         docs: list[list] = []
         for i in range(n):
             if i == 0 or self.dev.doc[i] != self.dev.doc[i - 1]:
                 docs.append([])
             docs[-1].append(self.dev.src[i])
-        out = translate_documents(self.model, docs, self.tgt_vocab, self.t.eval_beam, d.lenpen,
-                                  d.max_len_ratio, d.max_len_extra, d.batch_sentences)
-        hyps = [h.replace("@@ ", "").removesuffix("@@") for doc in out for h in doc]
-        return bleu_tok_lc(hyps, [self.dev_refs[:n]])
+        return self.dev_scorer(self.model, self.tgt_vocab, docs, self.dev_refs[:n], self.t.eval_beam,
+                               self.config.decode)
 
 
 def load_doc_splits(cfg: ExperimentConfig, src_vocab: Vocab, tgt_vocab: Vocab
@@ -251,9 +253,11 @@ def _check_init_vocab(path: str, src_vocab: Vocab, tgt_vocab: Vocab) -> None:
         raise ValueError(f"init_from {path}: its vocabularies differ from this run's (another prepared dataset?)")
 
 
-def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
-    """Train; returns the run directory. Raises FileNotFoundError if the prepared data is
-    missing, ValueError on an incompatible resume or an invalid train section."""
+def run(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | None = None) -> Path:
+    """Train; returns the run directory. ``dev_scorer``: dev BLEU (``DevScorer``), needed when
+    ``train.eval_bleu`` is on (``doctrans.stages.train`` passes ``evaluation.dev.dev_bleu``).
+    Raises FileNotFoundError if the prepared data is missing, ValueError on an incompatible
+    resume, an invalid train section or dev BLEU asked for without a scorer."""
     prep, run_dir = Path(cfg.data.prepared), Path(cfg.run_dir)
     if not (prep / "meta.json").is_file():
         raise FileNotFoundError(f"no prepared dataset at {prep} (run `doctrans preprocess -o {prep}` first)")
@@ -261,6 +265,10 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
     if t.metric == "bleu" and not t.eval_bleu:
         raise ValueError("train.metric is 'bleu' but train.eval_bleu is false: set train.metric=xent_nats "
                          "train.metric_mode=min, or train.eval_bleu=true")
+    if t.eval_bleu and dev_scorer is None:
+        raise ValueError("train.eval_bleu is on but no dev scorer was given: call doctrans.stages.train(cfg) "
+                         "(or training.train.run(cfg, dev_scorer=doctrans.evaluation.dev.dev_bleu)), or set "
+                         "train.eval_bleu=false")
     device = dist.setup(resolve_device(t.device))
     run_dir.mkdir(parents=True, exist_ok=True)
     if dist.is_main():
@@ -282,13 +290,13 @@ def run(cfg: ExperimentConfig, resume: bool = False) -> Path:
     bind_vocabularies(model, src_vocab, tgt_vocab)            # modules reading token strings (resume restores them)
     if reads_documents(model):                                # a context model reads documents
         train, dev, dev_refs = load_doc_splits(cfg, src_vocab, tgt_vocab)
-        if hasattr(model, "context_filter"):                 # the model's training-tuple filter
-            filter_context_tuples(train, model.context_filter, getattr(model, "context_sents", 0))
+        doc = model.document
+        filter_context_tuples(train, model.context_filter, doc.context_sents)   # the model's training-tuple filter
         task = DocNMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device,
-                          getattr(model, "context_sents", 0), getattr(model, "context_block", 0))
+                          doc.context_sents, doc.context_block, dev_scorer)
     else:
         train, dev, dev_refs = _load_data(cfg, src_vocab, tgt_vocab)
-        task = NMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device)
+        task = NMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, dev_scorer)
     if t.init_from and ckpt is None:
         _check_init_vocab(t.init_from, src_vocab, tgt_vocab)
         loaded = initialise_from(model, t.init_from, t.freeze)

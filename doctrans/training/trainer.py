@@ -11,7 +11,7 @@ Resuming (``Trainer.restore``) continues with exactly the updates an uninterrupt
 have made: the batch order of an epoch is a function of (seed, epoch), the position inside it
 is in ``TrainState``, and the optimizer moments and torch RNG state are in the checkpoint.
 
-Under ``torchrun`` (``training.distributed``) every rank runs this loop in lockstep: an update
+Under ``torchrun`` (``runtime.distributed``) every rank runs this loop in lockstep: an update
 takes ``world × accum`` consecutive batches of the epoch order, rank r the ones at offsets r,
 r + world, …; the gradients are summed over ranks before clipping, so the update is the
 single-process one with ``accum = world × accum``. ``TrainState`` advances by the whole group on
@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from doctrans import __version__
 from doctrans.config import TrainConfig, to_dict
-from doctrans.training import distributed as dist
+from doctrans.runtime import distributed as dist
 from doctrans.training.checkpoint import step_checkpoints
 from doctrans.training.curves import plot_learning_curves
 from doctrans.training.early_stopping import EarlyStopping
@@ -91,18 +91,6 @@ class Task(Protocol):
         """Tensors and primitive types the checkpoint needs besides model/optimizer/state/config
         (vocabularies, the dataset dir, a tuned threshold…)."""
         ...
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` → cuda when available, else cpu; ``cpu``/``cuda`` as given. Raises ValueError
-    for another name or ``cuda`` without a GPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name not in ("cpu", "cuda"):
-        raise ValueError(f"device must be auto, cpu or cuda, got {name!r}")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device cuda requested but torch sees no GPU (use device: auto or cpu)")
-    return torch.device(name)
 
 
 def peak_rss_gib() -> float | None:

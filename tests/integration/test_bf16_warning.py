@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 
 from doctrans.config import load_experiment
-from doctrans.training import train
+from doctrans import stages
 from doctrans.utils import cpu
 
 from conftest import REPO
@@ -17,5 +17,5 @@ def test_train_warns_about_bf16_on_a_cpu_without_native_bf16(reversal_prepared, 
         "train.threads=1", "train.max_steps=1", "train.eval_every=0", "train.eval_bleu=false",
         "train.metric=xent_nats", "train.metric_mode=min", "train.plot=false", "train.tensorboard=false"])
     with caplog.at_level(logging.WARNING):
-        train.run(cfg)
+        stages.train(cfg)
     assert "train.autocast=bf16 on a CPU without native bfloat16" in caplog.text

@@ -7,7 +7,8 @@ from click.testing import CliRunner
 
 from conftest import train_tiny
 from doctrans.cli import cli
-from doctrans.training.checkpoint import average_checkpoints, load_checkpoint, step_checkpoints
+from doctrans.training.checkpoint import average_checkpoints, step_checkpoints
+from doctrans.runtime.checkpoint import load_checkpoint
 
 
 def test_keep_last_keeps_k_weight_checkpoints_and_average_is_their_mean(tmp_path):

@@ -1,4 +1,4 @@
-"""``training.distributed.all_reduce_grads`` on two gloo processes (torchrun) against one process
+"""``runtime.distributed.all_reduce_grads`` on two gloo processes (torchrun) against one process
 over both batches: dense gradients summed, sparse embedding gradients (lazy Adam) over exactly
 the rows some rank touched, None kept where no rank has a gradient; and the no-op without torchrun."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import textwrap
 import pytest
 import torch
 
-from doctrans.training import distributed as dist
+from doctrans.runtime import distributed as dist
 
 from conftest import REPO
 
@@ -21,7 +21,7 @@ needs_dist = pytest.mark.skipif(not torch.distributed.is_available(),
 SCRIPT = textwrap.dedent('''
     import sys
     import torch
-    from doctrans.training import distributed as dist
+    from doctrans.runtime import distributed as dist
 
     def model():
         torch.manual_seed(0)

@@ -287,14 +287,15 @@ def test_ensemble_averages_member_distributions(tmp_path):
 
 def test_translate_with_dp_generator_nbest_and_lattice(tmp_path, reversal_prepared):
     from doctrans.dp.apply import parse_plf
-    from doctrans.inference.translate import TranslateConfig, run as translate_run
+    from doctrans.inference.translate import TranslateConfig
+    from doctrans.stages import translate as translate_run
     from doctrans.config import load_experiment
-    from doctrans.training import train as nmt_train
+    from doctrans import stages as nmt_train
 
     prep = _synthetic(tmp_path / "syn", 80, 20)
     gen_dir = run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml",
                                  [f"data.prepared={prep}", f"run_dir={tmp_path / 'gen'}", "data.min_freq=1", "train.max_epochs=5"]))
-    nmt_dir = nmt_train.run(load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml", [
+    nmt_dir = nmt_train.train(load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml", [
         f"data.prepared={reversal_prepared}", f"run_dir={tmp_path / 'nmt'}", "train.max_steps=3",
         "train.eval_every=0", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min",
         "data.bpe_protect_dp=true"]))

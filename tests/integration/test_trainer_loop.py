@@ -15,7 +15,8 @@ import torch
 from doctrans.config import TrainConfig
 from doctrans.training.metrics import read_metrics
 from doctrans.training.optim import epoch_decay_lr, learning_rate
-from doctrans.training.trainer import StepLoss, Trainer, resolve_device
+from doctrans.training.trainer import StepLoss, Trainer
+from doctrans.runtime.device import resolve_device
 
 
 @dataclass

@@ -7,7 +7,7 @@ import torch
 
 from doctrans.config import load_experiment
 from doctrans.inference.translate import TranslateConfig, run as translate_run
-from doctrans.training import train
+from doctrans import stages
 from doctrans.training.metrics import read_metrics
 
 from conftest import REPO
@@ -23,11 +23,11 @@ def tiny_cfg(prep, run_dir, *extra):
 def test_resume_after_interrupt_gives_the_same_next_losses(reversal_prepared, tmp_path):
     common = ("train.max_tokens=64", "train.log_every=1", "train.eval_every=0", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min",
               "model.dropout=0.3", "train.metric=xent_nats", "train.metric_mode=min")
-    full = train.run(tiny_cfg(reversal_prepared, tmp_path / "full", "train.max_steps=8", *common))
+    full = stages.train(tiny_cfg(reversal_prepared, tmp_path / "full", "train.max_steps=8", *common))
     part = tiny_cfg(reversal_prepared, tmp_path / "part", "train.max_steps=5", "train.save_every=5", *common)
-    train.run(part)                                               # "killed" after update 5
+    stages.train(part)                                               # "killed" after update 5
     resumed = tiny_cfg(reversal_prepared, tmp_path / "part", "train.max_steps=8", *common)
-    train.run(resumed, resume=True)
+    stages.train(resumed, resume=True)
     losses = lambda d: [(r["step"], r["loss_nats"]) for r in read_metrics(d / "metrics.jsonl") if r["kind"] == "train"]
     a, b = losses(full), losses(tmp_path / "part")
     assert [s for s, _ in b] == [1, 2, 3, 4, 5, 6, 7, 8]
@@ -42,9 +42,9 @@ def test_rnnsearch_with_adadelta_resumes_exactly(reversal_prepared, tmp_path):
               "train.eval_every=0", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min",
               "model.dropout=0.3", "train.optimizer=adadelta", "train.lr=1.0", "train.lr_schedule=epoch_decay",
               "train.warmup=0", "train.tensorboard=false", "train.plot=false")
-    full = train.run(load_experiment(rnn, [f"run_dir={tmp_path / 'full'}", "train.max_steps=6", *common]))
-    train.run(load_experiment(rnn, [f"run_dir={tmp_path / 'part'}", "train.max_steps=3", "train.save_every=3", *common]))
-    train.run(load_experiment(rnn, [f"run_dir={tmp_path / 'part'}", "train.max_steps=6", *common]), resume=True)
+    full = stages.train(load_experiment(rnn, [f"run_dir={tmp_path / 'full'}", "train.max_steps=6", *common]))
+    stages.train(load_experiment(rnn, [f"run_dir={tmp_path / 'part'}", "train.max_steps=3", "train.save_every=3", *common]))
+    stages.train(load_experiment(rnn, [f"run_dir={tmp_path / 'part'}", "train.max_steps=6", *common]), resume=True)
     losses = lambda d: [(r["step"], r["loss_nats"]) for r in read_metrics(d / "metrics.jsonl") if r["kind"] == "train"]
     assert [s for s, _ in losses(tmp_path / "part")] == [1, 2, 3, 4, 5, 6]
     assert losses(full) == losses(tmp_path / "part")
@@ -54,13 +54,13 @@ def test_rnnsearch_with_adadelta_resumes_exactly(reversal_prepared, tmp_path):
 def test_resume_refuses_a_changed_config(reversal_prepared, tmp_path):
     import pytest
 
-    train.run(tiny_cfg(reversal_prepared, tmp_path / "r", "train.max_steps=2", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min"))
+    stages.train(tiny_cfg(reversal_prepared, tmp_path / "r", "train.max_steps=2", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min"))
     with pytest.raises(ValueError, match="train.lr"):
-        train.run(tiny_cfg(reversal_prepared, tmp_path / "r", "train.max_steps=4", "train.lr=0.5"), resume=True)
+        stages.train(tiny_cfg(reversal_prepared, tmp_path / "r", "train.max_steps=4", "train.lr=0.5"), resume=True)
 
 
 def test_checkpoint_loads_with_weights_only(reversal_prepared, tmp_path):
-    run_dir = train.run(tiny_cfg(reversal_prepared, tmp_path / "r", "train.max_steps=2", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min"))
+    run_dir = stages.train(tiny_cfg(reversal_prepared, tmp_path / "r", "train.max_steps=2", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min"))
     ckpt = torch.load(run_dir / "last.pt", weights_only=True)
     assert ckpt["state"]["step"] == 2
     assert ckpt["config"]["model"]["d_model"] == 64
@@ -68,7 +68,7 @@ def test_checkpoint_loads_with_weights_only(reversal_prepared, tmp_path):
 
 
 def test_translate_keeps_line_count_and_empty_lines(reversal_prepared, tmp_path):
-    run_dir = train.run(tiny_cfg(reversal_prepared, tmp_path / "r", "train.max_steps=3", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min"))
+    run_dir = stages.train(tiny_cfg(reversal_prepared, tmp_path / "r", "train.max_steps=3", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min"))
     lines = ["w1 w2 w3", "", "w4", "   ", "w5 w6", ""]
     inp = tmp_path / "in.txt"
     inp.write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from doctrans.inference.collection import CollectionError
-from doctrans.inference.translate import TranslateConfig, run as translate_run
+from doctrans.inference.translate import TranslateConfig
+from doctrans.stages import translate as translate_run
 
 from conftest import REPO, train_tiny
 

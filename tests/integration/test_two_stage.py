@@ -6,14 +6,14 @@ import torch
 
 from conftest import QUIET_TRAIN, REPO
 from doctrans.config import load_experiment
-from doctrans.training import train
+from doctrans import stages
 
 TINY = REPO / "pipelines" / "transformer" / "tiny.yaml"
 HAN = "context={type: han, context_sents: 2, attach: %s, heads: 2, d_ff: 32, dropout: 0.0}"
 
 
 def _run(prep, run_dir, *extra):
-    return train.run(load_experiment(TINY, [f"data.prepared={prep}", f"run_dir={run_dir}", *QUIET_TRAIN, *extra]))
+    return stages.train(load_experiment(TINY, [f"data.prepared={prep}", f"run_dir={run_dir}", *QUIET_TRAIN, *extra]))
 
 
 def _weights(run_dir):

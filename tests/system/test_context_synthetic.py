@@ -21,8 +21,8 @@ from doctrans.data.documents import DocBatchSpec, collate_doc, load_doc_split
 from doctrans.data.vocab import Vocab
 from doctrans.inference.translate import TranslateConfig, Translator
 from doctrans.models.build import build_model
-from doctrans.training import train
-from doctrans.training.checkpoint import config_of, load_checkpoint
+from doctrans import stages
+from doctrans.runtime.checkpoint import config_of, load_checkpoint
 from doctrans.training.metrics import read_metrics
 
 
@@ -118,7 +118,7 @@ def test_only_context_models_learn_the_previous_sentence(name, synthetic, tmp_pa
         f"train.max_steps={steps}", "train.max_tokens=1024", "train.eval_every=150", "train.eval_bleu=false",
         "train.metric=xent_nats", "train.metric_mode=min", "train.label_smoothing=0.0", "train.tensorboard=false",
         "train.plot=false", *context])
-    run_dir = train.run(cfg)
+    run_dir = stages.train(cfg)
     acc = _first_token_accuracy(run_dir, synthetic)
     train_recs = [r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
     assert train_recs and all(("pcc" in r) == name.startswith("qcn") for r in train_recs)   # auxiliary term logged
@@ -190,7 +190,7 @@ def test_hgc_learns_a_word_of_its_sub_document(name, topic_task, tmp_path):
         "train.max_tokens=1024", "train.eval_every=150", "train.eval_bleu=false", "train.metric=xent_nats",
         "train.metric_mode=min", "train.label_smoothing=0.0", "train.tensorboard=false", "train.plot=false",
         *context])
-    run_dir = train.run(cfg)
+    run_dir = stages.train(cfg)
     lines = (topic_task / "dev.bpe.zh").read_text(encoding="utf-8").splitlines()
     docs = [x.split("\t")[0] for x in (topic_task / "dev.docs").read_text(encoding="utf-8").splitlines()]
     gold = (topic_task / "dev.bpe.en").read_text(encoding="utf-8").splitlines()

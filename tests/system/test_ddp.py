@@ -1,4 +1,4 @@
-"""Data-parallel training under torchrun (``doctrans.training.distributed``): two CPU processes
+"""Data-parallel training under torchrun (``doctrans.runtime.distributed``): two CPU processes
 (gloo) make the updates of one process over the same combined batches (``train.accum=2``), and
 a ``--resume`` of the distributed run continues them exactly."""
 from __future__ import annotations

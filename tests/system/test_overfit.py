@@ -6,7 +6,7 @@ import sacrebleu
 
 from conftest import backbones, reversal_pairs, tiny_backbone
 from doctrans.inference.translate import TranslateConfig, Translator
-from doctrans.training import train
+from doctrans import stages
 from doctrans.training.metrics import read_metrics
 
 # Model overrides that give a backbone's tiny config the capacity to memorise the task (none: as is).
@@ -19,7 +19,7 @@ def test_overfits_20_pairs_and_beam_search_translates_them(backbone, reversal_pr
     cfg = tiny_backbone(backbone, f"data.prepared={reversal_prepared}", f"run_dir={tmp_path / 'run'}",
                         *CAPACITY.get(backbone, ()), "train.threads=1", "train.max_steps=220", "train.lr=5e-3",
                         "train.warmup=20", "train.eval_every=110", "train.label_smoothing=0.0")
-    run_dir = train.run(cfg)
+    run_dir = stages.train(cfg)
     dev = [r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "dev"]
     assert dev[-1]["bleu"] > 90
     src, tgt = reversal_pairs(20)

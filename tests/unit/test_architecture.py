@@ -5,7 +5,9 @@
 * no module imports another module's private name (``from doctrans.x import _name``);
 * in ``doctrans.dp`` dependencies point one way: ``generator`` imports neither ``train`` nor
   ``apply``, ``apply`` does not import ``train``;
-* ``doctrans.inference.translate`` imports exactly one name from ``doctrans.dp``.
+* packages form layers (``LAYERS``) and imports point down (or within a layer's package);
+* outside ``doctrans.models`` no ``getattr``/``hasattr`` reads a model (the contract in
+  ``models/interface.py`` lists what may be read).
 """
 from __future__ import annotations
 
@@ -13,6 +15,22 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "doctrans"
+
+# The package layers, lowest first: a module may import modules of its own layer's package or of
+# lower layers, never of a higher one. Top-level modules (``doctrans.cli``, ``doctrans.stages``,
+# ``doctrans`` itself) are the top layer, which wires the others together.
+LAYERS = [
+    {"utils", "layers"},
+    {"data"},
+    {"models"},
+    {"config"},
+    {"runtime"},          # device, checkpoint I/O, torchrun process groups
+    {"training"},         # the training loop; dev BLEU comes in as a callable
+    {"inference"},        # search, translate; input transforms come in as an interface
+    {"dp"},               # the dropped-pronoun system (implements inference's input transform)
+    {"evaluation"},       # scoring, discourse metrics, dev BLEU
+    {"experiments"},      # the experiment tables
+]
 
 
 def _modules() -> dict[str, Path]:
@@ -100,11 +118,60 @@ def test_dp_dependencies_point_one_way():
     graph, imports = _graph()
     assert not graph["doctrans.dp.generator"] & {"doctrans.dp.train", "doctrans.dp.apply"}
     assert "doctrans.dp.train" not in graph["doctrans.dp.apply"]
-    from_dp = {(src, n) for src, n in imports["doctrans.inference.translate"] if src.startswith("doctrans.dp")}
-    assert {n for _, n in from_dp} == {"DPInputVariants"}, from_dp
     models = {"labeler", "thesis"}
     for m in ("doctrans.dp.generator", "doctrans.dp.train", "doctrans.dp.apply"):  # no model named
         tree = ast.parse(_modules()[m].read_text(encoding="utf-8"))
         literals = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
         assert not literals & models, m
         assert not {src for src, _ in imports[m]} & {f"doctrans.dp.models.{x}" for x in models}, m
+
+
+def _layer(module: str) -> int:
+    """Index of ``module``'s package (or top-level module, e.g. ``config``) in ``LAYERS``; the
+    other top-level modules (``cli``, ``stages``, ``__main__``) are above every layer."""
+    parts = module.split(".")
+    for k, layer in enumerate(LAYERS):
+        if parts[1] in layer:
+            return k
+    if len(parts) == 2 and not (PACKAGE / parts[1]).is_dir():
+        return len(LAYERS)
+    raise AssertionError(f"{module}: package doctrans.{parts[1]} is in no layer of LAYERS")
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} → {d}" for m, deps in graph.items() for d in deps
+                  if m != "doctrans" and d != "doctrans" and _layer(d) > _layer(m))
+
+
+def test_imports_point_down_the_layers():
+    graph, _ = _graph()
+    bad = _upward(graph)
+    assert not bad, "imports from a lower layer to a higher one:\n" + "\n".join(bad)
+
+
+def test_layer_check_catches_an_upward_import():
+    graph = {"doctrans.training.train": {"doctrans.inference.translate", "doctrans.models.build"},
+             "doctrans.inference.translate": {"doctrans.runtime.device"}, "doctrans.cli": {"doctrans.dp.apply"}}
+    assert _upward(graph) == ["doctrans.training.train → doctrans.inference.translate"]
+
+
+MODEL_ATTRIBUTES = {"context_sents", "context_block", "context_needs_target", "context_filter", "inference_cache",
+                    "explain_blocks", "auxiliary_losses", "backbone", "max_source_len", "document"}
+
+
+def test_no_model_attribute_read_by_getattr_outside_models():
+    """``getattr(x, "name")`` / ``hasattr(x, "name")`` outside ``doctrans.models`` never names a
+    model attribute: a model is read through the contract (``models/interface.py``)."""
+    bad = []
+    for name, path in _modules().items():
+        if name.startswith("doctrans.models"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+                    and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                    and node.args[1].value in MODEL_ATTRIBUTES):
+                bad.append(f"{name}:{node.lineno}: {node.func.id}(…, {node.args[1].value!r})")
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+                    and isinstance(node.args[0], ast.Name) and node.args[0].id == "model"):
+                bad.append(f"{name}:{node.lineno}: {node.func.id}(model, …)")
+    assert not bad, "\n".join(bad)

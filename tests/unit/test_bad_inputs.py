@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from doctrans.data.sgml import SGMLError, read_sgml
-from doctrans.training.checkpoint import load_checkpoint, load_torch_file
+from doctrans.runtime.checkpoint import load_checkpoint, load_torch_file
 from doctrans.utils.io import TextDecodeError, decode_lines, read_lines
 
 from conftest import REPO

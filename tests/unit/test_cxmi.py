@@ -9,7 +9,8 @@ import torch
 
 from doctrans.data.documents import DocData, DocBatchSpec, collate_doc
 from doctrans.evaluation.cxmi import compute_cxmi, cxmi_report, word_pcxmi
-from doctrans.evaluation.forced import Item, document_numbers, previous_lines, random_context, score_items
+from doctrans.data.documents import document_numbers
+from doctrans.evaluation.forced import Item, previous_lines, random_context, score_items
 from doctrans.training.loss import forward_loss
 
 from test_context_models import VARIANTS, model
