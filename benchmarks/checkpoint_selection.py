@@ -31,7 +31,8 @@ import torch  # noqa: E402
 
 from doctrans.evaluation.score import ScoreConfig, score_files  # noqa: E402
 from doctrans.inference.translate import TranslateConfig, Translator  # noqa: E402
-from doctrans.training.checkpoint import average_checkpoints, load_checkpoint, step_checkpoints  # noqa: E402
+from doctrans.training.checkpoint import average_checkpoints, step_checkpoints
+from doctrans.runtime.checkpoint import load_checkpoint  # noqa: E402
 from doctrans.training.metrics import read_metrics  # noqa: E402
 from doctrans.utils.io import atomic_torch_save, atomic_write_lines, read_lines  # noqa: E402
 

@@ -116,7 +116,7 @@ def build_systems(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
 
 def load_systems(specs: list[str], sv: Vocab, tv: Vocab) -> list[System]:
     """``NAME=CKPT`` → trained models in eval mode (their vocabularies must be the slice's)."""
-    from doctrans.training.checkpoint import config_of, load_checkpoint
+    from doctrans.runtime.checkpoint import config_of, load_checkpoint
     out = []
     for spec in specs:
         name, _, path = spec.partition("=")
