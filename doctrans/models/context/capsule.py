@@ -1,4 +1,4 @@
-"""Query-guided Capsule Network context (Yang et al. 2019, QCN; models.md §2.6) on a
+"""Query-guided Capsule Network context (Yang et al. 2019, QCN, §3; docs/models.md §2.6) on a
 Transformer backbone with ``EncoderParts``.
 
 * **Capsules** (§2.6 "Capsule construction" [I]): every word of the N previous source
@@ -9,7 +9,7 @@ Transformer backbone with ``EncoderParts``.
 * **Sub-layer-expanded encoder** (§2.6 [P §3.3]): in every encoder layer,
   z ← Sub(z, SelfAttn); z ← Sub(z, MultiHead(Q=z, K=V=V_caps)); z ← Sub(z, FFN), each layer
   its own context attention, all reading the same J capsules (no mask: they always exist).
-* **Regularisation layer** (§2.6 [P §3.4; form I], models.md §5 A2): two plain CapsNets
+* **Regularisation layer** (Yang et al. 2019 §3.4 [P; form I], docs/models.md §2.6, §5 A2): two plain CapsNets
   (``dynamic_routing``, no query) over the encoder and the decoder inputs of each target
   sentence; ρ = mean_j PCC(v^src_j, v^tgt_j); loss CE + β(1 − ρ), training only
   (``auxiliary_losses``, term ``pcc``).
@@ -441,7 +441,7 @@ class QCN(ContextModel):
     def auxiliary_losses(self, enc: EncoderOutput, batch) -> dict[str, Tensor]:
         """{"pcc": β(1 − ρ)} averaged over the target sentences (``is_target``, else every row),
         ρ = mean_j PCC(v^src_j, v^tgt_j) of the regularisation CapsNets over the encoder input
-        embed_source(src) and the decoder input embed_target(tgt_in) (§2.6, models.md §5 A2);
+        embed_source(src) and the decoder input embed_target(tgt_in) (Yang et al. 2019 §3.4; docs/models.md §2.6, §5 A2);
         {} without ``regularise``. Unit: a per-sentence mean (see ``models.interface``)."""
         if not self.cfg.regularise:
             return {}
