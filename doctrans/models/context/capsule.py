@@ -46,10 +46,9 @@ Size (measured with ``build_model``): at the paper's shapes (4+4 layers, H 512, 
 Transformer has 60.15M parameters and QCN + regularisation 68.03M: +4.21M context attention and
 its sub-layer norms, +1.58M capsule maps (W_u 0.26M, W_q 0.26M, W_1..W_J 1.05M), +2.10M the two
 regularisation CapsNets (computed in training only). The paper reports no parameter counts.
-Training speed at ``small`` (``benchmarks/context_speed.py /work/qs/prep --models
-qcn_only,qcn,qcn_reg --modes runs --threads 1 --updates 12 --warmup 2``, interleaved, two runs
-alike, 2026-11-24): target tok/s 1,285 sentence, 1,018 qcn (0.79×), 1,099 qcn_only (0.86×),
-1,194 qcn_reg (0.93×) — 0.43× / 0.52× / 0.70× before the implementation choices above.
+Training speed with and without the implementation choices above (``benchmarks/context_speed.py``):
+measured in benchmarks/RESULTS.md, "QCN training speed, before and after factored routing" and
+"QCN + regularisation reaches the training-speed goal; grid-minimising length buckets".
 """
 from __future__ import annotations
 
