@@ -1,4 +1,4 @@
-"""Continuous cache (models/context/cache.py, models.md §2.3): cell rules (one per word, specials
+"""Continuous cache (models/context/cache.py, docs/models.md §2.3): cell rules (one per word, specials
 skipped, FIFO of ``size``, overwrite / average), the in-batch cache = one written sentence by
 sentence from the backbone's teacher-forced steps, ŝ_t only in the readout, empty cache = the
 backbone, incremental decoding with beam reordering and S2's +4.0M."""

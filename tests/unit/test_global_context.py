@@ -1,4 +1,4 @@
-"""HGC (models.md §2.7): the global context on hand-sized examples, the reduction to the
+"""HGC (docs/models.md §2.7): the global context on hand-sized examples, the reduction to the
 sentence encoder + gate, sub-document isolation, and sub-document batches."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HRNN cross-sentence context (models/context/hier_rnn.py, models.md §2.1) and the RNNSearch hooks
+"""HRNN cross-sentence context (models/context/hier_rnn.py, docs/models.md §2.1) and the RNNSearch hooks
 it uses, on hand-sized examples: the summariser against a hand loop, the NULL history, each
 strategy where the thesis' equations say it acts, the frozen-baseline starting point, incremental
 decoding, and the parameter count at the thesis' size (S2 Table 3.9: +18.8M)."""
@@ -166,7 +166,7 @@ def test_incremental_decoding_with_reordering_matches_teacher_forcing(variant):
 
 def test_parameters_added_at_the_thesis_size():
     """S2 Table 3.9: OURS (Combination) adds 18.8M to the baseline (E 620, H 1000, 35K
-    vocabularies; the added parameters do not depend on the vocabularies with shared E_src). models.md §2.1's breakdown: GRU_sent + GRU_doc + W_D + W^D + gate ≈ 18.5M
+    vocabularies; the added parameters do not depend on the vocabularies with shared E_src). docs/models.md §2.1's breakdown: GRU_sent + GRU_doc + W_D + W^D + gate ≈ 18.5M
     (PyTorch GRUs carry 3H more biases per cell); within 2 % of the reported number. Counted
     on the meta device."""
     exp = load_experiment(REPO / "pipelines" / "context" / "hrnn_combination.yaml")

@@ -1,4 +1,4 @@
-"""Inter-sentence gate, NMT_ISG (models/context/inter_sentence_gate.py, models.md §2.4, S3): c^a_t by
+"""Inter-sentence gate, NMT_ISG (models/context/inter_sentence_gate.py, docs/models.md §2.4, S3): c^a_t by
 hand over the shared encoder, the gate's extremes (z = 0: the backbone, A ignored; z = 1: c^b_t
 out of GRU_2), eos³ at document starts and for +NULL, the RV ablation, incremental decoding with
 beam reordering, both ``gate_on`` variants, S3's tuple filter in the data path and the
