@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import REPO, stepwise_equals_teacher_forcing
+from conftest import REPO, added_parameters, stepwise_equals_teacher_forcing
 from conftest import DocBatchStub as Batch
 from doctrans.config import load_experiment
 from doctrans.models.backbones.rnnsearch import RNNSearch, RNNSearchConfig
@@ -173,7 +173,7 @@ def test_parameters_added_at_the_thesis_size():
     base = load_experiment(REPO / "pipelines" / "rnnsearch" / "base.yaml").model
     with torch.device("meta"):
         model = build_model(base, 35000, 35000, 0, exp.context)
-    added = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("backbone."))
+    added = added_parameters(model)
     e, h = 620, 1000
     parts = {"gru_sent": 3 * h * (e + h) + 6 * h, "gru_doc": 3 * h * 2 * h + 6 * h, "W_D": h * h,
              "W^D": 3 * h * h, "gate": (h + e + 2 * h) * h + h}
