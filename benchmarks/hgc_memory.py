@@ -1,4 +1,4 @@
-"""Peak memory of HGC's global context (models.md §2.7; issue 16: "its word→word attention over a
+"""Peak memory of HGC's global context (docs/models.md §2.7; issue 16: "its word→word attention over a
 30-sentence sub-document is O(M²): measure its memory at small and base shapes").
 
 Usage: python benchmarks/hgc_memory.py [--lengths 20,40,100] [--tokens 8192] [--block 30]

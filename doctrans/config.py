@@ -58,7 +58,7 @@ class TrainConfig:
     optimizer: str = "adam"             # adam | adadelta (Zeiler 2012: the RNNSearch papers', lr 1.0, no decay)
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-8
-    adadelta_rho: float = 0.95          # models.md §1.2 [P S2, S3]
+    adadelta_rho: float = 0.95          # S2 §5.3.3, S3 §5.1 [P]; docs/models.md §1.2
     adadelta_eps: float = 1e-6
     weight_decay: float = 0.0
     clip_norm: float = 1.0              # 0 disables gradient clipping

@@ -64,6 +64,16 @@ def tiny_backbone(name: str, *overrides: str):
     return load_experiment(REPO / "pipelines" / name / "tiny.yaml", list(overrides))
 
 
+def added_named_parameters(model) -> list[tuple[str, torch.nn.Parameter]]:
+    """The (name, parameter) pairs a context model adds to its backbone: those not under ``backbone.``."""
+    return [(n, p) for n, p in model.named_parameters() if not n.startswith("backbone.")]
+
+
+def added_parameters(model) -> int:
+    """How many parameters a context model adds to its backbone (works on the meta device)."""
+    return sum(p.numel() for _, p in added_named_parameters(model))
+
+
 def needs_tvsub():
     return pytest.mark.skipif(not (TVSUB / "train").is_dir(), reason=f"TVsub corpus not at {TVSUB}")
 

@@ -1,4 +1,4 @@
-"""Document-level parallel data and document-aware batches (models.md §1.1 and §2.5 "Batching").
+"""Document-level parallel data and document-aware batches (docs/models.md §1.1 and §2.5 "Batching").
 
 ``DocData`` holds *every* line of a prepared split in file order, which is document order:
 documents are contiguous and positions go 0, 1, 2… (``doctrans preprocess`` keeps filtered
@@ -8,7 +8,7 @@ computed on have ``is_target``.
 A batch (``make_doc_batches``) is a list of *runs*: consecutive sentences of one document,
 never reordered. Before each run, the N sentences that precede its first sentence in the same
 document are added as **context-only rows**, so no sentence loses its context at a batch start
-(HAN_NMT masks it instead, models.md §2.5). The context of row r, ``DocBatch.ctx[r]``, is the
+(HAN_NMT masks it instead, docs/models.md §2.5). The context of row r, ``DocBatch.ctx[r]``, is the
 batch rows of the previous N sentences of its document, oldest first: every sentence is encoded
 once per step and context models gather context states *inside the batch* (no re-encoding of
 context sentences per row, as contextual-mt does). Token budgets count context rows. The epoch
@@ -374,7 +374,7 @@ def make_sorted_doc_batches(data: DocData, max_tokens: int, context_sents: int, 
 def sub_documents(data: DocData, block: int) -> list[np.ndarray]:
     """The sub-documents of ``data``: each document cut into consecutive pieces of ``block``
     lines (positions 0…K−1, K…2K−1, …; the last piece shorter), in file order, as line arrays
-    (models.md §2.7: S4 cuts documents into sub-documents of at most 30 sentences)."""
+    (Chen et al. 2020 §3.1, docs/models.md §2.7: S4 cuts documents into sub-documents of at most 30 sentences)."""
     out = []
     for d in range(data.n_docs):
         lines = np.arange(int(data.doc_start[d]), int(data.doc_start[d + 1]), dtype=np.int64)

@@ -6,7 +6,7 @@ position is found by the **bidirectional search** of Algorithm 1: the nearest ta
 and right of the pronoun that have exactly one link are projected onto the source ("anchors"),
 every gap between the anchors is a candidate position, every Chinese form of the pronoun
 (Table 4.3) a candidate surface, and a language model picks the best (gap, surface). See
-design/models.md §3.2 for the restatement followed here and §5 A22 for the choices marked [I].
+docs/models.md §3.2 for the restatement followed here and §5 (A22) for the choices marked [I].
 
 This module is only the algorithm. It imports no aligner and no LM library: the alignment is
 given as links (``parse_alignment`` reads Pharaoh ``i-j`` text, e.g. from fast_align/eflomal
@@ -202,7 +202,7 @@ def find_dps(
     link_inserted: bool = True,
     overt_match: bool = True,
 ) -> AnnotationResult:
-    """Annotate the DPs of one sentence pair (thesis §4.3.1, Algorithm 1; models.md §3.2).
+    """Annotate the DPs of one sentence pair (Wang 2019 thesis §4.3.1, Algorithm 1; docs/models.md §3.2).
 
     For each English trigger pronoun, left to right: skip it if it is linked to a Chinese pronoun;
     in ``strict_unaligned`` mode (default) also if it has any link, in ``misaligned`` mode

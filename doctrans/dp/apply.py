@@ -226,7 +226,7 @@ def mixture_weights(scores: list[float], mode: str = "uniform") -> list[float]:
 
 
 class DPInputVariants:
-    """The input transform of ``doctrans translate --dp-generator`` (models.md §3.4; thesis
+    """The input transform of ``doctrans translate --dp-generator`` (docs/models.md §3.4; Wang 2019 thesis
     §4.3.3, Tables 5.4/6.2): every tokenized source line becomes its DP-completed variants.
 
     Options (``TranslateConfig.dp_*``): ``generator`` checkpoint(s) (``load_generator``, loaded

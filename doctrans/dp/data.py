@@ -1,5 +1,5 @@
 """Data for the DP generators: labelled sentences with their documents, vocabularies, batches,
-and the Table 4.6 feature slots of the thesis' surface predictor (§4.3.2; models.md §3.3).
+and the Table 4.6 feature slots of the thesis' surface predictor (Wang 2019 thesis §4.3.2; docs/models.md §3.3).
 
 A labelled corpus is the ``annotate-dp`` output: ``PREPARED/{split}.tok.zh`` (tokens),
 ``DP_DIR/{split}.dplabel`` (S + 1 labels: the pronoun dropped before each token / ``</s>``, or
@@ -180,7 +180,7 @@ def _slots(name: str, values: Sequence[str], n: int) -> list[str]:
 def surface_features(sents: Sequence[DPSentence], k: int, pos: int, word_window: int = 2,
                      sent_window: int = 2) -> list[str]:
     """The feature strings (one per slot) of a DP before token ``pos`` of sentence ``k``
-    (``pos`` = S: before ``</s>``). Table 4.6 rows 1–8 [models.md §3.3]:
+    (``pos`` = S: before ``</s>``). Table 4.6 rows 1–8 [thesis §4.3.2; docs/models.md §3.3]:
 
     1–2. words and POS tags ``w_{pos-M}…w_{pos+M-1}`` (M = ``word_window``; ``<s>``/``</s>``
          beyond the edges): 2M + 2M slots;

@@ -7,7 +7,7 @@
   **all** their Chinese forms, which the LM then ranks (§4.3.1): ``you`` → 你/你们,
   ``they``/``them`` → 他们/她们/它们, ``her`` → 她/她的 (object or possessive adjective) …
 * ``CHINESE_PRONOUNS``: the 30 Chinese forms of Table 4.3 (10 basic, 10 + 的, 10 + 自己), the
-  DP vocabulary ``table43_all`` of design/models.md §3.1.
+  DP vocabulary ``table43_all`` of docs/models.md §3.1.
 
 Functions (four in Table 4.2, five columns): ``subject``, ``object``, ``possessive`` (both the
 possessive adjective *my* and the possessive pronoun *mine*) and ``reflexive``. A form that fills
@@ -38,7 +38,7 @@ _TABLE_4_2: tuple[tuple[str, str, str, str, str, str, tuple[str, ...]], ...] = (
 _COLUMN_TYPES = ("subject", "object", "possessive", "possessive", "reflexive")
 
 # Pronouns that are overt in the source but never inserted (not in Table 4.3): an English
-# pronoun aligned to one of these is not a DP.  [I] design/models.md §5 A22
+# pronoun aligned to one of these is not a DP.  [I] docs/models.md §3.1, §5 (A22)
 EXTRA_OVERT_PRONOUNS: frozenset[str] = frozenset({"您", "您们", "咱", "咱们", "俺", "俺们"})
 
 

@@ -7,7 +7,7 @@ context C tells a model about the reference Y beyond the source X::
     CXMI(C → Y | X) ≈ −1/N · Σ_i log [ q(y_i | x_i, ∅) / q(y_i | x_i, C_i) ]
 
 over the N sentences of a test set, with one model scored twice: with its real context C_i
-and with an empty one (the model's own empty-context convention, models.md §1.1). P-CXMI
+and with an empty one (the model's own empty-context convention, docs/models.md §1.1). P-CXMI
 (Fernandes et al. 2023, "When Does Translation Require Context?", §3) is the same log-ratio
 per target token: ``log q(y_t | y_<t, x, C) − log q(y_t | y_<t, x, ∅)``.
 

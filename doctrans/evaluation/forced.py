@@ -57,7 +57,7 @@ def random_context(doc: np.ndarray, line: int, n: int, rng: np.random.Generator)
 
 def sub_document(doc: np.ndarray, line: int, k: int) -> tuple[int, ...]:
     """The other lines of ``line``'s sub-document (its document cut into pieces of ``k`` lines
-    from the start, models.md §2.7), in order."""
+    from the start, Chen et al. 2020 §3.1, docs/models.md §2.7), in order."""
     start = line
     while start > 0 and doc[start - 1] == doc[line]:
         start -= 1

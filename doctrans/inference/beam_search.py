@@ -9,7 +9,7 @@ hypotheses, and it leaves the batch then, so no work is spent on it afterwards. 
 length (``max_len_ratio * |x| + max_len_extra``) ``</s>`` is forced.
 
 **Mixture over input variants** (``variants`` = R > 1, ``VariantMixture``; the NMT analogue of
-confusion-network decoding, models.md §3.4): each sentence comes as R source variants (any
+confusion-network decoding of Wang 2019 thesis §4.3.3, docs/models.md §3.4): each sentence comes as R source variants (any
 input transform's alternatives, e.g. the N best DP-completed versions), each encoded once; one shared beam per sentence scores the next token
 with ``log Σ_r w_r p(y_t | y_<t, x^(r))`` (``weights`` (B, R), rows summing to 1; weight 0
 drops a variant). Decoder states are kept per (sentence, hypothesis, variant) and reordered

@@ -10,7 +10,7 @@ rows, pointed to by ``ctx``. Two schedules:
   batched together in length order, ``batch_sentences`` target rows at a time, as a sentence
   model would be;
 * **target-side context** (HAN decoder / joint): the context rows carry the model's own 1-best
-  translations of the previous sentences (models.md §1.1), so documents are translated in
+  translations of the previous sentences (docs/models.md §1.1), so documents are translated in
   order, sentence m of every document in one batch (chunks of ``batch_sentences``) after
   sentence m − 1 of all of them.
 
@@ -89,7 +89,7 @@ def build_batch(targets: list[Sentence], sents: dict[Sentence, np.ndarray], orde
 def block_batches(model, sents: dict[Sentence, np.ndarray], order: dict[int, list[int]], block: int,
                   batch_sentences: int, vocab: Vocab, device):
     """Batches of whole sub-documents (``block`` consecutive non-empty lines of a document, the
-    context of a ``context_block`` model, models.md §2.7), sub-documents of similar length
+    context of a ``context_block`` model, docs/models.md §2.7), sub-documents of similar length
     together, about ``batch_sentences`` sentences per batch (at least one sub-document): yields
     (sentences (B,), _Batch with every row a target and ``block`` (B,))."""
     units = [[(d, line) for line in o[k:k + block]] for d, o in order.items() for k in range(0, len(o), block)]

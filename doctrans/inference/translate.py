@@ -58,7 +58,7 @@ class TranslateConfig:
     threads: int = 0
     device: str = "auto"              # auto (cuda when available) | cpu | cuda
     docs: str = ""                    # doc_id<TAB>position per input line: documents for a context model
-    # dropped pronouns (models.md §3.4): complete the input with a DP generator first
+    # dropped pronouns (Wang 2019 thesis §4.3.3; docs/models.md §3.4): complete the input with a DP generator first
     dp_generator: str = ""            # DP generator checkpoint (doctrans train pipelines/dp/...)
     dp_input: str = "dp"              # dp: pronouns inserted; dpp: #DP# at detected positions
     dp_nbest: int = 1                 # N DP-completed variants per sentence (1 = 1-best)

@@ -232,7 +232,7 @@ def missing_members(obj: Any, proto: type) -> list[str]:
 class BackboneParts(Protocol):
     """What a context model (``models/context/``) uses of a backbone besides the contract:
     the top decoder states and the output layer, separately, so a context block can sit
-    between them (e.g. HAN decoder, models.md §2.5)."""
+    between them (e.g. HAN decoder, docs/models.md §2.5)."""
 
     @property
     def hidden_size(self) -> int:
@@ -261,7 +261,7 @@ class BackboneParts(Protocol):
 @runtime_checkable
 class EncoderParts(Protocol):
     """What a context model that works *inside* the encoder layers (QCN's context-attention
-    sub-layer, HGC's global context: models.md §2.6–2.7) uses of a backbone."""
+    sub-layer, HGC's global context: docs/models.md §2.6–2.7) uses of a backbone."""
 
     @property
     def hidden_size(self) -> int:
@@ -316,11 +316,11 @@ class StepExtra:
     gru2: (B, 3H) added to GRU_2's input pre-activation W_ih c_t + b_ih (an extra input a of
     GRU_2 enters as W_a a, in the r, z and n blocks: S2 eq. 3.6, 3.8, 3.9); keep: (B, 3H)
     multiplies GRU_2's input and hidden pre-activations W_ih c_t and W_hh s̃_t before their
-    biases are added (a context gate interpolating them, models.md §2.1 ``lcnmt``); readout:
-    (B, k·E) added to the readout's pre-activation (e.g. C'_o c'_t, models.md §2.2);
+    biases are added (a context gate interpolating them, docs/models.md §2.1 ``lcnmt``); readout:
+    (B, k·E) added to the readout's pre-activation (e.g. C'_o c'_t, docs/models.md §2.2);
     gru2_input: (B, 3H) *replaces* GRU_2's input projection W_ih c_t (b_ih, ``gru2`` and
     ``keep`` still apply; the readout keeps c_t), e.g. W_ih((1 − z_t) ⊙ c_t) + C_1(z_t ⊙ c^a_t)
-    of the inter-sentence gate (models.md §2.4, with ``RNNParts.project_gru2_input``)."""
+    of the inter-sentence gate (Kuang & Xiong 2018 eq. 10, docs/models.md §2.4, with ``RNNParts.project_gru2_input``)."""
 
     gru2: Tensor | None = None
     keep: Tensor | None = None
@@ -337,7 +337,7 @@ class DecoderHook:
     pre-activation of s_0 (Init_dec, S2 eq. 3.4) or None. step: ``StepInputs`` → ``StepExtra``,
     called once per target position, or None. readout_state: (s_t (B, T, H), c_t (B, T, 2H),
     rows) → the states (B, T, H) the readout reads instead of s_t (the recurrence keeps s_t; e.g.
-    the continuous cache's ŝ_t, models.md §2.3), called once over all positions in teacher
+    the continuous cache's ŝ_t, docs/models.md §2.3), called once over all positions in teacher
     forcing and with T = 1 per incremental step, or None."""
 
     rows: dict[str, Tensor] = field(default_factory=dict)
@@ -355,7 +355,7 @@ class DecoderHook:
 @runtime_checkable
 class RNNParts(Protocol):
     """What a context model that works *inside* an RNN encoder–decoder (HRNN, multi-encoder,
-    continuous cache, inter-sentence gate: models.md §2.1–2.4) uses of the RNNSearch backbone: initial encoder states and the decoder
+    continuous cache, inter-sentence gate: docs/models.md §2.1–2.4) uses of the RNNSearch backbone: initial encoder states and the decoder
     hooks (``DecoderHook``). Every context parameter stays the context model's own, so
     ``train.freeze: ["backbone.*"]`` trains only them (S2 §3.6)."""
 
@@ -423,7 +423,7 @@ def bind_vocabularies(model, src_vocab, tgt_vocab) -> None:
     the trainer right after building the model (on resume the checkpoint then restores the same
     values); what a module derives from the strings lives in its persistent buffers, so checkpoints
     carry it and translation needs no call (e.g. the continuous cache's ``exclude_stopwords``,
-    models.md §2.3). Errors are the modules' (e.g. ValueError for a vocabulary of the wrong size)."""
+    docs/models.md §2.3). Errors are the modules' (e.g. ValueError for a vocabulary of the wrong size)."""
     for m in model.modules():
         bind = getattr(m, "bind_vocab", None)
         if callable(bind):
@@ -433,7 +433,7 @@ def bind_vocabularies(model, src_vocab, tgt_vocab) -> None:
 @runtime_checkable
 class AuxiliaryLosses(Protocol):
     """``Seq2SeqModel.auxiliary_losses`` in detail: training-only loss terms beside the cross-entropy
-    (e.g. QCN's PCC regularisation, models.md §2.6).
+    (e.g. QCN's PCC regularisation, Yang et al. 2019 §3.4, docs/models.md §2.6).
 
     ``training.loss.forward_loss`` calls it only while the model is in training mode with
     gradients on (never for dev cross-entropy, scoring or search), after ``encode`` and the

@@ -35,9 +35,9 @@ def scatter_rows(parts: list[tuple[Tensor, EncoderOutput]], b: int, s: int) -> E
     return EncoderOutput(states, mask)
 
 
-LENGTH_BUCKETS = 8     # at most this many sub-batches per document batch (see length_buckets; 8 vs 4 equal-count
-                       # groups: QCN 0.74 → 0.82×, RNN Combination 0.71 → 0.76× the sentence model; grid-minimising
-                       # cuts vs equal-count: 4–7 % faster updates, benchmarks/bucket_speed.py, RESULTS.md)
+LENGTH_BUCKETS = 8     # at most this many sub-batches per document batch (see length_buckets; 8 vs 4, and grid-minimising
+                       # cuts vs equal-count groups: measured in benchmarks/RESULTS.md, "Document batches in 8 length
+                       # buckets instead of 4" and "QCN + regularisation reaches the training-speed goal; …")
 
 
 def length_buckets(lengths: Tensor, max_buckets: int | None = None, min_rows: int = 8) -> list[Tensor]:
@@ -48,11 +48,11 @@ def length_buckets(lengths: Tensor, max_buckets: int | None = None, min_rows: in
     groups). Returns [(R_g,) long] in increasing length; every index exactly once.
 
     A document batch holds runs of consecutive sentences, which cannot be length-sorted: padded
-    to its longest row, half of its grid is padding (``benchmarks/RESULTS.md``). Rows never
+    to its longest row, much of its grid is padding (``benchmarks/RESULTS.md``). Rows never
     attend to each other inside the backbone, so encoding / decoding them in length buckets,
     each cut to its own longest row, computes the same states at real positions for a fraction
     of the padding. Equal-count groups leave the long tail in one group padded to its longest:
-    13% of a TVsub batch's 8-group grid is padding, 5% with these cuts (``benchmarks/RESULTS.md``)
+    these cuts pad less (measured in ``benchmarks/RESULTS.md``, "grid-minimising buckets")
     [I: our batching choice, not from a paper]."""
     order = lengths.argsort(stable=True)
     k = max(1, min(max_buckets or LENGTH_BUCKETS, order.numel() // min_rows))

@@ -47,7 +47,7 @@ def build_optimizer(params, lr: float, betas, eps: float, weight_decay: float, n
     """``name`` adam: Adam (Kingma & Ba 2015) with PyTorch's fused kernel: on a 2-core CPU the
     per-tensor loop spends ~0.9 s per update on 11M parameters, the fused kernel ~0.13 s (same
     maths). adadelta: Adadelta (Zeiler 2012) with decay ``rho`` (``betas`` unused), the
-    optimizer of the RNNSearch papers (models.md §1.2). Raises ValueError for another name."""
+    optimizer of the RNNSearch papers (Wang 2019 thesis, Kuang & Xiong 2018; docs/models.md §1.2). Raises ValueError for another name."""
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                 fused=True)

@@ -126,7 +126,7 @@ class NMTTask:
 
 
 def initialise_from(model: torch.nn.Module, path: str, freeze: tuple[str, ...] = ()) -> set[int]:
-    """Two-stage training (HAN recipe, models.md §2.5): copy the weights of checkpoint ``path``
+    """Two-stage training (HAN recipe, Miculicich et al. 2018 §3.2; docs/models.md §2.5): copy the weights of checkpoint ``path``
     into ``model``; parameters it lacks (a context model's new ones) keep their fresh
     initialisation. A sentence-level checkpoint fits a context model's ``backbone.``. Then
     parameters matching a ``freeze`` pattern (fnmatch over names) stop training. Returns the ids

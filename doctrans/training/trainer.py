@@ -1,7 +1,7 @@
 """The one training loop of doctrans: updates, logging, dev evaluation, checkpoints, stop
 conditions, TensorBoard events and the learning-curve picture — for every trainable thing.
 
-What is trained is a ``Task`` (NMT models: ``training/nmt_task.py``; DP generators:
+What is trained is a ``Task`` (NMT models: ``training/train.py: NMTTask``; DP generators:
 ``dp/train.py``): it owns the model, the data and the dev scoring; the loop owns the
 optimizer, the learning-rate schedule, gradient accumulation and clipping, ``TrainState``,
 ``EarlyStopping``, ``MetricsWriter`` and the checkpoints. The loop never names a task or a

@@ -1,4 +1,4 @@
-"""Two-stage training (the HAN recipe, models.md §2.5): train.init_from / freeze / init_lr_scale."""
+"""Two-stage training (the HAN recipe, docs/models.md §2.5): train.init_from / freeze / init_lr_scale."""
 from __future__ import annotations
 
 import pytest

@@ -97,7 +97,7 @@ CONTEXTS = {
                    "gating: true}"], 300),
     "multi_encoder": (RNN, ["context={type: multi_encoder, context_sents: 1}"], 300),
     "isg": (RNN, ["context={type: isg, context_sents: 1}"], 300),
-    # QCN (models.md §2.6) with positions in its capsules: §2.6's capsules are E_src[w] + sentence
+    # QCN (docs/models.md §2.6) with positions in its capsules: §2.6's capsules are E_src[w] + sentence
     # distance, a bag of words that cannot tell which word came first (qcn_bag below)
     "qcn": (TRANSFORMER, ["context={type: qcn, context_sents: 1, heads: 4, dropout: 0.0, "
                           "capsule_input: encoder_input}"], 300),
@@ -146,7 +146,7 @@ def test_only_context_models_learn_the_previous_sentence(name, synthetic, tmp_pa
         assert sum(o.split()[:1] == g.split()[:1] for o, g in zip(out, gold)) >= 10, list(zip(out, gold))
 
 
-# --- a task for sub-document context (HGC, models.md §2.7) ---------------------------------------
+# --- a task for sub-document context (HGC, docs/models.md §2.7) ---------------------------------------
 # HGC has no notion of sentence order (its context weights are dot products over the sub-document,
 # preceding and following alike), so it cannot tell sentence m−1 from m+1: the task above is not its
 # task by construction. Here one sentence of each document, at a random position, holds a topic word

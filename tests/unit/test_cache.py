@@ -1,4 +1,4 @@
-"""Continuous cache (models/context/cache.py, models.md §2.3): cell rules (one per word, specials
+"""Continuous cache (models/context/cache.py, docs/models.md §2.3): cell rules (one per word, specials
 skipped, FIFO of ``size``, overwrite / average), the in-batch cache = one written sentence by
 sentence from the backbone's teacher-forced steps, ŝ_t only in the readout, empty cache = the
 backbone, incremental decoding with beam reordering and S2's +4.0M."""
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from conftest import REPO, stepwise_equals_teacher_forcing
+from conftest import REPO, added_parameters, stepwise_equals_teacher_forcing
 from conftest import DocBatchStub as Batch
 from doctrans.config import load_experiment
 from doctrans.models.backbones.rnnsearch import RNNSearch, RNNSearchConfig
@@ -135,7 +135,7 @@ def test_gate_adds_s2s_four_million_parameters():
     base = load_experiment(REPO / "pipelines" / "rnnsearch" / "base.yaml").model
     with torch.device("meta"):
         model = build_model(base, 30000, 30000, 0, exp.context)
-    added = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("backbone."))
+    added = added_parameters(model)
     assert added == 4000 * 1000 + 1000
     assert exp.context.size == 500 and exp.train.freeze == ("backbone.*",)
 

@@ -1,4 +1,4 @@
-"""QCN (doctrans/models/context/capsule.py, models.md §2.6): squash, PCC, both routings
+"""QCN (doctrans/models/context/capsule.py, docs/models.md §2.6): squash, PCC, both routings
 (empty context, permutation invariance, masking), the batched capsules against a literal
 per-row construction, the model's encode conventions and the training-only PCC term."""
 from __future__ import annotations

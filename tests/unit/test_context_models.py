@@ -31,7 +31,7 @@ def _tiny_context(path) -> dict:
 VARIANTS = {p.stem: _tiny_context(p) for p in CONTEXT_YAMLS}
 BACKBONE = {p.stem: load_experiment(p).model.backbone for p in CONTEXT_YAMLS}   # its tiny YAML is used
 N = {name: v.get("context_sents", 2) for name, v in VARIANTS.items()}     # ≤ 2 (multi_encoder: 1)
-# no history = a sentence read by the model, not the backbone: HRNN's NULL sentence (models.md §2.1),
+# no history = a sentence read by the model, not the backbone: HRNN's NULL sentence (docs/models.md §2.1),
 # ISG's (eos, eos, eos) (§2.4)
 NULL_HISTORY = {"hrnn", "isg"}
 
@@ -43,7 +43,7 @@ def reads_context(name: str) -> bool:
 
 def empty_is_sentence_model(name: str) -> bool:
     """Whether a row without context gets the backbone's output (QCN's capsules are then the
-    query path alone, models.md §2.6: its own empty-context output)."""
+    query path alone, docs/models.md §2.6: its own empty-context output)."""
     return VARIANTS[name]["type"] not in ("qcn", "hgc", *NULL_HISTORY) or not reads_context(name)
 
 

@@ -1,4 +1,4 @@
-"""HGC (models.md §2.7): the global context on hand-sized examples, the reduction to the
+"""HGC (docs/models.md §2.7): the global context on hand-sized examples, the reduction to the
 sentence encoder + gate, sub-document isolation, and sub-document batches."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, added_parameters
 from doctrans.config import load_experiment
 from doctrans.data.documents import DocData, collate_doc, make_block_batches, make_doc_batches
 from doctrans.models.build import build_model
@@ -115,9 +115,8 @@ def test_sub_documents_see_each_other_and_nothing_else():
 def test_layers_last_adds_one_block_and_parameters_match_the_formula():
     h = 32
     m_all, m_last = _tiny_hgc(), _tiny_hgc("context.layers=last")
-    added = lambda m: sum(p.numel() for n, p in m.named_parameters() if not n.startswith("backbone."))  # noqa: E731
-    assert added(m_all) == 2 * (3 * h * h + 3 * h)                            # W_1 + b, w_2, W^G + b per layer
-    assert added(m_last) == 3 * h * h + 3 * h
+    assert added_parameters(m_all) == 2 * (3 * h * h + 3 * h)                 # W_1 + b, w_2, W^G + b per layer
+    assert added_parameters(m_last) == 3 * h * h + 3 * h
     assert isinstance(m_all, HGC) and m_all.context_block == 4 and m_all.context_sents == 0
 
 

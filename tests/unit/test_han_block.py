@@ -1,4 +1,4 @@
-"""HANBlock (doctrans/models/context/han_block.py, models.md §2.5): shapes, masking,
+"""HANBlock (doctrans/models/context/han_block.py, docs/models.md §2.5): shapes, masking,
 empty-context handling, stop-gradient, the gate equation (HAN paper eq. 7–8)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HRNN cross-sentence context (models/context/hier_rnn.py, models.md §2.1) and the RNNSearch hooks
+"""HRNN cross-sentence context (models/context/hier_rnn.py, docs/models.md §2.1) and the RNNSearch hooks
 it uses, on hand-sized examples: the summariser against a hand loop, the NULL history, each
 strategy where the thesis' equations say it acts, the frozen-baseline starting point, incremental
 decoding, and the parameter count at the thesis' size (S2 Table 3.9: +18.8M)."""
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import REPO, stepwise_equals_teacher_forcing
+from conftest import REPO, added_parameters, stepwise_equals_teacher_forcing
 from conftest import DocBatchStub as Batch
 from doctrans.config import load_experiment
 from doctrans.models.backbones.rnnsearch import RNNSearch, RNNSearchConfig
@@ -166,14 +166,14 @@ def test_incremental_decoding_with_reordering_matches_teacher_forcing(variant):
 
 def test_parameters_added_at_the_thesis_size():
     """S2 Table 3.9: OURS (Combination) adds 18.8M to the baseline (E 620, H 1000, 35K
-    vocabularies; the added parameters do not depend on the vocabularies with shared E_src). models.md §2.1's breakdown: GRU_sent + GRU_doc + W_D + W^D + gate ≈ 18.5M
+    vocabularies; the added parameters do not depend on the vocabularies with shared E_src). docs/models.md §2.1's breakdown: GRU_sent + GRU_doc + W_D + W^D + gate ≈ 18.5M
     (PyTorch GRUs carry 3H more biases per cell); within 2 % of the reported number. Counted
     on the meta device."""
     exp = load_experiment(REPO / "pipelines" / "context" / "hrnn_combination.yaml")
     base = load_experiment(REPO / "pipelines" / "rnnsearch" / "base.yaml").model
     with torch.device("meta"):
         model = build_model(base, 35000, 35000, 0, exp.context)
-    added = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("backbone."))
+    added = added_parameters(model)
     e, h = 620, 1000
     parts = {"gru_sent": 3 * h * (e + h) + 6 * h, "gru_doc": 3 * h * 2 * h + 6 * h, "W_D": h * h,
              "W^D": 3 * h * h, "gate": (h + e + 2 * h) * h + h}

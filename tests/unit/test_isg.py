@@ -1,4 +1,4 @@
-"""Inter-sentence gate, NMT_ISG (models/context/inter_sentence_gate.py, models.md §2.4, S3): c^a_t by
+"""Inter-sentence gate, NMT_ISG (models/context/inter_sentence_gate.py, docs/models.md §2.4, S3): c^a_t by
 hand over the shared encoder, the gate's extremes (z = 0: the backbone, A ignored; z = 1: c^b_t
 out of GRU_2), eos³ at document starts and for +NULL, the RV ablation, incremental decoding with
 beam reordering, both ``gate_on`` variants, S3's tuple filter in the data path and the
@@ -23,7 +23,7 @@ from doctrans.models.build import build_model
 from doctrans.models.context.inter_sentence_gate import EOS3, InterSentenceGate, ISGConfig
 from doctrans.models.interface import SearchBatch, StepInputs
 
-from conftest import REPO, stepwise_equals_teacher_forcing
+from conftest import REPO, added_named_parameters, stepwise_equals_teacher_forcing
 from conftest import DocBatchStub as Batch
 
 V, E, H = 20, 6, 5
@@ -214,7 +214,7 @@ def test_yaml_starts_from_the_backbone_and_freezes_nothing():
     assert exp.train.init_from.endswith("rnnsearch-small/last.pt") and not exp.train.freeze
     with torch.device("meta"):
         model = build_model(exp.model, 100, 100, 0, exp.context)
-    new = {n.split(".")[0] for n, _ in model.named_parameters() if not n.startswith("backbone.")}
+    new = {n.split(".")[0] for n, _ in added_named_parameters(model)}
     assert new == {"att_a_query", "att_a_key", "att_a_v", "gate", "ctx_gru2"}   # S3's gate-related parts
 
 

@@ -1,4 +1,4 @@
-"""Multi-encoder context (models/context/multi_encoder.py, models.md §2.2): Enc'/ATT' by hand, the
+"""Multi-encoder context (models/context/multi_encoder.py, docs/models.md §2.2): Enc'/ATT' by hand, the
 first sentence = the backbone, incremental decoding with beam reordering, the frozen-baseline
 starting point and the parameter count at the thesis' size (S2 Table 3.9: +20.0M)."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from conftest import REPO, stepwise_equals_teacher_forcing
+from conftest import REPO, added_parameters, stepwise_equals_teacher_forcing
 from conftest import DocBatchStub as Batch
 from doctrans.config import load_experiment
 from doctrans.models.backbones.rnnsearch import RNNSearch, RNNSearchConfig
@@ -68,12 +68,12 @@ def test_incremental_decoding_with_reordering_matches_teacher_forcing():
 
 def test_parameters_added_at_the_thesis_size():
     """S2 Table 3.9: MULTI adds 20.0M (E 620, H 1000): Enc' 9.73M + ATT' 3.0M + GRU_2 input
-    2H → 3H 6.0M + readout C'_o 1.24M = 19.97M (models.md §2.2), within 1 %. Meta device."""
+    2H → 3H 6.0M + readout C'_o 1.24M = 19.97M (docs/models.md §2.2), within 1 %. Meta device."""
     exp = load_experiment(REPO / "pipelines" / "context" / "multi_encoder.yaml")
     base = load_experiment(REPO / "pipelines" / "rnnsearch" / "base.yaml").model
     with torch.device("meta"):
         model = build_model(base, 35000, 35000, 0, exp.context)
-    added = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("backbone."))
+    added = added_parameters(model)
     e, h = 620, 1000
     parts = {"enc'": 2 * (3 * h * (e + h) + 6 * h), "att'": h * h + h + 2 * h * h + h, "gru2": 2 * h * 3 * h,
              "readout": 2 * h * e}

@@ -1,4 +1,4 @@
-"""RNNSearch specifics (models.md §1.2) beyond the backbone-parametrized tests of test_model.py:
+"""RNNSearch specifics (docs/models.md §1.2) beyond the backbone-parametrized tests of test_model.py:
 the thesis-size parameter count, every option against incremental decoding and padding, the
 y_0 = 0 convention, attention keys computed once per sentence, config checks."""
 from __future__ import annotations

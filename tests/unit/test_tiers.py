@@ -1,8 +1,11 @@
 """The tier markers that tests/conftest.py sets from a test's directory (and ``corpus`` for TVsub)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+import conftest
 from conftest import REPO, TIERS, needs_tvsub, oracle_insertions
 
 
@@ -11,9 +14,39 @@ def test_a_unit_test_carries_only_the_unit_marker(request):
     assert request.node.get_closest_marker("corpus") is None
 
 
-@needs_tvsub()
-def test_a_test_needing_tvsub_is_marked_corpus(request):
-    assert request.node.get_closest_marker("corpus") is not None
+class _Item:
+    """What ``conftest.pytest_collection_modifyitems`` reads of a collected test, and the markers
+    it adds."""
+
+    def __init__(self, path: Path, skipif_reasons=(), fixturenames=()):
+        self.path, self.fixturenames = path, tuple(fixturenames)
+        self.skipifs = [pytest.mark.skipif(True, reason=r).mark for r in skipif_reasons]
+        self.added: list[str] = []
+
+    def iter_markers(self, name=None):
+        return iter(m for m in self.skipifs if name in (None, m.name))
+
+    def add_marker(self, marker):
+        self.added.append(marker.mark.name)
+
+
+def test_collection_marks_the_tier_and_corpus_needs(tmp_path):
+    """The hook on synthetic items: the tier from the directory; ``corpus`` for a TVsub skipif
+    (``needs_tvsub()``'s reason) or the ``tvsub_slice`` fixture, not for another skipif; nothing
+    for a test outside tests/."""
+    tests = Path(conftest.__file__).resolve().parent
+    items = {
+        "unit": _Item(tests / "unit" / "test_a.py"),
+        "unit_other_skip": _Item(tests / "unit" / "test_a.py", skipif_reasons=["needs a GPU"]),
+        "integration_tvsub": _Item(tests / "integration" / "test_b.py",
+                                   skipif_reasons=[needs_tvsub().kwargs["reason"]]),
+        "system_slice": _Item(tests / "system" / "test_c.py", fixturenames=("tmp_path", "tvsub_slice")),
+        "outside": _Item(tmp_path / "test_d.py"),
+    }
+    conftest.pytest_collection_modifyitems(None, list(items.values()))
+    assert {k: sorted(v.added) for k, v in items.items()} == {
+        "unit": ["unit"], "unit_other_skip": ["unit"], "integration_tvsub": ["corpus", "integration"],
+        "system_slice": ["corpus", "system"], "outside": []}
 
 
 def test_tvsub_slice_is_complete_and_line_aligned(tvsub_slice):

@@ -2,7 +2,7 @@
 
 The end-to-end labeler of thesis §6.2.2 with a BiGRU over the sentence and, as in §6.2.3, the
 previous (``context_sents``) and following (``context_next``) sentences of the document encoded
-by the same BiGRU and attended to from every position (models.md §3.3, §2.11). With
+by the same BiGRU and attended to from every position (docs/models.md §2.11, §3.3). With
 ``pseudo_dp`` > 0 it also learns the pronoun choice from overt pronouns: per epoch, a sentence is
 picked with that probability and one of its overt pronouns (not next to an annotated DP) is
 deleted (``doctrans.dp.data.pseudo_dp``); at the merged position the loss is the cross-entropy of

@@ -1,6 +1,6 @@
 """RNNSearch (Bahdanau et al. 2015) with the conditional-GRU decoder, the doctrans backbone R.
 
-Spec: ``shared/design/models.md`` §1.2 (equations, reference-code choices) and §1.4 (sizes).
+Notes: ``docs/models.md`` §1.2 (equations, reference-code choices) and §1.4 (sizes).
 The thesis (S2) and the inter-sentence-gate paper (S3) build on this model; it is the dl4mt /
 Nematus "cGRU" with *feedback attention* [P S3 eq. 7–8; C]::
 
@@ -74,7 +74,7 @@ class RNNSearchConfig:
     backbone: str = "rnnsearch"         # the row of models/build.py:BACKBONES
     emb_size: int = 256                 # E (620 in S2 ch.5/6 and S3)
     rnn_size: int = 256                 # H (1000); annotations are 2H
-    attn_size: int = 0                  # A, width of the attention MLP; 0 = H (models.md §1.2)
+    attn_size: int = 0                  # A, width of the attention MLP; 0 = H [C] (docs/models.md §1.2)
     dropout: float = 0.5                # on the readout o_t only [P S2 ch.5, S3]
     maxout_part: int = 1                # 1 = tanh readout [C]; 2 = Bahdanau's maxout
     init: str = "mean"                  # s_0 from the mean annotation [C] | "last": h_S [P S2 eq. 3.3]
@@ -123,7 +123,7 @@ def gru_step(cell: nn.GRUCell, gi: Tensor, h: Tensor, keep: Tensor | None = None
 
 
 class RNNSearch(SentenceModelDefaults, nn.Module):
-    """Bi-GRU encoder + conditional-GRU decoder with feedback attention (models.md §1.2),
+    """Bi-GRU encoder + conditional-GRU decoder with feedback attention (S3 eq. 7–8; docs/models.md §1.2),
     implementing ``models.interface.Seq2SeqModel`` and ``BackboneParts``.
 
     Encoder states are the annotations (B, S, 2H) (``encoder_size`` = 2H); the decoder's "hidden"

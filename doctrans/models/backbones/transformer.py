@@ -1,6 +1,6 @@
 """Transformer encoder–decoder (Vaswani et al. 2017), the doctrans backbone T.
 
-Spec: ``shared/design/models.md`` §1.3. Pre-norm by default (``norm: pre``, with a final
+Notes: ``docs/models.md`` §1.3. Pre-norm by default (``norm: pre``, with a final
 LayerNorm on each stack, as OpenNMT-py/HAN use; ``post`` is the original paper's order),
 sinusoidal positions, decoder input embedding tied to the output projection
 (``share_dec_embeddings``), embeddings scaled by sqrt(H).
@@ -37,7 +37,7 @@ class TransformerConfig:
     dropout: float = 0.1                # residual, embedding and FFN-output dropout
     attn_dropout: float = 0.0           # dropout on attention weights
     relu_dropout: float = 0.0           # dropout inside the FFN
-    norm: str = "pre"                   # "pre" | "post" (models.md §1.3)
+    norm: str = "pre"                   # "pre" | "post" (docs/models.md §1.3)
     share_dec_embeddings: bool = True   # tie decoder input embedding and output projection
     share_all_embeddings: bool = False  # also tie the source embedding (needs a joint vocabulary)
     max_positions: int = 1024
@@ -152,10 +152,10 @@ class FeedForward(nn.Module):
 
 
 class Residual(nn.Module):
-    """One residual sub-layer Sub(z, f) (models.md §1.3): pre-norm z + drop(f(LN(z))) or
+    """One residual sub-layer Sub(z, f) (docs/models.md §1.3): pre-norm z + drop(f(LN(z))) or
     post-norm LN(z + drop(f(z))), with its own LayerNorm. ``Transformer.residual_sublayer``
     gives context models one with the backbone's norm order and dropout (e.g. QCN's
-    context-attention sub-layer, models.md §2.6)."""
+    context-attention sub-layer, Yang et al. 2019 §3.3, docs/models.md §2.6)."""
 
     def __init__(self, d_model: int, dropout: float, pre: bool):
         super().__init__()
@@ -304,7 +304,7 @@ class Transformer(SentenceModelDefaults, nn.Module):
         """``encode`` of src (B, S), with layer k computed by ``layer_fn(k, layer, x, keep)``
         → x (B, S, H) instead of ``layer(x, keep)`` when given: ``layer`` offers
         ``attention_sublayer(x, keep)``, ``ffn_input(x)`` and ``ffn_sublayer(x)``, so a context
-        model can put its own sub-layer between them (QCN, HGC: models.md §2.6–2.7).
+        model can put its own sub-layer between them (QCN, HGC: docs/models.md §2.6–2.7).
         keep: (B, 1, 1, S) bool SDPA mask (True = attend) or None."""
         pad = pad_mask(src, self.pad_id)
         keep = attn_keep_mask(pad)

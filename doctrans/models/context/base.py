@@ -8,7 +8,7 @@ may carry, besides ``src`` (B, S) and ``tgt_in`` (B, T):
   exist (before the document start). A batch without ``ctx`` (a sentence-level batch) means
   "no context" for every row.
 * ``is_target`` (B,) bool — the rows to train on / translate; the others are context-only rows
-  (the N sentences before a run of a document, models.md §2.5 "Batching" [I]).
+  (the N sentences before a run of a document, docs/models.md §1.1, §2.5 "Batching" [I]).
 
 Training batches (``data/documents.py``) and document translation (``inference/documents.py``)
 build such batches the same way (at translation time the context rows carry the model's own
@@ -43,7 +43,7 @@ def context_rows(batch, n: int, device: torch.device) -> Tensor:
 
 
 def special_mask(tokens: Tensor, specials: tuple[int, ...] = SPECIAL_IDS) -> Tensor:
-    """True at ``<pad>``/``<s>``/``</s>``/``<unk>`` (the HAN word mask, models.md §2.5: from each
+    """True at ``<pad>``/``<s>``/``</s>``/``<unk>`` (the HAN word mask, docs/models.md §2.5: from each
     side's own vocabulary). tokens: (…, L) → bool (…, L)."""
     mask = torch.zeros_like(tokens, dtype=torch.bool)
     for s in specials:
@@ -164,7 +164,7 @@ class ContextModel(nn.Module):
         return self.backbone.decode_step_hidden(state, prev_tokens)
 
     def context_filter(self, src_len, tgt_len, ctx_len) -> dict:
-        """Training tuples the model refuses (e.g. S3's length filter, models.md §2.4), applied
+        """Training tuples the model refuses (e.g. S3's length filter, Kuang & Xiong 2018 footnote 1, docs/models.md §2.4), applied
         to the train split by the data path (``data.documents.filter_context_tuples``): src_len,
         tgt_len (n,) int arrays of the tokens of x and y (``</s>`` not counted); ctx_len (n, N)
         tokens of each previous sentence, −1 where it does not exist → {rule name: (n,) bool

@@ -1,4 +1,4 @@
-"""Continuous cache (Tu et al. 2018, as summarised by S2 §3.3.2 and S1; models.md §2.3, §5 A12) on
+"""Continuous cache (Tu et al. 2018, as summarised by Wang 2019 thesis §3.3.2 and Miculicich et al. 2018 §1; docs/models.md §2.3, §5 A12) on
 the RNNSearch backbone.
 
 A key–value memory of the translation history: one cell per target word of the previous

@@ -1,4 +1,4 @@
-"""Query-guided Capsule Network context (Yang et al. 2019, QCN; models.md §2.6) on a
+"""Query-guided Capsule Network context (Yang et al. 2019, QCN, §3; docs/models.md §2.6) on a
 Transformer backbone with ``EncoderParts``.
 
 * **Capsules** (§2.6 "Capsule construction" [I]): every word of the N previous source
@@ -9,7 +9,7 @@ Transformer backbone with ``EncoderParts``.
 * **Sub-layer-expanded encoder** (§2.6 [P §3.3]): in every encoder layer,
   z ← Sub(z, SelfAttn); z ← Sub(z, MultiHead(Q=z, K=V=V_caps)); z ← Sub(z, FFN), each layer
   its own context attention, all reading the same J capsules (no mask: they always exist).
-* **Regularisation layer** (§2.6 [P §3.4; form I], models.md §5 A2): two plain CapsNets
+* **Regularisation layer** (Yang et al. 2019 §3.4 [P; form I], docs/models.md §2.6, §5 A2): two plain CapsNets
   (``dynamic_routing``, no query) over the encoder and the decoder inputs of each target
   sentence; ρ = mean_j PCC(v^src_j, v^tgt_j); loss CE + β(1 − ρ), training only
   (``auxiliary_losses``, term ``pcc``).
@@ -46,10 +46,9 @@ Size (measured with ``build_model``): at the paper's shapes (4+4 layers, H 512, 
 Transformer has 60.15M parameters and QCN + regularisation 68.03M: +4.21M context attention and
 its sub-layer norms, +1.58M capsule maps (W_u 0.26M, W_q 0.26M, W_1..W_J 1.05M), +2.10M the two
 regularisation CapsNets (computed in training only). The paper reports no parameter counts.
-Training speed at ``small`` (``benchmarks/context_speed.py /work/qs/prep --models
-qcn_only,qcn,qcn_reg --modes runs --threads 1 --updates 12 --warmup 2``, interleaved, two runs
-alike, 2026-11-24): target tok/s 1,285 sentence, 1,018 qcn (0.79×), 1,099 qcn_only (0.86×),
-1,194 qcn_reg (0.93×) — 0.43× / 0.52× / 0.70× before the implementation choices above.
+Training speed with and without the implementation choices above (``benchmarks/context_speed.py``):
+measured in benchmarks/RESULTS.md, "QCN training speed, before and after factored routing" and
+"QCN + regularisation reaches the training-speed goal; grid-minimising length buckets".
 """
 from __future__ import annotations
 
@@ -444,7 +443,7 @@ class QCN(ContextModel):
     def auxiliary_losses(self, enc: EncoderOutput, batch) -> dict[str, Tensor]:
         """{"pcc": β(1 − ρ)} averaged over the target sentences (``is_target``, else every row),
         ρ = mean_j PCC(v^src_j, v^tgt_j) of the regularisation CapsNets over the encoder input
-        embed_source(src) and the decoder input embed_target(tgt_in) (§2.6, models.md §5 A2);
+        embed_source(src) and the decoder input embed_target(tgt_in) (Yang et al. 2019 §3.4; docs/models.md §2.6, §5 A2);
         {} without ``regularise``. Unit: a per-sentence mean (see ``models.interface``)."""
         if not self.cfg.regularise:
             return {}

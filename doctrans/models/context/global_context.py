@@ -1,5 +1,5 @@
-"""Hierarchical global context, HGC (Tan et al. 2019, "Hierarchical Modeling of Global Context
-for Document-Level Neural Machine Translation"; models.md §2.7), on a Transformer backbone.
+"""Hierarchical global context, HGC (Chen, Li & Gong 2020, CCL, S4 §2, which extends Tan et al.
+2019's "Hierarchical Modeling of Global Context"; docs/models.md §2.7), on a Transformer backbone.
 
 The context of a sentence is its whole **sub-document** (≤ K = 30 consecutive sentences, both
 preceding and following; source side only). The sentences of a sub-document are encoded in one

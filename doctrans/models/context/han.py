@@ -1,4 +1,4 @@
-"""Hierarchical Attention Network context (Miculicich et al. 2018, HAN; models.md §2.5):
+"""Hierarchical Attention Network context (Miculicich et al. 2018, HAN, §2; docs/models.md §2.5):
 HAN encoder, HAN decoder and the joint model, on a Transformer backbone.
 
 * ``attach: encoder`` — a HAN block over the top encoder outputs of X_{m−N..m−1} (queries: the

@@ -1,6 +1,6 @@
 """One Hierarchical Attention Network block (Miculicich et al. 2018, "Document-Level Neural
 Machine Translation with Hierarchical Attention Networks"), the building block of the HAN
-context models. Spec: ``shared/design/models.md`` §2.5.
+context models. Notes: ``docs/models.md`` §2.5.
 
 The block is self-contained on purpose (its own small multi-head attention on top of
 ``F.scaled_dot_product_attention``): it does not import the backbone.
@@ -98,7 +98,7 @@ class _FeedForward(nn.Module):
 
 
 class HANBlock(nn.Module):
-    """One HAN block (models.md §2.5; HAN paper eq. 3–8): maps a query sequence h and N context
+    """One HAN block (Miculicich et al. 2018 §2.1–2.2, eq. 3–8; docs/models.md §2.5): maps a query sequence h and N context
     sentences Ctx to context-aware states of the same shape as h::
 
         q^w_t = LN_qw(h_t)                                   (B,T,H)    eq. 3, f_w = LN

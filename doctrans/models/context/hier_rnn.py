@@ -1,4 +1,4 @@
-"""HRNN cross-sentence context (Wang et al. 2017; S2 ch.3; models.md §2.1) on the RNNSearch backbone.
+"""HRNN cross-sentence context (Wang et al. 2017; Wang 2019 thesis ch.3; docs/models.md §2.1) on the RNNSearch backbone.
 
 Summariser over the N previous *source* sentences X_{m−N..m−1}, oldest first [P S2 eq. 3.1–3.2]::
 
@@ -59,7 +59,7 @@ class HRNNConfig:
     init_dec: bool = False              # W_D D in s_0 (eq. 3.4)
     auxi: bool = False                  # D as an extra GRU_2 input (eq. 3.6)
     gating: bool = False                # z_t ⊙ D instead of D (eq. 3.7–3.8); needs auxi
-    gate_variant: str = "thesis"        # thesis | csnmt | lcnmt (models.md §2.1)
+    gate_variant: str = "thesis"        # thesis | csnmt | lcnmt (docs/models.md §2.1)
     share_src_embeddings: bool = True   # GRU_sent reads the backbone's E_src [I]
     history_max_len: int = 80           # longer history sentences (words) are dropped [C]; 0 = keep all
 

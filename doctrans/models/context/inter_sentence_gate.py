@@ -1,4 +1,4 @@
-"""Inter-sentence gate, NMT_ISG (Kuang & Xiong 2018, S3; models.md §2.4) on the RNNSearch backbone.
+"""Inter-sentence gate, NMT_ISG (Kuang & Xiong 2018, S3, §4; docs/models.md §2.4) on the RNNSearch backbone.
 
 A = the previous source sentence X_{m-1} (N = 1), B = the current sentence x, both read by the
 backbone's own encoder and embeddings [P]; a second attention network ATT_a, with its own
@@ -16,7 +16,7 @@ gated c^b_t), so GRU_2's input projection is *replaced* (``StepExtra.gru2_input`
 ``gate_on: context`` [I, S3 Fig. 2]: z_t ∈ R^{2H} gates the context vectors before projection,
 W_ih((1 − z_t) ⊙ c^b_t) + C_1(z_t ⊙ c^a_t); ``projected``: z_t ∈ R^H gates each of the r, u, n
 blocks after projection, (1 − z̄_t) ⊙ W_ih c^b_t + z̄_t ⊙ C_1 c^a_t, z̄_t = [z_t; z_t; z_t]
-(models.md §5 A14). With z_t = 0 both are exactly the backbone.
+(docs/models.md §2.4, §5 A14). With z_t = 0 both are exactly the backbone.
 
 Empty context [P]: a document's first sentence reads A = (eos, eos, eos), encoded normally.
 Test-time ablations of S3 Table 1 (``test_ablation``; ``doctrans translate --context-option

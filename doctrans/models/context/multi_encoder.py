@@ -1,4 +1,4 @@
-"""Multi-encoder context (Jean et al. 2017, as re-implemented in S2 §3.3.1 / §3.6; models.md §2.2)
+"""Multi-encoder context (Jean et al. 2017, as re-implemented in Wang 2019 thesis §3.3.1 / §3.6; docs/models.md §2.2)
 on the RNNSearch backbone.
 
 A second bidirectional GRU encoder Enc' reads the previous source sentence X_{m-1} (N = 1) and
