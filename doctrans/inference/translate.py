@@ -35,6 +35,7 @@ from doctrans.models.interface import reads_documents
 from doctrans.training import distributed
 from doctrans.training.checkpoint import config_of, load_checkpoint
 from doctrans.training.trainer import resolve_device
+from doctrans.utils import bars_off
 from doctrans.utils.io import atomic_write_lines, decode_lines, read_lines
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
     scores: list[float] = [0.0] * len(src)
     pad = tgt_vocab.pad_id
     device = next(model.parameters()).device
-    bar = tqdm(total=len(src), unit="sent", disable=not progress, desc="translate")
+    bar = tqdm(total=len(src), unit="sent", disable=not progress or bars_off(), desc="translate")
     groups: dict[int, list[int]] = {}
     for i, v in enumerate(rows):
         groups.setdefault(len(v), []).append(i)
