@@ -135,7 +135,7 @@ $(ENS)/mis/best.pt: $(PREP_FULL)/dp_mis/meta.json
 dp-ensemble-full: $(ENS)/decay/best.pt $(ENS)/ctx3/best.pt $(ENS)/mis/best.pt
 	$(BIN)/doctrans annotate-dp --generator $(ENS)/mis/best.pt:$(ENS)/decay/best.pt:$(ENS)/ctx3/best.pt \
 	  $(PREP_FULL)/test.tok.zh --docs $(PREP_FULL)/test.docs -o $(ENS)/test
-	$(BIN)/doctrans score --dp $(ENS)/test.dp.zh --base $(PREP_FULL)/test.tok.zh \
+	$(BIN)/doctrans score dp $(ENS)/test.dp.zh --base $(PREP_FULL)/test.tok.zh \
 	  --oracle $(DATA)/test/test.oracle-dp.seg.zh --oracle-base $(DATA)/test/test.seg.zh \
 	  --baseline $(DATA)/test/test.auto-dp.seg.zh --baseline-base $(DATA)/test/test.seg.zh
 
@@ -154,7 +154,7 @@ $(DPRUNS)/baseline/best.pt: $(PREP)/meta.json
 	$(BIN)/doctrans train pipelines/quickstart.yaml data.prepared=$(PREP) run_dir=$(DPRUNS)/baseline \
 	  --max-time $(BUDGET) train.max_steps=$(DP_STEPS) $(call resume,$(DPRUNS)/baseline)
 results/dp_table.md: $(DPRUNS)/baseline/best.pt $(DPRUNS)/nmt_dp/best.pt $(DPRUNS)/nmt_dpp/best.pt $(DPRUNS)/dp_labeler/best.pt
-	$(BIN)/python -m doctrans.dp.table --baseline $(DPRUNS)/baseline/best.pt --dp $(DPRUNS)/nmt_dp/best.pt \
+	$(BIN)/doctrans table dp --baseline $(DPRUNS)/baseline/best.pt --dp $(DPRUNS)/nmt_dp/best.pt \
 	  --dpp $(DPRUNS)/nmt_dpp/best.pt --generator $(DPRUNS)/dp_labeler/best.pt --prepared $(PREP) --data $(DATA) \
 	  --beam $(BEAM) --discourse --out $@ --work results/dp_table
 
@@ -163,7 +163,7 @@ CTX_RUNS  ?= runs/context
 CTX_MODELS ?= concat han_encoder han_decoder han_joint qcn_reg qcn_only qcn hgc_word hgc
 CTX_THREADS ?= 0
 CTX_TRAIN = data.prepared=$(PREP) train.max_steps=$(CTX_STEPS) train.max_time_min=$(CAP) train.threads=$(CTX_THREADS)
-CTX_TABLE = $(BIN)/python -m doctrans.evaluation.context_table --prepared $(PREP) --data $(DATA) \
+CTX_TABLE = $(BIN)/doctrans table context --prepared $(PREP) --data $(DATA) \
 	  --ref $(TEST_REF) --beam $(BEAM) --system Transformer=$(CTX_RUNS)/transformer
 context-table: results/context_table.md
 	@cat results/context_table.md
@@ -221,7 +221,7 @@ $(RNN_RUNS)/%/.done: $(RNN_BASE)/.done
 	touch $@
 RNN_T34 = RNNSearch,+Init_enc,+Init_dec,+Init_enc+dec,+Auxi,+Gating Auxi,Combination
 results/rnn_context_table.md: $(foreach m,rnnsearch $(RNN_OPEN) $(RNN_FROZEN),$(RNN_RUNS)/$(m)/.done)
-	$(BIN)/python -m doctrans.evaluation.context_table --prepared $(PREP) --data $(DATA) --ref $(TEST_REF) \
+	$(BIN)/doctrans table context --prepared $(PREP) --data $(DATA) --ref $(TEST_REF) \
 	  --beam $(RNN_BEAM) --work results/rnn_context_table --out $@ \
 	  --system RNNSearch=$(RNN_RUNS)/rnnsearch --system +Init_enc=$(RNN_RUNS)/hrnn_init_enc \
 	  --system +Init_dec=$(RNN_RUNS)/hrnn_init_dec --system +Init_enc+dec=$(RNN_RUNS)/hrnn_init_both \

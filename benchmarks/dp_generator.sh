@@ -19,13 +19,13 @@ for model in thesis labeler; do
     t0=$(date +%s.%N)
     $DT annotate-dp --generator ${RUNS}_$model/best.pt $PREP/$split.tok.zh --docs $PREP/$split.docs -o ${RUNS}_$model/$split --nbest 8
     echo "== $model $split: apply took $(echo "$(date +%s.%N) - $t0" | bc) s"
-    $DT score --dp ${RUNS}_$model/$split.dp.zh --base $PREP/$split.tok.zh --oracle $DATA/$split/$split.oracle-dp.seg.zh \
+    $DT score dp ${RUNS}_$model/$split.dp.zh --base $PREP/$split.tok.zh --oracle $DATA/$split/$split.oracle-dp.seg.zh \
       --oracle-base $DATA/$split/$split.seg.zh --json --out ${RUNS}_$model/$split.dp_scores.json > /dev/null
     # test: paired bootstrap against the authors' released generator output
-    $DT score --dp ${RUNS}_$model/$split.dp.zh --base $PREP/$split.tok.zh --oracle $DATA/$split/$split.oracle-dp.seg.zh \
+    $DT score dp ${RUNS}_$model/$split.dp.zh --base $PREP/$split.tok.zh --oracle $DATA/$split/$split.oracle-dp.seg.zh \
       --oracle-base $DATA/$split/$split.seg.zh \
       $( [ $split = test ] && echo --baseline $DATA/test/test.auto-dp.seg.zh --baseline-base $DATA/test/test.seg.zh )
   done
 done
 echo "== authors' released generator output (test.auto-dp.seg.zh)"
-$DT score --dp $DATA/test/test.auto-dp.seg.zh --base $DATA/test/test.seg.zh --oracle $DATA/test/test.oracle-dp.seg.zh
+$DT score dp $DATA/test/test.auto-dp.seg.zh --base $DATA/test/test.seg.zh --oracle $DATA/test/test.oracle-dp.seg.zh

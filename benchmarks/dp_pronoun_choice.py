@@ -5,7 +5,7 @@ by character offset (a DP inside one of our tokens goes to the next token bounda
 generator which pronoun it would insert there: argmax over the pronoun columns of its
 per-position distribution, i.e. P(pronoun | DP here). Prints the accuracy overall and for the
 most frequent gold pronouns, and writes OUT.json. This separates the two halves of the
-pronoun F of ``doctrans score --dp``: where to insert (detection) and what (choice).
+pronoun F of ``doctrans score dp``: where to insert (detection) and what (choice).
 
     python benchmarks/dp_pronoun_choice.py --prepared data/prep_full --split test \\
         --generator labeler=RUN/best.pt --generator ensemble=A.pt:B.pt:C.pt -o results/dp_choice_test

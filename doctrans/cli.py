@@ -14,8 +14,8 @@ import click
 from doctrans import __version__
 
 
-def _setup_logging(verbose: bool) -> None:
-    quiet = os.environ.get("RANK", "0") not in ("", "0")     # torchrun: only rank 0 logs INFO
+def _setup_logging(verbose: bool, quiet: bool = False) -> None:
+    quiet = quiet or os.environ.get("RANK", "0") not in ("", "0")     # torchrun: only rank 0 logs INFO
     logging.basicConfig(
         level=logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -23,21 +23,34 @@ def _setup_logging(verbose: bool) -> None:
     )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Numeric option types: every count, size and rate is range-checked by click (a one-line usage
+# error naming the option); 0 is accepted only where the help says what it means.
+POSITIVE = click.IntRange(min=1)
+NON_NEGATIVE = click.IntRange(min=0)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="doctrans")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
-def cli(verbose: bool) -> None:
+@click.option("-q", "--quiet", is_flag=True, help="Warnings and errors only; no progress bars.")
+def cli(verbose: bool, quiet: bool) -> None:
     """doctrans: document-level neural machine translation (Chinese→English first).
 
-    Stages: preprocess → [annotate-dp] → train → translate → score. Run `doctrans COMMAND --help`.
+    Stages: preprocess → [annotate-dp] → train → translate → score. Run `doctrans COMMAND --help`;
+    `doctrans configs` lists the shipped YAML configs and their keys.
     """
-    _setup_logging(verbose)
+    from doctrans.utils import set_quiet
+
+    if verbose and quiet:
+        raise click.UsageError("-v/--verbose and -q/--quiet exclude each other")
+    set_quiet(quiet)
+    _setup_logging(verbose, quiet)
 
 
 # --- preprocess (doctrans/data/preprocess.py) -------------------------------------------------
 
 
-@cli.command("preprocess")
+@cli.command("preprocess", short_help="Tokenize, filter and BPE-encode a zh-en corpus (TVsub by default).")
 @click.option("--data-dir", default="../shared/corpora/tvsub", show_default=True,
               help="TVsub root: the shared copy or a clone of github.com/longyuewangdcu/tvsub.")
 @click.option("--train-dir", default=None, help="Instead of --data-dir: directory of N.zh/N.en documents.")
@@ -48,15 +61,16 @@ def cli(verbose: bool) -> None:
 @click.option("--train-docs", default="0:300", show_default=True,
               help="Train documents (numerically sorted): 'all', a count N, or a slice 'A:B'.")
 @click.option("-o", "--out", required=True, help="Prepared dataset directory to write.")
-@click.option("--bpe-merges", default=8000, show_default=True, help="BPE merge operations per language.")
+@click.option("--bpe-merges", type=POSITIVE, default=8000, show_default=True, help="BPE merge operations per language.")
 @click.option("--joint-bpe", is_flag=True, help="Learn one set of BPE codes on both languages.")
-@click.option("--bpe-sample-lines", default=500_000, show_default=True,
+@click.option("--bpe-sample-lines", type=NON_NEGATIVE, default=500_000, show_default=True,
               help="Learn BPE on at most this many evenly spaced train lines (0 = all).")
 @click.option("--keep-case", is_flag=True, help="Do not lowercase (default: lowercase both sides).")
-@click.option("--max-len", default=80, show_default=True, help="Train only: drop pairs with a side over N tokens.")
-@click.option("--max-len-ratio", default=3.0, show_default=True,
-              help="Train only: drop pairs whose token counts differ by more than this factor.")
-@click.option("--workers", default=0, show_default=True, help="Processes (0 = all usable CPUs).")
+@click.option("--max-len", type=POSITIVE, default=80, show_default=True,
+              help="Train only: drop pairs with a side over N tokens.")
+@click.option("--max-len-ratio", type=click.FloatRange(min=1.0), default=3.0, show_default=True,
+              help="Train only: drop pairs whose token counts differ by more than this factor (≥ 1).")
+@click.option("--workers", type=NON_NEGATIVE, default=0, show_default=True, help="Processes (0 = all usable CPUs).")
 def preprocess_cmd(data_dir, train_dir, dev_prefix, dev_sgm, test_prefix, test_sgm, train_docs, out,
                    bpe_merges, joint_bpe, bpe_sample_lines, keep_case, max_len, max_len_ratio, workers) -> None:
     """Tokenize, filter and BPE-encode a document-level zh-en corpus (TVsub by default).
@@ -93,20 +107,23 @@ def preprocess_cmd(data_dir, train_dir, dev_prefix, dev_sgm, test_prefix, test_s
 # --- train (doctrans/training/train.py) -------------------------------------------------------
 
 
-@cli.command("train", context_settings={"ignore_unknown_options": False})
+@cli.command("train", context_settings={"ignore_unknown_options": False},
+             short_help="Train a model (NMT, context model or DP generator) from a YAML config.")
 @click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(exists=True, dir_okay=False))
 @click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")
 @click.option("--resume", is_flag=True, help="Continue from RUN_DIR/last.pt with the same subsequent updates.")
-@click.option("--max-time", "max_time", type=float, default=None,
-              help="Wall-clock training budget in minutes (same as train.max_time_min=...).")
+@click.option("--max-time", "max_time", type=click.FloatRange(min=0), default=None,
+              help="Wall-clock training budget in minutes (same as train.max_time_min=...; 0 = unlimited).")
 def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_time: float | None) -> None:
-    """Train a model described by CONFIG.yaml (see pipelines/).
+    """Train a model described by CONFIG.yaml (`doctrans configs` lists the shipped ones).
 
     KEY=VALUE pairs override config fields by dotted path, e.g.
     `train.lr=5e-4 model.layers_enc=2 run_dir=runs/try1`. Unknown keys are errors.
     The run directory receives config.yaml, metrics.jsonl, train.log, tensorboard/,
-    learning_curves.png, best.pt and last.pt. A `context:` section (pipelines/context/: concat,
-    HAN encoder/decoder/joint) trains a context model on document batches;
+    learning_curves.png, best.pt and last.pt. A `context:` section trains a context model on
+    document batches: concatenation, HAN, QCN (capsules), HGC, HRNN, multi-encoder, ISG, cache
+    (the YAMLs of pipelines/context/: `doctrans configs`; their keys and defaults:
+    `doctrans configs --keys context`);
     `train.init_from=CKPT` starts from another run's weights (stage 2 of the HAN recipe;
     `train.freeze=[backbone.*]`, `train.init_lr_scale=0.1`).
     A YAML with `task: dp_generator` (pipelines/dp/) trains a dropped-pronoun generator on
@@ -141,13 +158,13 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
         click.echo(f"run directory: {run_dir}")
 
 
-@cli.command("average")
+@cli.command("average", short_help="Average the weights of several checkpoints of one run.")
 @click.argument("checkpoints", nargs=-1, metavar="[CKPT]...")
-@click.option("--last", "last", type=int, default=0,
+@click.option("--last", "last", type=POSITIVE, default=None,
               help="Average the last N checkpoint{STEP}.pt of --run-dir (written with train.keep_last=K ≥ N).")
 @click.option("--run-dir", default=None, help="Run directory for --last.")
 @click.option("-o", "--output", required=True, help="Checkpoint to write (atomically).")
-def average_cmd(checkpoints: tuple[str, ...], last: int, run_dir: str | None, output: str) -> None:
+def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | None, output: str) -> None:
     """Average the weights of several checkpoints of one run into one checkpoint to translate
     (fairseq's average_checkpoints.py; Vaswani et al. 2017 average the last 5).
 
@@ -176,30 +193,34 @@ def average_cmd(checkpoints: tuple[str, ...], last: int, run_dir: str | None, ou
 # --- translate (doctrans/inference/translate.py) ----------------------------------------------
 
 
-@cli.command("translate")
+@cli.command("translate", short_help="Translate a file, stdin or a directory of documents (beam search).")
 @click.option("-c", "--checkpoint", required=True, type=click.Path(exists=True, dir_okay=False),
               help="A checkpoint written by `doctrans train` (best.pt or last.pt).")
 @click.option("-i", "--input", "input_", default="-", show_default=True,
               help="Input file, a directory of document files (mirrored under --output), or - for stdin.")
 @click.option("-o", "--output", default="-", show_default=True, help="Output file or directory, or - for stdout.")
-@click.option("--beam", default=5, show_default=True, help="Beam size (1 = greedy).")
-@click.option("--lenpen", default=1.0, show_default=True, help="Length penalty: score = log p / length^lenpen.")
-@click.option("--max-len-ratio", default=1.5, show_default=True, help="Max output length = ratio × source length + extra.")
-@click.option("--max-len-extra", default=10, show_default=True)
-@click.option("--batch-sentences", default=64, show_default=True, help="Sentences per beam-search batch.")
+@click.option("--beam", type=POSITIVE, default=5, show_default=True, help="Beam size (1 = greedy).")
+@click.option("--lenpen", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Length penalty: score = log p / length^lenpen (0 = none).")
+@click.option("--max-len-ratio", type=click.FloatRange(min=0, min_open=True), default=1.5, show_default=True,
+              help="Max output length = ratio × source length + --max-len-extra.")
+@click.option("--max-len-extra", type=NON_NEGATIVE, default=10, show_default=True,
+              help="Tokens an output may have beyond ratio × source length (0 = none; short sources need some).")
+@click.option("--batch-sentences", type=POSITIVE, default=64, show_default=True,
+              help="Sentences per beam-search batch.")
 @click.option("--input-format", type=click.Choice(["raw", "tok", "bpe"]), default="raw", show_default=True,
               help="raw: untokenized Chinese; tok: already segmented; bpe: already BPE-encoded.")
 @click.option("--tokenized", is_flag=True, help="Write Moses-tokenized output (BPE merged) instead of detokenized text.")
 @click.option("--prepared", default="", help="Prepared dataset dir holding the BPE codes (default: the codes inside "
                                              "the checkpoint; for older checkpoints, the dataset it names).")
-@click.option("--threads", default=0, help="torch threads (0 = all cores); with --workers or torchrun, the machine's "
+@click.option("--threads", type=NON_NEGATIVE, default=0, help="torch threads (0 = all cores); with --workers or torchrun, the machine's "
                                           "budget, split evenly: each process gets max(1, threads // processes).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: the GPU when torch sees one, else the CPU.")
-@click.option("--workers", default=1, show_default=True,
+@click.option("--workers", type=POSITIVE, default=1, show_default=True,
               help="Directory input: translate with N processes on this machine (each loads the model once). "
                    "Under torchrun, each rank translates its share of the documents (by rank).")
-@click.option("--group-lines", default=512, show_default=True,
+@click.option("--group-lines", type=POSITIVE, default=512, show_default=True,
               help="Directory input: consecutive documents are translated together (batched jointly) up to N "
                    "lines; the groups are what --workers and torchrun ranks share out.")
 @click.option("--docs", default="", help="doc_id<TAB>position per input line (like PREP/test.docs): the documents a "
@@ -211,7 +232,7 @@ def average_cmd(checkpoints: tuple[str, ...], last: int, run_dir: str | None, ou
                                                  "A.pt:B.pt ensembles several.")
 @click.option("--dp-input", type=click.Choice(["dp", "dpp"]), default="dp", show_default=True,
               help="dp: insert the predicted pronouns; dpp: insert #DP# at the predicted positions.")
-@click.option("--dp-nbest", default=1, show_default=True,
+@click.option("--dp-nbest", type=POSITIVE, default=1, show_default=True,
               help="Decode the N best DP completions of each sentence together (1 = the 1-best only).")
 @click.option("--dp-combine", type=click.Choice(["mixture", "max", "1best"]), default="mixture", show_default=True,
               help="mixture: one shared beam scoring log Σ_r w_r p(y|x_r) (confusion-network analogue); "
@@ -225,12 +246,12 @@ def average_cmd(checkpoints: tuple[str, ...], last: int, run_dir: str | None, ou
                    "for each undecodable byte sequence, with a warning giving their count.")
 @click.option("--resume", is_flag=True, help="Directory input: skip documents whose output already exists "
                                              "with as many lines as the input (outputs are written atomically).")
-@click.option("--max-source-len", default=0, show_default=True,
+@click.option("--max-source-len", type=NON_NEGATIVE, default=0, show_default=True,
               help="Split lines of more than N BPE tokens at sentence punctuation (or into chunks), translate "
                    "the pieces and join them (0 = the model's limit, e.g. max_positions - 1).")
-@click.option("--explain-context", default=0, show_default=True, metavar="N",
+@click.option("--explain-context", type=NON_NEGATIVE, default=0, show_default=True, metavar="N",
               help="Context models (e.g. HAN): write pictures of the sentence- and word-level context attention "
-                   "for each word of N sampled translated sentences (HAN paper Table 5) to --explain-dir.")
+                   "for each word of N sampled translated sentences (HAN paper Table 5) to --explain-dir (0 = none).")
 @click.option("--explain-dir", default="", help="Where --explain-context writes [default: OUTPUT.explain/].")
 @click.option("--context-option", "context_options", multiple=True, metavar="KEY=VALUE",
               help="Override a field of the checkpoint's context config (repeatable), e.g. a test-time "
@@ -269,7 +290,7 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
 # --- annotate-dp (doctrans/dp/corpus.py, doctrans/dp/apply.py) -------------------------------------------
 
 
-@cli.command("annotate-dp")
+@cli.command("annotate-dp", short_help="Annotate dropped pronouns in a prepared corpus, or apply a DP generator.")
 @click.argument("input_", metavar="[INPUT]", required=False, type=click.Path(exists=True, dir_okay=False))
 @click.option("-p", "--prepared", type=click.Path(exists=True, file_okay=False),
               help="Prepared dataset (doctrans preprocess output): its {split}.tok.{zh,en} are annotated.")
@@ -280,33 +301,40 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
                    "several checkpoints joined by ':' are ensembled (distributions averaged, τ = their mean).")
 @click.option("--docs", type=click.Path(exists=True, dir_okay=False),
               help="--generator: doc<TAB>position per INPUT line (e.g. PREPARED/test.docs) for document context.")
-@click.option("--nbest", default=6, show_default=True, help="--generator: completions per line in OUT.nbest.")
+@click.option("--nbest", type=POSITIVE, default=6, show_default=True, help="--generator: completions per line in OUT.nbest.")
 @click.option("--input-format", type=click.Choice(["tok", "raw"]), default="tok", show_default=True,
               help="--generator: INPUT is segmented (as PREPARED/*.tok.zh) or raw Chinese.")
-@click.option("--threshold", type=float, default=None,
-              help="--generator: insert a DP where P(no DP) < this [default: the value tuned on dev].")
+@click.option("--threshold", type=click.FloatRange(min=0, max=1, min_open=True), default=None,
+              help="--generator: insert a DP where P(no DP) < this, in (0, 1] [default: the value tuned on dev].")
 @click.option("--splits", default="train,dev,test", show_default=True,
               help="Comma-separated splits to annotate (train is needed: the LM is estimated on it).")
 @click.option("--symmetrize", type=click.Choice(["intersect", "grow-diag-final-and", "union", "forward", "reverse"]),
               default="intersect", show_default=True,
               help="How the two eflomal directions are combined (intersect: the thesis' high-precision choice).")
 @click.option("--mode", type=click.Choice(["strict_unaligned", "misaligned"]), default="strict_unaligned",
-              show_default=True, help="strict_unaligned: only English pronouns with no link are DPs; misaligned: "
-                                      "also those linked only to non-pronouns (agrees better with TVsub's hand oracle; see README).")
+              show_default=True,
+              help="Which English pronouns are searched for a dropped Chinese counterpart (a pronoun linked to a "
+                   "Chinese pronoun never is). strict_unaligned: only pronouns with no alignment link at all. "
+                   "misaligned: also pronouns whose links all go to Chinese non-pronouns (the thesis' 'misaligned' "
+                   "pronoun) — more DPs (31% of the training pronouns) and better agreement with TVsub's hand "
+                   "oracle, but a labeler trained on them is no better (docs/dp.md; `make dp-ensemble-full` uses "
+                   "one as an ensemble member).")
 @click.option("--overt-match/--no-overt-match", default=True, show_default=True,
               help="An unlinked English pronoun is not a DP if a matching Chinese pronoun is in the source "
                    "unclaimed (also inside jieba words like 我要). --no-overt-match: Algorithm 1 as written.")
-@click.option("--lm-order", default=5, show_default=True, help="n-gram order of the Chinese KenLM model.")
+@click.option("--lm-order", type=click.IntRange(min=2), default=5, show_default=True,
+              help="n-gram order of the Chinese KenLM model (≥ 2).")
 @click.option("--lm", "lm_path", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Use this KenLM model (binary or ARPA) instead of estimating one with lmplz.")
 @click.option("--lm-memory", default="2G", show_default=True, help="lmplz sorting memory (-S), e.g. 2G or 20%.")
-@click.option("--workers", default=2, show_default=True, help="Search processes (1 = in this process).")
-@click.option("--align-samplers", default=2, show_default=True, help="eflomal parallel samplers (threads).")
-@click.option("--explain", default=0, show_default=True,
+@click.option("--workers", type=POSITIVE, default=2, show_default=True, help="Search processes (1 = in this process).")
+@click.option("--align-samplers", type=POSITIVE, default=2, show_default=True,
+              help="eflomal parallel samplers (threads).")
+@click.option("--explain", type=NON_NEGATIVE, default=0, show_default=True,
               help="Write explain/SPLIT-LINE.png (alignment matrix, candidate gaps, choice) and .txt for N "
-                   "sampled sentences with a DP.")
-@click.option("--explain-split", default="train", show_default=True)
-@click.option("--seed", default=1, show_default=True, help="Sampling seed of --explain.")
+                   "sampled sentences with a DP (0 = none).")
+@click.option("--explain-split", default="train", show_default=True, help="The split --explain samples from.")
+@click.option("--seed", type=NON_NEGATIVE, default=1, show_default=True, help="Sampling seed of --explain (any N ≥ 0, 0 too).")
 @click.option("--oracle-dir", default=None, type=click.Path(exists=True, file_okay=False),
               help="TVsub root holding dev/dev.oracle-dp.seg.zh etc. [default: from the prepared meta.json].")
 def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format, threshold, splits, symmetrize, mode, overt_match, lm_order, lm_path, lm_memory, workers,
@@ -336,7 +364,7 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
     With --generator MODEL INPUT: predict DPs in monolingual Chinese with a trained generator
     and write OUT.dp.zh (1-best), OUT.dpp.zh (#DP#) and OUT.nbest ("LINE ||| SENTENCE |||
     SCORE", the N best joint completions, score = product of slot probabilities); line counts
-    preserved. Score against an oracle with `doctrans score --dp`.
+    preserved. Score against an oracle with `doctrans score dp`.
 
     \b
     Examples:
@@ -377,10 +405,77 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
     click.echo(f"annotated corpus: {result['out']}")
 
 
-# --- score (doctrans/evaluation/score.py) ------------------------------------------------------
-@cli.command("score")
-@click.argument("hyp", type=click.Path(exists=True, dir_okay=False), required=False)
-@click.option("-r", "--ref", "refs", multiple=True,
+# --- score (doctrans/evaluation/score.py; dp/agreement.py, evaluation/cxmi.py, contrastive.py) --------
+
+
+class _ScoreGroup(click.Group):
+    """``doctrans score HYP -r REF …`` scores a translation (BLEU, the ``bleu`` subcommand, named
+    or not); ``doctrans score MODE …`` runs one of the other modes. ``--help`` shows the BLEU
+    options and lists the modes."""
+
+    DEFAULT = "bleu"
+    FORMER_FLAGS = {"--dp": "dp HYP --base SRC --oracle ORACLE",
+                    "--cxmi": "cxmi -c CKPT --src SRC -r REF",
+                    "--contrastive": "contrastive SET_DIR -c CKPT"}
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        head = args[:args.index("--")] if "--" in args else args
+        for flag, spelling in self.FORMER_FLAGS.items():
+            if any(a == flag or a.startswith(flag + "=") for a in head):
+                raise click.UsageError(f"{flag} is now a subcommand: use `doctrans score {spelling} …` "
+                                       f"(`doctrans score {spelling.split()[0]} --help`)", ctx=ctx)
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = [self.DEFAULT, *args]
+        return super().parse_args(ctx, args)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        bleu = self.commands[self.DEFAULT]
+        sub = click.Context(bleu, info_name=ctx.info_name, parent=ctx.parent)
+        bleu.format_usage(sub, formatter)
+        formatter.write_text(f"   or: {ctx.command_path} MODE [OPTIONS] ...   (MODE: "
+                             f"{', '.join(n for n in self.commands if n != self.DEFAULT)}; see below)")
+        bleu.format_help_text(sub, formatter)
+        bleu.format_options(sub, formatter)
+        rows = [(name, cmd.get_short_help_str(80)) for name, cmd in self.commands.items()
+                if name != self.DEFAULT]
+        with formatter.section(f"Other modes ({ctx.command_path} MODE --help)"):
+            formatter.write_dl(rows)
+        bleu.format_epilog(sub, formatter)
+
+
+@cli.group("score", cls=_ScoreGroup, short_help="Score a translation (BLEU, chrF, discourse), DPs, or a model's "
+                                                "context use (CXMI, contrastive pronouns).")
+def score_grp() -> None:
+    """Score translations, DP insertions or models."""
+
+
+_BLEU_EPILOG = """\b
+Examples:
+  doctrans score test.hyp -r ../shared/corpora/tvsub/test/test.ref.sgm --json --out scores.json
+  doctrans translate -c CKPT -i test.zh | doctrans score - -r test.ref.sgm
+  doctrans score test.hyp -r test.ref.sgm --base test.seg.zh --oracle test.oracle-dp.seg.zh \\
+      --cohesion --lsa PREP/train.tok.en
+"""
+
+
+def _json_out_options(f):
+    f = click.option("--out", type=click.Path(dir_okay=False), default=None,
+                     help="Also write the result to this file (atomically).")(f)
+    return click.option("--json", "as_json", is_flag=True, help="Print (and write) JSON instead of a table.")(f)
+
+
+def _model_options(f):
+    """The options of the modes that score with a model (cxmi, contrastive)."""
+    f = click.option("--threads", type=NON_NEGATIVE, default=0, show_default=True,
+                     help="torch threads (0 = all cores).")(f)
+    return click.option("--max-tokens", type=POSITIVE, default=3000, show_default=True,
+                        help="Tokens per scoring batch.")(f)
+
+
+@score_grp.command("bleu", epilog=_BLEU_EPILOG,
+                   short_help="HYP against references: BLEU, chrF, significance, discourse columns (default).")
+@click.argument("hyp", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("-r", "--ref", "refs", multiple=True, required=True,
               type=click.Path(exists=True, dir_okay=False),
               help="Reference: plain text (one reference) or .sgm (one reference per sysid). Repeatable.")
 @click.option("--hyp-tokenized", is_flag=True,
@@ -393,51 +488,26 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
               help="Case handling of sacrebleu/chrf; auto = case-insensitive iff all references are lowercase.")
 @click.option("--no-split-hyphens", is_flag=True,
               help="bleu_tok_lc: do not split hyphens Moses-style (mix-up -> mix @-@ up) on both sides.")
-@click.option("--json", "as_json", is_flag=True, help="Print (and write) JSON instead of a table.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the result to this file (atomically).")
+@_json_out_options
 @click.option("--baseline", type=click.Path(exists=True, dir_okay=False), default=None,
               help="A baseline hypothesis (same format as HYP): adds paired bootstrap resampling (sacrebleu, "
-                   "Koehn 2004) and the sign test of HYP vs it, in the bleu_tok_lc setting. With --dp: "
-                   "another DP-inserted file (made from --baseline-base), compared by paired bootstrap.")
-@click.option("--bootstrap", default=1000, show_default=True,
-              help="Paired-bootstrap samples (with --baseline; with --dp always: 95% intervals, 0 = off).")
-@click.option("--baseline-base", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="--dp --baseline: the source the baseline's DPs were inserted into [default: --base].")
-@click.option("--dp", is_flag=True,
-              help="Dropped-pronoun agreement instead of BLEU: HYP is a DP-inserted segmented source; "
-                   "needs --base and --oracle.")
+                   "Koehn 2004) and the sign test of HYP vs it, in the bleu_tok_lc setting.")
+@click.option("--bootstrap", type=POSITIVE, default=1000, show_default=True,
+              help="Paired-bootstrap samples (with --baseline).")
 @click.option("--base", type=click.Path(exists=True, dir_okay=False),
-              help="--dp: the source HYP was made from, without DPs (any segmentation). Without --dp, with "
-                   "--oracle: the segmented source (test.seg.zh) for DP translation recall.")
+              help="With --oracle: the segmented source (test.seg.zh), for DP translation recall.")
 @click.option("--oracle", type=click.Path(exists=True, dir_okay=False),
-              help="--dp: the oracle DP-inserted source (e.g. test.oracle-dp.seg.zh). Without --dp, with --base: "
-                   "adds DP translation recall of HYP (share of the dropped pronouns the reference realises "
-                   "that HYP realises too).")
-@click.option("--oracle-base", type=click.Path(exists=True, dir_okay=False),
-              help="--dp: the oracle's source without DPs (e.g. test.seg.zh) [default: --base].")
-@click.option("--cxmi", is_flag=True,
-              help="Context usage instead of BLEU (no HYP): CXMI and P-CXMI of -c CKPT on --src/-r as documents "
-                   "(Fernandes et al. 2021): reference cross-entropy with the real vs an empty context.")
-@click.option("-c", "--checkpoint", type=click.Path(exists=True, dir_okay=False),
-              help="--cxmi: the model to score with (any model; a sentence-level one gets exactly 0).")
-@click.option("--src", type=click.Path(exists=True, dir_okay=False),
-              help="--cxmi: the source, plain text or .sgm (its <DOC> blocks are the documents).")
-@click.option("--docs", type=click.Path(exists=True, dir_okay=False),
-              help="--cxmi, --cohesion, --lsa: doc_id<TAB>position per line (as PREP/test.docs) [default: from an "
-                   ".sgm --src or -r].")
-@click.option("--tokenized", is_flag=True,
-              help="--cxmi: --src and -r are tokenized (e.g. PREP/test.tok.*; BPE only) [default: raw text, "
-                   "but an .sgm reference is taken as tokenized, as TVsub's are].")
-@click.option("--random-context", is_flag=True,
-              help="--cxmi: also the real vs a random context from another document (contextual-mt's check).")
+              help="With --base: the oracle DP-inserted source (test.oracle-dp.seg.zh): adds DP translation recall "
+                   "of HYP (share of the dropped pronouns the reference realises that HYP realises too).")
 @click.option("--cohesion", is_flag=True,
               help="Add lexical cohesion (Wong & Kit 2012; lemma repetition) of HYP and the first reference, per "
                    "document (--docs or an .sgm reference).")
-@click.option("--cohesion-window", type=int, default=0, show_default=True,
+@click.option("--cohesion-window", type=NON_NEGATIVE, default=0, show_default=True,
               help="--cohesion over consecutive windows of this many lines of each document (0: whole documents; "
                    "a subtitle episode of 300–800 lines repeats nearly every content word, so whole-episode "
                    "cohesion saturates).")
+@click.option("--docs", type=click.Path(exists=True, dir_okay=False),
+              help="--cohesion, --lsa: doc_id<TAB>position per line (as PREP/test.docs) [default: from an .sgm -r].")
 @click.option("--lsa", type=click.Path(exists=True, dir_okay=False),
               help="Add coherence (Foltz et al. 1998: adjacent-sentence cosine in LSA space, and averaged word "
                    "vectors): an LSA model (.pkl) or a tokenized English corpus to fit one on (e.g. "
@@ -448,17 +518,13 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
 @click.option("--apt-corpus", default=None, metavar="PREFIX",
               help="--apt: tokenized parallel text PREFIX.zh / PREFIX.en (e.g. PREP/train.tok, first 50,000 "
                    "lines) aligned alongside, for better alignments.")
-@click.option("--contrastive", "contrastive_set", type=click.Path(exists=True, file_okay=False),
-              help="Contrastive pronoun accuracy of -c CKPT (no HYP) on a set directory built by "
-                   "`python -m doctrans.evaluation.contrastive --split test -o DIR`.")
-@click.option("--max-tokens", default=3000, show_default=True, help="--cxmi/--contrastive: tokens per scoring batch.")
-def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokenized: bool | None,
-              metrics: str, detok_case: str, no_split_hyphens: bool, as_json: bool, out: str | None,
-              baseline: str | None, bootstrap: int, baseline_base: str | None, dp: bool, base: str | None,
-              oracle: str | None, oracle_base: str | None, cxmi: bool, checkpoint: str | None, src: str | None,
-              docs: str | None, tokenized: bool, random_context: bool, cohesion: bool, cohesion_window: int,
-              lsa: str | None, apt_src: str | None, apt_corpus: str | None, contrastive_set: str | None, max_tokens: int) -> None:
-    """Score HYP against references with sacrebleu; prints each score with its signature.
+def score_bleu_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokenized: bool | None,
+                   metrics: str, detok_case: str, no_split_hyphens: bool, as_json: bool, out: str | None,
+                   baseline: str | None, bootstrap: int, base: str | None, oracle: str | None, cohesion: bool,
+                   cohesion_window: int, docs: str | None, lsa: str | None, apt_src: str | None,
+                   apt_corpus: str | None) -> None:
+    """Score HYP (a file, or - for stdin) against references with sacrebleu; prints each score
+    with its signature.
 
     \b
     Two BLEU settings:
@@ -469,60 +535,15 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
       sacrebleu    standard detokenized sacreBLEU (tokenize=13a). Tokenized text is
                    Moses-detokenized first. TVsub references are lowercased, so by
                    default it is case-insensitive then (case:lc in the signature).
-    chrf is sacrebleu chrF2 on the same detokenized text.
-
-    \b
-    With --cxmi: CXMI = mean over sentences of log q(ref | src, context) − log q(ref |
-    src, empty context) in nats (Fernandes et al. 2021, eq. 3), per token, and P-CXMI
-    per word class (pronouns, punctuation, other), for the checkpoint -c on the first
-    reference of -r; the context is the model's (previous N sentences of the document,
-    references as target context). > 0: the model uses its context.
-
-    \b
-    With --contrastive DIR: for each item of the set (a pronoun of the reference, dropped
-    in the Chinese source or overt), whether -c CKPT gives the reference a higher
-    log-probability than every variant with another pronoun of the same case; accuracy
-    overall, DP vs overt, by class and by pronoun.
-
-    \b
-    With --dp: position and pronoun precision/recall/F1 of the dropped pronouns in HYP
-    against an oracle, matching each DP by its character offset in the sentence with
-    spaces removed (NFKC-normalised), so the two sides may be segmented differently;
-    95% bootstrap intervals over lines, and with --baseline a paired bootstrap p-value.
-
-    \b
-    Examples:
-      doctrans score test.hyp -r ../shared/corpora/tvsub/test/test.ref.sgm --json --out scores.json
-      doctrans score test.hyp -r test.ref.sgm --base test.seg.zh --oracle test.oracle-dp.seg.zh \\
-          --cohesion --lsa PREP/train.tok.en
-      doctrans score --dp test.auto-dp.seg.zh --base test.seg.zh --oracle test.oracle-dp.seg.zh
-      doctrans score --dp ours.dp.zh --base test.tok.zh --oracle test.oracle-dp.seg.zh \\
-          --oracle-base test.seg.zh --baseline test.auto-dp.seg.zh --baseline-base test.seg.zh
-      doctrans score --cxmi -c runs/context/han_encoder/last.pt --src test.zh \\
-          -r test.ref.sgm --random-context
-      doctrans score --cxmi -c CKPT --src PREP/test.tok.zh -r PREP/test.tok.en \\
-          --docs PREP/test.docs --tokenized --json --out cxmi.json
-      python -m doctrans.evaluation.contrastive --split test -o contrastive/test
-      doctrans score --contrastive contrastive/test -c runs/context/han_encoder/last.pt
+    chrf is sacrebleu chrF2 on the same detokenized text. `doctrans score bleu HYP …` is the
+    same command (for a hypothesis file named like a mode).
     """
     from pathlib import Path
 
     from doctrans.evaluation import score
 
-    if dp:
-        _score_dp(hyp, base, oracle, oracle_base, as_json, out, baseline, baseline_base, bootstrap)
-        return
-    if cxmi:
-        _score_cxmi(checkpoint, src, refs, docs, tokenized, random_context, max_tokens, as_json, out)
-        return
-    if contrastive_set:
-        _score_contrastive(checkpoint, contrastive_set, max_tokens, as_json, out)
-        return
-    if hyp is None:
-        raise click.UsageError("give HYP, the hypothesis to score (or use --cxmi / --contrastive / --dp)")
-    if not refs:
-        raise click.UsageError("give at least one reference with -r/--ref (or use --dp)")
-
+    if (base is None) != (oracle is None):
+        raise click.UsageError("DP translation recall needs both --base and --oracle")
     cfg = score.ScoreConfig(
         hyp=hyp, refs=tuple(refs), hyp_tokenized=hyp_tokenized, refs_tokenized=refs_tokenized,
         metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()),
@@ -535,6 +556,146 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
     click.echo(result.read_text(encoding="utf-8") if isinstance(result, Path) else score.render(result, cfg.fmt),
                nl=False)
 
+
+@score_grp.command("dp", short_help="Dropped-pronoun insertion against the hand oracle: position and pronoun P/R/F.")
+@click.argument("hyp", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("--base", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The source HYP was made from, without DPs (any segmentation).")
+@click.option("--oracle", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The oracle DP-inserted source (e.g. test.oracle-dp.seg.zh).")
+@click.option("--oracle-base", type=click.Path(exists=True, dir_okay=False),
+              help="The oracle's source without DPs (e.g. test.seg.zh) [default: --base].")
+@click.option("--baseline", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Another DP-inserted file (made from --baseline-base), compared by paired bootstrap.")
+@click.option("--baseline-base", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="The source the baseline's DPs were inserted into [default: --base].")
+@click.option("--bootstrap", type=NON_NEGATIVE, default=1000, show_default=True,
+              help="Bootstrap samples: 95% intervals over lines, and the paired test with --baseline (0 = off).")
+@_json_out_options
+def score_dp_cmd(hyp: str, base: str, oracle: str, oracle_base: str | None, baseline: str | None,
+                 baseline_base: str | None, bootstrap: int, as_json: bool, out: str | None) -> None:
+    """Dropped-pronoun agreement: HYP is a DP-inserted segmented source (e.g. `doctrans
+    annotate-dp --generator` output), scored against an oracle.
+
+    Position and pronoun precision/recall/F1 of the dropped pronouns in HYP against the oracle,
+    matching each DP by its character offset in the sentence with spaces removed
+    (NFKC-normalised), so the two sides may be segmented differently; 95% bootstrap intervals
+    over lines, and with --baseline a paired bootstrap p-value.
+
+    \b
+    Examples:
+      doctrans score dp test.auto-dp.seg.zh --base test.seg.zh --oracle test.oracle-dp.seg.zh
+      doctrans score dp ours.dp.zh --base test.tok.zh --oracle test.oracle-dp.seg.zh \\
+          --oracle-base test.seg.zh --baseline test.auto-dp.seg.zh --baseline-base test.seg.zh
+    """
+    import json
+
+    from doctrans.dp.agreement import dp_agreement_with_bootstrap, render_agreement
+
+    result = dp_agreement_with_bootstrap(base, hyp, oracle_base or base, oracle, baseline, baseline_base,
+                                         bootstrap)
+    _emit(json.dumps(result, indent=2) + "\n" if as_json else render_agreement(result), out)
+
+
+@score_grp.command("cxmi", short_help="A model's context usage: CXMI and P-CXMI on references (no HYP).")
+@click.option("-c", "--checkpoint", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The model to score with (any model; a sentence-level one gets exactly 0).")
+@click.option("--src", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The source, plain text or .sgm (its <DOC> blocks are the documents).")
+@click.option("-r", "--ref", "ref", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The reference, plain text or .sgm (its first system).")
+@click.option("--docs", type=click.Path(exists=True, dir_okay=False),
+              help="doc_id<TAB>position per line (as PREP/test.docs) [default: from an .sgm --src or -r].")
+@click.option("--tokenized", is_flag=True,
+              help="--src and -r are tokenized (e.g. PREP/test.tok.*; BPE only) [default: raw text, but an .sgm "
+                   "reference is taken as tokenized, as TVsub's are].")
+@click.option("--random-context", is_flag=True,
+              help="Also the real vs a random context from another document (contextual-mt's check).")
+@_model_options
+@_json_out_options
+def score_cxmi_cmd(checkpoint: str, src: str, ref: str, docs: str | None, tokenized: bool, random_context: bool,
+                   max_tokens: int, threads: int, as_json: bool, out: str | None) -> None:
+    """Context usage of -c CKPT on --src/-r as documents (Fernandes et al. 2021).
+
+    CXMI = mean over sentences of log q(ref | src, context) − log q(ref | src, empty context)
+    in nats (eq. 3), per token, and P-CXMI per word class (pronouns, punctuation, other), for
+    the reference -r; the context is the model's (previous N sentences of the document,
+    references as target context). > 0: the model uses its context.
+
+    \b
+    Examples:
+      doctrans score cxmi -c runs/context/han_encoder/last.pt --src test.zh -r test.ref.sgm --random-context
+      doctrans score cxmi -c CKPT --src PREP/test.tok.zh -r PREP/test.tok.en \\
+          --docs PREP/test.docs --tokenized --json --out cxmi.json
+    """
+    import json
+    from pathlib import Path
+
+    from doctrans.data.documents import read_doc_positions
+    from doctrans.evaluation.cxmi import compute_cxmi, load_scoring_set, render_cxmi
+
+    _set_threads(threads)
+    src_lines, src_docs = _lines_and_docs(src)
+    ref_lines, ref_docs = _lines_and_docs(ref)
+    doc_ids = src_docs or ref_docs
+    if docs:
+        names, doc, _ = read_doc_positions(Path(docs), len(src_lines))
+        doc_ids = [names[d] for d in doc]
+    if doc_ids is None:
+        click.echo("note: no documents given (--docs or an .sgm input): the whole input is one document", err=True)
+    scoring = load_scoring_set(checkpoint, src_lines, ref_lines, doc_ids, tokenized=tokenized,
+                               ref_tokenized=tokenized or ref_docs is not None)   # .sgm references: tokenized
+    result = compute_cxmi(scoring.model, scoring.src, scoring.tgt, scoring.doc, scoring.targets,
+                          conditions=("empty", "random") if random_context else ("empty",), max_tokens=max_tokens,
+                          progress=True)
+    result = {"checkpoint": checkpoint, "source": src, "reference": ref, **result}
+    _emit(json.dumps(result, indent=1) + "\n" if as_json else render_cxmi(
+        {k: v for k, v in result.items() if isinstance(v, dict)}), out)
+
+
+@score_grp.command("contrastive", short_help="Contrastive pronoun accuracy of a model on a set (no HYP).")
+@click.argument("set_dir", metavar="SET_DIR", type=click.Path(exists=True, file_okay=False))
+@click.option("-c", "--checkpoint", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The model to score with.")
+@_model_options
+@_json_out_options
+def score_contrastive_cmd(set_dir: str, checkpoint: str, max_tokens: int, threads: int, as_json: bool,
+                          out: str | None) -> None:
+    """Contrastive pronoun accuracy of -c CKPT on SET_DIR (built by `doctrans contrastive build`).
+
+    For each item of the set (a pronoun of the reference, dropped in the Chinese source or
+    overt), whether the model gives the reference a higher log-probability than every variant
+    with another pronoun of the same case; accuracy overall, DP vs overt, by class and by pronoun.
+
+    \b
+    Examples:
+      doctrans contrastive build --split test -o contrastive/test
+      doctrans score contrastive contrastive/test -c runs/context/han_encoder/last.pt
+    """
+    import json
+
+    from doctrans.evaluation.contrastive import render_scores, score_set
+
+    _set_threads(threads)
+    result = score_set(checkpoint, set_dir, max_tokens=max_tokens, progress=True)
+    _emit(json.dumps(result, indent=1) + "\n" if as_json else render_scores(result), out)
+
+
+def _set_threads(threads: int) -> None:
+    """``--threads N``: torch intra-op threads (0: torch's default, all cores)."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _emit(text: str, out: str | None) -> None:
+    """Print a result, and with ``--out`` also write it (atomically)."""
+    from doctrans.utils.io import atomic_write_text
+
+    if out:
+        atomic_write_text(out, text)
+    click.echo(text, nl=False)
 
 
 def _lines_and_docs(path: str) -> tuple[list[str], list[str] | None]:
@@ -550,70 +711,216 @@ def _lines_and_docs(path: str) -> tuple[list[str], list[str] | None]:
     return read_lines(path), None
 
 
-def _score_cxmi(checkpoint: str | None, src: str | None, refs: tuple[str, ...], docs: str | None, tokenized: bool,
-                random_context: bool, max_tokens: int, as_json: bool, out: str | None) -> None:
+# --- table, contrastive (doctrans/experiments/, doctrans/evaluation/contrastive.py) -------------
+
+
+@cli.group("table", short_help="Experiment tables: translate and score several systems into one markdown table.")
+def table_grp() -> None:
+    """Experiment tables: each translates the TVsub test set with several systems, scores them
+    (3-reference BLEU in the thesis setting, significance against the first row, discourse
+    columns) and writes a markdown table (`make dp-table`, `make context-table`, `make quickstart`,
+    `make rnn-context-table`)."""
+
+
+def _table_options(out: str, work: str):
+    """The options every table shares."""
+    def deco(f):
+        for opt in reversed([
+            click.option("--prepared", default="data/quickstart", show_default=True,
+                         help="Prepared dataset (doctrans preprocess): PREP/test.tok.zh, test.docs, train.tok.*."),
+            click.option("--data", default="../shared/corpora/tvsub", show_default=True,
+                         help="TVsub root (test/test.ref.sgm, test.seg.zh, test.oracle-dp.seg.zh)."),
+            click.option("--out", default=out, show_default=True, help="The markdown table to write."),
+            click.option("--work", default=work, show_default=True,
+                         help="Directory of the translations, rows.json and the contrastive set."),
+            click.option("--beam", type=POSITIVE, default=5, show_default=True, help="Beam size."),
+            click.option("--bootstrap", type=POSITIVE, default=1000, show_default=True,
+                         help="Paired-bootstrap samples of the significance test against the first row."),
+            click.option("--contrastive", default="", help="Contrastive set directory (with --discourse) "
+                                                           "[default: built under WORK]."),
+        ]):
+            f = opt(f)
+        return f
+    return deco
+
+
+def _nbest_list(ctx, param, value: str) -> tuple[int, ...]:
+    try:
+        ns = tuple(int(x) for x in value.split(",") if x.strip())
+    except ValueError:
+        ns = ()
+    if not value.strip():
+        return ()
+    if not ns or any(n < 2 for n in ns):
+        raise click.BadParameter(f"{value!r}: expected comma-separated N ≥ 2, e.g. 2,4,6,8")
+    return ns
+
+
+@table_grp.command("dp", short_help="The DP translation table: Baseline / +DPs (1-best, N-best) / +DPPs / oracles.")
+@click.option("--baseline", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The sentence-level Transformer (translates the original input).")
+@click.option("--dp", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The +DPs Transformer (pipelines/dp/nmt_dp.yaml).")
+@click.option("--dpp", default="", help="The +DPPs Transformer (pipelines/dp/nmt_dpp.yaml) [default: no +DPPs row].")
+@click.option("--generator", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The DP generator (pipelines/dp/labeler.yaml) completing the test source.")
+@_table_options("results/dp_table.md", "results/dp_table")
+@click.option("--nbest", default="2,4,6,8", show_default=True, callback=_nbest_list,
+              help="N of the N-best mixture rows, comma-separated (N ≥ 2; empty: none).")
+@click.option("--discourse", is_flag=True,
+              help="Add the discourse columns (docs/discourse.md): contrastive pronoun accuracy (DP / overt items, "
+                   "each model scored on the input it translates), APT pronoun / noun accuracy, lexical cohesion, "
+                   "LSA coherence.")
+def table_dp_cmd(**kw) -> None:
+    """The DP translation table (thesis Tables 4.10, 5.4, 6.2, 6.8; `make dp-table`).
+
+    Translates the TVsub test set with the Baseline (original input), +DPs with the
+    generator's 1-best completion and N-best mixture decoding (one shared beam over the N
+    DP-completed inputs), +DPPs (#DP# at the generator's positions), and +DPs on the manual
+    oracle input (the hand DPs moved onto our segmentation) and the auto oracle input
+    (annotate-dp with the reference, PREP/dp/test.dp.zh). Scores each (tokenized, lowercased
+    BLEU, 3 references) with paired bootstrap and sign test against the baseline, counts English
+    pronouns, and times 1-best vs N-best decoding. Writes --out and WORK/rows.json.
+    """
+    from doctrans.experiments.dp_table import DPTableConfig, run
+
+    click.echo(f"wrote {run(DPTableConfig(**kw))}")
+
+
+def _system_spec(ctx, param, values: tuple[str, ...]) -> list[tuple[str, "Path"]]:
+    from pathlib import Path
+
+    systems = []
+    for spec in values:
+        name, sep, run = spec.rpartition("=")               # a name may hold '=' (+z=0), a run dir not
+        if not sep or not name or not run:
+            raise click.BadParameter(f"{spec!r}: expected NAME=RUN_DIR")
+        systems.append((name, Path(run)))
+    return systems
+
+
+@table_grp.command("context", short_help="The context-model table: runs as rows, BLEU, speed, memory, discourse.")
+@click.option("--system", "systems", multiple=True, required=True, metavar="NAME=RUN_DIR", callback=_system_spec,
+              help="A row: its name and run directory (the first row is the baseline). Repeatable.")
+@_table_options("results/context_table.md", "results/context_table")
+@click.option("--ref", default="", help="Test references (SGML) [default: DATA/test/test.ref.sgm].")
+@click.option("--checkpoint", type=click.Choice(["last", "best"]), default="last", show_default=True,
+              help="Which checkpoint of each run translates (last: equal updates).")
+@click.option("--discourse", is_flag=True,
+              help="Add CXMI and contrastive pronoun accuracy per system (a few minutes each; docs/discourse.md).")
+@click.option("--context-option", "context_options", multiple=True, metavar="NAME:KEY=VALUE",
+              help="Translate row NAME with this context option (doctrans translate --context-option), e.g. a "
+                   "test-time ablation of a trained run: --system +NULL=runs/isg --context-option "
+                   "+NULL:test_ablation=null. Repeatable.")
+@click.option("--table", "tables", multiple=True, metavar="TITLE=NAME,NAME,...",
+              help="Render these rows as a table of their own under '## TITLE' (its first row is the one Δ, ratios "
+                   "and significance refer to). Repeatable [default: one table of every row].")
+def table_context_cmd(systems, context_options, tables, **kw) -> None:
+    """The context-model table (HAN paper Table 1 as the anchor; `make context-table`).
+
+    Translates the TVsub test set as documents (PREP/test.docs) with each run's last.pt (or
+    best.pt) and writes per row: 3-reference BLEU in the thesis setting with paired bootstrap and
+    sign test against the first row, sacreBLEU, English pronouns, parameters, training tok/s,
+    decoding sentences/s, peak training memory and the update count; with DP annotation in DATA
+    also DP translation recall, with --discourse CXMI and contrastive pronoun accuracy. A row's
+    translation (WORK/test.NAME.hyp) is reused by a later call while its checkpoint, beam and
+    options are unchanged, so an interrupted table resumes.
+
+    \b
+    Example:
+      doctrans table context --system Transformer=runs/context/transformer \\
+          --system HAN=runs/context/han_encoder --discourse --out results/context_table.md
+    """
+    from doctrans.experiments.context_table import ContextTableConfig, run
+
+    names = [n for n, _ in systems]
+    options: dict[str, list[str]] = {}
+    for spec in context_options:
+        name, sep, kv = spec.partition(":")
+        if not sep or "=" not in kv or name not in names:
+            raise click.BadParameter(f"{spec!r}: expected NAME:KEY=VALUE with NAME one of the --system names",
+                                     param_hint="--context-option")
+        options.setdefault(name, []).append(kv)
+    if options and kw["discourse"]:
+        raise click.UsageError("--discourse scores each checkpoint as trained: leave out --context-option rows "
+                               "(make a second table)")
+    split = []
+    for spec in tables:
+        title, sep, members = spec.partition("=")
+        rows_of = [m for m in members.split(",") if m]
+        if not sep or not rows_of or any(m not in names for m in rows_of):
+            raise click.BadParameter(f"{spec!r}: expected TITLE=NAME,NAME,... of --system names", param_hint="--table")
+        split.append((title, rows_of))
+    click.echo(f"wrote {run(systems, ContextTableConfig(**kw), options, split)}")
+
+
+@cli.group("contrastive", short_help="The contrastive pronoun test set (build it; score with `score contrastive`).")
+def contrastive_grp() -> None:
+    """The ContraPro-style contrastive pronoun set built from TVsub (docs/discourse.md). Build it
+    here; score a model on it with `doctrans score contrastive SET_DIR -c CKPT`."""
+
+
+@contrastive_grp.command("build", short_help="Build the contrastive pronoun set of a TVsub split (deterministic).")
+@click.option("--data", default="../shared/corpora/tvsub", show_default=True,
+              help="TVsub root (with dev/ and test/: SPLIT.zh, .seg.zh, .oracle-dp.seg.zh, .ref.sgm).")
+@click.option("--split", type=click.Choice(["dev", "test"]), default="test", show_default=True)
+@click.option("-o", "--out", required=True, help="Output directory (the set).")
+def contrastive_build_cmd(data: str, split: str, out: str) -> None:
+    """Build the contrastive pronoun set of a TVsub split (deterministic).
+
+    Every English central pronoun of the first reference becomes an item when the hand DP
+    annotation says unambiguously whether the Chinese source drops it (kind dp or overt); its
+    contrasts are the reference with that pronoun replaced by every other pronoun of the same
+    grammatical case. Writes OUT/src.zh, ref.en, docs, items.jsonl and summary.json, and
+    prints the summary.
+    """
     import json
     from pathlib import Path
 
-    from doctrans.data.documents import read_doc_positions
-    from doctrans.evaluation.cxmi import compute_cxmi, load_scoring_set, render_cxmi
-    from doctrans.utils.io import atomic_write_text
+    from doctrans.evaluation.contrastive import build_set
 
-    if not checkpoint or not src or not refs:
-        raise click.UsageError("--cxmi needs -c CKPT, --src SOURCE and -r REFERENCE")
-    src_lines, src_docs = _lines_and_docs(src)
-    ref_lines, ref_docs = _lines_and_docs(refs[0])
-    doc_ids = src_docs or ref_docs
-    if docs:
-        names, doc, _ = read_doc_positions(Path(docs), len(src_lines))
-        doc_ids = [names[d] for d in doc]
-    if doc_ids is None:
-        click.echo("note: no documents given (--docs or an .sgm input): the whole input is one document", err=True)
-    scoring = load_scoring_set(checkpoint, src_lines, ref_lines, doc_ids, tokenized=tokenized,
-                               ref_tokenized=tokenized or ref_docs is not None)   # .sgm references: tokenized
-    result = compute_cxmi(scoring.model, scoring.src, scoring.tgt, scoring.doc, scoring.targets,
-                          conditions=("empty", "random") if random_context else ("empty",), max_tokens=max_tokens,
-                          progress=True)
-    result = {"checkpoint": checkpoint, "source": src, "reference": refs[0], **result}
-    text = json.dumps(result, indent=1) + "\n" if as_json else render_cxmi(
-        {k: v for k, v in result.items() if isinstance(v, dict)})
-    if out:
-        atomic_write_text(out, text)
-    click.echo(text, nl=False)
+    s = build_set(Path(data), split, Path(out))
+    click.echo(json.dumps({k: v for k, v in s.items() if k != "by_pronoun"}, ensure_ascii=False))
 
 
-def _score_contrastive(checkpoint: str | None, set_dir: str, max_tokens: int, as_json: bool,
-                       out: str | None) -> None:
-    import json
-
-    from doctrans.evaluation.contrastive import render_scores, score_set
-    from doctrans.utils.io import atomic_write_text
-
-    if not checkpoint:
-        raise click.UsageError("--contrastive needs -c CKPT")
-    result = score_set(checkpoint, set_dir, max_tokens=max_tokens, progress=True)
-    text = json.dumps(result, indent=1) + "\n" if as_json else render_scores(result)
-    if out:
-        atomic_write_text(out, text)
-    click.echo(text, nl=False)
+# --- configs (doctrans/config_catalog.py) -----------------------------------------------------
 
 
-def _score_dp(hyp: str, base: str | None, oracle: str | None, oracle_base: str | None,
-              as_json: bool, out: str | None, baseline: str | None = None,
-              baseline_base: str | None = None, bootstrap: int = 1000) -> None:
-    import json
+_KEY_SECTIONS = ("top", "data", "model", "context", "train", "decode", "dp")
 
-    from doctrans.dp.agreement import dp_agreement_with_bootstrap, render_agreement
-    from doctrans.utils.io import atomic_write_text
 
-    if not base or not oracle:
-        raise click.UsageError("--dp needs --base (HYP without DPs) and --oracle")
-    result = dp_agreement_with_bootstrap(base, hyp, oracle_base or base, oracle, baseline, baseline_base,
-                                         bootstrap)
-    text = json.dumps(result, indent=2) + "\n" if as_json else render_agreement(result)
-    if out:
-        atomic_write_text(out, text)
-    click.echo(text, nl=False)
+@cli.command("configs", short_help="List the shipped YAML configs, or (--keys) the config keys and defaults.")
+@click.option("--keys", "keys", is_flag=True,
+              help="List the config keys with their defaults and comments instead (of SECTION, or all).")
+@click.argument("section", required=False, type=click.Choice(_KEY_SECTIONS), metavar="[SECTION]")
+def configs_cmd(keys: bool, section: str | None) -> None:
+    """List the YAML configs shipped in pipelines/ (to pass to `doctrans train`), each with the
+    first line of its comment; with --keys, the keys a config may set, their defaults and what
+    they mean.
+
+    \b
+    SECTION (with --keys): top (name, run_dir), data, model (per model.backbone), context (per
+    context.type), train, decode, dp (the DP generator's YAML: task: dp_generator). Override any
+    key on the command line: `doctrans train CONFIG.yaml train.lr=5e-4 context.context_sents=2`.
+
+    \b
+    Examples:
+      doctrans configs
+      doctrans configs --keys context
+    """
+    from doctrans import config_catalog
+
+    if section and not keys:
+        raise click.UsageError(f"SECTION needs --keys: doctrans configs --keys {section}")
+    if keys:
+        click.echo(config_catalog.render_keys(section), nl=False)
+        return
+    root = config_catalog.find_pipelines()
+    rows = config_catalog.shipped_configs(root)
+    width = max(len(p) for p, _ in rows) if rows else 0
+    click.echo(f"{len(rows)} configs in {root} (doctrans train PATH [KEY=VALUE]...; keys: doctrans configs --keys):")
+    for path, note in rows:
+        click.echo(f"  {path:<{width}}  {note}".rstrip())
 
 
 def main() -> None:

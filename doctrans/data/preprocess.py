@@ -47,6 +47,7 @@ from tqdm import tqdm
 
 from doctrans.data.corpus import Sentence, read_doc_dir, read_sgml_aligned
 from doctrans.data.text import LANGUAGES, TextProcessor, codes_path
+from doctrans.utils import bars_off
 from doctrans.utils.io import atomic_write_lines, atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -258,7 +259,7 @@ def map_lines(workers: Workers, fn: Callable, columns: dict, chunk_lines: int, d
     done: dict = {key: [] for key in columns}
     n_uniq = sum(len(u) for u in uniq.values())
     t0 = time.monotonic()
-    with tqdm(total=n_uniq, desc=desc, unit="line", mininterval=2.0) as bar:
+    with tqdm(total=n_uniq, desc=desc, unit="line", mininterval=2.0, disable=bars_off()) as bar:
         for key, job, result in zip(owners, jobs, workers.imap(fn, jobs)):
             done[key].extend(result)
             bar.update(len(job[2]))

@@ -1,6 +1,6 @@
 """Agreement of dropped-pronoun (DP) annotations with an oracle (thesis Tables 4.8, 4.9, 6.6).
 
-Used by ``doctrans score --dp``: a system file with DPs inserted into the segmented source is
+Used by ``doctrans score dp``: a system file with DPs inserted into the segmented source is
 compared with a hand-annotated oracle (TVsub ``*.oracle-dp.seg.zh``). The two sides may be
 segmented differently (the system's base is jieba on the raw text, the oracle's base is the
 corpus' ``*.seg.zh``), so a DP is identified by **where it sits in the characters of its base

@@ -49,6 +49,7 @@ from tqdm import tqdm
 from doctrans.dp import align as align_mod
 from doctrans.dp.annotate import (
     DPP_TOKEN, EOS, MODES, NO_DP_LABEL, DPStats, explain_text, find_dps, parse_alignment)
+from doctrans.utils import bars_off
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
 
 logger = logging.getLogger(__name__)
@@ -267,7 +268,8 @@ def annotate_split(cfg: AnnotateConfig, split: str, src: Path, tgt: Path, lm_pat
     dp, dpp = list(src_lines), list(src_lines)          # context-only lines: the source as it is,
     lab = [" ".join([NO_DP_LABEL] * (len(x.split()) + 1)) for x in src_lines]  # no DP
     stats = DPStats()
-    bar = tqdm(total=len(numbers), desc=f"annotate-dp {split}", unit="sent", unit_scale=True, mininterval=2)
+    bar = tqdm(total=len(numbers), desc=f"annotate-dp {split}", unit="sent", unit_scale=True, mininterval=2,
+               disable=bars_off())
     init_args = (str(lm_path), _search_options(cfg))
     if cfg.workers <= 1 or len(jobs) == 1:
         _init_worker(*init_args)

@@ -1,6 +1,6 @@
 """A contrastive pronoun test built from TVsub (ContraPro-style, Müller et al. 2018), and its scoring.
 
-**Building** (``python -m doctrans.evaluation.contrastive --data TVSUB --split test -o DIR``,
+**Building** (``doctrans contrastive build --data TVSUB --split test -o DIR``,
 deterministic): every English central pronoun (Table 4.2 forms) of the first reference of
 ``{split}.ref.sgm`` becomes an item when the hand DP annotation says unambiguously whether the
 Chinese source drops it. Per line and pronoun class (Table 4.2 row, 2SG and 2PL merged into
@@ -26,7 +26,7 @@ The set is a directory: ``src.zh`` (the raw source, every line), ``ref.en`` (the
 lowercased reference, every line), ``docs`` (``doc_id<TAB>position``), ``items.jsonl`` (one item
 per line: line, position, pronoun, class, kind, contrasts) and ``summary.json`` (counts).
 
-**Scoring** (``doctrans score --contrastive DIR -c CKPT``): the model's teacher-forced
+**Scoring** (``doctrans score contrastive DIR -c CKPT``): the model's teacher-forced
 log-probability (``evaluation.cxmi.score_items``, context = the previous N sentences of the
 document with their references) of the reference and of each contrast; an item is right when
 the reference scores strictly higher than every contrast. Accuracy overall, by kind (DP vs
@@ -34,7 +34,6 @@ overt), by pronoun and by class.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from collections import Counter
@@ -150,7 +149,7 @@ def read_set(path: Path) -> tuple[list[str], list[str], list[str], list[dict]]:
     for name in ("src.zh", "ref.en", "docs", "items.jsonl"):
         if not (path / name).is_file():
             raise FileNotFoundError(f"{path / name} not found: build the set with "
-                                    "python -m doctrans.evaluation.contrastive --data TVSUB --split test -o DIR")
+                                    "doctrans contrastive build --data TVSUB --split test -o DIR")
     src, ref = read_lines(path / "src.zh"), read_lines(path / "ref.en")
     docs = [x.split("\t")[0] for x in read_lines(path / "docs")]
     if not len(src) == len(ref) == len(docs):
@@ -185,7 +184,7 @@ def score_set(checkpoint: str, set_dir: Path, max_tokens: int = 3000, progress: 
     """Score a contrastive set directory with a checkpoint (see the module docstring) → the
     result of ``score_items_of``, plus ``checkpoint`` and ``set``. ``source``: other source
     lines for the set's lines, segmented (e.g. the DP-completed input a +DP model translates:
-    ``dp/table.py``); default the set's raw ``src.zh``. Raises ValueError if ``source`` has
+    ``experiments/dp_table.py``); default the set's raw ``src.zh``. Raises ValueError if ``source`` has
     another line count."""
     from doctrans.evaluation.cxmi import load_scoring_set
 
@@ -251,18 +250,3 @@ def render_scores(r: dict) -> str:
         lines.append("  " + key.replace("_", " ") + ": " + ", ".join(
             f"{g} {100 * v['accuracy']:.1f}% ({v['items']})" for g, v in r[key].items()))
     return "\n".join(lines) + "\n"
-
-
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="Build the contrastive pronoun set of a TVsub split (deterministic).")
-    ap.add_argument("--data", default="../shared/corpora/tvsub", help="TVsub root (with dev/ and test/)")
-    ap.add_argument("--split", default="test", choices=("dev", "test"))
-    ap.add_argument("-o", "--out", required=True, help="output directory")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    s = build_set(Path(args.data), args.split, Path(args.out))
-    print(json.dumps({k: v for k, v in s.items() if k != "by_pronoun"}, ensure_ascii=False))
-
-
-if __name__ == "__main__":
-    main()

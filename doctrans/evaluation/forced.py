@@ -173,6 +173,8 @@ def score_items(model, items: Sequence[Item], src: Sequence[np.ndarray], tgt: Se
     sentence's own target)."""
     from tqdm import tqdm
 
+    from doctrans.utils import bars_off
+
     from doctrans.training.loss import target_logits
 
     model.eval()
@@ -191,7 +193,7 @@ def score_items(model, items: Sequence[Item], src: Sequence[np.ndarray], tgt: Se
             members.append([])
         members[unit_of[key]].append(i)
     groups = _batches(units, src, max_tokens, shared=not blocks)
-    for group in tqdm(groups, desc="score", unit="batch", disable=not progress):
+    for group in tqdm(groups, desc="score", unit="batch", disable=not progress or bars_off()):
         idx = [i for u in group for i in members[u]]
         rows = torch.tensor([k for k, u in enumerate(group) for _ in members[u]], device=device)
         dec = _targets_batch([items[i].tgt for i in idx], pad_id, bos_id).to(device)

@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from doctrans.utils import bars_off
 from doctrans.utils.io import atomic_write_lines, read_lines
 
 log = logging.getLogger(__name__)
@@ -250,7 +251,7 @@ def translate_collection(make_translator, inp: Path, out: Path, resume: bool = F
     rank, world = shard
     mine = plan_groups(files, group_lines)[rank::world]
     s, t0 = CollectionSummary(), time.time()
-    bar = tqdm(total=sum(len(g) for g in mine), unit="doc", desc="documents", disable=not progress)
+    bar = tqdm(total=sum(len(g) for g in mine), unit="doc", desc="documents", disable=not progress or bars_off())
     for part in _summaries(make_translator, inp, out, mine, resume, errors, workers, threads):
         s.add(part)
         s.seconds = time.time() - t0

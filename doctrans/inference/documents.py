@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
+from doctrans.utils import bars_off
 
 Sentence = tuple[int, int]        # (document, line) of a non-empty line
 
@@ -128,7 +129,7 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
         steps = [[(d, o[m]) for d, o in order.items() if m < len(o)] for m in range(max(map(len, order.values()), default=0))]
     else:
         steps = [sorted(sents, key=lambda s: len(sents[s]))]
-    bar = tqdm(total=len(sents), unit="sent", disable=not progress, desc="translate documents")
+    bar = tqdm(total=len(sents), unit="sent", disable=not progress or bars_off(), desc="translate documents")
     if block > 0:                                       # source-side sub-documents: no 1-best context
         for rows, batch in block_batches(model, sents, order, block, batch_sentences, vocab, device):
             res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra)

@@ -37,6 +37,7 @@ from doctrans.models.interface import reads_documents
 from doctrans.runtime import distributed
 from doctrans.runtime.checkpoint import config_of, load_checkpoint
 from doctrans.runtime.device import resolve_device
+from doctrans.utils import bars_off
 from doctrans.utils.io import atomic_write_lines, decode_lines, read_lines
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
     scores: list[float] = [0.0] * len(src)
     pad = tgt_vocab.pad_id
     device = next(model.parameters()).device
-    bar = tqdm(total=len(src), unit="sent", disable=not progress, desc="translate")
+    bar = tqdm(total=len(src), unit="sent", disable=not progress or bars_off(), desc="translate")
     groups: dict[int, list[int]] = {}
     for i, v in enumerate(rows):
         groups.setdefault(len(v), []).append(i)

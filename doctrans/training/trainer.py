@@ -42,6 +42,7 @@ from doctrans.training.early_stopping import EarlyStopping
 from doctrans.training.metrics import MetricsWriter, TensorBoardWriter
 from doctrans.training.optim import MixedAdam, learning_rate
 from doctrans.training.state import TrainState
+from doctrans.utils import bars_off
 from doctrans.utils.io import atomic_torch_save
 
 log = logging.getLogger(__name__)
@@ -202,7 +203,7 @@ class Trainer:
             if not self._restored:                       # own dropout masks per rank
                 torch.manual_seed(self.t.seed + dist.rank())
         bar = tqdm(initial=self.state.step, total=self.t.max_steps or None, unit="upd", desc="train",
-                   disable=None if self.main else True)
+                   disable=True if bars_off() or not self.main else None)
         window = {"loss": 0.0, "nll": 0.0, "tok": 0, "time": 0.0, "terms": {}}
         evaluated = False
         while not (reason := dist.broadcast(self._stop_reason() if self.main else "")):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterable
@@ -55,8 +56,10 @@ def read_lines(path: str | Path, errors: str = "strict") -> list[str]:
     """All lines of a UTF-8 text file without their ``\n`` (and a trailing ``\r``).
 
     See ``decode_lines`` (line semantics, ``errors``). Raises FileNotFoundError, TextDecodeError
-    naming the file, line and byte offset of the first undecodable byte.
+    naming the file, line and byte offset of the first undecodable byte. ``-`` reads stdin.
     """
+    if str(path) == "-":
+        return decode_lines(sys.stdin.buffer.read(), "<stdin>", errors)
     with open(path, "rb") as f:
         return decode_lines(f.read(), str(path), errors)
 

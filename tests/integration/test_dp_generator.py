@@ -320,6 +320,36 @@ def test_translate_with_dp_generator_nbest_and_lattice(tmp_path, reversal_prepar
     assert parse_plf("((('a',1.0,1),),)") == [[("a", 1.0, 1)]]
     with pytest.raises(ValueError):
         parse_plf("not a lattice")
+    _table_rows_use_their_own_dp_input(tmp_path, nmt_dir / "best.pt", gen_dir / "best.pt", inp)
+
+
+def _table_rows_use_their_own_dp_input(tmp_path, nmt, gen, inp):
+    """``make dp-table``'s regression (5346e8c → issue 27): rows of one loaded model were decoded
+    with the first row's DP transform (a 1-best row, then a 3-best row with a lattice: the
+    second got one variant per line and wrote no lattice). Each row now gets its own."""
+    from doctrans.dp.apply import DPInputVariants
+    from doctrans.experiments.dp_table import translate_row
+    from doctrans.inference.translate import TranslateConfig
+    from doctrans.utils.io import read_lines
+
+    counts, real = [], DPInputVariants.__call__
+
+    def spy(self, tok_lines, doc_ids=None):
+        out = real(self, tok_lines, doc_ids)
+        counts.append(max(len(v) for v in out))
+        return out
+
+    loaded, lattice = {}, tmp_path / "row3.plf"
+    DPInputVariants.__call__ = spy
+    try:
+        for n, plf in ((1, ""), (3, str(lattice))):
+            cfg = TranslateConfig(checkpoint=str(nmt), input=str(inp), input_format="tok", beam=2,
+                                  dp_generator=str(gen), dp_nbest=n, write_lattice=plf)
+            assert len(translate_row(loaded, cfg, read_lines(inp))) == 4
+    finally:
+        DPInputVariants.__call__ = real
+    assert list(loaded) == [str(nmt)]                         # the model was loaded once
+    assert counts == [1, 3] and lattice.is_file()
 
 
 def test_mixture_weights_sum_to_one_and_plf_round_trips():

@@ -2,7 +2,7 @@
 time from ../shared/corpora/tvsub in the corpus' own layout).
 
 preprocess → annotate-dp → train → translate → score (BLEU against 3 SGML references, and
-``score --dp`` against the hand DP oracle); then a DP generator trained on the slice's
+``score dp`` against the hand DP oracle); then a DP generator trained on the slice's
 annotation and applied with ``annotate-dp --generator``. Everything is written under tmp_path.
 """
 from __future__ import annotations
@@ -115,8 +115,8 @@ def test_annotate_dp_finds_dropped_pronouns_and_scores_against_the_oracle(slice_
         assert r["pronoun"]["matched"] <= r["position"]["matched"] <= min(r["sys_dps"], r["oracle_dps"])
     assert agr["dev"]["position"]["matched"] + agr["test"]["position"]["matched"] > 0
 
-    # score --dp recomputes the test row of agreement.json from the files
-    res = json.loads(_invoke("score", "--dp", out / "test.dp.zh", "--base", prep / "test.tok.zh",
+    # score dp recomputes the test row of agreement.json from the files
+    res = json.loads(_invoke("score", "dp", out / "test.dp.zh", "--base", prep / "test.tok.zh",
                              "--oracle", corpus / "test" / "test.oracle-dp.seg.zh",
                              "--oracle-base", corpus / "test" / "test.seg.zh", "--json", "--bootstrap", 50))
     for key in ("sys_dps", "oracle_dps"):
@@ -146,7 +146,7 @@ def test_score_dp_of_a_known_system_output(tvsub_slice, tmp_path):
     system = tmp_path / "sys.dp.zh"
     system.write_text("".join(f"{x}\n" for x in _degrade(_lines(test / "test.seg.zh"),
                                                           _lines(test / "test.oracle-dp.seg.zh"))), encoding="utf-8")
-    res = json.loads(_invoke("score", "--dp", system, "--base", test / "test.seg.zh",
+    res = json.loads(_invoke("score", "dp", system, "--base", test / "test.seg.zh",
                              "--oracle", test / "test.oracle-dp.seg.zh", "--json", "--bootstrap", 0))
     n = _oracle_dp_count(tvsub_slice, "test")
     kept = [k for k in range(1, n + 1) if k % 3]
@@ -210,7 +210,7 @@ def test_dp_generator_trained_on_the_slice_annotation(slice_annotated, tvsub_sli
         b, d, p = b.split(), d.split(), p.split()
         assert [t for t in p if t != DPP_TOKEN] == b and len(d) == len(p)
         assert {t for t, q in zip(d, p) if q == DPP_TOKEN} <= set(CHINESE_PRONOUNS)
-    res = json.loads(_invoke("score", "--dp", f"{gen}.dp.zh", "--base", prep / "test.tok.zh",
+    res = json.loads(_invoke("score", "dp", f"{gen}.dp.zh", "--base", prep / "test.tok.zh",
                              "--oracle", corpus / "test" / "test.oracle-dp.seg.zh",
                              "--oracle-base", corpus / "test" / "test.seg.zh", "--json", "--bootstrap", 0))
     assert res["lines"] == len(base) and res["oracle_dps"] == _oracle_dp_count(corpus, "test")
@@ -222,17 +222,16 @@ def test_dp_table_discourse_columns(slice_annotated, tvsub_slice, tmp_path):
     """``make dp-table``'s script with ``--discourse`` on tiny models: every single-input row gets
     contrastive accuracy scored on the input it translates, APT, cohesion and coherence; the
     N-best mixture rows get no contrastive figure."""
-    from doctrans.dp.table import main as dp_table
-
     prep, corpus = slice_annotated, tvsub_slice
     nmt, gen = tmp_path / "nmt", tmp_path / "gen"
     _invoke("train", REPO / "pipelines" / "transformer" / "tiny.yaml", f"data.prepared={prep}", f"run_dir={nmt}",
             "train.max_steps=4", "train.eval_every=4", "train.threads=1")
     _invoke("train", REPO / "pipelines" / "dp" / "tiny.yaml", *_dp_overrides(prep, gen))
-    out = dp_table(["--baseline", str(nmt / "best.pt"), "--dp", str(nmt / "best.pt"), "--generator",
+    out = _invoke("table", "dp", *["--baseline", str(nmt / "best.pt"), "--dp", str(nmt / "best.pt"), "--generator",
                     str(gen / "best.pt"), "--prepared", str(prep), "--data", str(corpus), "--out",
                     str(tmp_path / "table.md"), "--work", str(tmp_path / "work"), "--nbest", "2", "--beam", "1",
                     "--bootstrap", "10", "--discourse"])
+    out = Path(out.strip().rpartition("wrote ")[2])
     rows = {r["key"]: r for r in json.loads((tmp_path / "work" / "rows.json").read_text(encoding="utf-8"))}
     for key in ("baseline", "dp_1best", "oracle_manual", "oracle_auto"):
         assert 0.0 <= rows[key]["contrastive"] <= 1.0 and 0.0 <= rows[key]["apt_pronoun"] <= 1.0, rows[key]

@@ -9,15 +9,21 @@ from click.testing import CliRunner
 
 from conftest import REPO
 from doctrans.cli import cli
-from doctrans.evaluation import context_table
 
 QUIET = ["train.threads=1", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min",
          "train.tensorboard=false", "train.plot=false", "train.max_time_min=0"]
 
 
-def _invoke(*args) -> None:
+def _invoke(*args) -> str:
     r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
     assert r.exit_code == 0, r.output
+    return r.output
+
+
+def _table(args: list[str]):
+    """``doctrans table context ARGS`` → the written table's path."""
+    from pathlib import Path
+    return Path(_invoke("table", "context", *args).strip().rpartition("wrote ")[2])
 
 
 def _stage1(tvsub_slice, tmp_path, tiny, stage1_checkpoint: str) -> tuple:
@@ -41,7 +47,7 @@ def test_context_table_on_a_tvsub_slice(tvsub_slice, tmp_path):
     _invoke("train", tiny, f"run_dir={runs / 'transformer'}", *stage2)
     _invoke("train", tiny, f"run_dir={runs / 'han'}", *stage2,
             "context={type: han, context_sents: 2, attach: encoder, heads: 2, d_ff: 32}")
-    out = context_table.main(["--system", f"Transformer={runs / 'transformer'}", "--system", f"HAN={runs / 'han'}",
+    out = _table(["--system", f"Transformer={runs / 'transformer'}", "--system", f"HAN={runs / 'han'}",
                               "--discourse", *_table_args(prep, tvsub_slice, tmp_path / "table.md", tmp_path / "work")])
     table = out.read_text(encoding="utf-8")
     assert "| Transformer | 2 |" in table and "| HAN | 2 |" in table
@@ -67,7 +73,7 @@ def test_rnn_context_table_options_and_split_tables(tvsub_slice, tmp_path):
     _invoke("train", REPO / "pipelines" / "context" / "isg.yaml", f"run_dir={runs / 'isg'}", *stage2,
             "model.emb_size=32", "model.rnn_size=32", "train.max_tokens=512")
     work = tmp_path / "work"
-    out = context_table.main([
+    out = _table([
         "--system", f"stage 1={runs / 's1'}", "--system", f"RNNSearch={runs / 'base_cont'}",
         "--system", f"NMT_ISG={runs / 'isg'}", "--system", f"+z=0={runs / 'isg'}",
         "--context-option", "+z=0:test_ablation=zero",
@@ -88,7 +94,7 @@ def test_rnn_context_table_options_and_split_tables(tvsub_slice, tmp_path):
     base_stamp = json.loads((work / "test.RNNSearch.json").read_text())
     (work / "test.NMT_ISG.hyp").write_text(isg.replace("\n", " x\n"), encoding="utf-8")   # marks a reused file
     _invoke("train", tiny, f"run_dir={runs / 'base_cont'}", *stage2, "train.max_steps=3", "--resume")
-    context_table.main(["--system", f"RNNSearch={runs / 'base_cont'}", "--system", f"NMT_ISG={runs / 'isg'}",
+    _table(["--system", f"RNNSearch={runs / 'base_cont'}", "--system", f"NMT_ISG={runs / 'isg'}",
                         *_table_args(prep, tvsub_slice, tmp_path / "table2.md", work)])
     assert (work / "test.NMT_ISG.hyp").read_text(encoding="utf-8") == isg.replace("\n", " x\n")
     rows = {r["system"]: r for r in json.loads((work / "rows.json").read_text())}
@@ -112,7 +118,7 @@ def test_make_rnn_context_table_recipe(tmp_path):
     assert all((REPO / c).is_file() for c in configs) and configs.count("pipelines/rnnsearch/small.yaml") == 2
     stage2 = [cmd for cmd in trains if f"train.init_from={tmp_path}/base/last.pt" in cmd]
     assert len(stage2) == 11 and all("train.max_steps=7" in cmd for cmd in stage2)
-    table = shlex.split(next(line for line in out.splitlines() if "doctrans.evaluation.context_table" in line))
+    table = shlex.split(next(line for line in out.splitlines() if "doctrans table context" in line))
     systems = [table[i + 1] for i, a in enumerate(table) if a == "--system"]
     assert len(systems) == 15 and "+Gating Auxi" in {s.rpartition("=")[0] for s in systems}
     assert [table[i + 1] for i, a in enumerate(table) if a == "--context-option"] == [

@@ -335,7 +335,7 @@ def test_tvsub_oracle_scores_itself():
 
 
 def test_score_dp_cli_matches_by_character_offset(tmp_path):
-    """`doctrans score --dp`: one DP right (offset and pronoun), one at the right offset with the
+    """`doctrans score dp`: one DP right (offset and pronoun), one at the right offset with the
     wrong pronoun, one spurious; the oracle is segmented differently from the system's base."""
     import json
 
@@ -351,7 +351,7 @@ def test_score_dp_cli_matches_by_character_offset(tmp_path):
     obase.write_text("准备好 了 吗 ？\n吃 饭 了\n今天 很好\n", encoding="utf-8")
     oracle = tmp_path / "oracle.zh"
     oracle.write_text("你 准备好 了 吗 ？\n你们 吃 饭 了\n今天 很好\n", encoding="utf-8")
-    r = CliRunner().invoke(cli, ["score", "--dp", str(system), "--base", str(base), "--oracle", str(oracle),
+    r = CliRunner().invoke(cli, ["score", "dp", str(system), "--base", str(base), "--oracle", str(oracle),
                                  "--oracle-base", str(obase), "--json"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     res = json.loads(r.output)
@@ -362,7 +362,7 @@ def test_score_dp_cli_matches_by_character_offset(tmp_path):
     lo, hi = res["bootstrap"]["pronoun"]["ci"]
     assert 0.0 <= lo <= res["pronoun"]["f1"] <= hi <= 1.0
     # the oracle itself as the baseline (same base): it is never worse than the system
-    r = CliRunner().invoke(cli, ["score", "--dp", str(system), "--base", str(base), "--oracle", str(oracle),
+    r = CliRunner().invoke(cli, ["score", "dp", str(system), "--base", str(base), "--oracle", str(oracle),
                                  "--oracle-base", str(obase), "--baseline", str(oracle),
                                  "--baseline-base", str(obase), "--bootstrap", "200"], catch_exceptions=False)
     assert r.exit_code == 0, r.output

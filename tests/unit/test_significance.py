@@ -63,7 +63,7 @@ def test_score_cli_with_baseline(tmp_path):
 
 
 def test_manual_oracle_moves_onto_our_segmentation():
-    from doctrans.dp.table import oracle_onto_tokens
+    from doctrans.experiments.dp_table import oracle_onto_tokens
     # the oracle's base is segmented differently (这 份 vs 这份) and uses a full-width ？
     assert oracle_onto_tokens("喜欢 这份 工作 吗 ?".split(), "喜欢 这 份 工作 吗 ？", "你 喜欢 这 份 工作 吗 ？") == \
         ["你", "喜欢", "这份", "工作", "吗", "?"]

@@ -1,7 +1,7 @@
 """The context-model table (issue: documents end to end; HAN paper Table 1 as the anchor).
 
-``python -m doctrans.evaluation.context_table --system Transformer=RUN0 --system HAN=RUN1 …
---prepared PREP --data TVSUB --out results/context_table.md`` translates the TVsub test set with
+``doctrans table context --system Transformer=RUN0 --system HAN=RUN1 … --prepared PREP
+--data TVSUB --out results/context_table.md`` translates the TVsub test set with
 each run's ``last.pt`` (equal updates: every row's run stops after the same number of updates)
 — as documents (``PREP/test.docs``), so context models see their context and a sentence model
 simply ignores it — and writes, per system: 3-reference BLEU in the thesis setting
@@ -19,11 +19,11 @@ CXMI and contrastive pronoun accuracy (DP / overt items).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from doctrans.training.metrics import read_metrics
@@ -183,51 +183,30 @@ def render(rows: list[dict], title: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> Path:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--system", action="append", required=True, metavar="NAME=RUN_DIR",
-                    help="a row (the first is the baseline); repeat")
-    ap.add_argument("--prepared", default="data/quickstart")
-    ap.add_argument("--data", default="../shared/corpora/tvsub")
-    ap.add_argument("--ref", default="", help="test references (SGML; default: DATA/test/test.ref.sgm)")
-    ap.add_argument("--checkpoint", default="last", choices=["last", "best"])
-    ap.add_argument("--out", default="results/context_table.md")
-    ap.add_argument("--work", default="results/context_table")
-    ap.add_argument("--beam", type=int, default=5)
-    ap.add_argument("--bootstrap", type=int, default=1000)
-    ap.add_argument("--discourse", action="store_true",
-                    help="add CXMI and contrastive pronoun accuracy per system (a few minutes each; issue 17)")
-    ap.add_argument("--contrastive", default="", help="contrastive set directory (default: built under --work)")
-    ap.add_argument("--context-option", action="append", default=[], metavar="NAME:KEY=VALUE",
-                    help="translate row NAME with this context option (doctrans translate --context-option), "
-                         "e.g. a test-time ablation of a trained run: --system +NULL=runs/isg "
-                         "--context-option +NULL:test_ablation=null (repeatable)")
-    ap.add_argument("--table", action="append", default=[], metavar="TITLE=NAME,NAME,...",
-                    help="render these rows as a table of their own under '## TITLE' (repeatable; its first row is "
-                         "the one Δ, ratios and significance refer to); default: one table of every row")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+@dataclass(frozen=True)
+class ContextTableConfig:
+    """The settings of ``doctrans table context`` (its options, same names)."""
+
+    prepared: str = "data/quickstart"
+    data: str = "../shared/corpora/tvsub"
+    ref: str = ""                       # test references (SGML) [default: DATA/test/test.ref.sgm]
+    checkpoint: str = "last"            # last | best: which checkpoint of each run
+    out: str = "results/context_table.md"
+    work: str = "results/context_table"
+    beam: int = 5
+    bootstrap: int = 1000
+    discourse: bool = False             # add CXMI and contrastive pronoun accuracy per system
+    contrastive: str = ""               # contrastive set directory [default: built under WORK]
+
+
+def run(systems: list[tuple[str, Path]], args: ContextTableConfig, options: dict[str, list[str]] | None = None,
+        tables: list[tuple[str, list[str]]] = ()) -> Path:
+    """Translate and score every row ``systems`` (NAME, RUN_DIR; the first is the baseline), with
+    the context options ``options[NAME]`` (KEY=VALUE), and write ``args.out`` (one table, or one
+    per ``tables`` entry (TITLE, [NAME, …])) and WORK/rows.json; returns ``args.out``."""
     Path(args.work).mkdir(parents=True, exist_ok=True)
-    systems = []
-    for spec in args.system:
-        name, sep, run = spec.rpartition("=")               # a name may hold '=' (+z=0), a run dir not
-        if not sep or not name:
-            ap.error(f"--system {spec!r}: expected NAME=RUN_DIR")
-        systems.append((name, Path(run)))
+    options = options or {}
     names = [n for n, _ in systems]
-    options: dict[str, list[str]] = {}
-    for spec in args.context_option:
-        name, sep, kv = spec.partition(":")
-        if not sep or "=" not in kv or name not in names:
-            ap.error(f"--context-option {spec!r}: expected NAME:KEY=VALUE with NAME one of the --system names")
-        options.setdefault(name, []).append(kv)
-    tables = []
-    for spec in args.table:
-        title, sep, members = spec.partition("=")
-        rows_of = [m for m in members.split(",") if m]
-        if not sep or not rows_of or any(m not in names for m in rows_of):
-            ap.error(f"--table {spec!r}: expected TITLE=NAME,NAME,... of --system names")
-        tables.append((title, rows_of))
     rows, hyps, base_hyp = {}, {}, None
     for name, run in systems:
         row, hyp = _system_row(name, run, args, base_hyp, tuple(options.get(name, ())))
@@ -270,6 +249,3 @@ def _p_values(res: dict) -> dict:
     sig = res["significance"]
     return {"bootstrap_p": sig["paired_bootstrap"]["p_value"], "sign_p": sig["sign_test"]["p_value"]}
 
-
-if __name__ == "__main__":
-    main()

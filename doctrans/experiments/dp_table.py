@@ -1,7 +1,7 @@
 """The DP translation table (issue: DP-aware translation; thesis Tables 4.10, 5.4, 6.2, 6.8).
 
-``python -m doctrans.dp.table --baseline B.pt --dp D.pt --dpp P.pt --generator G.pt
---prepared PREP --data TVSUB --out results/dp_table.md`` translates the TVsub test set with:
+``doctrans table dp --baseline B.pt --dp D.pt --dpp P.pt --generator G.pt --prepared PREP
+--data TVSUB --out results/dp_table.md`` translates the TVsub test set with:
 
 * Baseline (original input) — model B;
 * +DPs with the generator's 1-best completion, and N-best mixture decoding, N ∈ {2, 4, 6, 8}
@@ -17,10 +17,10 @@ bootstrap and sign test against the baseline, counts English pronouns in each ou
 """
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from doctrans.dp.pronouns import CHINESE_PRONOUNS
@@ -58,29 +58,43 @@ def oracle_onto_tokens(tokens: list[str], oracle_base: str, oracle_line: str) ->
     return out
 
 
-def main(argv=None) -> Path:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--baseline", required=True)
-    ap.add_argument("--dp", required=True)
-    ap.add_argument("--dpp", default="")
-    ap.add_argument("--generator", required=True)
-    ap.add_argument("--prepared", default="data/quickstart")
-    ap.add_argument("--data", default="../shared/corpora/tvsub")
-    ap.add_argument("--out", default="results/dp_table.md")
-    ap.add_argument("--work", default="results/dp_table")
-    ap.add_argument("--nbest", default="2,4,6,8")
-    ap.add_argument("--beam", type=int, default=5)
-    ap.add_argument("--bootstrap", type=int, default=1000)
-    ap.add_argument("--discourse", action="store_true",
-                    help="add the discourse columns (docs/discourse.md): contrastive pronoun accuracy (DP / overt "
-                         "items, each model scored on the input it translates), APT pronoun / noun accuracy, "
-                         "lexical cohesion, LSA coherence")
-    ap.add_argument("--contrastive", default="", help="contrastive set directory (default: built into WORK)")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+@dataclass(frozen=True)
+class DPTableConfig:
+    """The settings of ``doctrans table dp`` (its options, same names)."""
 
+    baseline: str                       # the sentence-level Transformer (original input)
+    dp: str                             # the +DPs Transformer
+    generator: str                      # the DP generator (doctrans train pipelines/dp/...)
+    dpp: str = ""                       # the +DPPs Transformer (row left out when empty)
+    prepared: str = "data/quickstart"
+    data: str = "../shared/corpora/tvsub"
+    out: str = "results/dp_table.md"
+    work: str = "results/dp_table"
+    nbest: tuple[int, ...] = (2, 4, 6, 8)
+    beam: int = 5
+    bootstrap: int = 1000
+    discourse: bool = False
+    contrastive: str = ""               # contrastive set directory [default: built into WORK]
+
+
+def translate_row(loaded: dict, cfg, lines: list[str]) -> list[str]:
+    """One row's translation of ``lines`` with ``cfg`` (a ``TranslateConfig``): a Translator
+    built for this row's config and DP input (``dp.apply.dp_inputs``: generator, N-best,
+    lattice…), around the model of ``cfg.checkpoint`` loaded once per table (``loaded``:
+    checkpoint → ``LoadedModel``, filled here). Rows never share a Translator, so no row
+    decodes with another row's input transform."""
+    from doctrans.dp.apply import dp_inputs
+    from doctrans.inference.translate import LoadedModel, Translator
+
+    if cfg.checkpoint not in loaded:
+        loaded[cfg.checkpoint] = LoadedModel.load(cfg)
+    return Translator(cfg, dp_inputs(cfg), loaded[cfg.checkpoint]).translate(lines)
+
+
+def run(args: DPTableConfig) -> Path:
+    """Translate and score every row, write ``args.out`` (and WORK/rows.json); returns ``args.out``."""
     from doctrans.evaluation.score import ScoreConfig, discourse_columns, score_files
-    from doctrans.inference.translate import TranslateConfig, Translator
+    from doctrans.inference.translate import TranslateConfig
 
     prep, data, work = Path(args.prepared), Path(args.data), Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -95,7 +109,7 @@ def main(argv=None) -> Path:
         ("Baseline", args.baseline, dict(input=str(prep / "test.tok.zh"), input_format="tok"), "baseline"),
         ("+DPs, generator 1-best", args.dp, dict(input=str(prep / "test.tok.zh"), input_format="tok",
                                                  dp_generator=args.generator, dp_docs=docs), "dp_1best")]
-    for n in [int(x) for x in args.nbest.split(",") if x]:
+    for n in args.nbest:
         systems.append((f"+DPs, {n}-best mixture", args.dp, dict(
             input=str(prep / "test.tok.zh"), input_format="tok", dp_generator=args.generator, dp_docs=docs,
             dp_nbest=n, write_lattice=str(work / f"test.{n}best.plf")), f"dp_{n}best"))
@@ -111,12 +125,8 @@ def main(argv=None) -> Path:
     for name, ckpt, opts, key in systems:
         hyp = work / f"test.{key}.hyp"
         cfg = TranslateConfig(checkpoint=ckpt, output=str(hyp), **common, **opts)
-        if ckpt not in loaded:
-            loaded[ckpt] = Translator(TranslateConfig(checkpoint=ckpt))
-        tr = loaded[ckpt]
-        tr.cfg = cfg
         t0 = time.time()
-        atomic_write_lines(hyp, tr.translate(read_lines(cfg.input)))
+        atomic_write_lines(hyp, translate_row(loaded, cfg, read_lines(cfg.input)))
         dt = time.time() - t0
         seg, oracle = data / "test" / "test.seg.zh", data / "test" / "test.oracle-dp.seg.zh"
         dp = seg.is_file() and oracle.is_file()
@@ -203,6 +213,3 @@ def render(rows: list[dict], src_pronouns: int) -> str:
               "(docs/discourse.md)."]
     return "\n".join(lines) + "\n"
 
-
-if __name__ == "__main__":
-    main()
