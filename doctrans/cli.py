@@ -9,9 +9,14 @@ import logging
 import os
 import sys
 
-import click
+# OpenMP threads sleep, not spin, while they wait for work: with other jobs on the cores, spinning
+# threads made translation 3x (here) to 15x slower (benchmarks/busy_machine.py, RESULTS.md). Set
+# before torch loads OpenMP; a value the user set wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from doctrans import __version__
+import click  # noqa: E402
+
+from doctrans import __version__  # noqa: E402
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -191,8 +196,10 @@ def average_cmd(checkpoints: tuple[str, ...], last: int, run_dir: str | None, ou
 @click.option("--tokenized", is_flag=True, help="Write Moses-tokenized output (BPE merged) instead of detokenized text.")
 @click.option("--prepared", default="", help="Prepared dataset dir holding the BPE codes (default: the codes inside "
                                              "the checkpoint; for older checkpoints, the dataset it names).")
-@click.option("--threads", default=0, help="torch threads (0 = all cores); with --workers or torchrun, the machine's "
-                                          "budget, split evenly: each process gets max(1, threads // processes).")
+@click.option("--threads", default=0, show_default=True,
+              help="torch threads (0 = all usable cores; idle OpenMP threads sleep: OMP_WAIT_POLICY=PASSIVE unless "
+                   "set); with --workers or torchrun, the machine's budget, split evenly: each process gets "
+                   "max(1, threads // processes).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: the GPU when torch sees one, else the CPU.")
 @click.option("--workers", default=1, show_default=True,
