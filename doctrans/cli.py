@@ -388,10 +388,12 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
 @click.option("-r", "--ref", "refs", multiple=True,
               type=click.Path(exists=True, dir_okay=False),
               help="Reference: plain text (one reference) or .sgm (one reference per sysid). Repeatable.")
-@click.option("--hyp-tokenized", is_flag=True,
-              help="HYP is Moses-tokenized (default: detokenized, as `doctrans translate` writes).")
+@click.option("--hyp-tokenized/--hyp-detok", "hyp_tokenized", default=None,
+              help="Whether HYP is Moses-tokenized [default: detected from the text (split punctuation and "
+                   "clitics, &apos;); no evidence: detokenized].")
 @click.option("--refs-tokenized/--refs-detok", "refs_tokenized", default=None,
-              help="Whether the references are Moses-tokenized [default: yes for .sgm, no for plain text].")
+              help="Whether the references are Moses-tokenized [default: detected; no evidence: yes for .sgm, no "
+                   "for plain text].")
 @click.option("--metrics", default=",".join(("bleu_tok_lc", "sacrebleu", "chrf")), show_default=True,
               help="Comma-separated subset of bleu_tok_lc,sacrebleu,chrf.")
 @click.option("--detok-case", type=click.Choice(["auto", "lc", "mixed"]), default="auto", show_default=True,
@@ -457,7 +459,7 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
               help="Contrastive pronoun accuracy of -c CKPT (no HYP) on a set directory built by "
                    "`python -m doctrans.evaluation.contrastive --split test -o DIR`.")
 @click.option("--max-tokens", default=3000, show_default=True, help="--cxmi/--contrastive: tokens per scoring batch.")
-def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokenized: bool | None,
+def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool | None, refs_tokenized: bool | None,
               metrics: str, detok_case: str, no_split_hyphens: bool, as_json: bool, out: str | None,
               baseline: str | None, bootstrap: int, baseline_base: str | None, dp: bool, base: str | None,
               oracle: str | None, oracle_base: str | None, cxmi: bool, checkpoint: str | None, src: str | None,
@@ -473,8 +475,11 @@ def score_cmd(hyp: str | None, refs: tuple[str, ...], hyp_tokenized: bool, refs_
                    sacremoses first; references likewise when plain/detokenized.
       sacrebleu    standard detokenized sacreBLEU (tokenize=13a). Tokenized text is
                    Moses-detokenized first. TVsub references are lowercased, so by
-                   default it is case-insensitive then (case:lc in the signature).
-    chrf is sacrebleu chrF2 on the same detokenized text.
+                   default it is case-insensitive then (case:lc in the signature),
+                   as it is for a lowercase HYP.
+    chrf is sacrebleu chrF2 on the same detokenized text. Whether HYP and the
+    references are tokenized and lowercase is detected (or given) and printed;
+    a NOTE says where they differ.
 
     \b
     With --cxmi: CXMI = mean over sentences of log q(ref | src, context) − log q(ref |
