@@ -10,8 +10,8 @@ import os
 import sys
 
 # OpenMP threads sleep, not spin, while they wait for work: with other jobs on the cores, spinning
-# threads made translation 3x (here) to 15x slower (benchmarks/busy_machine.py, RESULTS.md). Set
-# before torch loads OpenMP; a value the user set wins.
+# threads made translation about 4x slower (benchmarks/busy_machine.py, RESULTS.md). Set before
+# torch loads OpenMP; a value the user set wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import click  # noqa: E402
