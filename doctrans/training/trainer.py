@@ -209,7 +209,8 @@ class Trainer:
         ``train.max_time_min`` bounds wall-clock time including evaluations and checkpoints
         (summed over resumed runs): ``last.pt`` is written as soon as the loop stops, before the
         final evaluation, and an evaluation (periodic or final) is skipped, with a warning, when
-        the budget is spent or the time left is shorter than the previous evaluation took.
+        the budget is spent or the time left is shorter than the previous evaluation took. A run
+        that never evaluated then gets ``best.pt`` = its last weights (``state.best_metric`` None).
         """
         self._clock = time.perf_counter()
         if dist.world() > 1:
@@ -245,6 +246,8 @@ class Trainer:
             self._evaluate()
             self._tick()
             self._save_last(step_checkpoint=False)       # again, with the evaluation's best metric (--resume)
+        elif not evaluated and self.state.best_metric is None and not (self.run_dir / "best.pt").exists():
+            self.save("best.pt")                         # what to translate with (pipelines expect it); not evaluated
         self._finish_outputs()
         dist.barrier()                                   # checkpoints written before any rank returns
         return self.state
@@ -355,7 +358,7 @@ class Trainer:
         why = (f"the budget is spent ({self.state.wall_time_s:.0f} s)" if left <= 0 else
                f"{left:.0f} s are left and the previous evaluation took {last:.0f} s")
         best = (f"best.pt is from update {self.state.best_step}" if self.state.best_metric is not None
-                else "no best.pt (no dev evaluation ran): translate or continue from last.pt")
+                else "no dev evaluation ran, so best.pt is a copy of last.pt, not evaluated")
         if which == "final":
             log.warning("train.max_time_min %g: final dev evaluation skipped, as %s; last.pt holds update %d; %s",
                         self.t.max_time_min, why, self.state.step, best)
