@@ -340,12 +340,12 @@ def score_corpus(
     _check_metrics(metrics)
     _check_shapes(hyps, refs)
     hyps, refs = list(hyps), [list(r) for r in refs]
+    detok_metrics = [m for m in metrics if m in ("sacrebleu", "chrf")]
     hyp_tokenized, refs_tokenized, lc, form, notes = _resolve_forms(
-        hyps, refs, hyp_tokenized, refs_tokenized, lowercase_detok, how or {})
+        hyps, refs, hyp_tokenized, refs_tokenized, lowercase_detok, how or {}, bool(detok_metrics))
     result: dict = {}
     if "bleu_tok_lc" in metrics:
         result["bleu_tok_lc"] = _score_tok_lc(hyps, refs, hyp_tokenized, refs_tokenized, split_hyphens)
-    detok_metrics = [m for m in metrics if m in ("sacrebleu", "chrf")]
     if detok_metrics:
         result.update(_score_detok(hyps, refs, hyp_tokenized, refs_tokenized, lc, form["case"],
                                    detok_metrics))
@@ -362,9 +362,10 @@ def _tok_word(tokenized: bool) -> str:
 
 
 def _resolve_forms(hyps: list[str], refs: list[list[str]], hyp_tokenized: bool | None,
-                   refs_tokenized: bool | None, lowercase_detok: bool | None, how: dict):
+                   refs_tokenized: bool | None, lowercase_detok: bool | None, how: dict, detok: bool = True):
     """Decide tokenization (given wins, else detected, else not tokenized) and the case of the
-    detokenized metrics; → (hyp_tokenized, refs_tokenized, lowercase, form, notes)."""
+    detokenized metrics (noted only when ``detok``: sacrebleu/chrF are computed); → (hyp_tokenized,
+    refs_tokenized, lowercase, form, notes)."""
     forms = {"hyp": detect_form(hyps), "refs": detect_form([x for r in refs for x in r])}
     given = {"hyp": hyp_tokenized, "refs": refs_tokenized}
     flags = {"hyp": "--hyp-tokenized / --hyp-detok", "refs": "--refs-tokenized / --refs-detok"}
@@ -394,12 +395,12 @@ def _resolve_forms(hyps: list[str], refs: list[list[str]], hyp_tokenized: bool |
         lc = refs_lc or hyp_lc
         case = ("case-insensitive (auto: " + ("the references are lowercase" if refs_lc else
                                               "the hypothesis is lowercase") + ")") if lc else "mixed case"
-        if hyp_lc and not refs_lc:
+        if hyp_lc and not refs_lc and detok:
             notes.append("the hypothesis is lowercase and the references are mixed case: sacrebleu/chrf are "
                          "case-insensitive (case:lc; case-sensitive: --detok-case mixed)")
     else:
         case = "case-insensitive" if lc else "mixed case"
-        if not lc and hyp_lc != refs_lc:
+        if not lc and hyp_lc != refs_lc and detok:
             notes.append(f"case-sensitive sacrebleu/chrf of a {'lowercase' if hyp_lc else 'mixed-case'} hypothesis "
                          f"against {'lowercase' if refs_lc else 'mixed-case'} references: every capital the "
                          f"other side lacks counts as an error")

@@ -57,3 +57,9 @@ def test_explicit_mixed_case_of_lowercase_system_is_noted():
     res = S.score_corpus(["it's fine, ross."], [["It's fine, Ross."]], False, False, lowercase_detok=False)
     assert "case:mixed" in res["sacrebleu"]["signature"] and res["sacrebleu"]["score"] < 100
     assert any("every capital" in n for n in res["notes"])
+
+
+def test_case_notes_only_where_sacrebleu_or_chrf_are_computed():
+    hyps, refs = ["it &apos;s fine , ross ."], [["It &apos;s fine , Ross ."]]
+    assert S.score_corpus(hyps, refs, True, True, metrics=("bleu_tok_lc",))["notes"] == []   # dev BLEU: quiet
+    assert S.score_corpus(hyps, refs, True, True)["notes"]
