@@ -9,9 +9,14 @@ import logging
 import os
 import sys
 
-import click
+# OpenMP threads sleep, not spin, while they wait for work: with other jobs on the cores, spinning
+# threads made translation about 4x slower (benchmarks/busy_machine.py, RESULTS.md). Set before
+# torch loads OpenMP; a value the user set wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from doctrans import __version__
+import click  # noqa: E402
+
+from doctrans import __version__  # noqa: E402
 
 
 def _setup_logging(verbose: bool, quiet: bool = False) -> None:
@@ -213,8 +218,10 @@ def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | N
 @click.option("--tokenized", is_flag=True, help="Write Moses-tokenized output (BPE merged) instead of detokenized text.")
 @click.option("--prepared", default="", help="Prepared dataset dir holding the BPE codes (default: the codes inside "
                                              "the checkpoint; for older checkpoints, the dataset it names).")
-@click.option("--threads", type=NON_NEGATIVE, default=0, help="torch threads (0 = all cores); with --workers or torchrun, the machine's "
-                                          "budget, split evenly: each process gets max(1, threads // processes).")
+@click.option("--threads", type=NON_NEGATIVE, default=0, show_default=True,
+              help="torch threads (0 = all usable cores; idle OpenMP threads sleep: OMP_WAIT_POLICY=PASSIVE unless "
+                   "set); with --workers or torchrun, the machine's budget, split evenly: each process gets "
+                   "max(1, threads // processes).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: the GPU when torch sees one, else the CPU.")
 @click.option("--workers", type=POSITIVE, default=1, show_default=True,
@@ -478,10 +485,12 @@ def _model_options(f):
 @click.option("-r", "--ref", "refs", multiple=True, required=True,
               type=click.Path(exists=True, dir_okay=False),
               help="Reference: plain text (one reference) or .sgm (one reference per sysid). Repeatable.")
-@click.option("--hyp-tokenized", is_flag=True,
-              help="HYP is Moses-tokenized (default: detokenized, as `doctrans translate` writes).")
+@click.option("--hyp-tokenized/--hyp-detok", "hyp_tokenized", default=None,
+              help="Whether HYP is Moses-tokenized [default: detected from the text (split punctuation and "
+                   "clitics, &apos;); no evidence: detokenized].")
 @click.option("--refs-tokenized/--refs-detok", "refs_tokenized", default=None,
-              help="Whether the references are Moses-tokenized [default: yes for .sgm, no for plain text].")
+              help="Whether the references are Moses-tokenized [default: detected; no evidence: yes for .sgm, no "
+                   "for plain text].")
 @click.option("--metrics", default=",".join(("bleu_tok_lc", "sacrebleu", "chrf")), show_default=True,
               help="Comma-separated subset of bleu_tok_lc,sacrebleu,chrf.")
 @click.option("--detok-case", type=click.Choice(["auto", "lc", "mixed"]), default="auto", show_default=True,
@@ -518,7 +527,7 @@ def _model_options(f):
 @click.option("--apt-corpus", default=None, metavar="PREFIX",
               help="--apt: tokenized parallel text PREFIX.zh / PREFIX.en (e.g. PREP/train.tok, first 50,000 "
                    "lines) aligned alongside, for better alignments.")
-def score_bleu_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_tokenized: bool | None,
+def score_bleu_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool | None, refs_tokenized: bool | None,
                    metrics: str, detok_case: str, no_split_hyphens: bool, as_json: bool, out: str | None,
                    baseline: str | None, bootstrap: int, base: str | None, oracle: str | None, cohesion: bool,
                    cohesion_window: int, docs: str | None, lsa: str | None, apt_src: str | None,
@@ -534,9 +543,12 @@ def score_bleu_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool, refs_to
                    sacremoses first; references likewise when plain/detokenized.
       sacrebleu    standard detokenized sacreBLEU (tokenize=13a). Tokenized text is
                    Moses-detokenized first. TVsub references are lowercased, so by
-                   default it is case-insensitive then (case:lc in the signature).
-    chrf is sacrebleu chrF2 on the same detokenized text. `doctrans score bleu HYP …` is the
-    same command (for a hypothesis file named like a mode).
+                   default it is case-insensitive then (case:lc in the signature),
+                   as it is for a lowercase HYP.
+    chrf is sacrebleu chrF2 on the same detokenized text. Whether HYP and the
+    references are tokenized and lowercase is detected (or given) and printed;
+    a NOTE says where they differ. `doctrans score bleu HYP …` is the same
+    command (for a hypothesis file named like a mode).
     """
     from pathlib import Path
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -117,7 +116,9 @@ def eflomal_align(src_path: str | Path, tgt_path: str | Path, fwd_path: str | Pa
 
 
 def _tmp_next_to(path: Path) -> str:
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    from doctrans.utils.io import temp_file_next_to   # mkstemp, with the umask's mode (not 0600)
+
+    fd, name = temp_file_next_to(path)
     os.close(fd)
     return name
 

@@ -19,6 +19,16 @@ score is returned, printed and stored next to its sacrebleu signature:
 ``chrf``
     sacrebleu chrF2 on the same detokenized text and with the same case rule.
 
+Tokenization and case of the hypothesis and of the references are **detected** unless given
+(``detect_form``): Moses-tokenized text has punctuation split off words (``fine , ross .``),
+clitics split (``it 's``, ``didn &apos;t``) and Moses' XML escapes; detokenized text has them
+attached. A side is lowercase when under 0.2% of its cased letters are capitals. What was
+detected (or given) is part of the result and of the table; where hypothesis and references
+differ, or a flag contradicts what the text looks like, a note says so (and a warning is
+logged): each metric brings both sides to its own form (tokenized for ``bleu_tok_lc``,
+detokenized for sacreBLEU/chrF), and an all-lowercase hypothesis against mixed-case references
+makes sacreBLEU/chrF case-insensitive (``case:lc``) unless ``lowercase_detok`` says otherwise.
+
 Sources: Papineni et al. 2002 (BLEU), Popović 2015 (chrF), Post 2018 (sacreBLEU signatures).
 """
 from __future__ import annotations
@@ -45,6 +55,59 @@ SGML_SUFFIXES = (".sgm", ".sgml")
 _LANG = "en"
 _AFTER_PERIOD = re.compile(r"(?<=\.)(\s+)([^\W\d_])")   # first letter of the word after ". "
 
+# Moses tokenization evidence, per line. Tokenized: an XML escape, a clitic split off a word
+# ("it 's", "didn 't", "it &apos;s"), punctuation split off a word ("fine ,", "okay ?", "care of .").
+# Detokenized: punctuation or a clitic attached to a word ("fine,", "okay?", "of." at the end, "it's").
+_TOKENIZED = re.compile(r"&(?:apos|quot|amp|lt|gt|#91|#93|#124);|\w (?:'|’)(?:s|re|ve|ll|d|m|t)\b| n't\b"
+                        r"|\w [,?!;:](?=\s|$)|\w \.$")
+_DETOKENIZED = re.compile(r"[^\W\d_][,?!;:](?=\s|$)|[^\W\d_]\.$|[^\W\d_](?:'|’)(?:s|re|ve|ll|d|m|t)\b")
+LOWERCASE_MAX_CAPITALS = 0.002      # share of capitals among cased letters below which text is "lowercase"
+
+
+@dataclass(frozen=True)
+class TextForm:
+    """What a text looks like: Moses-tokenized or not (None: no evidence either way), lowercase or not."""
+
+    tokenized: bool | None
+    tokenized_lines: int           # lines with tokenization evidence only
+    detokenized_lines: int         # lines with detokenization evidence only
+    lowercase: bool
+    capitals: float                # share of capitals among cased letters
+
+    def describe(self) -> str:
+        tok = {True: "Moses-tokenized", False: "detokenized", None: "tokenization unknown"}[self.tokenized]
+        return (f"{tok} ({self.tokenized_lines} lines look tokenized, {self.detokenized_lines} detokenized), "
+                f"{'lowercase' if self.lowercase else 'mixed case'} ({100 * self.capitals:.1f}% capitals)")
+
+    def to_dict(self) -> dict:
+        return {"tokenized": self.tokenized, "tokenized_lines": self.tokenized_lines,
+                "detokenized_lines": self.detokenized_lines, "lowercase": self.lowercase,
+                "capitals": round(self.capitals, 4)}
+
+
+def detect_form(lines: Sequence[str]) -> TextForm:
+    """Whether ``lines`` are Moses-tokenized and whether they are lowercase (see the module doc).
+
+    Tokenized when at least 80% of the lines with evidence of one kind only show tokenization
+    (detokenized when at most 20%); None when no line has evidence or it is mixed. Lowercase when
+    fewer than ``LOWERCASE_MAX_CAPITALS`` of the cased letters are capitals (or there are none).
+    """
+    n_tok = n_detok = upper = cased = 0
+    for line in lines:
+        t, d = bool(_TOKENIZED.search(line)), bool(_DETOKENIZED.search(line))
+        n_tok += t and not d
+        n_detok += d and not t
+        upper += sum(c.isupper() for c in line)
+        cased += sum(c.isupper() or c.islower() for c in line)
+    decided = n_tok + n_detok
+    tokenized = None
+    if decided and n_tok >= 0.8 * decided:
+        tokenized = True
+    elif decided and n_tok <= 0.2 * decided:
+        tokenized = False
+    capitals = upper / cased if cased else 0.0
+    return TextForm(tokenized, n_tok, n_detok, capitals < LOWERCASE_MAX_CAPITALS, capitals)
+
 
 @dataclass(frozen=True)
 class ScoreConfig:
@@ -52,15 +115,15 @@ class ScoreConfig:
 
     hyp: str                              # hypothesis file, one segment per line
     refs: tuple[str, ...]                 # plain text files (one ref each) or .sgm sets (one ref per sysid)
-    hyp_tokenized: bool = False           # hypothesis is Moses-tokenized (default: detokenized, as `translate` writes)
-    refs_tokenized: bool | None = None    # None: auto (True for .sgm, False for plain text)
+    hyp_tokenized: bool | None = None     # hypothesis is Moses-tokenized; None: detected (no evidence: not)
+    refs_tokenized: bool | None = None    # None: detected (no evidence: True for .sgm, False for plain text)
     metrics: tuple[str, ...] = METRICS    # subset of METRICS, in output order
     lowercase_detok: bool | None = None   # case-insensitive sacrebleu/chrF; None: iff all refs are lowercase
     split_hyphens: bool = True            # aggressive Moses hyphen splitting in bleu_tok_lc (TVsub refs use it)
     fmt: str = "table"                    # "table" | "json" (what `render` and the --out file hold)
     baseline: str | None = None           # compare with this baseline hypothesis: bootstrap + sign test
     bootstrap: int = 1000                 # paired-bootstrap samples (with baseline)
-    baseline_tokenized: bool | None = None  # default: same as hyp_tokenized
+    baseline_tokenized: bool | None = None  # default: detected (no evidence: as the hypothesis)
     dp_base: str | None = None            # segmented source without DPs (e.g. test.seg.zh) …
     dp_oracle: str | None = None          # … and with the hand-inserted DPs: adds DP translation recall
     cohesion: bool = False                # lexical cohesion of HYP and the first reference, per document
@@ -105,17 +168,29 @@ def load_references(
     """Load reference streams: a plain text file is one reference, an ``.sgm`` file one per sysid.
 
     Returns (streams, tokenized): ``streams[k][i]`` is line i of reference k. ``tokenized``
-    defaults to True when all files are SGML (TVsub refs are lowercased + Moses-tokenized) and
-    False when all are plain text; a mix of both needs an explicit value.
-    Raises ValueError when the references differ in line count (naming files and counts) or a
-    mixed set is given without ``tokenized``; FileNotFoundError; SGMLError (a ValueError).
+    defaults to what the files look like (``detect_form``, per file); where no file shows
+    evidence, True when all files are SGML (TVsub refs are lowercased + Moses-tokenized) and
+    False when all are plain text.
+    Raises ValueError when the references differ in line count (naming files and counts), when
+    files look differently tokenized, or a mixed SGML/plain set shows no evidence, without
+    ``tokenized``; FileNotFoundError; SGMLError (a ValueError).
     """
+    streams, tokenized, _ = _load_references(paths, tokenized)
+    return streams, tokenized
+
+
+def _load_references(
+    paths: Sequence[str | Path], tokenized: bool | None = None
+) -> tuple[list[list[str]], bool, str]:
+    """``load_references`` and how ``tokenized`` was decided (given / detected / by file type)."""
     if not paths:
         raise ValueError("no reference files given")
     streams: list[list[str]] = []
     names: list[str] = []
     n_sgml = 0
+    looks: dict[str, bool] = {}
     for p in paths:
+        first = len(streams)
         if Path(p).suffix.lower() in SGML_SUFFIXES:
             n_sgml += 1
             for s in read_sgml(p):
@@ -124,7 +199,19 @@ def load_references(
         else:
             streams.append(read_lines(p))
             names.append(str(p))
+        form = detect_form([x for st in streams[first:] for x in st])
+        if form.tokenized is not None:
+            looks[str(p)] = form.tokenized
+    how = "given"
+    if tokenized is None and looks:
+        if len(set(looks.values())) > 1:
+            raise ValueError(
+                "references differ: " + ", ".join(f"{p} looks {'tokenized' if t else 'detokenized'}"
+                                                  for p, t in looks.items())
+                + "; score against one kind, or say which they are (--refs-tokenized / --refs-detok)")
+        tokenized, how = next(iter(looks.values())), "detected"
     if tokenized is None:
+        how = "no evidence either way: assumed from the file type (.sgm tokenized, plain text not)"
         if 0 < n_sgml < len(paths):
             raise ValueError(
                 f"references {[str(p) for p in paths]} mix SGML and plain text; "
@@ -136,9 +223,9 @@ def load_references(
             raise ValueError(
                 f"reference {name} has {len(stream)} lines but {names[0]} has {len(streams[0])}"
             )
-    logger.info("loaded %d reference(s) x %d lines from %s (tokenized=%s)",
-                len(streams), len(streams[0]), [str(p) for p in paths], tokenized)
-    return streams, tokenized
+    logger.info("loaded %d reference(s) x %d lines from %s (tokenized=%s, %s)",
+                len(streams), len(streams[0]), [str(p) for p in paths], tokenized, how)
+    return streams, tokenized, how
 
 
 # ---------------------------------------------------------------------- Moses (sacremoses)
@@ -232,32 +319,93 @@ def bleu_tok_lc(
 def score_corpus(
     hyps: Sequence[str],
     refs: Sequence[Sequence[str]],
-    hyp_tokenized: bool,
-    refs_tokenized: bool,
+    hyp_tokenized: bool | None,
+    refs_tokenized: bool | None,
     metrics: Sequence[str] = METRICS,
     lowercase_detok: bool | None = None,
     split_hyphens: bool = True,
+    how: dict | None = None,
 ) -> dict:
     """Score hypotheses against reference streams (see the module docstring for the metrics).
 
-    Returns ``{metric: {"score", "signature", "verbose", "preprocessing", ...}, "n_refs",
-    "n_lines", "hyp_tokenized", "refs_tokenized"}``; scores are 0-100. Raises ValueError when a
-    reference's line count differs from the hypothesis', TypeError when refs is a flat list.
+    ``hyp_tokenized`` / ``refs_tokenized`` None: detected (``detect_form``; no evidence: not
+    tokenized). ``lowercase_detok`` None: sacrebleu/chrF are case-insensitive when the
+    references or the hypothesis are lowercase. ``how``: {"hyp"/"refs": how a given value was
+    decided}, for the report. Returns ``{metric: {"score", "signature", "verbose",
+    "preprocessing", ...}, "n_refs", "n_lines", "hyp_tokenized", "refs_tokenized", "form"
+    (what each side looks like and how it was scored), "notes" (mismatches, also logged as
+    warnings)}``; scores are 0-100. Raises ValueError when a reference's line count differs from
+    the hypothesis', TypeError when refs is a flat list.
     """
     _check_metrics(metrics)
     _check_shapes(hyps, refs)
     hyps, refs = list(hyps), [list(r) for r in refs]
+    detok_metrics = [m for m in metrics if m in ("sacrebleu", "chrf")]
+    hyp_tokenized, refs_tokenized, lc, form, notes = _resolve_forms(
+        hyps, refs, hyp_tokenized, refs_tokenized, lowercase_detok, how or {}, bool(detok_metrics))
     result: dict = {}
     if "bleu_tok_lc" in metrics:
         result["bleu_tok_lc"] = _score_tok_lc(hyps, refs, hyp_tokenized, refs_tokenized, split_hyphens)
-    detok_metrics = [m for m in metrics if m in ("sacrebleu", "chrf")]
     if detok_metrics:
-        result.update(_score_detok(hyps, refs, hyp_tokenized, refs_tokenized, lowercase_detok,
+        result.update(_score_detok(hyps, refs, hyp_tokenized, refs_tokenized, lc, form["case"],
                                    detok_metrics))
     result = {m: result[m] for m in metrics}     # keep the requested order
     result.update(n_refs=len(refs), n_lines=len(hyps),
-                  hyp_tokenized=hyp_tokenized, refs_tokenized=refs_tokenized)
+                  hyp_tokenized=hyp_tokenized, refs_tokenized=refs_tokenized, form=form, notes=notes)
+    for note in notes:
+        logger.warning("%s", note)
     return result
+
+
+def _tok_word(tokenized: bool) -> str:
+    return "Moses-tokenized" if tokenized else "detokenized"
+
+
+def _resolve_forms(hyps: list[str], refs: list[list[str]], hyp_tokenized: bool | None,
+                   refs_tokenized: bool | None, lowercase_detok: bool | None, how: dict, detok: bool = True):
+    """Decide tokenization (given wins, else detected, else not tokenized) and the case of the
+    detokenized metrics (noted only when ``detok``: sacrebleu/chrF are computed); → (hyp_tokenized,
+    refs_tokenized, lowercase, form, notes)."""
+    forms = {"hyp": detect_form(hyps), "refs": detect_form([x for r in refs for x in r])}
+    given = {"hyp": hyp_tokenized, "refs": refs_tokenized}
+    flags = {"hyp": "--hyp-tokenized / --hyp-detok", "refs": "--refs-tokenized / --refs-detok"}
+    names = {"hyp": "the hypothesis", "refs": "the references"}
+    notes: list[str] = []
+    form: dict = {}
+    for side, f in forms.items():
+        tok = given[side]
+        if tok is None:
+            tok = bool(f.tokenized)
+            way = "detected" if f.tokenized is not None else "no evidence either way: taken as detokenized"
+        else:
+            way = how.get(side, "given")
+        if f.tokenized is not None and f.tokenized != tok:
+            notes.append(f"{names[side]} {'are' if side == 'refs' else 'is'} scored as {_tok_word(tok)} ({way}) but "
+                         f"look{'' if side == 'refs' else 's'} {_tok_word(f.tokenized)} ({f.tokenized_lines} lines "
+                         f"look tokenized, {f.detokenized_lines} detokenized): check {flags[side]}")
+        given[side] = tok
+        form[side] = {**f.to_dict(), "scored_as_tokenized": tok, "how": way}
+    if given["hyp"] != given["refs"]:
+        notes.append(f"the hypothesis is {_tok_word(given['hyp'])} and the references are "
+                     f"{_tok_word(given['refs'])}: each metric brings both to one form (Moses-tokenized for "
+                     f"bleu_tok_lc, detokenized for sacrebleu/chrf)")
+    hyp_lc, refs_lc = forms["hyp"].lowercase, forms["refs"].lowercase
+    lc = lowercase_detok
+    if lc is None:
+        lc = refs_lc or hyp_lc
+        case = ("case-insensitive (auto: " + ("the references are lowercase" if refs_lc else
+                                              "the hypothesis is lowercase") + ")") if lc else "mixed case"
+        if hyp_lc and not refs_lc and detok:
+            notes.append("the hypothesis is lowercase and the references are mixed case: sacrebleu/chrf are "
+                         "case-insensitive (case:lc; case-sensitive: --detok-case mixed)")
+    else:
+        case = "case-insensitive" if lc else "mixed case"
+        if not lc and hyp_lc != refs_lc and detok:
+            notes.append(f"case-sensitive sacrebleu/chrf of a {'lowercase' if hyp_lc else 'mixed-case'} hypothesis "
+                         f"against {'lowercase' if refs_lc else 'mixed-case'} references: every capital the "
+                         f"other side lacks counts as an error")
+    form["case"] = case
+    return given["hyp"], given["refs"], lc, form, notes
 
 
 def _tok_lc_prep(split_hyphens: bool):
@@ -279,15 +427,9 @@ def _score_tok_lc(hyps, refs, hyp_tokenized, refs_tokenized, split_hyphens) -> d
     return _bleu_entry(metric, tok(hyps, hyp_tokenized), [tok(r, refs_tokenized) for r in refs], prep)
 
 
-def _score_detok(hyps, refs, hyp_tokenized, refs_tokenized, lowercase_detok, metrics) -> dict:
+def _score_detok(hyps, refs, hyp_tokenized, refs_tokenized, lc, case, metrics) -> dict:
     d_hyps = moses_detokenize(hyps) if hyp_tokenized else hyps
     d_refs = [moses_detokenize(r) for r in refs] if refs_tokenized else refs
-    lc = lowercase_detok
-    if lc is None:
-        lc = all(line == line.lower() for r in d_refs for line in r)
-    case = "mixed case"
-    if lc:
-        case = "case-insensitive" + (" (auto: all refs are lowercase)" if lowercase_detok is None else "")
     prep = (f"hyp {'Moses-detokenized' if hyp_tokenized else 'as given'}, "
             f"refs {'Moses-detokenized' if refs_tokenized else 'as given'}; {case}")
     out: dict = {}
@@ -316,11 +458,19 @@ def format_table(result: dict) -> str:
     lines.append("")
     for m, _, _ in rows:
         lines.append(f"{m}: {result[m]['preprocessing']}")
+    for side, name in (("hyp", "hypothesis"), ("refs", "references")):
+        f = result.get("form", {}).get(side)
+        if f:
+            form = TextForm(f["tokenized"], f["tokenized_lines"], f["detokenized_lines"], f["lowercase"], f["capitals"])
+            lines.append(f"{name}: looks {form.describe()}; scored as {_tok_word(f['scored_as_tokenized'])} "
+                         f"({f['how']})")
+    for note in result.get("notes", []):
+        lines.append(f"NOTE: {note}")
     if "bleu_tok_lc" in result:
         lines.append("bleu_tok_lc = the thesis setting (case-insensitive BLEU-4 on Moses-tokenized text, all refs)")
     if any(m in result for m in ("sacrebleu", "chrf")):
         lines.append("sacrebleu/chrf = standard detokenized sacrebleu; case:lc = sacrebleu lowercased hyp "
-                     "and refs (default when all refs are lowercase, as TVsub's are)")
+                     "and refs (default when the refs (as TVsub's) or the hypothesis are lowercase)")
     if "pronouns" in result:
         pr = result["pronouns"]
         lines.append(f"English pronouns (Table 4.2 forms): hyp {pr['hyp']}, refs {pr['refs']}"
@@ -373,7 +523,7 @@ def score_files(cfg: ScoreConfig) -> dict:
     Raises ValueError naming the hypothesis and reference files and both line counts when they
     differ; FileNotFoundError.
     """
-    refs, refs_tok = load_references(cfg.refs, cfg.refs_tokenized)
+    refs, refs_tok, refs_how = _load_references(cfg.refs, cfg.refs_tokenized)
     hyps = read_lines(cfg.hyp)
     if len(hyps) != len(refs[0]):
         raise ValueError(
@@ -381,11 +531,12 @@ def score_files(cfg: ScoreConfig) -> dict:
             f"{', '.join(cfg.refs)} have {len(refs[0])} lines"
         )
     result = score_corpus(hyps, refs, cfg.hyp_tokenized, refs_tok, cfg.metrics,
-                          cfg.lowercase_detok, cfg.split_hyphens)
+                          cfg.lowercase_detok, cfg.split_hyphens, how={"refs": refs_how})
     result.update(hyp=str(cfg.hyp), refs=[str(r) for r in cfg.refs],
                   sacrebleu_version=sacrebleu.__version__)
     tok = _tok_lc_prep(cfg.split_hyphens)
-    hyp_prep = tok(hyps, cfg.hyp_tokenized)
+    hyp_tok = result["hyp_tokenized"]
+    hyp_prep = tok(hyps, hyp_tok)
     refs_prep = [tok(r, refs_tok) for r in refs]
     from doctrans.evaluation.significance import count_pronouns, paired_bootstrap, sign_test
     result["pronouns"] = {"hyp": count_pronouns(hyp_prep), "refs": [count_pronouns(r) for r in refs_prep]}
@@ -393,7 +544,10 @@ def score_files(cfg: ScoreConfig) -> dict:
         base = read_lines(cfg.baseline)
         if len(base) != len(hyps):
             raise ValueError(f"baseline {cfg.baseline} has {len(base)} lines, {cfg.hyp} has {len(hyps)}")
-        b_tok = cfg.hyp_tokenized if cfg.baseline_tokenized is None else cfg.baseline_tokenized
+        b_tok = cfg.baseline_tokenized
+        if b_tok is None:
+            b_tok = detect_form(base).tokenized
+            b_tok = hyp_tok if b_tok is None else b_tok
         base_prep = tok(base, b_tok)
         result["significance"] = {"baseline": str(cfg.baseline),
                                   "paired_bootstrap": paired_bootstrap(base_prep, hyp_prep, refs_prep, cfg.bootstrap),

@@ -157,12 +157,13 @@ class Trainer:
             **self.task.checkpoint_extra(),
         }, self.run_dir / name)
 
-    def _save_last(self) -> None:
-        """``last.pt``; called on every rank at the same points, as it gathers each rank's RNG
-        state (dropout masks differ per rank) for an exact ``--resume``."""
+    def _save_last(self, step_checkpoint: bool = True) -> None:
+        """``last.pt`` (and with ``train.keep_last`` and ``step_checkpoint``, ``checkpoint{STEP}.pt``);
+        called on every rank at the same points, as it gathers each rank's RNG state (dropout
+        masks differ per rank) for an exact ``--resume``."""
         rngs = dist.all_gather(torch.get_rng_state()) if dist.world() > 1 else None
         self.save("last.pt", {"rng_ranks": rngs} if rngs else None)
-        if self.t.keep_last and self.main:
+        if self.t.keep_last and self.main and step_checkpoint:
             self._keep_step_checkpoint()
 
     def _keep_step_checkpoint(self) -> None:
@@ -195,7 +196,10 @@ class Trainer:
         end; save best/last; write the learning curves.
 
         ``train.max_time_min`` bounds wall-clock time including evaluations and checkpoints
-        (summed over resumed runs); the final evaluation runs after the budget is spent.
+        (summed over resumed runs): ``last.pt`` is written as soon as the loop stops, before the
+        final evaluation, and an evaluation (periodic or final) is skipped, with a warning, when
+        the budget is spent or the time left is shorter than the previous evaluation took. A run
+        that never evaluated then gets ``best.pt`` = its last weights (``state.best_metric`` None).
         """
         self._clock = time.perf_counter()
         if dist.world() > 1:
@@ -225,9 +229,14 @@ class Trainer:
         bar.close()
         self.state.stop_reason = reason
         log.info("stopping after %d updates: %s", self.state.step, reason)
-        if not evaluated:
+        self._tick()
+        self._save_last()                                # before the final evaluation: a kill there loses nothing
+        if not evaluated and dist.broadcast(self._evaluation_fits("final") if self.main else False):
             self._evaluate()
-        self._save_last()
+            self._tick()
+            self._save_last(step_checkpoint=False)       # again, with the evaluation's best metric (--resume)
+        elif not evaluated and self.state.best_metric is None and not (self.run_dir / "best.pt").exists():
+            self.save("best.pt")                         # what to translate with (pipelines expect it); not evaluated
         self._finish_outputs()
         dist.barrier()                                   # checkpoints written before any rank returns
         return self.state
@@ -237,6 +246,9 @@ class Trainer:
         s, t = self.state, self.t
         by_epoch = epoch_done and t.eval_every_epochs and s.epoch % t.eval_every_epochs == 0
         evaluate = bool(t.eval_every and s.step % t.eval_every == 0) or bool(by_epoch)
+        if evaluate and self.main:
+            self._tick()
+            evaluate = self._evaluation_fits("periodic")
         if evaluate:
             self._evaluate()
         if (t.save_every and s.step % t.save_every == 0) or \
@@ -322,12 +334,35 @@ class Trainer:
                  "%(tok_per_s).0f tgt tok/s | lr %(lr).2e | %(train_time_s).0f s", rec)
 
     # -- evaluation ------------------------------------------------------------------------
+    def _evaluation_fits(self, which: str) -> bool:
+        """Whether a dev evaluation fits in what is left of ``train.max_time_min`` (always
+        without one): not when the budget is spent, nor when the previous evaluation took longer
+        than the time left. A skipped evaluation is logged as a warning, with what it means."""
+        if not self.t.max_time_min:
+            return True
+        left = self.t.max_time_min * 60 - self.state.wall_time_s
+        last = getattr(self, "_last_eval_s", None)
+        if left > 0 and (last is None or last <= left):
+            return True
+        why = (f"the budget is spent ({self.state.wall_time_s:.0f} s)" if left <= 0 else
+               f"{left:.0f} s are left and the previous evaluation took {last:.0f} s")
+        best = (f"best.pt is from update {self.state.best_step}" if self.state.best_metric is not None
+                else "no dev evaluation ran, so best.pt is a copy of last.pt, not evaluated")
+        if which == "final":
+            log.warning("train.max_time_min %g: final dev evaluation skipped, as %s; last.pt holds update %d; %s",
+                        self.t.max_time_min, why, self.state.step, best)
+        else:
+            log.info("train.max_time_min %g: dev evaluation at update %d skipped, as %s",
+                     self.t.max_time_min, self.state.step, why)
+        return False
+
     def _evaluate(self) -> None:
         """Dev evaluation, on rank 0 only (the others go on to the next update and wait there)."""
         if not self.main:
             return
         t0 = time.perf_counter()
         rec = self.task.evaluate()
+        self._last_eval_s = time.perf_counter() - t0
         if not rec:
             return
         rec = {"step": self.state.step, "epoch": self.state.epoch, **rec,

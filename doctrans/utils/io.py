@@ -64,6 +64,40 @@ def read_lines(path: str | Path, errors: str = "strict") -> list[str]:
         return decode_lines(f.read(), str(path), errors)
 
 
+def umask() -> int:
+    """The process' umask (read from ``/proc/self/status`` where it is there, so that no other
+    thread ever sees a changed umask; else set and restored)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: ``0o666`` less the umask."""
+    return 0o666 & ~umask()
+
+
+def temp_file_next_to(path: str | Path) -> tuple[int, str]:
+    """``tempfile.mkstemp`` in ``path``'s directory, but with the mode a plain ``open()`` gives
+    under the umask (mkstemp's 0600 would otherwise survive the rename). Returns (fd, name)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, new_file_mode())
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    return fd, tmp
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8, ``\\n`` line ends as given) to ``path`` so that a reader (or a kill)
     never sees a partial file."""
@@ -75,7 +109,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     renamed, so that a reader (or a kill) never sees a partial file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = temp_file_next_to(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -96,7 +130,7 @@ def atomic_write_lines(path: str | Path, lines: Iterable[str]) -> None:
 def atomic_torch_save(obj, path: str | Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = temp_file_next_to(path)
     os.close(fd)
     try:
         torch.save(obj, tmp)

@@ -124,3 +124,55 @@ def test_schedules_and_bad_values(tmp_path: Path):
 def test_unknown_metric_is_reported(tmp_path: Path):
     with pytest.raises(ValueError, match="bleu"):
         Trainer(RegressionTask(), _cfg(max_steps=2, metric="bleu"), tmp_path, torch.device("cpu")).fit()
+
+
+class _RecordingTask(RegressionTask):
+    """Records, at each evaluation, the update and whether ``last.pt`` exists and at which update."""
+
+    def __init__(self, run_dir: Path):
+        super().__init__()
+        self.run_dir, self.evals = run_dir, []
+
+    def evaluate(self) -> dict[str, float]:
+        last = self.run_dir / "last.pt"
+        step = torch.load(last, weights_only=True)["state"]["step"] if last.exists() else None
+        self.evals.append(step)
+        return super().evaluate()
+
+
+def test_last_checkpoint_is_written_before_the_final_evaluation(tmp_path: Path):
+    task = _RecordingTask(tmp_path)
+    state = Trainer(task, _cfg(max_steps=4, eval_every_epochs=0, save_every_epochs=0), tmp_path,
+                    torch.device("cpu")).fit()
+    assert state.step == 4 and task.evals == [4]               # last.pt of update 4 existed when it ran
+    ck = torch.load(tmp_path / "last.pt", weights_only=True)
+    assert ck["state"]["best_step"] == 4                       # re-saved with the evaluation's result
+    assert (tmp_path / "best.pt").exists()
+
+
+def test_spent_time_budget_skips_the_final_evaluation(tmp_path: Path, caplog):
+    task = _RecordingTask(tmp_path)
+    tr = Trainer(task, _cfg(max_steps=50, max_time_min=0.5, eval_every_epochs=0, save_every_epochs=0), tmp_path,
+                 torch.device("cpu"))
+    tr.state.wall_time_s = 31.0                                # as a resumed run whose budget is spent
+    with caplog.at_level("WARNING", logger="doctrans.training.trainer"):
+        state = tr.fit()
+    assert state.stop_reason == "max_time_min 0.5" and state.step == 0
+    assert task.evals == []                                    # no evaluation past the cap
+    assert torch.load(tmp_path / "last.pt", weights_only=True)["state"]["step"] == 0
+    best = torch.load(tmp_path / "best.pt", weights_only=True)      # for what expects one: not evaluated
+    assert best["state"]["best_metric"] is None and best["state"]["step"] == 0
+    msg = " ".join(r.getMessage() for r in caplog.records)
+    assert "final dev evaluation skipped" in msg and "last.pt" in msg and "best.pt is a copy of last.pt" in msg
+
+
+def test_evaluation_longer_than_the_time_left_is_skipped(tmp_path: Path, caplog):
+    task = _RecordingTask(tmp_path)
+    tr = Trainer(task, _cfg(max_steps=3, max_time_min=600, eval_every_epochs=0, save_every_epochs=0), tmp_path,
+                 torch.device("cpu"))
+    tr._last_eval_s = 10 * 3600.0                              # the previous evaluation took longer than is left
+    with caplog.at_level("WARNING", logger="doctrans.training.trainer"):
+        state = tr.fit()
+    assert state.step == 3 and task.evals == []
+    assert (tmp_path / "last.pt").exists()
+    assert "the previous evaluation took" in caplog.text

@@ -151,14 +151,21 @@ def test_line_count_mismatch_names_files(tmp_path):
         S.load_references([ref, ref3])
 
 
-def test_mixed_sgml_and_plain_needs_explicit_flag(tmp_path):
+def test_mixed_sgml_and_plain_is_detected_or_needs_explicit_flag(tmp_path):
     sgm = tmp_path / "ref.sgm"
     sgm.write_text(TINY_SGML, encoding="utf-8")
     plain = _write(tmp_path / "ref.txt", ["it is fine .", "bye ."])
-    with pytest.raises(ValueError, match="mix SGML and plain"):
-        S.load_references([sgm, plain])
-    refs, tokenized = S.load_references([sgm, plain], tokenized=True)
+    assert S.load_references([sgm, plain])[1] is True            # both look tokenized
+    detok = _write(tmp_path / "detok.txt", ["It is fine.", "Bye."])
+    with pytest.raises(ValueError, match="ref.sgm looks tokenized.*detok.txt looks detokenized"):
+        S.load_references([sgm, detok])
+    refs, tokenized = S.load_references([sgm, detok], tokenized=True)
     assert len(refs) == 4 and tokenized
+    sgm_none = tmp_path / "none.sgm"                             # no evidence either way
+    sgm_none.write_text(TINY_SGML.replace(" .<", "<").replace(" &apos;s", " is"), encoding="utf-8")
+    words = _write(tmp_path / "words.txt", ["it is fine", "bye"])
+    with pytest.raises(ValueError, match="mix SGML and plain"):
+        S.load_references([sgm_none, words])
 
 
 def test_cli_json_and_out(tmp_path):
