@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import torch
 
+from doctrans import stages
 from doctrans.config import load_experiment
 from doctrans.inference.translate import TranslateConfig, run as translate_run
-from doctrans import stages
+from doctrans.training import train
 from doctrans.training.metrics import read_metrics
 
 from conftest import REPO
