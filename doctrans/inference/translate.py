@@ -6,8 +6,13 @@ translated with beam search (``beam_search.py``), BPE-merged and Moses-detokeniz
 gives an empty output line without running the model; a line longer than the model can read is
 split, translated in pieces and joined back (``long_lines.py``). A directory input is mirrored
 file by file under the output directory, so document files keep their boundaries; bad files are
-reported and skipped (``collection.py``). The checkpoint carries the BPE codes and text settings,
-so it translates without its prepared dataset.
+reported and skipped (``collection.py``; which files, ``glob``, and the outputs' names,
+``out_suffix``, are described there); the directory options given for a file or stdin are
+ignored with a warning, and so is a context model given no documents (one document). An SGML
+input gives text, or with ``output_format="sgml"`` its ``<DOC>`` blocks with the translations
+(``data/sgml.format_sgml``). ``nbest`` > 0 also writes each line's best hypotheses with their
+scores as JSON lines (``write_nbest``; sentence-level models). The checkpoint carries the BPE
+codes and text settings, so it translates without its prepared dataset.
 """
 from __future__ import annotations
 
