@@ -263,20 +263,51 @@ def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | N
 @click.option("--context-option", "context_options", multiple=True, metavar="KEY=VALUE",
               help="Override a field of the checkpoint's context config (repeatable), e.g. a test-time "
                    "ablation: --context-option test_ablation=null. An unknown key is an error.")
+@click.option("--glob", "glob_", default=None, metavar="PATTERN",
+              help="Directory input: translate the files matching PATTERN (fnmatch on the path relative to the "
+                   "directory, where * also crosses /, or on the name), e.g. '*.zh'; '*' takes every file. "
+                   "[default: *SUFFIX, the most common suffix among the directory's top-level files]")
+@click.option("--out-suffix", default="", metavar="SUFFIX",
+              help="Directory input: name each output after its source with the last suffix replaced, e.g. "
+                   "--out-suffix .en writes a.zh's translation to OUT/a.en [default: the source's own name].")
+@click.option("--output-format", type=click.Choice(["text", "sgml"]), default="text", show_default=True,
+              help="text: one line per input line; sgml (SGML input only): the input's <DOC> blocks with the "
+                   "translations as <seg> lines, in the references' layout (a <tstset>).")
+@click.option("--nbest", type=NON_NEGATIVE, default=0, show_default=True, metavar="N",
+              help="Also write the N best hypotheses of each line with their scores (length-normalised log-prob, "
+                   "as the beam ranks them) to --nbest-out; N ≤ --beam; sentence-level models only (a context "
+                   "model is refused). The 1-best output is unchanged (0 = no n-best list).")
+@click.option("--nbest-out", default="", metavar="FILE",
+              help='Where --nbest goes (- for stdout): one JSON object per input line, {"line": K (from 1), '
+                   '"hypotheses": [{"rank": 1, "text": ..., "score": ...}, ...]}, [] for an empty line; a line '
+                   "split into pieces has one hypothesis, its joined 1-best, with score null.")
 def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
                   input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator,
                   dp_input, dp_nbest, dp_combine, dp_weights, dp_docs, write_lattice, encoding_errors, resume,
-                  max_source_len, explain_context, explain_dir, context_options) -> None:
+                  max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
+                  nbest, nbest_out) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
     The output has exactly as many lines as the input; an empty input line gives an empty
     output line; an over-long line is split, translated in pieces and joined (with a warning).
-    Output is BPE-merged and Moses-detokenized unless --tokenized. The checkpoint carries its BPE
-    codes, so it translates from any directory. A directory of documents: bad files are reported
-    and skipped (exit code 1 at the end), --resume skips finished documents; --workers N translates
-    with N processes, and `torchrun --nproc_per_node=K -m doctrans.cli translate -i DIR …` shards
-    the documents by rank (rank 0 logs the summary of all ranks). A context model translates
-    each document in order (--docs, an .sgm input, or the files of a directory);
+    Output is BPE-merged and Moses-detokenized unless --tokenized, and lowercase unless the
+    data was prepared with `doctrans preprocess --keep-case` (case is not restored; the TVsub
+    references are lowercase too). An SGML input (.sgm, .sgml,
+    .xml) is read as its first system's segments and gives plain text, one line per segment,
+    unless --output-format sgml. The checkpoint carries its BPE codes, so it translates from
+    any directory.
+
+    A directory of documents: the files under it, recursively (hidden ones skipped), that
+    match --glob (by default those with the most common suffix among its top-level files, so
+    a readme.txt beside *.zh documents is left out), each translated to the same relative
+    path under --output (same name, or the suffix replaced by --out-suffix). Bad files are
+    reported and skipped (exit code 1 at the end), --resume skips finished documents;
+    --workers N translates with N processes, and `torchrun --nproc_per_node=K -m doctrans.cli
+    translate -i DIR …` shards the documents by rank (rank 0 logs the summary of all ranks).
+    These directory options are ignored, with a warning, for a file or stdin.
+
+    A context model translates each document in order (--docs, an .sgm input, or the files of
+    a directory); a plain file or stdin without --docs is one document (with a warning).
     --explain-context N draws where its context attention goes for N sentences.
     """
     from doctrans.inference.translate import TranslateConfig
@@ -291,7 +322,8 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
                         dp_docs=dp_docs, write_lattice=write_lattice, encoding_errors=encoding_errors,
                         resume=resume, max_source_len=max_source_len, workers=workers,
                         group_lines=group_lines, explain_context=explain_context, explain_dir=explain_dir,
-                        context_options=tuple(context_options)))
+                        context_options=tuple(context_options), glob=glob_, out_suffix=out_suffix,
+                        output_format=output_format, nbest=nbest, nbest_out=nbest_out))
 
 
 # --- annotate-dp (doctrans/dp/corpus.py, doctrans/dp/apply.py) -------------------------------------------

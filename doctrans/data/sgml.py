@@ -3,7 +3,8 @@
 TVsub dev/test give their document boundaries and references this way: one ``<DOC docid=…
 sysid=…>`` block per document and system, ``<seg id=N>`` lines in order. A reference set with
 several systems (``reference_1``…``reference_3``) holds several references for the same
-segments.
+segments. ``write_sgml`` writes the same format (a ``<tstset>`` of one system), e.g. the
+translations of an SGML input with its documents.
 """
 from __future__ import annotations
 
@@ -135,3 +136,41 @@ def read_sgml(path: str | Path, unescape: bool = True) -> list[SGMLSet]:
 def read_doc_ids(path: str | Path) -> list[str]:
     """Document id of every segment (first system), e.g. to restore dev/test boundaries."""
     return read_sgml(path)[0].doc_ids()
+
+
+_SET_RE = re.compile(r"<(refset|srcset|tstset)\b([^>]*)>", re.IGNORECASE)
+
+
+def set_attributes(path: str | Path) -> dict[str, str]:
+    """The attributes (lower-case names) of the first ``<refset>``/``<srcset>``/``<tstset>`` tag
+    of an SGML file ({} when it has none), e.g. its ``setid`` and ``srclang``."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = _SET_RE.search(line)
+            if m:
+                return {k.lower(): v for k, v in _ATTR_RE.findall(m.group(2))}
+    return {}
+
+
+def _escape(text: str) -> str:
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;").replace("'", "&apos;"))
+
+
+def format_sgml(docs: list[tuple[str, int]], segments: list[str], sysid: str = "doctrans", setid: str = "doctrans",
+                srclang: str = "zh", trglang: str = "en") -> str:
+    """A ``<tstset>`` of one system in the layout of the NIST/TVsub references: per document
+    ``<DOC docid=… sysid=…>``, a ``<p>``, one ``<seg id=N> text</seg>`` line per segment
+    (N from 1 in each document), ``&``, ``<``, ``>``, quotes escaped. ``docs``: (docid,
+    n_segments) in order, as ``SGMLSet.docs``; ``read_sgml`` reads it back. Raises ValueError
+    when the documents' segments do not add up to ``segments``."""
+    if sum(n for _, n in docs) != len(segments):
+        raise ValueError(f"the documents hold {sum(n for _, n in docs)} segments, {len(segments)} given")
+    out = [f'<tstset setid="{_escape(setid)}" srclang="{_escape(srclang)}" trglang="{_escape(trglang)}">']
+    it = iter(segments)
+    for docid, n in docs:
+        out += [f'<DOC docid="{_escape(docid)}" sysid="{_escape(sysid)}">', "<p>"]
+        out += [f"<seg id={k}> {_escape(next(it))}</seg>" for k in range(1, n + 1)]
+        out += ["</p>", "</DOC>"]
+    out.append("</tstset>")
+    return "\n".join(out) + "\n"

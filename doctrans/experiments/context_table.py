@@ -15,7 +15,9 @@ with a test-time context option (S3 Table 1's ablations of one trained run). A r
 path and modification time, beam, options, line count, decoding seconds) matches, so an
 interrupted table resumes and rows can be translated as their runs finish. A second table (issue 17, docs/discourse.md)
 gives DP translation recall (when DATA has the hand DP annotation) and, with ``--discourse``,
-CXMI and contrastive pronoun accuracy (DP / overt items).
+CXMI and contrastive pronoun accuracy (DP / overt items). The file ends with the line of
+``utils.provenance.provenance_line``: the git commit of the doctrans checkout (``(modified)``
+with uncommitted changes, ``unknown`` outside git), the date and the machine.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from doctrans.training.metrics import read_metrics
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
+from doctrans.utils.provenance import provenance_line
 
 logger = logging.getLogger(__name__)
 
@@ -214,8 +217,9 @@ def run(systems: list[tuple[str, Path]], args: ContextTableConfig, options: dict
         rows[name], hyps[name] = row, hyp
     atomic_write_text(Path(args.work) / "rows.json", json.dumps(list(rows.values()), indent=1) + "\n")
     out = Path(args.out)
+    stamp = f"\n{provenance_line()}\n"
     if not tables:
-        atomic_write_text(out, render(list(rows.values())))
+        atomic_write_text(out, render(list(rows.values())) + stamp)
         return out
     parts = []
     for title, members in tables:
@@ -226,7 +230,7 @@ def run(systems: list[tuple[str, Path]], args: ContextTableConfig, options: dict
             for r, m in zip(table_rows[1:], members[1:]):
                 r.update(_significance(hyps[m], hyps[members[0]], args))
         parts.append(render(table_rows, title))
-    atomic_write_text(out, "\n".join(parts))
+    atomic_write_text(out, "\n".join(parts) + stamp)
     return out
 
 

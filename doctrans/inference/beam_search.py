@@ -29,10 +29,13 @@ from doctrans.models.interface import SearchBatch
 
 @dataclass
 class SearchResult:
-    """Best hypothesis per input sentence: ids without ``</s>`` and the normalised score."""
+    """Best hypothesis per input sentence: ids without ``</s>`` and the normalised score; with
+    ``beam_search(nbest=N)`` also ``nbest``: per sentence its N (or fewer) best finished
+    hypotheses, (normalised score, ids), best first (ties in the order they finished)."""
 
     tokens: list[list[int]]
     scores: list[float]
+    nbest: list[list[tuple[float, list[int]]]] | None = None
 
 
 def _max_lengths(src: Tensor, pad_id: int, ratio: float, extra: int, cap: int) -> Tensor:
@@ -74,7 +77,7 @@ class VariantMixture:
 @torch.no_grad()
 def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
                 max_len_ratio: float = 1.5, max_len_extra: int = 10, variants: int = 1,
-                weights: Tensor | None = None) -> SearchResult:
+                weights: Tensor | None = None, nbest: int = 0) -> SearchResult:
     """Translate a batch. src: (B·R, S) padded source ids (ending in ``</s>``), the R variants
     of sentence b in rows b·R … b·R + R - 1 (R = ``variants``, 1 = plain beam search), on the
     model's device — or a batch object with ``src`` (and, for a context model, ``ctx``,
@@ -84,9 +87,13 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     ``weights``: (B, R) mixture weights (default uniform 1/R). The maximum output length
     follows the longest variant. ``model`` is used only through the contract in
     ``doctrans.models.interface`` (``encode``, ``init_state``, ``decode_step``,
-    ``max_target_len``). Returns a SearchResult of length B. Raises ``ValueError`` if the rows
-    are not a multiple of R.
+    ``max_target_len``). Returns a SearchResult of length B, with the ``nbest`` (≤ ``beam``)
+    best finished hypotheses of each sentence when ``nbest`` > 0 (the search itself is the
+    same: the 1-best does not change). Raises ``ValueError`` if the rows are not a multiple of
+    R or ``nbest`` exceeds ``beam``.
     """
+    if nbest > beam:
+        raise ValueError(f"nbest={nbest} exceeds the beam size {beam}: the search keeps {beam} hypotheses")
     model.eval()
     batch = SearchBatch(src) if isinstance(src, Tensor) else src
     enc = model.encode(batch)
@@ -133,7 +140,8 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
         state = state.reorder(mix.state_rows(rows))
         step += 1
     best = [max(f, key=lambda h: h[0]) for f in finished]
-    return SearchResult([h[1] for h in best], [h[0] for h in best])
+    lists = [sorted(f, key=lambda h: -h[0])[:nbest] for f in finished] if nbest > 0 else None
+    return SearchResult([h[1] for h in best], [h[0] for h in best], lists)
 
 
 def _mask_specials(lprobs: Tensor, vocab: Vocab, at_max: Tensor) -> Tensor:

@@ -1,9 +1,23 @@
 """``doctrans translate -i DIR -o OUT``: a collection of document files, mirrored file by file.
 
-Every file under DIR (recursively; hidden ``.name`` files skipped) gives OUT/<same relative
-path> with one line per input line, written atomically. A file that cannot be read (unreadable,
-not UTF-8 without ``--encoding-errors replace``) or translated is reported and skipped; the
-others are still translated, and ``run`` raises ``CollectionError`` at the end listing the
+Which files. The files under DIR, recursively, hidden ``.name`` files and directories skipped,
+that match the include pattern (``--glob``; ``fnmatch``, matched against each file's path
+relative to DIR, where ``*`` also crosses ``/``, and against its name, so ``*.zh`` takes
+``a.zh`` and ``sub/b.zh``; ``'*'`` takes every file). The default pattern is ``*SUFFIX`` for the
+most common suffix among DIR's top-level files (among all its files when it has none at the
+top level; a tie goes to the suffix of more files in the whole tree, then to the alphabetically
+first; files without a suffix count as ``''``, and then only files without a suffix are
+taken): so a folder of ``*.zh`` documents with a ``readme.txt`` beside them translates the
+documents only. Files left out are counted in one log line (``default_pattern``,
+``document_files``).
+
+Which outputs. Each file gives OUT/<same relative path>, or with an output suffix
+(``--out-suffix .en``) the same path with its last suffix replaced (``a.zh`` → ``a.en``; a
+file without suffix gets it appended); two sources that would share an output are an error.
+Each output has one line per input line and is written atomically.
+
+A file that cannot be read (unreadable, not UTF-8 without ``--encoding-errors replace``) or
+translated is reported and skipped; the others are still translated, and ``run`` raises ``CollectionError`` at the end listing the
 failures (exit code 1). An empty file gives an empty output file (not an error). With
 ``resume`` a document whose output exists with as many lines as its input is skipped: outputs
 are written atomically, so an existing output is a complete one of *some* run (re-translate
@@ -26,6 +40,7 @@ depend on how many processes translate, so sharded output equals unsharded outpu
 """
 from __future__ import annotations
 
+import fnmatch
 import logging
 import multiprocessing
 import time
@@ -83,10 +98,69 @@ def _line_count(path: Path) -> int:
         return f.read().count(b"\n")
 
 
-def document_files(inp: Path) -> list[Path]:
-    """Files under ``inp`` (recursively, sorted), hidden files and directories excluded."""
+def _visible_files(inp: Path) -> list[Path]:
     return sorted(p for p in inp.rglob("*")
                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(inp).parts))
+
+
+def default_pattern(inp: Path) -> str:
+    """``*SUFFIX`` for the most common suffix of the non-hidden files at the top of ``inp``
+    (of all its files when it has none there; ties: the suffix of more files in the whole
+    tree, then the alphabetically first), ``*`` for an empty
+    directory. A suffix-less majority gives ``''``: only files without a suffix (``document_files``)."""
+    files = _visible_files(inp)
+    top = [p for p in files if p.parent == inp] or files
+    if not top:
+        return "*"
+    counts: dict[str, int] = {}
+    for p in top:
+        counts[p.suffix] = counts.get(p.suffix, 0) + 1
+    overall: dict[str, int] = {}
+    for p in files:
+        overall[p.suffix] = overall.get(p.suffix, 0) + 1
+    suffix = min(counts, key=lambda x: (-counts[x], -overall[x], x))
+    return f"*{suffix}" if suffix else ""
+
+
+def _matches(rel: Path, pattern: str) -> bool:
+    if pattern == "":                                  # the default for documents without a suffix
+        return rel.suffix == ""
+    return fnmatch.fnmatchcase(rel.as_posix(), pattern) or fnmatch.fnmatchcase(rel.name, pattern)
+
+
+def document_files(inp: Path, pattern: str | None = "*") -> list[Path]:
+    """Files under ``inp`` (recursively, sorted), hidden files and directories excluded, that
+    match ``pattern`` (see the module doc; None: ``default_pattern(inp)``). Logs how many were
+    left out by the pattern."""
+    if pattern is None:
+        pattern = default_pattern(inp)
+    files = _visible_files(inp)
+    kept = [p for p in files if _matches(p.relative_to(inp), pattern)]
+    if len(kept) < len(files):
+        shown = repr(pattern) if pattern else "files without a suffix"
+        log.info("%s: translating the %d files matching %s; %d other files left out (--glob PATTERN chooses)",
+                 inp, len(kept), shown, len(files) - len(kept))
+    return kept
+
+
+def output_path(src: Path, inp: Path, out: Path, suffix: str = "") -> Path:
+    """Where the translation of ``src`` (a file under ``inp``) goes: its path relative to
+    ``inp`` under ``out``, its last suffix replaced by ``suffix`` when given (appended when it
+    has none)."""
+    dest = out / src.relative_to(inp)
+    if not suffix:
+        return dest
+    return dest.with_name(dest.stem + suffix) if dest.suffix else dest.with_name(dest.name + suffix)
+
+
+def _check_outputs(files: list[Path], inp: Path, out: Path, suffix: str) -> None:
+    seen: dict[Path, Path] = {}
+    for f in files:
+        dest = output_path(f, inp, out, suffix)
+        if dest in seen:
+            raise ValueError(f"{seen[dest]} and {f} would both be translated to {dest}: choose another "
+                             f"--out-suffix or a --glob that takes one of them")
+        seen[dest] = f
 
 
 def plan_groups(files: list[Path], max_lines: int = GROUP_LINES) -> list[list[Path]]:
@@ -146,7 +220,7 @@ def _write(docs: list[tuple[Path, Path, list[str]]], outs: list[list[str]], s: C
 
 
 def translate_group(translator, inp: Path, out: Path, group: list[Path], resume: bool = False,
-                    errors: str = "strict") -> CollectionSummary:
+                    errors: str = "strict", out_suffix: str = "") -> CollectionSummary:
     """Translate the documents ``group`` (files under ``inp``) into their mirrors under ``out``
     with one ``translator.translate`` call (``doc_ids``: one document per file; warnings name
     each file and line). Bad files are recorded in the returned summary, never raised; if the
@@ -155,7 +229,7 @@ def translate_group(translator, inp: Path, out: Path, group: list[Path], resume:
     s, t0 = CollectionSummary(), time.time()
     docs = []
     for src in group:
-        dest = out / src.relative_to(inp)
+        dest = output_path(src, inp, out, out_suffix)
         lines = _read(src, dest, resume, errors, s)
         if lines is not None:
             docs.append((src, dest, lines))
@@ -191,8 +265,8 @@ def _init_worker(make_translator, threads: int, level: int) -> None:
     _worker_translator = make_translator()
 
 
-def _work(inp: Path, out: Path, resume: bool, errors: str, group: list[Path]) -> CollectionSummary:
-    return translate_group(_worker_translator, inp, out, group, resume, errors)
+def _work(inp: Path, out: Path, resume: bool, errors: str, out_suffix: str, group: list[Path]) -> CollectionSummary:
+    return translate_group(_worker_translator, inp, out, group, resume, errors, out_suffix)
 
 
 def _size(group: list[Path]) -> int:
@@ -206,7 +280,7 @@ def _size(group: list[Path]) -> int:
 
 
 def _summaries(make_translator, inp: Path, out: Path, groups: list[list[Path]], resume: bool, errors: str,
-               workers: int, threads: int) -> Iterator[CollectionSummary]:
+               workers: int, threads: int, out_suffix: str = "") -> Iterator[CollectionSummary]:
     """Each group's summary as it is translated: in this process (``workers`` ≤ 1: the
     translator built once, groups in order), or by a spawn Pool of ``workers`` processes, each
     building its translator once with ``threads`` torch threads (``ProcessPoolExecutor``: a
@@ -216,13 +290,13 @@ def _summaries(make_translator, inp: Path, out: Path, groups: list[list[Path]], 
     if workers <= 1 or not groups:
         translator = make_translator()
         for g in groups:
-            yield translate_group(translator, inp, out, g, resume, errors)
+            yield translate_group(translator, inp, out, g, resume, errors, out_suffix)
         return
     order = sorted(groups, key=_size, reverse=True)
     with ProcessPoolExecutor(min(workers, len(groups)), mp_context=multiprocessing.get_context("spawn"),
                              initializer=_init_worker,
                              initargs=(make_translator, threads, logging.getLogger().getEffectiveLevel())) as pool:
-        futures = [pool.submit(_work, inp, out, resume, errors, g) for g in order]
+        futures = [pool.submit(_work, inp, out, resume, errors, out_suffix, g) for g in order]
         try:
             for done in as_completed(futures):
                 yield done.result()
@@ -233,7 +307,8 @@ def _summaries(make_translator, inp: Path, out: Path, groups: list[list[Path]], 
 
 def translate_collection(make_translator, inp: Path, out: Path, resume: bool = False, errors: str = "strict",
                          progress: bool = True, workers: int = 1, threads: int = 1, shard: tuple[int, int] = (0, 1),
-                         gather=None, group_lines: int = GROUP_LINES) -> CollectionSummary:
+                         gather=None, group_lines: int = GROUP_LINES, pattern: str | None = "*",
+                         out_suffix: str = "") -> CollectionSummary:
     """Translate every document file of ``inp`` into ``out`` (see module docstring).
 
     ``make_translator``: a picklable zero-argument callable returning an object with
@@ -242,17 +317,19 @@ def translate_collection(make_translator, inp: Path, out: Path, resume: bool = F
     world) of ``shard = (rank, world)`` and translates them itself or with ``workers``
     processes of ``threads`` threads (``_summaries``). ``gather(summary)`` (torchrun) returns
     the summary of all ranks on the reporting rank and None on the others, which then return
-    their own summary without logging or raising. Returns the summary (also logged); raises
-    CollectionError (after all other documents are written) when some failed, ValueError when
-    ``out`` lies inside ``inp``."""
+    their own summary without logging or raising. ``pattern``: the files taken (``document_files``;
+    None: ``default_pattern``); ``out_suffix``: the outputs' suffix (``output_path``). Returns
+    the summary (also logged); raises CollectionError (after all other documents are written)
+    when some failed, ValueError when ``out`` lies inside ``inp`` or two files would share an output."""
     if out.resolve().is_relative_to(inp.resolve()):
         raise ValueError(f"output directory {out} is inside the input directory {inp}: choose another")
-    files = document_files(inp)
+    files = document_files(inp, pattern)
+    _check_outputs(files, inp, out, out_suffix)
     rank, world = shard
     mine = plan_groups(files, group_lines)[rank::world]
     s, t0 = CollectionSummary(), time.time()
     bar = tqdm(total=sum(len(g) for g in mine), unit="doc", desc="documents", disable=not progress or bars_off())
-    for part in _summaries(make_translator, inp, out, mine, resume, errors, workers, threads):
+    for part in _summaries(make_translator, inp, out, mine, resume, errors, workers, threads, out_suffix):
         s.add(part)
         s.seconds = time.time() - t0
         bar.update(part.documents)

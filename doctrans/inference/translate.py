@@ -6,17 +6,23 @@ translated with beam search (``beam_search.py``), BPE-merged and Moses-detokeniz
 gives an empty output line without running the model; a line longer than the model can read is
 split, translated in pieces and joined back (``long_lines.py``). A directory input is mirrored
 file by file under the output directory, so document files keep their boundaries; bad files are
-reported and skipped (``collection.py``). The checkpoint carries the BPE codes and text settings,
-so it translates without its prepared dataset.
+reported and skipped (``collection.py``; which files, ``glob``, and the outputs' names,
+``out_suffix``, are described there); the directory options given for a file or stdin are
+ignored with a warning, and so is a context model given no documents (one document). An SGML
+input gives text, or with ``output_format="sgml"`` its ``<DOC>`` blocks with the translations
+(``data/sgml.format_sgml``). ``nbest`` > 0 also writes each line's best hypotheses with their
+scores as JSON lines (``write_nbest``; sentence-level models). The checkpoint carries the BPE
+codes and text settings, so it translates without its prepared dataset.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -38,9 +44,11 @@ from doctrans.runtime import distributed
 from doctrans.runtime.checkpoint import config_of, load_checkpoint
 from doctrans.runtime.device import resolve_device
 from doctrans.utils import bars_off
-from doctrans.utils.io import atomic_write_lines, decode_lines, read_lines
+from doctrans.utils.io import atomic_write_lines, atomic_write_text, decode_lines, read_lines
 
 log = logging.getLogger(__name__)
+
+SGML_SUFFIXES = (".sgm", ".sgml", ".xml")        # an input read as SGML (its <DOC> blocks are documents)
 
 
 @dataclass(frozen=True)
@@ -75,12 +83,17 @@ class TranslateConfig:
     explain_context: int = 0          # pictures of the context attention of N sampled sentences
     explain_dir: str = ""             # where they go [default: OUTPUT.explain/]
     context_options: tuple[str, ...] = ()   # KEY=VALUE overrides of the checkpoint's context config
+    glob: str | None = None           # directory input: files taken (None: *SUFFIX, the most common top-level suffix)
+    out_suffix: str = ""              # directory input: outputs' suffix replacing the source's (a.zh → a.en)
+    output_format: str = "text"       # text | sgml (SGML input only: the input's <DOC> blocks, translations as <seg>)
+    nbest: int = 0                    # write the N best hypotheses with scores to nbest_out (0 = none; N ≤ beam)
+    nbest_out: str = ""               # JSON lines: {"line": i, "hypotheses": [{"text", "score", "tokens"}]}
 
 
 def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, beam: int,
                   lenpen: float, max_len_ratio: float, max_len_extra: int, batch_sentences: int,
                   progress: bool = False, weights: list[list[float]] | None = None,
-                  return_scores: bool = False):
+                  return_scores: bool = False, nbest: int = 0):
     """Translate id sequences (each ending in ``</s>``) → target token strings, in input order.
 
     Sentences are sorted by length and batched ``batch_sentences`` at a time to limit padding.
@@ -89,7 +102,10 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
     are dropped first and sentences are grouped by their number of remaining variants, so a
     sentence with one completion costs one decoder row per hypothesis, not R (the result is the
     same: a zero-weight variant adds exactly nothing to the mixture). A batch then holds about
-    ``batch_sentences`` variant rows. With ``return_scores`` also the normalised scores.
+    ``batch_sentences`` variant rows. With ``return_scores`` also the normalised scores. With
+    ``nbest`` > 0 returns (translations, n-best lists): per sentence its ``nbest`` best
+    hypotheses as (target token string, normalised score), best first (the translations are the
+    same as without it).
     """
     mixture = weights is not None
     if mixture:
@@ -99,6 +115,7 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
         rows, wts = [[v] for v in src], [[1.0] for _ in src]
     out: list[str] = [""] * len(src)
     scores: list[float] = [0.0] * len(src)
+    lists: list[list[tuple[str, float]]] = [[] for _ in src]
     pad = tgt_vocab.pad_id
     device = next(model.parameters()).device
     bar = tqdm(total=len(src), unit="sent", disable=not progress or bars_off(), desc="translate")
@@ -117,12 +134,16 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
                     batch[n * r_var + v, :len(x)] = torch.from_numpy(x)
             w = torch.tensor([wts[i] for i in idx]) if r_var > 1 else None
             res = beam_search(model, batch.to(device), tgt_vocab, beam, lenpen, max_len_ratio, max_len_extra,
-                              variants=r_var, weights=w)
+                              variants=r_var, weights=w, nbest=nbest)
             for n, i in enumerate(idx):
                 out[i] = tgt_vocab.decode(res.tokens[n])
                 scores[i] = res.scores[n]
+                if nbest > 0:
+                    lists[i] = [(tgt_vocab.decode(t), sc) for sc, t in res.nbest[n]]
             bar.update(len(idx))
     bar.close()
+    if nbest > 0:
+        return out, lists
     return (out, scores) if return_scores else out
 
 
@@ -192,11 +213,15 @@ class LoadedModel:
 @dataclass(frozen=True)
 class Translation:
     """``Translator.translate_detailed``'s result: lines (the output, one per input line); bpe:
-    line index → its BPE source; hyps: line index → its BPE 1-best (non-empty lines)."""
+    line index → its BPE source; hyps: line index → its BPE 1-best (non-empty lines); nbest
+    (``cfg.nbest`` > 0): line index → its best hypotheses as (output text, normalised score),
+    best first, for the non-empty lines (a line split into pieces, ``long_lines``, has one: its
+    joined 1-best with score None)."""
 
     lines: list[str]
     bpe: dict[int, str]
     hyps: dict[int, str]
+    nbest: dict[int, list[tuple[str, float | None]]] = field(default_factory=dict)
 
 
 class Translator:
@@ -219,8 +244,15 @@ class Translator:
         if cfg.dp_generator and inputs.transform is None:
             raise ValueError("--dp-generator needs a DP input transform: give the Translator "
                              "doctrans.dp.apply.dp_inputs(cfg) (the CLI does)")
+        if cfg.nbest > cfg.beam:
+            raise ValueError(f"--nbest {cfg.nbest} exceeds --beam {cfg.beam}: the search keeps {cfg.beam} hypotheses")
+        if cfg.nbest and cfg.dp_generator:
+            raise ValueError("--nbest is not supported with --dp-generator (several input variants per sentence)")
         self._cfg, self._inputs = cfg, inputs
         self._loaded = loaded or LoadedModel.load(cfg)
+        if cfg.nbest and reads_documents(self._loaded.model):
+            raise ValueError(f"--nbest is for sentence-level models; {cfg.checkpoint} is a context model, whose "
+                             "documents are translated with their 1-best context: translate without --nbest")
         if self._loaded.protect_dp and cfg.input_format == "tok" and not inputs.protect:
             raise ValueError(f"{cfg.checkpoint} was trained with data.bpe_protect_dp: tok input needs the DP "
                              "tokens BPE keeps whole (doctrans.dp.apply.dp_inputs(cfg), as the CLI gives)")
@@ -311,15 +343,31 @@ class Translator:
                                      locations=[at[i] for i in plain])
             ids = [self.src_vocab.encode(s) for s in split.pieces]
             res = decode_corpus(self.model, ids, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
-                                c.max_len_extra, c.batch_sentences, progress)
+                                c.max_len_extra, c.batch_sentences, progress, nbest=c.nbest)
+            if c.nbest:
+                res, lists = res
             hyps.update(zip(plain, split.join(res, len(plain))))
-        merged = [self.tgt_proc.merge_bpe(hyps[i]) for i in nonempty]
-        if not c.tokenized:
-            merged = self.tgt_proc.detokenize(merged)
+        nbest: dict[int, list[tuple[str, float | None]]] = {}
+        if c.nbest and plain:
+            pieces: dict[int, list[int]] = {}
+            for p, k in enumerate(split.owner):
+                pieces.setdefault(k, []).append(p)
+            for k, i in enumerate(plain):
+                ps = pieces.get(k, [])
+                nbest[i] = lists[ps[0]] if len(ps) == 1 else [(hyps[i], None)]
+        merged = self._postprocess([hyps[i] for i in nonempty])
         out = [""] * len(lines)
         for i, h in zip(nonempty, merged):
             out[i] = h
-        return Translation(out, bpe, hyps)
+        if nbest:
+            flat = iter(self._postprocess([h for i in sorted(nbest) for h, _ in nbest[i]]))
+            nbest = {i: [(next(flat), sc) for _, sc in nbest[i]] for i in sorted(nbest)}
+        return Translation(out, bpe, hyps, nbest)
+
+    def _postprocess(self, hyps: list[str]) -> list[str]:
+        """BPE 1-best strings → output text: BPE merged, then detokenized unless ``tokenized``."""
+        merged = [self.tgt_proc.merge_bpe(h) for h in hyps]
+        return merged if self.cfg.tokenized else self.tgt_proc.detokenize(merged)
 
     def _translate_documents(self, bpe: dict[int, str], nonempty: list[int], doc_ids: list[str] | None,
                              limit: int, at: list[str], progress: bool) -> dict[int, str]:
@@ -403,7 +451,7 @@ def read_documents(cfg: TranslateConfig) -> tuple[list[str], list[str] | None]:
     from doctrans.data.documents import read_doc_positions
     from doctrans.data.sgml import read_sgml
 
-    if cfg.input != "-" and Path(cfg.input).suffix.lower() in (".sgm", ".sgml", ".xml"):
+    if _is_sgml(cfg.input):
         if cfg.docs:
             raise ValueError(f"--docs given for an SGML input {cfg.input}: its <DOC> blocks are the documents")
         first = read_sgml(cfg.input)[0]
@@ -448,10 +496,20 @@ def translate_directory(cfg: TranslateConfig, inputs_of: InputsOf | None = None)
         translate_collection(partial(build_translator, cfg, inputs_of), Path(cfg.input), Path(cfg.output), cfg.resume,
                              cfg.encoding_errors, progress=distributed.env_rank() == 0, workers=cfg.workers,
                              threads=threads, shard=(distributed.rank(), distributed.world()),
-                             gather=_gather_summaries if world > 1 else None, group_lines=cfg.group_lines)
+                             gather=_gather_summaries if world > 1 else None, group_lines=cfg.group_lines,
+                             pattern=cfg.glob, out_suffix=cfg.out_suffix)
     finally:
         distributed.shutdown()
     return Path(cfg.output)
+
+
+def _warn_directory_options(cfg: TranslateConfig, name: str) -> None:
+    """A warning for each directory-only option given for a file or stdin (they do nothing there)."""
+    given = [(cfg.workers > 1, f"--workers {cfg.workers}"), (cfg.resume, "--resume"),
+             (cfg.glob is not None, "--glob"), (bool(cfg.out_suffix), "--out-suffix")]
+    for on, option in given:
+        if on:
+            log.warning("%s is for a directory input: ignored for %s (translated by this one process)", option, name)
 
 
 def run(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
@@ -471,6 +529,7 @@ def run(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
     inp = Path(cfg.input)
     if cfg.input != "-" and not inp.exists():
         raise FileNotFoundError(f"input not found: {inp}")
+    _check_outputs(cfg)
     if cfg.input != "-" and inp.is_dir():
         if cfg.output == "-":
             raise ValueError(f"input {inp} is a directory: give --output DIR")
@@ -478,21 +537,71 @@ def run(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
     if distributed.env_world() > 1:
         raise ValueError("torchrun (WORLD_SIZE > 1) shards a directory of documents: translate a single file "
                          "or stdin without torchrun")
+    name = "<stdin>" if cfg.input == "-" else cfg.input
+    _warn_directory_options(cfg, name)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     translator = build_translator(cfg, inputs_of)
     lines, doc_ids = read_documents(cfg)
+    if doc_ids is None and reads_documents(translator.model) and any(x.strip() for x in lines):
+        log.warning("%s: no documents given: the context model translates the whole input as one document "
+                    "(give documents with --docs FILE, an .sgm input, or a directory of document files)", name)
     t0 = time.time()
-    res = translator.translate_detailed(lines, progress=cfg.output != "-",
-                                        name="<stdin>" if cfg.input == "-" else cfg.input, doc_ids=doc_ids)
+    res = translator.translate_detailed(lines, progress=cfg.output != "-", name=name, doc_ids=doc_ids)
     out = res.lines
     dt = time.time() - t0
     log.info("translated %d lines in %.1f s (%.1f sent/s, beam %d)", len(lines), dt,
              len(lines) / max(dt, 1e-9), cfg.beam)
     if after is not None:
         after(translator, res, doc_ids)
+    if cfg.nbest:
+        write_nbest(cfg.nbest_out, len(lines), res.nbest)
+    text = "".join(f"{line}\n" for line in out)
+    if cfg.output_format == "sgml":
+        from doctrans.data.sgml import format_sgml, read_sgml, set_attributes
+
+        attrs = set_attributes(cfg.input)
+        text = format_sgml(read_sgml(cfg.input)[0].docs, out, setid=attrs.get("setid", "doctrans"),
+                           srclang=attrs.get("srclang", "zh"), trglang=attrs.get("trglang", "en"))
     if cfg.output == "-":
-        sys.stdout.write("".join(f"{line}\n" for line in out))
+        sys.stdout.write(text)
         return None
-    atomic_write_lines(cfg.output, out)
+    atomic_write_text(cfg.output, text)
     return Path(cfg.output)
+
+
+def _is_sgml(path: str) -> bool:
+    return path != "-" and Path(path).suffix.lower() in SGML_SUFFIXES
+
+
+def _check_outputs(cfg: TranslateConfig) -> None:
+    """ValueError for output options the input cannot have (before the model is loaded)."""
+    if cfg.output_format not in ("text", "sgml"):
+        raise ValueError(f"output_format must be text or sgml, got {cfg.output_format!r}")
+    is_dir = cfg.input != "-" and Path(cfg.input).is_dir()
+    if cfg.output_format == "sgml" and (is_dir or not _is_sgml(cfg.input)):
+        raise ValueError(f"--output-format sgml needs an SGML input file ({', '.join(SGML_SUFFIXES)}), whose <DOC> "
+                         f"blocks it mirrors; {cfg.input} is not one")
+    if cfg.nbest and not cfg.nbest_out:
+        raise ValueError("--nbest N needs --nbest-out FILE (where the n-best lists go)")
+    if cfg.nbest_out and not cfg.nbest:
+        raise ValueError("--nbest-out needs --nbest N (how many hypotheses per line)")
+    if cfg.nbest and cfg.nbest_out == "-" and cfg.output == "-":
+        raise ValueError("--nbest-out - and the translations both go to stdout: give --output FILE or a --nbest-out FILE")
+    if cfg.nbest and is_dir:
+        raise ValueError("--nbest is for a file or stdin input, not a directory")
+
+
+def write_nbest(path: str, n_lines: int, nbest: dict[int, list[tuple[str, float | None]]]) -> None:
+    """``--nbest-out``: one JSON object per input line, ``{"line": k (from 1), "hypotheses":
+    [{"rank": r (from 1), "text": …, "score": normalised log-prob or null}, …]}``, best first,
+    an empty list for an empty line; written atomically, or to stdout for ``-``."""
+    rows = []
+    for i in range(n_lines):
+        hyps = [{"rank": r + 1, "text": t, "score": None if sc is None else round(sc, 6)}
+                for r, (t, sc) in enumerate(nbest.get(i, []))]
+        rows.append(json.dumps({"line": i + 1, "hypotheses": hyps}, ensure_ascii=False))
+    if path == "-":
+        sys.stdout.write("".join(f"{r}\n" for r in rows))
+    else:
+        atomic_write_lines(path, rows)

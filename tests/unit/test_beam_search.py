@@ -137,3 +137,19 @@ def test_decode_corpus_drops_zero_weight_variants_without_changing_results(backb
         ref = beam_search(m, batch, VOCAB, beam=3, variants=len(keep),
                           weights=torch.tensor([[wi for wi in w if wi > 0]]))
         assert hyp == VOCAB.decode(ref.tokens[0])
+
+
+@each_backbone
+def test_nbest_lists_start_with_the_1best_and_leave_it_unchanged(backbone):
+    m = model(backbone, 2)
+    batch = torch.tensor([[5, 6, 7, 2, 0, 0], [8, 2, 0, 0, 0, 0], [9, 10, 11, 12, 13, 2]])
+    plain = beam_search(m, batch, VOCAB, beam=4, lenpen=1.0)
+    res = beam_search(m, batch, VOCAB, beam=4, lenpen=1.0, nbest=3)
+    assert plain.nbest is None and res.tokens == plain.tokens and res.scores == plain.scores
+    for r in range(3):
+        lst = res.nbest[r]
+        assert 1 <= len(lst) <= 3 and lst[0] == (res.scores[r], res.tokens[r])
+        assert [s for s, _ in lst] == sorted((s for s, _ in lst), reverse=True)
+        assert len({tuple(t) for _, t in lst}) == len(lst)              # distinct hypotheses
+    with pytest.raises(ValueError, match="nbest=5 exceeds the beam size 4"):
+        beam_search(m, batch, VOCAB, beam=4, nbest=5)
