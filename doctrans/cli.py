@@ -199,8 +199,19 @@ def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | N
 
 
 @cli.command("translate", short_help="Translate a file, stdin or a directory of documents (beam search).")
-@click.option("-c", "--checkpoint", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="A checkpoint written by `doctrans train` (best.pt or last.pt).")
+@click.option("-c", "--checkpoint", required=True, type=click.Path(exists=True),
+              help="A checkpoint written by `doctrans train` (best.pt or last.pt), or with --engine ctranslate2 "
+                   "a directory written by `doctrans export --format ctranslate2`.")
+@click.option("--engine", type=click.Choice(["native", "ctranslate2"]), default="native", show_default=True,
+              help="native: doctrans' own beam search (torch); ctranslate2: the CTranslate2 engine on an exported "
+                   "directory (sentence Transformer or concatenation model; pip install 'doctrans[ct2]').")
+@click.option("--compute-type", default="default", show_default=True,
+              type=click.Choice(["default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
+                                 "int16", "float16", "bfloat16"]),
+              help="--engine ctranslate2: weights/computation type (default: as exported, float32; int8 is int8 "
+                   "weights and activations).")
+@click.option("--quantize", type=click.Choice(["none", "int8"]), default="none", show_default=True,
+              help="--engine native on CPU: int8 dynamic quantization of the output layer and feed-forward layers.")
 @click.option("-i", "--input", "input_", default="-", show_default=True,
               help="Input file, a directory of document files (mirrored under --output), or - for stdin.")
 @click.option("-o", "--output", default="-", show_default=True, help="Output file or directory, or - for stdout.")
@@ -281,7 +292,7 @@ def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | N
               help='Where --nbest goes (- for stdout): one JSON object per input line, {"line": K (from 1), '
                    '"hypotheses": [{"rank": 1, "text": ..., "score": ...}, ...]}, [] for an empty line; a line '
                    "split into pieces has one hypothesis, its joined 1-best, with score null.")
-def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
+def translate_cmd(checkpoint, engine, compute_type, quantize, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
                   input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator,
                   dp_input, dp_nbest, dp_combine, dp_weights, dp_docs, write_lattice, encoding_errors, resume,
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
@@ -323,7 +334,30 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
                         resume=resume, max_source_len=max_source_len, workers=workers,
                         group_lines=group_lines, explain_context=explain_context, explain_dir=explain_dir,
                         context_options=tuple(context_options), glob=glob_, out_suffix=out_suffix,
-                        output_format=output_format, nbest=nbest, nbest_out=nbest_out))
+                        output_format=output_format, nbest=nbest, nbest_out=nbest_out, engine=engine,
+                        compute_type=compute_type, quantize=quantize))
+
+
+# --- export (doctrans/inference/ct2.py) -------------------------------------------------------
+
+
+@cli.command("export", short_help="Export a checkpoint for another inference engine (CTranslate2).")
+@click.option("--format", "format_", type=click.Choice(["ctranslate2"]), default="ctranslate2", show_default=True,
+              help="ctranslate2: a CTranslate2 model directory (pip install 'doctrans[ct2]').")
+@click.option("-c", "--checkpoint", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="A checkpoint written by `doctrans train`.")
+@click.option("-o", "--output", required=True, type=click.Path(), help="The model directory to write.")
+@click.option("--prepared", default="", help="Prepared dataset dir holding the BPE codes (older checkpoints only).")
+def export_cmd(format_, checkpoint, output, prepared) -> None:
+    """Write CHECKPOINT's model as a CTranslate2 model directory, with its BPE codes and text
+    settings, for `doctrans translate --engine ctranslate2 -c DIR [--compute-type int8]` (files,
+    directories and documents, as native translation). Models CTranslate2 can express: the
+    sentence-level Transformer and the concatenation context model; others are refused with the
+    list. An earlier export at OUTPUT is replaced; the directory is written atomically."""
+    from doctrans.inference.ct2 import export_ctranslate2
+
+    out = export_ctranslate2(checkpoint, output, prepared)
+    click.echo(f"exported {checkpoint} → {out} (translate: doctrans translate --engine ctranslate2 -c {out} …)")
 
 
 # --- annotate-dp (doctrans/dp/corpus.py, doctrans/dp/apply.py) -------------------------------------------

@@ -21,6 +21,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -88,6 +89,9 @@ class TranslateConfig:
     output_format: str = "text"       # text | sgml (SGML input only: the input's <DOC> blocks, translations as <seg>)
     nbest: int = 0                    # write the N best hypotheses with scores to nbest_out (0 = none; N ≤ beam)
     nbest_out: str = ""               # JSON lines: {"line": i, "hypotheses": [{"text", "score", "tokens"}]}
+    engine: str = "native"            # native (torch) | ctranslate2 (checkpoint: a `doctrans export` directory)
+    compute_type: str = "default"     # ctranslate2: float32 | int8 | int8_float32 | … (default: as exported, float32)
+    quantize: str = "none"            # native: none | int8 (dynamic int8 output layer + FFN, CPU)
 
 
 def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, beam: int,
@@ -189,7 +193,29 @@ class LoadedModel:
 
     @staticmethod
     def key_of(cfg: TranslateConfig) -> tuple:
-        return cfg.checkpoint, tuple(cfg.context_options), cfg.device, cfg.prepared
+        if cfg.engine == "ctranslate2":
+            return cfg.checkpoint, cfg.device, cfg.compute_type, cfg.threads
+        return cfg.checkpoint, tuple(cfg.context_options), cfg.device, cfg.prepared, cfg.quantize
+
+    @property
+    def reads_documents(self) -> bool:
+        """Whether the model translates documents with their context (``reads_documents``)."""
+        return reads_documents(self.model)
+
+    @property
+    def max_target_len(self) -> int:
+        return self.model.max_target_len
+
+    def decode(self, ids: list[np.ndarray], cfg: TranslateConfig, progress: bool = False, nbest: int = 0):
+        """``decode_corpus`` of ``ids`` with ``cfg``'s search settings."""
+        return decode_corpus(self.model, ids, self.tgt_vocab, cfg.beam, cfg.lenpen, cfg.max_len_ratio,
+                             cfg.max_len_extra, cfg.batch_sentences, progress, nbest=nbest)
+
+    def decode_documents(self, docs: list[list[np.ndarray]], cfg: TranslateConfig,
+                         progress: bool = False) -> list[list[str]]:
+        """``documents.translate_documents`` of ``docs`` with ``cfg``'s search settings."""
+        return translate_documents(self.model, docs, self.tgt_vocab, cfg.beam, cfg.lenpen, cfg.max_len_ratio,
+                                   cfg.max_len_extra, cfg.batch_sentences, progress)
 
     @classmethod
     def load(cls, cfg: TranslateConfig) -> "LoadedModel":
@@ -205,9 +231,69 @@ class LoadedModel:
         model.load_state_dict(ckpt["model"])
         model.to(resolve_device(cfg.device))
         model.eval()
+        if cfg.quantize != "none":
+            model = quantize_int8(model, cfg.quantize)
         src_proc, tgt_proc = text_processors(ckpt, cfg.checkpoint, cfg.prepared)
         return cls(model, src_vocab, tgt_vocab, src_proc, tgt_proc, exp.data.max_len, exp.data.bpe_protect_dp,
                    cls.key_of(cfg))
+
+
+QUANTIZE = ("none", "int8")
+
+
+def quantize_int8(model: torch.nn.Module, mode: str = "int8") -> torch.nn.Module:
+    """``model`` with its ``quantizable_linears`` (output layer and feed-forward layers, the
+    model contract) replaced by dynamically quantized int8 ones (``torch.ao.quantization.
+    quantize_dynamic``: int8 weights per tensor, activations quantized per batch at run time;
+    CPU only). The other layers stay float32; a tied output layer gets its own int8 copy and
+    the embedding keeps the float weights. Raises ValueError for another mode or a model not
+    on the CPU."""
+    if mode not in QUANTIZE:
+        raise ValueError(f"quantize must be one of {', '.join(QUANTIZE)}, got {mode!r}")
+    if mode == "none":
+        return model
+    if next(model.parameters()).device.type != "cpu":
+        raise ValueError("--quantize int8 is dynamic int8 quantization for CPU decoding: use --device cpu")
+    chosen = {id(m) for m in model.quantizable_linears()}
+    names = {name for name, m in model.named_modules() if id(m) in chosen}
+    from torch.ao.quantization import default_dynamic_qconfig, quantize_dynamic
+
+    engines = torch.backends.quantized.supported_engines
+    if torch.backends.quantized.engine == "none" or torch.backends.quantized.engine not in engines:
+        torch.backends.quantized.engine = next(e for e in ("x86", "fbgemm", "qnnpack") if e in engines)
+    with warnings.catch_warnings():           # torch ≥ 2.10 marks quantized tensor creation as deprecated
+        warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*", category=UserWarning)
+        return quantize_dynamic(model, {n: default_dynamic_qconfig for n in names}, dtype=torch.qint8)
+
+
+def load_model(cfg: TranslateConfig):
+    """The loaded model ``cfg`` asks for: ``LoadedModel.load`` (engine native) or an exported
+    CTranslate2 directory (``ct2.CT2Model``, engine ctranslate2). Raises ValueError for an
+    unknown engine, a checkpoint file given to ctranslate2 (naming the export command) or an
+    export given to native, and like the loaders."""
+    path = Path(cfg.checkpoint)
+    if cfg.engine == "native":
+        from doctrans.inference.ct2 import is_exported
+
+        if is_exported(path):
+            raise ValueError(f"{path} is an exported CTranslate2 model: translate it with --engine ctranslate2")
+        return LoadedModel.load(cfg)
+    if cfg.engine != "ctranslate2":
+        raise ValueError(f"engine must be native or ctranslate2, got {cfg.engine!r}")
+    from doctrans.inference.ct2 import CT2Model, export_command, is_exported
+
+    if not is_exported(path):
+        what = "a checkpoint" if path.is_file() else "not an exported model directory"
+        raise ValueError(f"--engine ctranslate2 translates with an exported model directory; {path} is {what}: "
+                         f"export it first with `{export_command(str(path))}` and pass -c DIR")
+    unsupported = [(cfg.quantize != "none", "--quantize (use --compute-type int8)"),
+                   (bool(cfg.dp_generator), "--dp-generator"), (cfg.nbest > 0, "--nbest"),
+                   (cfg.explain_context > 0, "--explain-context"), (bool(cfg.context_options), "--context-option"),
+                   (bool(cfg.prepared), "--prepared (the export carries its BPE codes)")]
+    given = [name for on, name in unsupported if on]
+    if given:
+        raise ValueError(f"--engine ctranslate2 does not support {', '.join(given)}: use --engine native")
+    return CT2Model(cfg.checkpoint, cfg.device, cfg.compute_type, cfg.threads)
 
 
 @dataclass(frozen=True)
@@ -249,8 +335,8 @@ class Translator:
         if cfg.nbest and cfg.dp_generator:
             raise ValueError("--nbest is not supported with --dp-generator (several input variants per sentence)")
         self._cfg, self._inputs = cfg, inputs
-        self._loaded = loaded or LoadedModel.load(cfg)
-        if cfg.nbest and reads_documents(self._loaded.model):
+        self._loaded = loaded or load_model(cfg)
+        if cfg.nbest and self._loaded.reads_documents:
             raise ValueError(f"--nbest is for sentence-level models; {cfg.checkpoint} is a context model, whose "
                              "documents are translated with their 1-best context: translate without --nbest")
         if self._loaded.protect_dp and cfg.input_format == "tok" and not inputs.protect:
@@ -267,8 +353,14 @@ class Translator:
         return self._cfg
 
     @property
-    def model(self) -> torch.nn.Module:
+    def model(self) -> torch.nn.Module | None:
+        """The torch model (None for ``engine`` ctranslate2)."""
         return self._loaded.model
+
+    @property
+    def reads_documents(self) -> bool:
+        """Whether the model translates documents with their context."""
+        return self._loaded.reads_documents
 
     @property
     def src_vocab(self) -> Vocab:
@@ -297,7 +389,7 @@ class Translator:
     def max_source_units(self) -> int:
         """Source BPE units a line may have (``</s>`` not counted): the model's positions
         (``max_target_len``, which bounds the source too) minus one, or ``--max-source-len`` if lower."""
-        limit = self.model.max_target_len - 1
+        limit = self._loaded.max_target_len - 1
         return min(limit, self.cfg.max_source_len) if self.cfg.max_source_len > 0 else limit
 
     def translate(self, lines: list[str], progress: bool = False, name: str = "<input>",
@@ -325,7 +417,7 @@ class Translator:
         hyps: dict[int, str] = {}
         plain = nonempty
         transform = self._inputs.transform if c.dp_generator else None
-        if reads_documents(self.model):
+        if self.reads_documents:
             if transform is not None:
                 raise ValueError("--dp-generator is for sentence-level +DP models, not context models")
             hyps.update(self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress))
@@ -342,8 +434,7 @@ class Translator:
             split = split_long_lines([bpe[i] for i in plain], limit, chunk_len=self._loaded.chunk_len,
                                      locations=[at[i] for i in plain])
             ids = [self.src_vocab.encode(s) for s in split.pieces]
-            res = decode_corpus(self.model, ids, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
-                                c.max_len_extra, c.batch_sentences, progress, nbest=c.nbest)
+            res = self._loaded.decode(ids, c, progress, nbest=c.nbest)
             if c.nbest:
                 res, lists = res
             hyps.update(zip(plain, split.join(res, len(plain))))
@@ -383,9 +474,7 @@ class Translator:
                 docs.append([])
             docs[-1].append(self.src_vocab.encode(piece))
             last = d
-        c = self.cfg
-        out = translate_documents(self.model, docs, self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio,
-                                  c.max_len_extra, c.batch_sentences, progress)
+        out = self._loaded.decode_documents(docs, self.cfg, progress)
         return dict(zip(nonempty, split.join([h for doc in out for h in doc], len(nonempty))))
 
     def _translate_variants(self, transform: InputTransform, lines: list[str], nonempty: list[int],
@@ -543,7 +632,7 @@ def run(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
         torch.set_num_threads(cfg.threads)
     translator = build_translator(cfg, inputs_of)
     lines, doc_ids = read_documents(cfg)
-    if doc_ids is None and reads_documents(translator.model) and any(x.strip() for x in lines):
+    if doc_ids is None and translator.reads_documents and any(x.strip() for x in lines):
         log.warning("%s: no documents given: the context model translates the whole input as one document "
                     "(give documents with --docs FILE, an .sgm input, or a directory of document files)", name)
     t0 = time.time()

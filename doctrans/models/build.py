@@ -72,3 +72,16 @@ def _row(table: dict, name: str, cfg, what: str) -> type:
     if not isinstance(cfg, cfg_cls):
         raise ValueError(f"{what} {name!r} needs a {cfg_cls.__name__}, got {type(cfg).__name__}")
     return model_cls
+
+
+def portable_models() -> str:
+    """Which models ``portable()`` (``doctrans export``) can express, for error messages: the
+    backbones and context models whose class defines its own ``portable``, e.g. "model.backbone
+    transformer, alone or with context.type concat"."""
+    from doctrans.models.context.base import ContextModel
+    from doctrans.models.interface import SentenceModelDefaults
+
+    backbones = sorted(n for n, (_, cls) in BACKBONES.items() if cls.portable is not SentenceModelDefaults.portable)
+    contexts = sorted(n for n, (_, cls) in CONTEXT_MODELS.items() if cls.portable is not ContextModel.portable)
+    return (f"model.backbone {' or '.join(backbones)}, alone (a sentence-level model) or with context.type "
+            f"{' or '.join(contexts)}")

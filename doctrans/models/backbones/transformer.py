@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from doctrans.layers.masks import attn_keep_mask, pad_mask
-from doctrans.models.interface import EncoderOutput, SentenceModelDefaults, SourceBatch
+from doctrans.models.interface import EncoderOutput, PortableTransformer, SentenceModelDefaults, SourceBatch
 
 
 @dataclass(frozen=True)
@@ -380,3 +380,52 @@ class Transformer(SentenceModelDefaults, nn.Module):
         """
         hidden, state = self.decode_step_hidden(state, prev_tokens)
         return F.log_softmax(self.out_proj(hidden).float(), dim=-1), state
+
+    # -- deployment (models.interface: portable, quantizable_linears) ------------------------
+    def portable(self) -> PortableTransformer:
+        """This Transformer in engine-neutral terms (``PortableTransformer``): its weights under
+        the portable names, copied to float32 CPU tensors; the sinusoid table of all
+        ``max_positions``."""
+        w: dict[str, Tensor] = {}
+
+        def put(name: str, module: nn.Module) -> None:
+            w[f"{name}.weight"] = module.weight.detach().float().cpu().clone()
+            bias = module.bias if isinstance(module, (nn.Linear, nn.LayerNorm)) else None
+            if bias is not None:
+                w[f"{name}.bias"] = bias.detach().float().cpu().clone()
+
+        put("src_embed", self.src_embed)
+        put("tgt_embed", self.tgt_embed)
+        put("out_proj", self.out_proj)
+        for i, layer in enumerate(self.encoder):
+            put(f"enc.{i}.self.norm", layer.sub.norms[0])
+            put(f"enc.{i}.self.qkv", layer.attn.qkv)
+            put(f"enc.{i}.self.out", layer.attn.out)
+            put(f"enc.{i}.ffn.norm", layer.sub.norms[1])
+            put(f"enc.{i}.ffn.in", layer.ffn.w1)
+            put(f"enc.{i}.ffn.out", layer.ffn.w2)
+        for i, layer in enumerate(self.decoder):
+            put(f"dec.{i}.self.norm", layer.sub.norms[0])
+            put(f"dec.{i}.self.qkv", layer.self_attn.qkv)
+            put(f"dec.{i}.self.out", layer.self_attn.out)
+            put(f"dec.{i}.cross.norm", layer.sub.norms[1])
+            put(f"dec.{i}.cross.q", layer.cross_attn.q)
+            put(f"dec.{i}.cross.kv", layer.cross_attn.kv)
+            put(f"dec.{i}.cross.out", layer.cross_attn.out)
+            put(f"dec.{i}.ffn.norm", layer.sub.norms[2])
+            put(f"dec.{i}.ffn.in", layer.ffn.w1)
+            put(f"dec.{i}.ffn.out", layer.ffn.w2)
+        pre = self.cfg.norm == "pre"
+        if pre:
+            put("enc.norm", self.enc_norm)
+            put("dec.norm", self.dec_norm)
+        eps = {m.eps for m in self.modules() if isinstance(m, nn.LayerNorm)}
+        if len(eps) != 1:
+            raise ValueError(f"the LayerNorms have several epsilons {sorted(eps)}: not one portable value")
+        return PortableTransformer(len(self.encoder), len(self.decoder), self.cfg.heads, pre, eps.pop(),
+                                   self.embed_scale, self.positions.detach().float().cpu().clone(), w)
+
+    def quantizable_linears(self) -> list[nn.Module]:
+        """The output layer and every feed-forward layer (the attention projections stay float)."""
+        ffn = [lin for layer in [*self.encoder, *self.decoder] for lin in (layer.ffn.w1, layer.ffn.w2)]
+        return [self.out_proj, *ffn]

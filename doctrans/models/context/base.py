@@ -175,3 +175,12 @@ class ContextModel(nn.Module):
         """Training-only loss terms (``models.interface.AuxiliaryLosses``): {name: scalar per-sentence
         mean}; none by default."""
         return {}
+
+    def portable(self):
+        """None: a context model with layers of its own is no standard Transformer (one whose
+        context enters as plain source tokens overrides this)."""
+        return None
+
+    def quantizable_linears(self) -> list[nn.Module]:
+        """The backbone's choice (its output layer and feed-forward layers); context layers stay float."""
+        return self.backbone.quantizable_linears()

@@ -12,13 +12,13 @@ Positions run over the whole concatenation, so the backbone's ``max_positions`` 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 
 from doctrans.models.context.base import ContextModel, context_rows
-from doctrans.models.interface import EncoderOutput, SearchBatch
+from doctrans.models.interface import EncoderOutput, PortableTransformer, SearchBatch
 from doctrans.models.rows import encode_bucketed, scatter_rows
 
 
@@ -70,3 +70,12 @@ class ConcatContext(ContextModel):
             return self.backbone.encode(SearchBatch(src))
         width = max(enc.states.size(1) for _, enc in parts)
         return scatter_rows(parts, src.size(0), width)
+
+    def portable(self) -> PortableTransformer | None:
+        """The backbone's portable form with this model's source context (N previous sentences,
+        ``max_context_tokens``): the concatenation is one source sequence, so an engine that
+        runs the backbone runs this model; None when the backbone is not portable."""
+        base = self.backbone.portable()
+        if base is None:
+            return None
+        return replace(base, source_context=self.context_sents, max_context_tokens=self.cfg.max_context_tokens)

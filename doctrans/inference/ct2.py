@@ -1,0 +1,273 @@
+"""CTranslate2 (Klein et al. 2020, github.com/OpenNMT/CTranslate2): ``doctrans export --format
+ctranslate2`` and ``doctrans translate --engine ctranslate2``.
+
+Export. A checkpoint whose model is a standard Transformer (``Seq2SeqModel.portable()``: the
+sentence-level Transformer, and the concatenation model, whose input is one sequence) is written
+as a CTranslate2 ``TransformerSpec`` (float32; ``--compute-type`` converts at load time) into a
+directory that also holds ``doctrans.json``: the BPE codes and text settings of both sides, the
+training length (pieces of over-long lines), the model's positions and its source context, so the
+directory translates without the checkpoint or its dataset. The mapping: pre-/post-norm as the
+model (a final LayerNorm per stack only pre-norm), embeddings scaled by ``embed_scale``
+(sqrt(d_model)), doctrans' own sinusoid table as the position encodings (interleaved sin/cos,
+which CTranslate2's built-in table is not), fused QKV and KV projections as they are, the tied
+output layer copied, LayerNorm epsilon of the model. The output layer gets a bias of −1e9 on
+``<pad>`` and ``<s>``: native search never emits them (``beam_search._mask_specials``).
+
+Translation. ``CT2Model`` stands in for ``translate.LoadedModel`` inside a ``translate.Translator``,
+so text processing, empty lines, over-long lines, documents and output format are the native
+ones; only the search runs in CTranslate2. Sentences are sorted by length and batched
+``batch_sentences`` at a time as natively; a concatenation model's source is built as natively
+(``portable`` describes it: the previous N non-empty sentences of the document, each with its
+``</s>``, cut to the newest ``max_context_tokens``). Differences from native search [I]: the
+maximum output length is per batch in CTranslate2, so each hypothesis is cut to its own native
+limit afterwards (identical for greedy search; a beam hypothesis that reaches the limit may
+differ), and CTranslate2's beam search stops and normalises by length in its own way
+(``length_penalty`` = ``lenpen``), so beam outputs can differ slightly; greedy outputs equal native
+ones up to float rounding (``tests/integration/test_ct2_export.py``).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from doctrans.data.text import TextProcessor
+from doctrans.data.vocab import Vocab
+from doctrans.utils import bars_off
+from doctrans.utils.io import atomic_write_text, umask
+
+log = logging.getLogger(__name__)
+
+META = "doctrans.json"
+FORMAT = "doctrans-ctranslate2"
+FORMAT_VERSION = 1
+COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
+                 "int16", "float16", "bfloat16")
+_NEVER = -1e9          # output-layer bias of the tokens native search never emits
+
+
+class MissingCTranslate2(ImportError, RuntimeError):
+    """CTranslate2 is not installed (an ImportError; a RuntimeError, so the CLI prints one line)."""
+
+
+def require_ctranslate2():
+    """The ``ctranslate2`` module. Raises MissingCTranslate2 saying how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise MissingCTranslate2("CTranslate2 is not installed: pip install 'doctrans[ct2]' "
+                                 "(or pip install ctranslate2)") from None
+    return ctranslate2
+
+
+def is_exported(path: str | Path) -> bool:
+    """Whether ``path`` is a directory written by ``export_ctranslate2``."""
+    return (Path(path) / META).is_file()
+
+
+def export_command(checkpoint: str) -> str:
+    return f"doctrans export --format ctranslate2 -c {checkpoint} -o DIR"
+
+
+# --- export ------------------------------------------------------------------------------------
+
+
+def _spec(p, src_tokens: list[str], tgt_tokens: list[str]):
+    """The CTranslate2 ``TransformerSpec`` of a ``PortableTransformer``."""
+    require_ctranslate2()
+    from ctranslate2.specs import transformer_spec as ts
+
+    w = {k: v.numpy() for k, v in p.weights.items()}
+    enc = ts.TransformerEncoderSpec(p.layers_enc, p.heads, pre_norm=p.pre_norm)
+    dec = ts.TransformerDecoderSpec(p.layers_dec, p.heads, pre_norm=p.pre_norm)
+    spec = ts.TransformerSpec(enc, dec)
+    h = w["src_embed.weight"].shape[1]
+    scale = True if math.isclose(p.embed_scale, math.sqrt(h)) else np.float32(p.embed_scale)
+
+    def linear(s, name: str, bias: np.ndarray | None = None) -> None:
+        s.weight = w[f"{name}.weight"]
+        b = w.get(f"{name}.bias", bias)
+        if b is not None:
+            s.bias = b
+
+    def norm(s, name: str) -> None:
+        s.gamma, s.beta = w[f"{name}.weight"], w[f"{name}.bias"]
+
+    enc.embeddings[0].weight = w["src_embed.weight"]
+    dec.embeddings.weight = w["tgt_embed.weight"]
+    for side in (enc, dec):
+        side.scale_embeddings = scale
+        side.position_encodings.encodings = p.positions.numpy()
+    never = np.zeros(len(tgt_tokens), dtype=np.float32)
+    never[[Vocab.pad_id, Vocab.bos_id]] = _NEVER
+    linear(dec.projection, "out_proj", bias=never)
+    if "out_proj.bias" in w:
+        dec.projection.bias = w["out_proj.bias"] + never
+    for i, layer in enumerate(enc.layer):
+        norm(layer.self_attention.layer_norm, f"enc.{i}.self.norm")
+        linear(layer.self_attention.linear[0], f"enc.{i}.self.qkv")
+        linear(layer.self_attention.linear[1], f"enc.{i}.self.out")
+        norm(layer.ffn.layer_norm, f"enc.{i}.ffn.norm")
+        linear(layer.ffn.linear_0, f"enc.{i}.ffn.in")
+        linear(layer.ffn.linear_1, f"enc.{i}.ffn.out")
+    for i, layer in enumerate(dec.layer):
+        norm(layer.self_attention.layer_norm, f"dec.{i}.self.norm")
+        linear(layer.self_attention.linear[0], f"dec.{i}.self.qkv")
+        linear(layer.self_attention.linear[1], f"dec.{i}.self.out")
+        norm(layer.attention.layer_norm, f"dec.{i}.cross.norm")
+        linear(layer.attention.linear[0], f"dec.{i}.cross.q")
+        linear(layer.attention.linear[1], f"dec.{i}.cross.kv")
+        linear(layer.attention.linear[2], f"dec.{i}.cross.out")
+        norm(layer.ffn.layer_norm, f"dec.{i}.ffn.norm")
+        linear(layer.ffn.linear_0, f"dec.{i}.ffn.in")
+        linear(layer.ffn.linear_1, f"dec.{i}.ffn.out")
+    if p.pre_norm:
+        norm(enc.layer_norm, "enc.norm")
+        norm(dec.layer_norm, "dec.norm")
+    spec.config.layer_norm_epsilon = p.layer_norm_eps
+    spec.config.add_source_eos = True              # the source ends in </s>, as doctrans encodes it
+    spec.config.decoder_start_token = "<s>"
+    spec.register_source_vocabulary(src_tokens)
+    spec.register_target_vocabulary(tgt_tokens)
+    spec.validate()
+    spec.optimize()
+    return spec
+
+
+def export_ctranslate2(checkpoint: str, output: str, prepared: str = "") -> Path:
+    """Write the model of ``checkpoint`` as a CTranslate2 model directory ``output`` (see the
+    module doc), replacing an earlier export there. Raises MissingCTranslate2 without ctranslate2,
+    ValueError for a model CTranslate2 cannot express (naming those it can) or an ``output``
+    that exists and is not an export, and like ``LoadedModel.load``."""
+    from doctrans.inference.translate import LoadedModel, TranslateConfig
+    from doctrans.models.build import portable_models
+    from doctrans.runtime.checkpoint import config_of, load_checkpoint
+
+    require_ctranslate2()
+    out = Path(output)
+    if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or is_exported(out))):
+        raise ValueError(f"{out} exists and is not an earlier export: choose another -o/--output or remove it")
+    loaded = LoadedModel.load(TranslateConfig(checkpoint=checkpoint, prepared=prepared, device="cpu"))
+    portable = loaded.model.portable()
+    if portable is None:
+        exp = config_of(load_checkpoint(checkpoint))
+        what = f"model.backbone {exp.model.backbone}" + (f" with context.type {exp.context.type}" if exp.context else "")
+        raise ValueError(f"{checkpoint} is a {what} model, which CTranslate2 cannot express; "
+                         f"export works for {portable_models()}")
+    spec = _spec(portable, loaded.src_vocab.tokens, loaded.tgt_vocab.tokens)
+    meta = {"format": FORMAT, "version": FORMAT_VERSION, "checkpoint": str(checkpoint),
+            "text": {"src": loaded.src_proc.settings(), "tgt": loaded.tgt_proc.settings()},
+            "chunk_len": loaded.chunk_len, "protect_dp": loaded.protect_dp,
+            "max_target_len": loaded.model.max_target_len,
+            "source_context": portable.source_context, "max_context_tokens": portable.max_context_tokens,
+            "src_vocab": loaded.src_vocab.tokens, "tgt_vocab": loaded.tgt_vocab.tokens}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        spec.save(str(tmp))
+        atomic_write_text(tmp / META, json.dumps(meta, ensure_ascii=False))
+        os.chmod(tmp, 0o777 & ~umask())
+        old = None
+        if out.exists():
+            old = out.with_name(f".{out.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            out.rename(old)
+        tmp.rename(out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("exported %s → %s (CTranslate2 TransformerSpec, float32%s)", checkpoint, out,
+             f", source context {portable.source_context}" if portable.source_context else "")
+    return out
+
+
+# --- translation ---------------------------------------------------------------------------
+
+
+class CT2Model:
+    """An exported directory loaded into a ``ctranslate2.Translator``: what ``translate.Translator``
+    needs of a loaded model (``LoadedModel``'s fields and decoding methods), with the search in
+    CTranslate2. ``model`` is None (no torch module)."""
+
+    model = None
+
+    def __init__(self, path: str, device: str = "auto", compute_type: str = "default", threads: int = 0):
+        ct2 = require_ctranslate2()
+        meta_path = Path(path) / META
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("format") != FORMAT or meta.get("version", 0) > FORMAT_VERSION:
+            raise ValueError(f"{meta_path}: not a doctrans CTranslate2 export of a version this doctrans reads")
+        if compute_type not in COMPUTE_TYPES:
+            raise ValueError(f"compute type must be one of {', '.join(COMPUTE_TYPES)}, got {compute_type!r}")
+        self.key = (path, device, compute_type, threads)          # translate.LoadedModel.key_of
+        if device == "auto":
+            device = "cuda" if ct2.get_cuda_device_count() > 0 else "cpu"
+        import torch
+
+        # threads: this process's budget, as torch's (``translate.run`` and collection workers set it)
+        self.translator = ct2.Translator(str(path), device=device, compute_type=compute_type,
+                                         intra_threads=threads or torch.get_num_threads())
+        self.src_vocab, self.tgt_vocab = Vocab(meta["src_vocab"]), Vocab(meta["tgt_vocab"])
+        self.src_proc = TextProcessor.from_settings(meta["text"]["src"])
+        self.tgt_proc = TextProcessor.from_settings(meta["text"]["tgt"])
+        self.chunk_len, self.protect_dp = int(meta["chunk_len"]), bool(meta["protect_dp"])
+        self.max_target_len = int(meta["max_target_len"])
+        self.source_context, self.max_context_tokens = int(meta["source_context"]), int(meta["max_context_tokens"])
+
+    @property
+    def reads_documents(self) -> bool:
+        return self.source_context > 0
+
+    def decode(self, ids: list[np.ndarray], cfg, progress: bool = False, nbest: int = 0,
+               own_len: list[int] | None = None) -> list[str]:
+        """Source ids (each ending in ``</s>``) → target BPE strings, in input order (see the
+        module doc). ``own_len``: the length (with ``</s>``) that sets each output's maximum
+        length (default: its source's; a concatenation's: its own sentence's)."""
+        if nbest:
+            raise ValueError("--nbest is not supported with --engine ctranslate2")
+        lens = own_len if own_len is not None else [len(x) for x in ids]
+        cap = self.max_target_len - 1
+        limits = [min(math.ceil(n * cfg.max_len_ratio) + cfg.max_len_extra, cap) for n in lens]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        tokens = self.src_vocab.tokens
+        out = [""] * len(ids)
+        bar = tqdm(total=len(ids), unit="sent", disable=not progress or bars_off(), desc="translate (ctranslate2)")
+        for start in range(0, len(order), cfg.batch_sentences):
+            idx = order[start:start + cfg.batch_sentences]
+            src = [[tokens[j] for j in ids[i][:-1]] for i in idx]          # </s> added by the model (add_source_eos)
+            res = self.translator.translate_batch(
+                src, beam_size=cfg.beam, length_penalty=cfg.lenpen, max_decoding_length=max(limits[i] for i in idx) + 1,
+                min_decoding_length=0, max_input_length=self.max_target_len, num_hypotheses=1)
+            for i, r in zip(idx, res):
+                out[i] = " ".join(r.hypotheses[0][:limits[i]])
+            bar.update(len(idx))
+        bar.close()
+        return out
+
+    def decode_documents(self, docs: list[list[np.ndarray]], cfg, progress: bool = False) -> list[list[str]]:
+        """Per document, per sentence, source ids → target BPE strings; each source is the
+        concatenation the model reads (its previous ``source_context`` sentences, cut to the
+        newest ``max_context_tokens``, then itself; the oldest context tokens also dropped where
+        the whole would exceed the model's positions)."""
+        n, m = self.source_context, self.max_context_tokens
+        srcs, own = [], []
+        for doc in docs:
+            for k, x in enumerate(doc):
+                ctx = np.concatenate(doc[max(0, k - n):k]) if k else np.zeros(0, dtype=np.int64)
+                if m and len(ctx) > m:
+                    ctx = ctx[-m:]
+                room = self.max_target_len - len(x)
+                ctx = ctx[len(ctx) - max(0, min(room, len(ctx))):]
+                srcs.append(np.concatenate([ctx, x]))
+                own.append(len(x))
+        flat = iter(self.decode(srcs, cfg, progress, own_len=own))
+        return [[next(flat) for _ in doc] for doc in docs]
