@@ -1,3 +1,23 @@
-"""doctrans: document-level, discourse-aware neural machine translation."""
+"""doctrans: document-level, discourse-aware neural machine translation.
+
+The Python API (``doctrans/api.py``)::
+
+    import doctrans
+    tr = doctrans.Translator.load("runs/quickstart/best.pt")          # or an exported CTranslate2 dir
+    tr.translate_sentences(["你好。", "", "谢谢。"])                     # → 3 strings, "" for ""
+    tr.translate_documents([["他来了。", "他很累。"], ["..."]])          # → one list per document
+"""
+
+import importlib
 
 __version__ = "0.1.0"
+
+__all__ = ["Translator", "__version__"]
+
+
+def __getattr__(name: str):
+    # Lazy (PEP 562): `import doctrans` stays light (no torch), and the modules below the API that
+    # read __version__ from here do not import the API's own dependencies back.
+    if name == "Translator":
+        return importlib.import_module("doctrans.api").Translator
+    raise AttributeError(f"module 'doctrans' has no attribute {name!r}")

@@ -338,7 +338,7 @@ def translate_cmd(checkpoint, engine, compute_type, quantize, input_, output, be
                         compute_type=compute_type, quantize=quantize))
 
 
-# --- export (doctrans/inference/ct2.py) -------------------------------------------------------
+# --- export (doctrans/inference/export.py) ----------------------------------------------------
 
 
 @cli.command("export", short_help="Export a checkpoint for another inference engine (CTranslate2).")
@@ -354,7 +354,7 @@ def export_cmd(format_, checkpoint, output, prepared) -> None:
     directories and documents, as native translation). Models CTranslate2 can express: the
     sentence-level Transformer and the concatenation context model; others are refused with the
     list. An earlier export at OUTPUT is replaced; the directory is written atomically."""
-    from doctrans.inference.ct2 import export_ctranslate2
+    from doctrans.inference.export import export_ctranslate2
 
     out = export_ctranslate2(checkpoint, output, prepared)
     click.echo(f"exported {checkpoint} → {out} (translate: doctrans translate --engine ctranslate2 -c {out} …)")

@@ -1,0 +1,132 @@
+"""doctrans as a library: load a model once, translate sentences or documents, get strings back.
+
+    import doctrans
+    tr = doctrans.Translator.load("runs/quickstart/best.pt")            # a checkpoint: native engine
+    tr = doctrans.Translator.load("runs/qs_ct2", compute_type="int8")   # a `doctrans export` dir: CTranslate2
+    tr.translate_sentences(["他来了。", "", "他很累。"])                  # ['he came .', '', "he 's tired ."]
+    tr.translate_documents([["他来了。", "他很累。"], ["谢谢。"]])        # [[…, …], […]]
+
+Names and shapes follow CTranslate2's ``Translator`` (``translate_batch``, ``beam_size``,
+``max_batch_size``) and fairseq's hub interface (``from_pretrained`` → ``translate``), with
+plain strings in and out: raw source text in (normalised, segmented and BPE-encoded with the
+model's own codes), detokenized text out. Each call returns exactly one string per input
+sentence, ``""`` for an empty (or blank) one, and the documents of ``translate_documents`` keep
+their boundaries and sizes; a context model translates each document in order with its context
+(a sentence-level model treats the sentences alone). Progress bars are off unless asked for.
+
+This is the ``Translator`` the CLI uses (``doctrans translate`` builds the same
+``inference.translate.Translator`` through ``inference.translate.build_translator`` with the DP
+input transform, ``stages.translate``); this class only adapts lists of sentences and
+documents to it.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import fields, replace
+from pathlib import Path
+
+from doctrans.dp.apply import dp_inputs
+from doctrans.inference.ct2 import is_exported
+from doctrans.inference.translate import TranslateConfig
+from doctrans.inference.translate import Translator as _Engine
+
+_SEARCH = {"beam_size": "beam", "length_penalty": "lenpen", "max_batch_size": "batch_sentences"}
+
+
+class Translator:
+    """A loaded model and its text processing; thread-compatible, not thread-safe (one call at
+    a time). Build it with ``Translator.load``."""
+
+    def __init__(self, engine: _Engine):
+        self._engine = engine
+
+    @classmethod
+    def load(cls, path: str | Path, *, engine: str = "auto", device: str = "auto", compute_type: str = "default",
+             quantize: str = "none", beam_size: int = 5, length_penalty: float = 1.0, max_batch_size: int = 64,
+             threads: int = 0, **options) -> "Translator":
+        """Load a checkpoint (``doctrans train``'s ``best.pt``) or an exported CTranslate2
+        directory (``doctrans export --format ctranslate2``) once.
+
+        engine: ``auto`` (ctranslate2 for an exported directory, else native), ``native`` or
+        ``ctranslate2``; device: ``auto`` | ``cpu`` | ``cuda``; compute_type: CTranslate2's
+        (``float32``, ``int8``, ``int8_float32``…; ``default``: as exported); quantize: ``int8``
+        for native int8 dynamic quantization (CPU); beam_size (1 = greedy), length_penalty
+        (score = log p / length^penalty), max_batch_size (sentences per search batch): the
+        defaults of every call; threads: CTranslate2's threads (0: torch's count; native
+        decoding uses torch's, ``torch.set_num_threads``). ``options``: any other field of
+        ``inference.translate.TranslateConfig`` (e.g. ``max_len_ratio``, ``input_format="bpe"``,
+        ``tokenized=True``, ``dp_generator``, ``context_options``). Raises TypeError for an
+        unknown option, FileNotFoundError / ValueError like ``doctrans translate`` (a missing
+        or bad checkpoint, a checkpoint given to ctranslate2 — naming the export command —,
+        an option the engine does not support), MissingCTranslate2 without the ``ct2`` extra."""
+        path = str(path)
+        if engine == "auto":
+            engine = "ctranslate2" if is_exported(path) else "native"
+        known = {f.name for f in fields(TranslateConfig)} - {"checkpoint", "input", "output"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(f"unknown option(s) {', '.join(unknown)}; options are {', '.join(sorted(known))}")
+        if not Path(path).exists():
+            raise FileNotFoundError(f"model not found: {path}")
+        cfg = TranslateConfig(checkpoint=path, engine=engine, device=device, compute_type=compute_type,
+                              quantize=quantize, beam=beam_size, lenpen=length_penalty,
+                              batch_sentences=max_batch_size, threads=threads, **options)
+        return cls(_Engine(cfg, dp_inputs(cfg)))
+
+    @property
+    def config(self) -> TranslateConfig:
+        """The settings of this translator (engine, search defaults, input/output format)."""
+        return self._engine.cfg
+
+    @property
+    def reads_documents(self) -> bool:
+        """Whether the model uses document context (then ``translate_documents`` gives it)."""
+        return self._engine.reads_documents
+
+    def _with(self, search: dict) -> _Engine:
+        given = {_SEARCH[k]: v for k, v in search.items() if v is not None}
+        if not given:
+            return self._engine
+        return self._engine.with_config(replace(self._engine.cfg, **given), self._engine.inputs)
+
+    def translate_sentences(self, sentences: list[str], *, beam_size: int | None = None,
+                            length_penalty: float | None = None, max_batch_size: int | None = None,
+                            progress: bool = False) -> list[str]:
+        """Translate independent sentences: one output string per input, ``""`` for a blank
+        one (the model is not run for it). A context model sees each sentence without context.
+        ``beam_size`` etc. override the defaults of ``load`` for this call. Raises TypeError
+        for a str instead of a list of str."""
+        lines = _lines(sentences, "sentences")
+        eng = self._with({"beam_size": beam_size, "length_penalty": length_penalty, "max_batch_size": max_batch_size})
+        return eng.translate(lines, progress=progress, name="<sentences>", doc_ids=[str(i) for i in range(len(lines))])
+
+    def translate_documents(self, documents: list[list[str]], *, beam_size: int | None = None,
+                            length_penalty: float | None = None, max_batch_size: int | None = None,
+                            progress: bool = False) -> list[list[str]]:
+        """Translate documents (each a list of sentences, in order): the same shape back, one
+        string per sentence, ``""`` for a blank one. A context model reads each sentence with
+        the previous sentences of its own document; all documents are batched together.
+        Raises TypeError for documents that are not lists of str."""
+        docs = [_lines(d, f"documents[{k}]") for k, d in enumerate(_seq(documents, "documents"))]
+        lines = [s for d in docs for s in d]
+        ids = [str(k) for k, d in enumerate(docs) for _ in d]
+        eng = self._with({"beam_size": beam_size, "length_penalty": length_penalty, "max_batch_size": max_batch_size})
+        out = iter(eng.translate(lines, progress=progress, name="<documents>", doc_ids=ids,
+                                 where=[f"documents[{k}][{i}]" for k, d in enumerate(docs) for i in range(len(d))]))
+        return [[next(out) for _ in d] for d in docs]
+
+
+def _seq(x, name: str) -> list:
+    if isinstance(x, (str, bytes)) or not isinstance(x, Iterable):
+        raise TypeError(f"{name} must be a list, got {type(x).__name__}")
+    return list(x)
+
+
+def _lines(x, name: str) -> list[str]:
+    """A list of one-line strings (a line break inside a sentence becomes a space, so the
+    output keeps one line per sentence)."""
+    items = _seq(x, name)
+    bad = [i for i, s in enumerate(items) if not isinstance(s, str)]
+    if bad:
+        raise TypeError(f"{name}[{bad[0]}] is a {type(items[bad[0]]).__name__}, not a str")
+    return [" ".join(s.splitlines()) if ("\n" in s or "\r" in s) else s for s in items]

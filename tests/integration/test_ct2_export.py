@@ -1,0 +1,138 @@
+"""`doctrans export --format ctranslate2` and `doctrans translate --engine ctranslate2`: tiny
+trained models (pre-/post-norm, tied/untied output layer, the concatenation model) converted,
+their greedy outputs equal native doctrans'; files, directories and documents keep lines; the
+errors for models CTranslate2 cannot run, checkpoints given to the engine, and a missing extra.
+The round trips skip when ctranslate2 is not installed (CI installs the ``ct2`` extra)."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import reversal_pairs, train_tiny
+from doctrans.cli import cli
+from doctrans.inference.translate import TranslateConfig, Translator
+
+SRC = reversal_pairs(12, seed=3)[0]
+LINES = SRC[:4] + [""] + SRC[4:8] + ["", "w1 w99 w2"] + SRC[8:]      # empty lines and an unknown word
+DOC_IDS = ["a"] * 5 + ["b"] * 4 + ["c"] * (len(LINES) - 9)
+CONCAT = "context={type: concat, context_sents: 2, max_context_tokens: 9}"
+
+
+def _ct2():
+    return pytest.importorskip("ctranslate2")
+
+
+def _tr(path, engine="native", beam=1, **kw) -> Translator:
+    return Translator(TranslateConfig(checkpoint=str(path), engine=engine, input_format="bpe", tokenized=True,
+                                      beam=beam, **kw))
+
+
+def _export(ckpt, out):
+    r = CliRunner().invoke(cli, ["export", "--format", "ctranslate2", "-c", str(ckpt), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def pre_norm(tmp_path_factory):
+    return train_tiny(tmp_path_factory.mktemp("pre"), 30, "train.max_steps=40")
+
+
+@pytest.fixture(scope="module")
+def concat(tmp_path_factory):
+    return train_tiny(tmp_path_factory.mktemp("concat"), 30, "train.max_steps=40", CONCAT)
+
+
+@pytest.mark.parametrize("variant", ["pre", "post_untied"])
+def test_greedy_outputs_equal_native(variant, pre_norm, tmp_path):
+    _ct2()
+    ckpt = pre_norm if variant == "pre" else train_tiny(
+        tmp_path / "t", 30, "train.max_steps=40", "model.norm=post", "model.share_dec_embeddings=false")
+    out = _export(ckpt, tmp_path / "ct2")
+    native = _tr(ckpt).translate(LINES)
+    ct2 = _tr(out, "ctranslate2").translate(LINES)
+    assert ct2 == native
+    assert len(ct2) == len(LINES) and ct2[4] == "" and ct2[9] == "" and all(ct2[i] for i in (0, 1, 2, 3, 5))
+    assert len(set(native)) > 3                                  # a model that reads its input, not a constant
+    # beam search runs too and keeps the lines (CTranslate2's own beam; not compared token for token)
+    beam = _tr(out, "ctranslate2", beam=4, compute_type="int8").translate(LINES)
+    assert len(beam) == len(LINES) and beam[4] == "" and beam[0]
+
+
+def test_concat_documents_equal_native(concat, tmp_path):
+    _ct2()
+    out = _export(concat, tmp_path / "ct2")
+    native = _tr(concat).translate(LINES, doc_ids=DOC_IDS)
+    ct2 = _tr(out, "ctranslate2").translate(LINES, doc_ids=DOC_IDS)
+    assert ct2 == native and ct2[4] == "" and ct2[0]
+    # the whole input as one document (no doc ids): the context crosses the former boundaries
+    assert _tr(out, "ctranslate2").translate(LINES) == _tr(concat).translate(LINES)
+
+
+def test_cli_files_and_directories(concat, tmp_path):
+    _ct2()
+    out = _export(concat, tmp_path / "ct2")
+    inp = tmp_path / "in"
+    inp.mkdir()
+    for name, ids in (("a", "a"), ("b", "b"), ("c", "c")):
+        (inp / f"{name}.zh").write_text("".join(f"{x}\n" for x, d in zip(LINES, DOC_IDS) if d == ids), encoding="utf-8")
+    (inp / "empty.zh").write_text("", encoding="utf-8")
+    common = ["translate", "--input-format", "bpe", "--tokenized", "--beam", "1"]
+    runner = CliRunner()
+    r = runner.invoke(cli, [*common, "-c", str(out), "--engine", "ctranslate2", "-i", str(inp), "-o", str(tmp_path / "o1")])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(cli, [*common, "-c", str(concat), "-i", str(inp), "-o", str(tmp_path / "o2")])
+    assert r.exit_code == 0, r.output
+    for name in ("a", "b", "c", "empty"):
+        got = (tmp_path / "o1" / f"{name}.zh").read_text(encoding="utf-8")
+        assert got == (tmp_path / "o2" / f"{name}.zh").read_text(encoding="utf-8")
+        assert got.count("\n") == (inp / f"{name}.zh").read_text(encoding="utf-8").count("\n")
+    f = tmp_path / "one.bpe"
+    f.write_text("".join(f"{x}\n" for x in LINES), encoding="utf-8")
+    r = runner.invoke(cli, [*common, "-c", str(out), "--engine", "ctranslate2", "--compute-type", "int8_float32",
+                            "-i", str(f), "-o", str(tmp_path / "one.out")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "one.out").read_text(encoding="utf-8").count("\n") == len(LINES)
+
+
+def test_clear_errors(pre_norm, tmp_path):
+    han = train_tiny(tmp_path / "han", 10, "train.max_steps=2",
+                     "context={type: han, context_sents: 1, attach: encoder, heads: 2, d_ff: 32}")
+    r = CliRunner().invoke(cli, ["export", "-c", str(han), "-o", str(tmp_path / "x")])
+    if "ctranslate2" in sys.modules or _installed():
+        assert r.exit_code != 0 and "cannot express" in str(r.exception)
+        assert "context.type han" in str(r.exception) and "transformer" in str(r.exception) \
+            and "concat" in str(r.exception)
+        assert not (tmp_path / "x").exists()
+    with pytest.raises(ValueError, match="doctrans export --format ctranslate2 -c .*last.pt -o DIR"):
+        _tr(pre_norm, "ctranslate2")
+    (tmp_path / "occupied").mkdir()
+    (tmp_path / "occupied" / "keep.txt").write_text("x")
+    if _installed():
+        with pytest.raises(ValueError, match="not an earlier export"):
+            from doctrans.inference.export import export_ctranslate2
+            export_ctranslate2(str(pre_norm), str(tmp_path / "occupied"))
+        out = _export(pre_norm, tmp_path / "ct2")
+        with pytest.raises(ValueError, match="--engine ctranslate2"):
+            _tr(out)                                             # an export given to the native engine
+        with pytest.raises(ValueError, match="--nbest"):
+            _tr(out, "ctranslate2", beam=2, nbest=2, nbest_out="x")
+        _export(pre_norm, out)                                  # an earlier export is replaced
+
+
+def test_missing_extra_is_a_clear_error(monkeypatch, tmp_path):
+    from doctrans.inference.ct2 import MissingCTranslate2, require_ctranslate2
+
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)        # import ctranslate2 → ImportError
+    with pytest.raises(MissingCTranslate2, match=r"pip install 'doctrans\[ct2\]'"):
+        require_ctranslate2()
+
+
+def _installed() -> bool:
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        return False
+    return True
