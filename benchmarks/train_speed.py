@@ -1,7 +1,7 @@
 """Training throughput of the doctrans Transformer on real prepared data (target tokens/s).
 
 Usage: python benchmarks/train_speed.py PREPARED_DIR [--config pipelines/transformer/small.yaml]
-       [--updates 20] [--warmup-updates 3] [--autocast none,bf16] [--threads 2]
+       [--updates 20] [--warmup-updates 3] [--autocast none,bf16,auto] [--threads 2]
 
 Times ``--updates`` optimizer updates (after ``--warmup-updates`` untimed ones) on the same
 batches for every variant, so the figures are ratios measured in one run.
@@ -19,6 +19,7 @@ from doctrans.data.batching import collate, epoch_batches, load_parallel, make_b
 from doctrans.data.vocab import Vocab
 from doctrans.models.build import build_model
 from doctrans.training.loss import forward_loss
+from doctrans.utils.cpu import resolve_autocast
 
 
 def measure(cfg, data, batches, tgt_vocab, src_n, autocast: str, updates: int, warm: int) -> float:
@@ -62,8 +63,10 @@ def main() -> None:
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, max_tokens {cfg.train.max_tokens}, "
           f"{args.updates} timed updates")
     for variant in args.autocast.split(","):
-        tps = measure(cfg, data, batches, tgt_v, len(src_v), variant, args.updates, args.warmup_updates)
-        print(f"autocast={variant:5s} {tps:8.0f} target tok/s")
+        runs = resolve_autocast(variant, torch.device("cpu"))          # auto: what `doctrans train` would choose
+        tps = measure(cfg, data, batches, tgt_v, len(src_v), runs, args.updates, args.warmup_updates)
+        shown = f"{variant} ({runs})" if variant == "auto" else variant
+        print(f"autocast={shown:12s} {tps:8.0f} target tok/s")
 
 
 if __name__ == "__main__":

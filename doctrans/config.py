@@ -86,7 +86,8 @@ class TrainConfig:
     metric_mode: str = "max"            # max | min
     threads: int = 0                    # torch intra-op threads; 0 = all cores
     device: str = "auto"                # auto (cuda when available, else cpu) | cpu | cuda
-    autocast: str = "none"              # none | bf16: bfloat16 autocast on the device (fp32 master weights)
+    autocast: str = "none"              # none | bf16: bfloat16 autocast on the device (fp32 master weights) |
+                                        # auto: bf16 where native (CPU avx512_bf16/amx_bf16, bf16 GPU), else none
     log_every: int = 50                 # updates between log lines
     tensorboard: bool = True            # write TensorBoard events to RUN_DIR/tensorboard/
     plot: bool = True                   # write RUN_DIR/learning_curves.png when training ends

@@ -43,6 +43,7 @@ from doctrans.training.metrics import MetricsWriter, TensorBoardWriter
 from doctrans.training.optim import MixedAdam, learning_rate
 from doctrans.training.state import TrainState
 from doctrans.utils import bars_off
+from doctrans.utils.cpu import resolve_autocast
 from doctrans.utils.io import atomic_torch_save
 
 log = logging.getLogger(__name__)
@@ -109,9 +110,8 @@ class Trainer:
     """Owns optimizer, state and run directory; ``fit()`` trains ``task`` until a stop condition."""
 
     def __init__(self, task: Task, cfg: TrainConfig, run_dir: Path, device: torch.device):
-        if cfg.autocast not in ("none", "bf16"):
-            raise ValueError(f"train.autocast must be 'none' or 'bf16', got {cfg.autocast!r}")
         self.task, self.t, self.run_dir, self.device = task, cfg, Path(run_dir), device
+        self.autocast = resolve_autocast(cfg.autocast, device)       # none | bf16 (auto resolved, logged)
         self.main = dist.is_main()
         self.opt = MixedAdam.from_config(task.model, cfg, getattr(task, "lr_scale", None))
         self.state = TrainState()
@@ -290,7 +290,7 @@ class Trainer:
             n_tok = int(dist.all_reduce_sum([n_tok], self.device)[0])
         total, nll, terms = 0.0, 0.0, {}
         for batch in batches:
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.t.autocast == "bf16"):
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast == "bf16"):
                 out = self.task.loss(batch)
             if not known:
                 n_tok = int(dist.all_reduce_sum([out.n_targets], self.device)[0])

@@ -52,3 +52,30 @@ def warn_if_slow_bf16(autocast: str, device: torch.device) -> bool:
                 "AVX2-only host): set train.autocast=none", torch.backends.cpu.get_cpu_capability(),
                 "/".join(BF16_FLAGS))
     return True
+
+
+AUTOCAST = ("none", "bf16", "auto")
+
+
+def resolve_autocast(autocast: str, device: torch.device, cuda_bf16: bool | None = None) -> str:
+    """``train.autocast`` as it runs: ``none`` or ``bf16``. ``auto`` is bf16 where the hardware
+    has it natively — a CPU with ``BF16_FLAGS`` (``bf16_is_fast``), a CUDA GPU that supports
+    bfloat16 (``torch.cuda.is_bf16_supported()``, Ampere and later; ``cuda_bf16`` overrides the
+    query) — and fp32 (``none``) elsewhere; the choice and its reason are logged. ``none`` and
+    ``bf16`` are kept as given. Raises ValueError for another value."""
+    if autocast not in AUTOCAST:
+        raise ValueError(f"train.autocast must be one of {', '.join(AUTOCAST)}, got {autocast!r}")
+    if autocast != "auto":
+        return autocast
+    if device.type == "cuda":
+        fast = torch.cuda.is_bf16_supported() if cuda_bf16 is None else cuda_bf16
+        why = "the GPU supports bfloat16" if fast else "the GPU has no native bfloat16"
+    elif device.type == "cpu":
+        fast = bf16_is_fast()
+        why = (f"the CPU has {'/'.join(BF16_FLAGS)}" if fast else
+               f"the CPU has no {'/'.join(BF16_FLAGS)} (bf16 would be emulated, slower than fp32)")
+    else:
+        fast, why = False, f"device {device.type}"
+    choice = "bf16" if fast else "none"
+    log.info("train.autocast=auto → %s: %s", "bf16 autocast" if fast else "fp32", why)
+    return choice

@@ -32,3 +32,21 @@ def test_warning_only_for_bf16_on_a_slow_cpu(monkeypatch, caplog):
     assert "train.autocast=bf16" in caplog.text and "set train.autocast=none" in caplog.text
     monkeypatch.setattr(cpu, "bf16_is_fast", lambda: True)
     assert not cpu.warn_if_slow_bf16("bf16", torch.device("cpu"))
+
+
+def test_autocast_auto_is_bf16_only_where_native(monkeypatch, caplog):
+    import pytest
+
+    cpu_dev, gpu = torch.device("cpu"), torch.device("cuda")
+    with caplog.at_level(logging.INFO):
+        monkeypatch.setattr(cpu, "bf16_is_fast", lambda: True)
+        assert cpu.resolve_autocast("auto", cpu_dev) == "bf16"
+        assert "auto → bf16 autocast: the CPU has avx512_bf16/amx_bf16" in caplog.text
+        monkeypatch.setattr(cpu, "bf16_is_fast", lambda: False)
+        assert cpu.resolve_autocast("auto", cpu_dev) == "none"
+        assert "auto → fp32: the CPU has no avx512_bf16/amx_bf16" in caplog.text
+    assert cpu.resolve_autocast("auto", gpu, cuda_bf16=True) == "bf16"
+    assert cpu.resolve_autocast("auto", gpu, cuda_bf16=False) == "none"
+    assert cpu.resolve_autocast("bf16", cpu_dev) == "bf16" and cpu.resolve_autocast("none", gpu) == "none"
+    with pytest.raises(ValueError, match="train.autocast must be one of none, bf16, auto"):
+        cpu.resolve_autocast("fp16", cpu_dev)
