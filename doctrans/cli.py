@@ -890,6 +890,11 @@ def _system_spec(ctx, param, values: tuple[str, ...]) -> list[tuple[str, "Path"]
               help="Translate row NAME with this context option (doctrans translate --context-option), e.g. a "
                    "test-time ablation of a trained run: --system +NULL=runs/isg --context-option "
                    "+NULL:test_ablation=null. Repeatable.")
+@click.option("--engine", type=click.Choice(["native", "ctranslate2"]), default="native", show_default=True,
+              help="ctranslate2: rows whose model CTranslate2 can run (sentence Transformer, concatenation) are "
+                   "exported under WORK and decoded with it (the decode column names the engine); others native.")
+@click.option("--compute-type", type=click.Choice(["float32", "int8", "int8_float32"]), default="int8",
+              show_default=True, help="--engine ctranslate2: CTranslate2's compute type.")
 @click.option("--table", "tables", multiple=True, metavar="TITLE=NAME,NAME,...",
               help="Render these rows as a table of their own under '## TITLE' (its first row is the one Δ, ratios "
                    "and significance refer to). Repeatable [default: one table of every row].")

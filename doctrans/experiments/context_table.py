@@ -25,7 +25,7 @@ import json
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from doctrans.training.metrics import read_metrics
@@ -65,16 +65,26 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
     hyp = work / f"test.{_slug(name)}.hyp"
     tr = Translator(TranslateConfig(checkpoint=str(ckpt), input_format="tok", tokenized=True, beam=args.beam,
                                     context_options=options))
+    params_m = sum(p.numel() for p in tr.model.parameters()) / 1e6
+    engine = _engine(name, tr, args, options)
     lines = read_lines(prep / "test.tok.zh")
     doc_ids = [x.split("\t")[0] for x in read_lines(prep / "test.docs")]
     stamp = {"checkpoint": str(ckpt.resolve()), "checkpoint_mtime": ckpt.stat().st_mtime, "beam": args.beam,
              "options": list(options), "lines": len(lines)}
+    if engine != "native":                              # (native rows keep the stamps of earlier tables)
+        stamp["engine"] = engine
     done = hyp.with_suffix(".json")                     # a translation made by an earlier call, for this checkpoint
     prior = json.loads(done.read_text(encoding="utf-8")) if done.is_file() and hyp.is_file() else {}
     if {k: prior.get(k) for k in stamp} == stamp:
         dt = prior["decode_s"]
         logger.info("%s: reusing %s (translated %.0f s, %s)", name, hyp, dt, prior.get("date", "?"))
     else:
+        if engine != "native":                          # export (replacing an earlier one) and load it
+            from doctrans.inference.export import export_ctranslate2
+
+            ct2_dir = export_ctranslate2(str(ckpt), str(work / f"{_slug(name)}.ct2"))
+            tr = Translator(replace(tr.cfg, checkpoint=str(ct2_dir), engine="ctranslate2",
+                                    compute_type=args.compute_type))
         t0 = time.perf_counter()
         atomic_write_lines(hyp, tr.translate(lines, doc_ids=doc_ids))
         dt = time.perf_counter() - t0
@@ -93,7 +103,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
     row = {"system": name, "run": str(run_dir), "options": list(options), "updates": load_checkpoint(ckpt)["state"]["step"],
            "bleu": res["bleu_tok_lc"]["score"], "sacrebleu": res["sacrebleu"]["score"],
            "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"],
-           "params_m": sum(p.numel() for p in tr.model.parameters()) / 1e6,
+           "params_m": params_m, "engine": engine,
            "train_tok_s": _train_speed(run_dir), "decode_sent_s": len(lines) / dt,
            "peak_rss_gib": _peak_memory(run_dir)}
     if dp:
@@ -108,6 +118,25 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
         row.update(_p_values(res))
     logger.info("%s: BLEU %.2f, %.1f sent/s", name, row["bleu"], row["decode_sent_s"])
     return row, hyp
+
+
+def _engine(name: str, tr, args, options: tuple[str, ...]) -> str:
+    """The engine row ``name`` decodes with: ``ctranslate2 COMPUTE_TYPE`` when ``args.engine`` asks
+    for it, CTranslate2 is installed and the model is one it can express (``portable``) without
+    context options, else ``native`` (logged)."""
+    if args.engine == "native":
+        return "native"
+    try:
+        from doctrans.inference.ct2 import require_ctranslate2
+        require_ctranslate2()
+    except ImportError as e:
+        logger.warning("%s: %s: native decoding", name, e)
+        return "native"
+    if options or tr.model.portable() is None:
+        logger.info("%s: CTranslate2 cannot run this model%s: native decoding", name,
+                    " with context options" if options else "")
+        return "native"
+    return f"ctranslate2 {args.compute_type}"
 
 
 def _lsa_corpus(args) -> str | None:
@@ -130,6 +159,11 @@ def _discourse(ckpt: Path, lines: list[str], doc_ids: list[str], args) -> dict:
             **table_columns(str(ckpt), set_dir, Path(args.data))}
 
 
+def _engine_note(row: dict) -> str:
+    engine = row.get("engine", "native")
+    return "" if engine == "native" else f", {engine.replace('ctranslate2', 'CTranslate2')}"
+
+
 def _gib(x: float) -> str:
     return "—" if x != x else f"{x:.2f}"
 
@@ -150,13 +184,16 @@ def render(rows: list[dict], title: str = "") -> str:
             f"| {r['system']} | {r['updates']} | {r['bleu']:.2f}{mark} | {r['bleu'] - b['bleu']:+.2f} | {bp} | {sp} "
             f"| {r['sacrebleu']:.2f} | {r['pronouns']} | {r['params_m']:.2f} "
             f"| {r['train_tok_s']:.0f} ({r['train_tok_s'] / b['train_tok_s']:.2f}×) "
-            f"| {r['decode_sent_s']:.1f} ({r['decode_sent_s'] / b['decode_sent_s']:.2f}×) "
+            f"| {r['decode_sent_s']:.1f} ({r['decode_sent_s'] / b['decode_sent_s']:.2f}×{_engine_note(r)}) "
             f"| {_gib(r.get('peak_rss_gib', float('nan')))} |")
     lines += ["", f"English pronouns in the 3 references: {b['ref_pronouns']}. BLEU: case-insensitive, tokenized, "
                   "3 references (the thesis' setting); `*`: p < 0.05 in both the paired bootstrap and the sign "
                   "test against the first row. Decoding: the test set as documents (`PREP/test.docs`). Peak memory: "
                   "the training process's peak resident memory (its data included; — for runs that did not "
                   "record it)."]
+    if len({r.get("engine", "native") for r in rows}) > 1:
+        lines += ["", "Rows were decoded by different engines (named in the decode column): their decoding speeds "
+                      "compare the engines too."]
     if any("dp_recall" in r or "cxmi" in r for r in rows):
         lines += ["", "| system | EN pronouns | DP recall | contrastive DP | contrastive overt | contrastive all "
                       "| APT pronouns | APT nouns | CXMI (nats/sent) | P-CXMI pronouns (nats/word) | cohesion "
@@ -199,6 +236,8 @@ class ContextTableConfig:
     beam: int = 5
     bootstrap: int = 1000
     discourse: bool = False             # add CXMI and contrastive pronoun accuracy per system
+    engine: str = "native"              # native | ctranslate2: rows CTranslate2 can run decode with it
+    compute_type: str = "int8"          # --engine ctranslate2: CTranslate2's compute type
     contrastive: str = ""               # contrastive set directory [default: built under WORK]
 
 

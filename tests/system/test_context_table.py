@@ -61,6 +61,21 @@ def test_context_table_on_a_tvsub_slice(tvsub_slice, tmp_path):
     assert all("cohesion" in r and "coherence" in r and "apt_pronoun" in r for r in rows)     # NaN where a tiny model's output has no content word
     hyps = (tmp_path / "work" / "test.HAN.hyp").read_text(encoding="utf-8").split("\n")[:-1]
     assert len(hyps) == len((prep / "test.tok.zh").read_text(encoding="utf-8").split("\n")[:-1])
+    # --engine ctranslate2: the Transformer row is exported and decoded by CTranslate2, the HAN row
+    # (which CTranslate2 cannot express) natively; the decode column names the engine
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        return
+    work2 = tmp_path / "work_ct2"
+    out = _table(["--system", f"Transformer={runs / 'transformer'}", "--system", f"HAN={runs / 'han'}",
+                  "--engine", "ctranslate2", "--compute-type", "float32",
+                  *_table_args(prep, tvsub_slice, tmp_path / "table_ct2.md", work2)])
+    rows2 = json.loads((work2 / "rows.json").read_text())
+    assert [r["engine"] for r in rows2] == ["ctranslate2 float32", "native"]
+    assert (work2 / "Transformer.ct2" / "model.bin").is_file() and "CTranslate2 float32" in out.read_text()
+    assert (work2 / "test.HAN.hyp").read_text() == (tmp_path / "work" / "test.HAN.hyp").read_text()
+    assert len((work2 / "test.Transformer.hyp").read_text().split("\n")) == len(hyps) + 1
 
 
 def test_rnn_context_table_options_and_split_tables(tvsub_slice, tmp_path):
