@@ -279,6 +279,9 @@ def load_model(cfg: TranslateConfig):
 
         if is_exported(path):
             raise ValueError(f"{path} is an exported CTranslate2 model: translate it with --engine ctranslate2")
+        if path.is_dir():
+            raise ValueError(f"{path} is a directory: give a checkpoint file (e.g. {path / 'best.pt'}), or an "
+                             "exported model directory with --engine ctranslate2")
         return LoadedModel.load(cfg)
     if cfg.engine != "ctranslate2":
         raise ValueError(f"engine must be native or ctranslate2, got {cfg.engine!r}")

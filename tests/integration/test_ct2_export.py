@@ -85,9 +85,13 @@ def test_cli_files_and_directories(concat, tmp_path):
     assert r.exit_code == 0, r.output
     r = runner.invoke(cli, [*common, "-c", str(concat), "-i", str(inp), "-o", str(tmp_path / "o2")])
     assert r.exit_code == 0, r.output
+    r = runner.invoke(cli, [*common, "-c", str(out), "--engine", "ctranslate2", "-i", str(inp), "-o", str(tmp_path / "o3"),
+                            "--workers", "2", "--group-lines", "4"])
+    assert r.exit_code == 0, r.output
     for name in ("a", "b", "c", "empty"):
         got = (tmp_path / "o1" / f"{name}.zh").read_text(encoding="utf-8")
         assert got == (tmp_path / "o2" / f"{name}.zh").read_text(encoding="utf-8")
+        assert got == (tmp_path / "o3" / f"{name}.zh").read_text(encoding="utf-8")       # 2 worker processes
         assert got.count("\n") == (inp / f"{name}.zh").read_text(encoding="utf-8").count("\n")
     f = tmp_path / "one.bpe"
     f.write_text("".join(f"{x}\n" for x in LINES), encoding="utf-8")
@@ -108,6 +112,8 @@ def test_clear_errors(pre_norm, tmp_path):
         assert not (tmp_path / "x").exists()
     with pytest.raises(ValueError, match="doctrans export --format ctranslate2 -c .*last.pt -o DIR"):
         _tr(pre_norm, "ctranslate2")
+    with pytest.raises(ValueError, match="is a directory: give a checkpoint file"):
+        _tr(pre_norm.parent)                                     # a run directory given as the checkpoint
     (tmp_path / "occupied").mkdir()
     (tmp_path / "occupied" / "keep.txt").write_text("x")
     if _installed():
