@@ -23,7 +23,9 @@ maximum output length is per batch in CTranslate2, so each hypothesis is cut to 
 limit afterwards (identical for greedy search; a beam hypothesis that reaches the limit may
 differ), and CTranslate2's beam search stops and normalises by length in its own way
 (``length_penalty`` = ``lenpen``), so beam outputs can differ slightly; greedy outputs equal native
-ones up to float rounding (``tests/integration/test_ct2_export.py``).
+ones up to float rounding (``tests/integration/test_ct2_export.py``); on the TVsub test the
+quickstart model's beam-5 float32 translations were native's exactly (benchmarks/RESULTS.md,
+"decode engines").
 """
 from __future__ import annotations
 
@@ -77,15 +79,22 @@ def export_command(checkpoint: str) -> str:
 class CT2Model:
     """An exported directory loaded into a ``ctranslate2.Translator``: what ``translate.Translator``
     needs of a loaded model (``LoadedModel``'s fields and decoding methods), with the search in
-    CTranslate2. ``model`` is None (no torch module)."""
+    CTranslate2. ``model`` is None (no torch module). ``threads``: CTranslate2's intra-op threads
+    (0: torch's current count, which ``translate.run`` and collection workers set). Raises
+    MissingCTranslate2 without the package, ValueError for a ``doctrans.json`` that is not a
+    readable export or an unknown compute type, and what ``ctranslate2.Translator`` raises (e.g.
+    a compute type the device lacks)."""
 
     model = None
 
     def __init__(self, path: str, device: str = "auto", compute_type: str = "default", threads: int = 0):
         ct2 = require_ctranslate2()
         meta_path = Path(path) / META
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("format") != FORMAT or meta.get("version", 0) > FORMAT_VERSION:
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{meta_path}: not valid JSON ({e}): export the model again") from None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version", 0) > FORMAT_VERSION:
             raise ValueError(f"{meta_path}: not a doctrans CTranslate2 export of a version this doctrans reads")
         if compute_type not in COMPUTE_TYPES:
             raise ValueError(f"compute type must be one of {', '.join(COMPUTE_TYPES)}, got {compute_type!r}")
