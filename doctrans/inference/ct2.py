@@ -104,8 +104,11 @@ class CT2Model:
         import torch
 
         # threads: this process's budget, as torch's (``translate.run`` and collection workers set it)
+        n_threads = threads or torch.get_num_threads()
         self.translator = ct2.Translator(str(path), device=device, compute_type=compute_type,
-                                         intra_threads=threads or torch.get_num_threads())
+                                         intra_threads=n_threads)
+        log.info("CTranslate2 %s: %s on %s, compute type %s, %d thread(s)", ct2.__version__, path, device,
+                 compute_type, n_threads)
         self.src_vocab, self.tgt_vocab = Vocab(meta["src_vocab"]), Vocab(meta["tgt_vocab"])
         self.src_proc = TextProcessor.from_settings(meta["text"]["src"])
         self.tgt_proc = TextProcessor.from_settings(meta["text"]["tgt"])
