@@ -4,7 +4,7 @@ The Python API (``doctrans/api.py``)::
 
     import doctrans
     tr = doctrans.Translator.load("runs/quickstart/best.pt")          # or an exported CTranslate2 dir
-    tr.translate_sentences(["你好。", "", "谢谢。"])                     # → 3 strings, "" for ""
+    tr.translate_sentences(["你好。", "", "谢谢。"])                     # → 3 strings, "" for the empty one
     tr.translate_documents([["他来了。", "他很累。"], ["..."]])          # → one list per document
 """
 

@@ -3,7 +3,7 @@
     import doctrans
     tr = doctrans.Translator.load("runs/quickstart/best.pt")            # a checkpoint: native engine
     tr = doctrans.Translator.load("runs/qs_ct2", compute_type="int8")   # a `doctrans export` dir: CTranslate2
-    tr.translate_sentences(["他来了。", "", "他很累。"])                  # ['he came .', '', "he 's tired ."]
+    tr.translate_sentences(["他来了。", "", "他很累。"])                  # e.g. ["he's here.", "", "he's tired."]
     tr.translate_documents([["他来了。", "他很累。"], ["谢谢。"]])        # [[…, …], […]]
 
 Names and shapes follow CTranslate2's ``Translator`` (``translate_batch``, ``beam_size``,
