@@ -100,6 +100,13 @@ class Translator:
         eng = self._with({"beam_size": beam_size, "length_penalty": length_penalty, "max_batch_size": max_batch_size})
         return eng.translate(lines, progress=progress, name="<sentences>", doc_ids=[str(i) for i in range(len(lines))])
 
+    def translate(self, text: str | list[str], **search) -> str | list[str]:
+        """fairseq hub style: one sentence (str) → its translation (str); a list → a list
+        (``translate_sentences``, same keyword options)."""
+        if isinstance(text, str):
+            return self.translate_sentences([text], **search)[0]
+        return self.translate_sentences(text, **search)
+
     def translate_documents(self, documents: list[list[str]], *, beam_size: int | None = None,
                             length_penalty: float | None = None, max_batch_size: int | None = None,
                             progress: bool = False) -> list[list[str]]:

@@ -39,6 +39,7 @@ def test_sentences_keep_count_and_empty_lines(sentence_model):
     greedy = doctrans.Translator.load(sentence_model, beam_size=1, **BPE).translate_sentences(SRC)
     assert tr.translate_sentences(SRC, beam_size=1) == greedy
     assert tr.config.beam == 2 and not tr.reads_documents
+    assert tr.translate(SRC[0]) == out[0] and tr.translate(["", SRC[1]]) == ["", out[3]]     # fairseq hub style
 
 
 def test_documents_keep_shape_and_match_the_cli(context_model, tmp_path):
