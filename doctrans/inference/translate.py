@@ -12,7 +12,10 @@ ignored with a warning, and so is a context model given no documents (one docume
 input gives text, or with ``output_format="sgml"`` its ``<DOC>`` blocks with the translations
 (``data/sgml.format_sgml``). ``nbest`` > 0 also writes each line's best hypotheses with their
 scores as JSON lines (``write_nbest``; sentence-level models). The checkpoint carries the BPE
-codes and text settings, so it translates without its prepared dataset.
+codes and text settings, so it translates without its prepared dataset. Engines (``load_model``):
+``native`` searches with ``beam_search`` (``quantize="int8"``: int8 output and feed-forward layers,
+``quantize_int8``); ``ctranslate2`` runs the search of a ``doctrans export`` directory in
+CTranslate2 (``ct2.py``) — the text processing, line handling and documents stay these.
 """
 from __future__ import annotations
 
