@@ -89,10 +89,9 @@ def _spec(p, src_tokens: list[str], tgt_tokens: list[str]):
 
 def export_ctranslate2(checkpoint: str, output: str, prepared: str = "") -> Path:
     """Write the model of ``checkpoint`` as a CTranslate2 model directory ``output`` (see the
-    module doc), replacing an earlier export there. Raises MissingCTranslate2 without ctranslate2,
-    ValueError for a model CTranslate2 cannot express (naming those it can) or an ``output``
-    that exists and is not an export, and like ``LoadedModel.load``."""
-    require_ctranslate2()
+    module doc), replacing an earlier export there. Raises ValueError for a model CTranslate2
+    cannot express (naming those it can; checked first) or an ``output`` that exists and is not an
+    export, MissingCTranslate2 without ctranslate2, and like ``LoadedModel.load``."""
     out = Path(output)
     if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or is_exported(out))):
         raise ValueError(f"{out} exists and is not an earlier export: choose another -o/--output or remove it")
