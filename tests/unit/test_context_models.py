@@ -296,6 +296,57 @@ def test_inference_cache_encodes_each_sentence_about_once_and_changes_nothing(na
         assert rows_cached < rows_plain
 
 
+def _random_docs(seed: int = 5, sizes=(5, 3, 6, 1, 4)) -> list:
+    """Documents of random 1–5-token sentences (ids ending in </s>), one repeated sentence."""
+    g = torch.Generator().manual_seed(seed)
+    docs = [[torch.cat([torch.randint(4, len(VOCAB), (int(torch.randint(1, 6, (1,), generator=g)),), generator=g),
+                        torch.tensor([2])]).numpy() for _ in range(int(n))] for n in sizes]
+    docs[2][3] = docs[0][1].copy()                                   # the same sentence in two documents
+    return docs
+
+
+# what the inference cache saves, per context type: (object, method, rows of its first argument)
+CACHE_SPIES = {"han": ("backbone", "encode", lambda batch: batch.src.size(0)),
+               "hrnn": ("model", "summarise", lambda tokens: tokens.size(0)),
+               "cache": ("backbone", "decode_states", lambda enc: enc.states.size(0)),
+               "isg": ("backbone", "encode", lambda batch: batch.src.size(0))}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_inference_cache_gives_the_translations_of_the_uncached_path(name, monkeypatch):
+    """Every context model translates a collection to the same strings with and without
+    ``inference_cache`` (issue 30: the per-document cache of context states); for the models
+    that keep per-sentence work in it (HAN, HRNN, the continuous cache, ISG) it does less of
+    that work: fewer rows encoded / summarised / teacher-forced."""
+    from doctrans.inference.documents import translate_documents
+    from doctrans.models.context.base import ContextModel
+
+    m, docs = model(name), _random_docs()
+    kind = VARIANTS[name]["type"]
+    counted: list[int] = []
+    if kind in CACHE_SPIES:
+        part, method, rows = CACHE_SPIES[kind]
+        owner = m.backbone if part == "backbone" else m
+        real = getattr(owner, method)
+
+        def spy(first, *args, **kwargs):
+            counted.append(int(rows(first)))
+            return real(first, *args, **kwargs)
+
+        monkeypatch.setattr(owner, method, spy)
+    with torch.no_grad():
+        cached = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
+        work_cached = sum(counted)
+        counted.clear()
+        monkeypatch.setattr(ContextModel, "inference_cache", lambda self, capacity=4096: nullcontext())
+        plain = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
+        work_plain = sum(counted)
+    assert cached == plain
+    assert [len(d) for d in cached] == [len(d) for d in docs]
+    if kind in CACHE_SPIES:
+        assert 0 < work_cached < work_plain
+
+
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_one_decoder_pass_for_loss_and_context_same_loss_and_gradients(name, monkeypatch):
     """Training HAN decoder decodes target and context rows in one teacher-forced pass and the
