@@ -309,15 +309,18 @@ def _random_docs(seed: int = 5, sizes=(5, 3, 6, 1, 4)) -> list:
 CACHE_SPIES = {"han": ("backbone", "encode", lambda batch: batch.src.size(0)),
                "hrnn": ("model", "summarise", lambda tokens: tokens.size(0)),
                "cache": ("backbone", "decode_states", lambda enc: enc.states.size(0)),
-               "isg": ("backbone", "encode", lambda batch: batch.src.size(0))}
+               "isg": ("backbone", "encode", lambda batch: batch.src.size(0)),
+               "multi_encoder": ("model", "encode_context", lambda tokens: tokens.size(0))}
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_inference_cache_gives_the_translations_of_the_uncached_path(name, monkeypatch):
     """Every context model translates a collection to the same strings with and without
     ``inference_cache`` (issue 30: the per-document cache of context states); for the models
-    that keep per-sentence work in it (HAN, HRNN, the continuous cache, ISG) it does less of
-    that work: fewer rows encoded / summarised / teacher-forced."""
+    that keep per-sentence work in it (HAN, HRNN, the continuous cache, ISG, multi-encoder) it does less of
+    that work: fewer rows encoded / summarised / teacher-forced (the multi-encoder, N = 1: only
+    a repeated sentence's Enc' states are reused)."""
+    from doctrans.inference import documents
     from doctrans.inference.documents import translate_documents
     from doctrans.models.context.base import ContextModel
 
@@ -334,14 +337,25 @@ def test_inference_cache_gives_the_translations_of_the_uncached_path(name, monke
             return real(first, *args, **kwargs)
 
         monkeypatch.setattr(owner, method, spy)
+    scores: list[float] = []
+    real_search = documents.beam_search
+
+    def recording(*args, **kwargs):
+        res = real_search(*args, **kwargs)
+        scores.extend(res.scores)
+        return res
+
+    monkeypatch.setattr(documents, "beam_search", recording)
     with torch.no_grad():
         cached = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
-        work_cached = sum(counted)
+        work_cached, scores_cached = sum(counted), list(scores)
         counted.clear()
+        scores.clear()
         monkeypatch.setattr(ContextModel, "inference_cache", lambda self, capacity=4096: nullcontext())
         plain = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
         work_plain = sum(counted)
     assert cached == plain
+    assert scores_cached == pytest.approx(scores, abs=1e-5)                   # same batches, same order
     assert [len(d) for d in cached] == [len(d) for d in docs]
     if kind in CACHE_SPIES:
         assert 0 < work_cached < work_plain
