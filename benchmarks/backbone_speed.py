@@ -110,9 +110,10 @@ def main() -> None:
             dt = train_step(m.train(), o, b)
             secs[k] += dt if i >= args.warmup_updates else 0.0
         tokens += b.n_targets if i >= args.warmup_updates else 0
-    for p, s in zip(paths, secs):
-        print(f"train {p}: {tokens / s:8.0f} target tok/s ({s:.1f} s)")
-    print(f"train ratio {paths[0]} / {paths[1]}: {secs[1] / secs[0]:.2f}")
+    if args.updates:                                         # --updates 0: decoding only
+        for p, s in zip(paths, secs):
+            print(f"train {p}: {tokens / s:8.0f} target tok/s ({s:.1f} s)")
+        print(f"train ratio {paths[0]} / {paths[1]}: {secs[1] / secs[0]:.2f}")
 
     dev, _ = load_parallel(prep / "dev.bpe.zh", prep / "dev.bpe.en", src_v, tgt_v, 10_000)
     src = dev.src[: args.sentences]

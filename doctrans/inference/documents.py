@@ -29,6 +29,8 @@ previous N *sentences*]. Output keeps every line in place.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 import torch
 from tqdm import tqdm
@@ -112,10 +114,12 @@ def block_batches(model, sents: dict[Sentence, np.ndarray], order: dict[int, lis
 
 def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab, beam: int, lenpen: float,
                         max_len_ratio: float, max_len_extra: int, batch_sentences: int,
-                        progress: bool = False) -> list[list[str]]:
+                        progress: bool = False, context_cache: bool = True) -> list[list[str]]:
     """docs: per document, per line, source ids ending in ``</s>`` (None for an empty line) →
     per document, per line, target token strings ("" for empty lines). See the module doc for
-    the two schedules. Raises ValueError if the model reads no context."""
+    the two schedules. ``context_cache`` False: without the model's ``inference_cache`` (every
+    batch computes its context rows again; the same translations, slower: for benchmarks and
+    tests). Raises ValueError if the model reads no context."""
     doc = model.document
     n, block = doc.context_sents, doc.context_block
     if not doc.reads_documents:
@@ -136,7 +140,7 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
             hyps.update(zip(rows, res.tokens))
             bar.update(len(rows))
         steps = []
-    with model.inference_cache(capacity=max(4096, 2 * (n + 1) * len(order))):
+    with (model.inference_cache(capacity=max(4096, 2 * (n + 1) * len(order))) if context_cache else nullcontext()):
         for step in steps:
             step = sorted(step, key=lambda s: len(sents[s]))
             for start in range(0, len(step), batch_sentences):

@@ -322,7 +322,6 @@ def test_inference_cache_gives_the_translations_of_the_uncached_path(name, monke
     a repeated sentence's Enc' states are reused)."""
     from doctrans.inference import documents
     from doctrans.inference.documents import translate_documents
-    from doctrans.models.context.base import ContextModel
 
     m, docs = model(name), _random_docs()
     kind = VARIANTS[name]["type"]
@@ -351,8 +350,7 @@ def test_inference_cache_gives_the_translations_of_the_uncached_path(name, monke
         work_cached, scores_cached = sum(counted), list(scores)
         counted.clear()
         scores.clear()
-        monkeypatch.setattr(ContextModel, "inference_cache", lambda self, capacity=4096: nullcontext())
-        plain = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
+        plain = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4, context_cache=False)
         work_plain = sum(counted)
     assert cached == plain
     assert scores_cached == pytest.approx(scores, abs=1e-5)                   # same batches, same order
