@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from doctrans.data.vocab import Vocab
-from doctrans.models.interface import SearchBatch
+from doctrans.models.interface import EncoderOutput, SearchBatch
 
 
 @dataclass
@@ -77,7 +77,7 @@ class VariantMixture:
 @torch.no_grad()
 def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
                 max_len_ratio: float = 1.5, max_len_extra: int = 10, variants: int = 1,
-                weights: Tensor | None = None, nbest: int = 0) -> SearchResult:
+                weights: Tensor | None = None, nbest: int = 0, encoded: EncoderOutput | None = None) -> SearchResult:
     """Translate a batch. src: (B·R, S) padded source ids (ending in ``</s>``), the R variants
     of sentence b in rows b·R … b·R + R - 1 (R = ``variants``, 1 = plain beam search), on the
     model's device — or a batch object with ``src`` (and, for a context model, ``ctx``,
@@ -89,14 +89,16 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     ``doctrans.models.interface`` (``encode``, ``init_state``, ``decode_step``,
     ``max_target_len``). Returns a SearchResult of length B, with the ``nbest`` (≤ ``beam``)
     best finished hypotheses of each sentence when ``nbest`` > 0 (the search itself is the
-    same: the 1-best does not change). Raises ``ValueError`` if the rows are not a multiple of
-    R or ``nbest`` exceeds ``beam``.
+    same: the 1-best does not change). ``encoded``: ``model.encode`` of the batch's rows,
+    computed beforehand (e.g. a sub-document model's sentences, encoded with their sub-documents
+    and decoded in length-sorted batches: ``inference/documents.py``); ``encode`` is then not
+    called. Raises ``ValueError`` if the rows are not a multiple of R or ``nbest`` exceeds ``beam``.
     """
     if nbest > beam:
         raise ValueError(f"nbest={nbest} exceeds the beam size {beam}: the search keeps {beam} hypotheses")
     model.eval()
     batch = SearchBatch(src) if isinstance(src, Tensor) else src
-    enc = model.encode(batch)
+    enc = model.encode(batch) if encoded is None else encoded
     src = batch.src
     is_target = getattr(batch, "is_target", None)
     if is_target is not None:                                              # context rows leave here

@@ -359,6 +359,38 @@ def test_inference_cache_gives_the_translations_of_the_uncached_path(name, monke
         assert 0 < work_cached < work_plain
 
 
+@pytest.mark.parametrize("name", [n for n in sorted(VARIANTS) if VARIANTS[n]["type"] == "hgc"])
+@pytest.mark.parametrize("regroup", [32, 1])
+def test_sub_documents_decoded_in_length_order_translate_as_their_own_batches(name, regroup, monkeypatch):
+    """A sub-document model's sentences are encoded with their sub-documents and decoded in
+    batches of similar source length (``inference/documents.py``, issue 30): the same
+    translations and scores as searching each sub-document batch as it was encoded; with
+    ``REGROUP`` 1 the sentences are decoded after every encoded batch."""
+    from doctrans.inference import documents
+
+    m, docs = model(name), _random_docs(sizes=(5, 3, 6, 1, 4, 7, 2))
+    monkeypatch.setattr(documents, "REGROUP", regroup)
+    sents = {(d, i): x for d, lines in enumerate(docs) for i, x in enumerate(lines)}
+    order = {d: list(range(len(lines))) for d, lines in enumerate(docs)}
+    ref: dict = {}
+    with torch.no_grad():
+        for rows, batch in documents.block_batches(m, sents, order, m.context_block, 6, VOCAB, torch.device("cpu")):
+            res = beam_search(m, batch, VOCAB, 3, 1.0, 1.5, 3)
+            ref.update({s: (VOCAB.decode(t), sc) for s, t, sc in zip(rows, res.tokens, res.scores)})
+        scores = {}
+        real = documents.beam_search
+
+        def recording(model_, src, *args, **kwargs):
+            res = real(model_, src, *args, **kwargs)
+            scores.setdefault("all", []).extend(res.scores)
+            return res
+
+        monkeypatch.setattr(documents, "beam_search", recording)
+        out = documents.translate_documents(m, docs, VOCAB, 3, 1.0, 1.5, 3, batch_sentences=6)
+    assert out == [[ref[(d, i)][0] for i in range(len(lines))] for d, lines in enumerate(docs)]
+    assert sorted(scores["all"]) == pytest.approx(sorted(sc for _, sc in ref.values()), abs=1e-5)
+
+
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_one_decoder_pass_for_loss_and_context_same_loss_and_gradients(name, monkeypatch):
     """Training HAN decoder decodes target and context rows in one teacher-forced pass and the
