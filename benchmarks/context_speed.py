@@ -25,7 +25,9 @@ the test set has 2, so a target-side model decodes 2 sentences at a time there) 
 just trained (mode: the first of ``--modes``; batching does not change translation): the
 sentence model through ``decode_corpus`` (no documents), each context model through
 ``translate_documents`` (what ``Translator.translate(lines, doc_ids=…)`` calls), interleaved,
-the same ``max_len_ratio``/``max_len_extra`` caps for all: sentences/s, ratio, mean output length.
+the same ``max_len_ratio``/``max_len_extra`` caps for all: sentences/s (wall clock) and sentences
+per CPU second of the process (``time.process_time``: with one thread, less sensitive to other
+jobs on a shared machine), ratios, mean output length.
 Models after a few updates emit short outputs, so the encoder dominates; ``--checkpoint
 NAME=CKPT`` (repeatable, the first one is the reference, e.g. the context table's trained
 runs; or a YAML: a freshly initialised model) translates with those models instead, ``--repeats R`` times each, interleaved, and
@@ -155,11 +157,11 @@ def translate_speed(prep: Path, systems: list[System], sv: Vocab, tv: Vocab, a) 
     runs = [(s, True) for s in systems]                      # (system, inference cache on)
     if a.uncached:
         runs += [(s, False) for s in systems if s.model.document.reads_documents]
-    seconds, lengths, outputs = [0.0] * len(runs), [0.0] * len(runs), [None] * len(runs)
+    seconds, cpu, lengths, outputs = [0.0] * len(runs), [0.0] * len(runs), [0.0] * len(runs), [None] * len(runs)
     for rep in range(a.repeats):
         for i, (s, cache) in enumerate(runs):
             s.model.eval()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             with torch.inference_mode():
                 if s.model.document.reads_documents:          # HGC: context_block, no context_sents
                     hyps = [h for doc in translate_documents(s.model, list(by_doc.values()), tv, a.beam, 1.0,
@@ -169,6 +171,7 @@ def translate_speed(prep: Path, systems: list[System], sv: Vocab, tv: Vocab, a) 
                     hyps = decode_corpus(s.model, flat, tv, a.beam, 1.0, a.max_len_ratio, a.max_len_extra, 64)
             dt = time.perf_counter() - t0
             seconds[i] += dt
+            cpu[i] += time.process_time() - c0
             lengths[i] = sum(len(h.split()) for h in hyps) / len(hyps)
             outputs[i] = hyps
             log.info("translate %s%s (%d/%d): %d sentences in %.1f s", s.name, "" if cache else " (no cache)",
@@ -177,8 +180,8 @@ def translate_speed(prep: Path, systems: list[System], sv: Vocab, tv: Vocab, a) 
     for i, (s, cache) in enumerate(runs):
         if not cache and outputs[i] != same[s.name]:
             log.warning("%s: translations with and without the inference cache differ", s.name)
-    return [(s.name.split("/")[0] + ("" if cache else " (no cache)"), a.repeats * len(flat) / sec, n)
-            for (s, cache), sec, n in zip(runs, seconds, lengths)]
+    return [(s.name.split("/")[0] + ("" if cache else " (no cache)"), a.repeats * len(flat) / sec, n,
+             a.repeats * len(flat) / c) for (s, cache), sec, n, c in zip(runs, seconds, lengths, cpu)]
 
 
 def main() -> None:
@@ -225,10 +228,10 @@ def main() -> None:
               f"first {a.translate_lines} lines of each {a.translate_split} document"
               f"{f' (last {a.translate_docs} documents)' if a.translate_docs else ''}, {models}, "
               f"{a.repeats} interleaved repeat(s)\n")
-        print("| system | sentences/s | ratio to first | mean output tokens |")
-        print("| --- | ---: | ---: | ---: |")
-        for name, sps, length in rows:
-            print(f"| {name} | {sps:.2f} | {sps / rows[0][1]:.2f} | {length:.1f} |")
+        print("| system | sentences/s | ratio to first | sentences per CPU s | ratio to first | mean output tokens |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for name, sps, length, cps in rows:
+            print(f"| {name} | {sps:.2f} | {sps / rows[0][1]:.2f} | {cps:.2f} | {cps / rows[0][3]:.2f} | {length:.1f} |")
 
 
 def train_speed(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
