@@ -529,3 +529,24 @@ def test_a_context_model_on_a_backbone_without_its_parts_fails_at_build_time(nam
     msg = str(e.value)
     assert f"context model {ctx['type']!r}" in msg and part in msg and f"backbone {backbone!r}" in msg
     assert missing in msg and "use model.backbone:" in msg
+
+
+@pytest.mark.parametrize("name", ["hrnn_combination", "cache", "isg", "multi_encoder", "han_encoder", "han_joint"])
+def test_inference_cache_smaller_than_a_batch_still_translates_the_same(name):
+    """A cache capacity below the rows of one batch: entries computed for the batch are used even
+    when the LRU has dropped them again (no KeyError), same translations as without the cache."""
+    from doctrans.inference.documents import build_batch
+
+    m, docs = model(name), _random_docs()
+    sents = {(d, i): x for d, lines in enumerate(docs) for i, x in enumerate(lines)}
+    order = {d: list(range(len(lines))) for d, lines in enumerate(docs)}
+    position = {(d, i): i for d, i in sents}
+    targets = [(0, 4), (2, 5), (4, 3)]
+    hyps = {s: [5, 6] for s in sents}
+    batch = build_batch(targets, sents, order, position, m.context_sents, hyps, VOCAB, torch.device("cpu"))
+    with torch.no_grad():
+        plain = beam_search(m, batch, VOCAB, beam=2, max_len_extra=3)
+        with m.inference_cache(capacity=1):
+            cached = beam_search(m, batch, VOCAB, beam=2, max_len_extra=3)
+    assert cached.tokens == plain.tokens
+    assert cached.scores == pytest.approx(plain.scores, abs=1e-5)

@@ -148,10 +148,12 @@ class ContextModel(nn.Module):
             if key not in cache and key not in seen:
                 miss.append(i)
                 seen.add(key)
+        found = {key: cache.get(key) for key in keys if key in cache}    # read before the puts may evict
         if miss:
             for i, value in zip(miss, compute(miss)):
                 cache.put(keys[i], value)
-        return [cache.get(key) for key in keys]
+                found[keys[i]] = value                 # kept here too: a capacity below one batch's rows
+        return [found[key] for key in keys]
 
     def explain_blocks(self) -> list[tuple[str, nn.Module, str]]:
         """The model's context attention blocks for pictures (``translate --explain-context``):

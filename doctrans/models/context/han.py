@@ -175,13 +175,15 @@ class HAN(ContextModel):
                                   torch.ones(src.shape, dtype=torch.bool, device=src.device))
         computed = set(miss)
         lengths = src.index_select(0, rows).ne(self.pad_id).sum(1).tolist()
-        for i, (r, key, n) in enumerate(zip(rows.tolist(), keys, lengths)):
-            if i in computed:
-                plain_cache.put(key, plain.states[r, :n].clone())
-            else:
+        items = list(enumerate(zip(rows.tolist(), keys, lengths)))
+        for i, (r, key, n) in items:                   # reads first: the puts below may evict
+            if i not in computed:
                 states = plain_cache.get(key)
                 plain.states[r, :states.size(0)] = states
                 plain.src_pad_mask[r, :states.size(0)] = False
+        for i, (r, key, n) in items:
+            if i in computed:
+                plain_cache.put(key, plain.states[r, :n].clone())
         if self.han_enc is not None:
             target_keys = self._keys(targets, src)
             fresh = [i for i, key in enumerate(target_keys) if key not in caches["enc"]]
@@ -212,13 +214,15 @@ class HAN(ContextModel):
             return self._project(block, needed, tokens, states_of)
         cache = self._caches[kind]
         miss = [i for i, key in enumerate(keys) if key not in cache]
+        fresh = {key: cache.get(key) for key in keys if key in cache}    # read before the puts may evict
         if miss:
             m = needed[torch.tensor(miss, device=needed.device)]
             k, v, mask = self._project(block, m, tokens, states_of)
             lengths = tokens.index_select(0, m).ne(self.pad_id).sum(1).clamp(min=1).tolist()
             for j, (i, n) in enumerate(zip(miss, lengths)):
-                cache.put(keys[i], (k[j, :, :n], v[j, :, :n], mask[j, :n]))
-        entries = [cache.get(key) for key in keys]
+                fresh[keys[i]] = (k[j, :, :n], v[j, :, :n], mask[j, :n])
+                cache.put(keys[i], fresh[keys[i]])
+        entries = [fresh[key] for key in keys]
         width = max(e[2].numel() for e in entries)
         k = entries[0][0].new_zeros((len(entries), entries[0][0].size(0), width, entries[0][0].size(-1)))
         v = k.clone()
