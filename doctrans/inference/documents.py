@@ -163,6 +163,7 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
     if block > 0:                                       # source-side sub-documents: no 1-best context
         search = (beam, lenpen, max_len_ratio, max_len_extra)
         pending: list = []
+        model.eval()                                    # as beam_search would: encoding comes first here
         for rows, batch in block_batches(model, sents, order, block, batch_sentences, vocab, device):
             with torch.no_grad():
                 enc = model.encode(batch)

@@ -550,3 +550,20 @@ def test_inference_cache_smaller_than_a_batch_still_translates_the_same(name):
             cached = beam_search(m, batch, VOCAB, beam=2, max_len_extra=3)
     assert cached.tokens == plain.tokens
     assert cached.scores == pytest.approx(plain.scores, abs=1e-5)
+
+
+def test_sub_document_model_in_training_mode_translates_as_in_eval_mode():
+    """translate_documents encodes a sub-document model's batches itself (before beam search,
+    which switches the model to eval): a model left in training mode (dropout on) must translate
+    exactly as in eval mode, as it did when beam search encoded."""
+    from doctrans.inference.documents import translate_documents
+
+    torch.manual_seed(0)
+    cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml",
+                          ["model.dropout=0.5", "context={type: hgc, block: 4}"])
+    m = build_model(cfg.model, len(VOCAB), len(VOCAB), 0, cfg.context)
+    docs = _random_docs()
+    with torch.no_grad():
+        ref = translate_documents(m.eval(), docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
+        out = translate_documents(m.train(), docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
+    assert out == ref
