@@ -110,26 +110,29 @@ def main() -> None:
             dt = train_step(m.train(), o, b)
             secs[k] += dt if i >= args.warmup_updates else 0.0
         tokens += b.n_targets if i >= args.warmup_updates else 0
-    for p, s in zip(paths, secs):
-        print(f"train {p}: {tokens / s:8.0f} target tok/s ({s:.1f} s)")
-    print(f"train ratio {paths[0]} / {paths[1]}: {secs[1] / secs[0]:.2f}")
+    if args.updates:                                         # --updates 0: decoding only
+        for p, s in zip(paths, secs):
+            print(f"train {p}: {tokens / s:8.0f} target tok/s ({s:.1f} s)")
+        print(f"train ratio {paths[0]} / {paths[1]}: {secs[1] / secs[0]:.2f}")
 
     dev, _ = load_parallel(prep / "dev.bpe.zh", prep / "dev.bpe.en", src_v, tgt_v, 10_000)
     src = dev.src[: args.sentences]
-    dsecs, steps = [0.0] * len(models), [0] * len(models)
+    dsecs, dcpu, steps = [0.0] * len(models), [0.0] * len(models), [0] * len(models)
     step = -(-len(src) // args.chunks)
     with torch.inference_mode():
         for c in range(0, len(src), step):
             for k, (m, beam) in enumerate(zip(models, beams)):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 hyps = decode_corpus(LongOutputs(m.eval(), tgt_v.eos_id), src[c:c + step], tgt_v, beam, 0.0,
                                      1.5, 10, 64)
                 dsecs[k] += time.perf_counter() - t0
+                dcpu[k] += time.process_time() - c0
                 steps[k] += sum(len(h.split()) + 1 for h in hyps)
     for p, beam, s, n in zip(paths, beams, dsecs, steps):
         print(f"decode {p} beam {beam}: {len(src) / s:6.1f} sent/s, {n / s:7.0f} steps/s "
               f"({n / len(src):.1f} steps/sentence, {s:.1f} s)")
-    print(f"decode ratio (sent/s) {paths[0]} / {paths[1]}: {dsecs[1] / dsecs[0]:.2f}")
+    print(f"decode ratio (sent/s) {paths[0]} / {paths[1]}: {dsecs[1] / dsecs[0]:.2f} (wall clock), "
+          f"{dcpu[1] / dcpu[0]:.2f} (process CPU time: {dcpu[0]:.1f} vs {dcpu[1]:.1f} s)")
 
 
 def decode_trained(args) -> None:

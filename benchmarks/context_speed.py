@@ -25,11 +25,15 @@ the test set has 2, so a target-side model decodes 2 sentences at a time there) 
 just trained (mode: the first of ``--modes``; batching does not change translation): the
 sentence model through ``decode_corpus`` (no documents), each context model through
 ``translate_documents`` (what ``Translator.translate(lines, doc_ids=…)`` calls), interleaved,
-the same ``max_len_ratio``/``max_len_extra`` caps for all: sentences/s, ratio, mean output length.
+the same ``max_len_ratio``/``max_len_extra`` caps for all: sentences/s (wall clock) and sentences
+per CPU second of the process (``time.process_time``: with one thread, less sensitive to other
+jobs on a shared machine), ratios, mean output length.
 Models after a few updates emit short outputs, so the encoder dominates; ``--checkpoint
 NAME=CKPT`` (repeatable, the first one is the reference, e.g. the context table's trained
-runs) translates with trained models instead, ``--repeats R`` times each, interleaved, and
-``--updates 0`` skips the training part.
+runs; or a YAML: a freshly initialised model) translates with those models instead, ``--repeats R`` times each, interleaved, and
+``--updates 0`` skips the training part. ``--uncached`` adds, per context model, a row with its
+``inference_cache`` off (``translate_documents(context_cache=False)``; a warning if the
+translations differ).
 """
 from __future__ import annotations
 
@@ -115,11 +119,19 @@ def build_systems(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
 
 
 def load_systems(specs: list[str], sv: Vocab, tv: Vocab) -> list[System]:
-    """``NAME=CKPT`` → trained models in eval mode (their vocabularies must be the slice's)."""
+    """``NAME=CKPT`` → trained models in eval mode (their vocabularies must be the slice's);
+    ``NAME=CONFIG.yaml`` → a freshly initialised model of that config (seed 0, the slice's
+    vocabularies; a context YAML's backbone from its ``model`` section)."""
     from doctrans.runtime.checkpoint import config_of, load_checkpoint
     out = []
     for spec in specs:
         name, _, path = spec.partition("=")
+        if path.endswith(".yaml"):
+            exp = load_experiment(REPO / path if not Path(path).is_absolute() else path)
+            torch.manual_seed(0)
+            m = build_model(exp.model, len(sv), len(tv), sv.pad_id, exp.context)
+            out.append(System(name, m.eval(), None, []))
+            continue
         ck = load_checkpoint(path)
         if list(ck["vocab"]["src"]) != sv.tokens or list(ck["vocab"]["tgt"]) != tv.tokens:
             raise SystemExit(f"{path}: vocabularies differ from PREPARED_DIR's")
@@ -142,22 +154,34 @@ def translate_speed(prep: Path, systems: list[System], sv: Vocab, tv: Vocab, a) 
         if int(pos) < a.translate_lines and (keep is None or d in keep) and line.strip():
             by_doc.setdefault(d, []).append(sv.encode(line))
     flat = [x for doc in by_doc.values() for x in doc]
-    seconds, lengths = [0.0] * len(systems), [0.0] * len(systems)
+    runs = [(s, True) for s in systems]                      # (system, inference cache on)
+    if a.uncached:
+        runs += [(s, False) for s in systems if s.model.document.reads_documents]
+    seconds, cpu, lengths, outputs = [0.0] * len(runs), [0.0] * len(runs), [0.0] * len(runs), [None] * len(runs)
     for rep in range(a.repeats):
-        for i, s in enumerate(systems):
+        for i, (s, cache) in enumerate(runs):
             s.model.eval()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             with torch.inference_mode():
-                if getattr(s.model, "context_sents", 0):
+                if s.model.document.reads_documents:          # HGC: context_block, no context_sents
                     hyps = [h for doc in translate_documents(s.model, list(by_doc.values()), tv, a.beam, 1.0,
-                                                             a.max_len_ratio, a.max_len_extra, 64) for h in doc]
+                                                             a.max_len_ratio, a.max_len_extra, 64,
+                                                             context_cache=cache) for h in doc]
                 else:
                     hyps = decode_corpus(s.model, flat, tv, a.beam, 1.0, a.max_len_ratio, a.max_len_extra, 64)
             dt = time.perf_counter() - t0
             seconds[i] += dt
+            cpu[i] += time.process_time() - c0
             lengths[i] = sum(len(h.split()) for h in hyps) / len(hyps)
-            log.info("translate %s (%d/%d): %d sentences in %.1f s", s.name, rep + 1, a.repeats, len(flat), dt)
-    return [(s.name.split("/")[0], a.repeats * len(flat) / sec, n) for s, sec, n in zip(systems, seconds, lengths)]
+            outputs[i] = hyps
+            log.info("translate %s%s (%d/%d): %d sentences in %.1f s", s.name, "" if cache else " (no cache)",
+                     rep + 1, a.repeats, len(flat), dt)
+    same = {s.name: outputs[i] for i, (s, cache) in enumerate(runs) if cache}
+    for i, (s, cache) in enumerate(runs):
+        if not cache and outputs[i] != same[s.name]:
+            log.warning("%s: translations with and without the inference cache differ", s.name)
+    return [(s.name.split("/")[0] + ("" if cache else " (no cache)"), a.repeats * len(flat) / sec, n,
+             a.repeats * len(flat) / c) for (s, cache), sec, n, c in zip(runs, seconds, lengths, cpu)]
 
 
 def main() -> None:
@@ -180,6 +204,8 @@ def main() -> None:
     ap.add_argument("--checkpoint", action="append", default=[], metavar="NAME=CKPT",
                     help="translate with trained checkpoints (repeatable; the first is the reference)")
     ap.add_argument("--repeats", type=int, default=1, help="translations per system, interleaved")
+    ap.add_argument("--uncached", action="store_true",
+                    help="also translate with every context model's inference cache off (rows '(no cache)')")
     ap.add_argument("--base", default="pipelines/quickstart.yaml",
                     help="the sentence model's YAML, relative to the repository (the reference row)")
     a = ap.parse_args()
@@ -202,10 +228,10 @@ def main() -> None:
               f"first {a.translate_lines} lines of each {a.translate_split} document"
               f"{f' (last {a.translate_docs} documents)' if a.translate_docs else ''}, {models}, "
               f"{a.repeats} interleaved repeat(s)\n")
-        print("| system | sentences/s | ratio to first | mean output tokens |")
-        print("| --- | ---: | ---: | ---: |")
-        for name, sps, length in rows:
-            print(f"| {name} | {sps:.2f} | {sps / rows[0][1]:.2f} | {length:.1f} |")
+        print("| system | sentences/s | ratio to first | sentences per CPU s | ratio to first | mean output tokens |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for name, sps, length, cps in rows:
+            print(f"| {name} | {sps:.2f} | {sps / rows[0][1]:.2f} | {cps:.2f} | {cps / rows[0][3]:.2f} | {length:.1f} |")
 
 
 def train_speed(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from doctrans.data.vocab import Vocab
-from doctrans.models.interface import SearchBatch
+from doctrans.models.interface import EncoderOutput, SearchBatch
 
 
 @dataclass
@@ -77,7 +77,7 @@ class VariantMixture:
 @torch.no_grad()
 def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
                 max_len_ratio: float = 1.5, max_len_extra: int = 10, variants: int = 1,
-                weights: Tensor | None = None, nbest: int = 0) -> SearchResult:
+                weights: Tensor | None = None, nbest: int = 0, encoded: EncoderOutput | None = None) -> SearchResult:
     """Translate a batch. src: (B·R, S) padded source ids (ending in ``</s>``), the R variants
     of sentence b in rows b·R … b·R + R - 1 (R = ``variants``, 1 = plain beam search), on the
     model's device — or a batch object with ``src`` (and, for a context model, ``ctx``,
@@ -89,14 +89,16 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     ``doctrans.models.interface`` (``encode``, ``init_state``, ``decode_step``,
     ``max_target_len``). Returns a SearchResult of length B, with the ``nbest`` (≤ ``beam``)
     best finished hypotheses of each sentence when ``nbest`` > 0 (the search itself is the
-    same: the 1-best does not change). Raises ``ValueError`` if the rows are not a multiple of
-    R or ``nbest`` exceeds ``beam``.
+    same: the 1-best does not change). ``encoded``: ``model.encode`` of the batch's rows,
+    computed beforehand (e.g. a sub-document model's sentences, encoded with their sub-documents
+    and decoded in length-sorted batches: ``inference/documents.py``); ``encode`` is then not
+    called. Raises ``ValueError`` if the rows are not a multiple of R or ``nbest`` exceeds ``beam``.
     """
     if nbest > beam:
         raise ValueError(f"nbest={nbest} exceeds the beam size {beam}: the search keeps {beam} hypotheses")
     model.eval()
     batch = SearchBatch(src) if isinstance(src, Tensor) else src
-    enc = model.encode(batch)
+    enc = model.encode(batch) if encoded is None else encoded
     src = batch.src
     is_target = getattr(batch, "is_target", None)
     if is_target is not None:                                              # context rows leave here
@@ -117,19 +119,22 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     scores[:, 0] = 0.0                                                     # only beam 0 is live at step 0
     history = torch.full((b * k, 1), vocab.bos_id, dtype=torch.long, device=dev)   # (nA*K, t+1)
     active = torch.arange(b, device=dev)                                   # sentence ids still searching
-    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
+    n_finished = torch.zeros(b, dtype=torch.long, device=dev)              # (B,) finished hypotheses
+    records: list[tuple[Tensor, Tensor, Tensor, int]] = []                 # per step: what finished
     step = 0
     while active.numel():
         lprobs, state = model.decode_step(state, mix.expand_tokens(history[:, -1]))
-        lprobs = _mask_specials(mix(lprobs, active, k), vocab, (max_len[active] <= step).repeat_interleave(k))
+        at_max = max_len[active] <= step                                   # (nA,) </s> forced now
+        lprobs = _mask_specials(mix(lprobs, active, k), vocab, at_max.repeat_interleave(k))
         n_active, vsize = active.numel(), lprobs.size(1)
         cand = (scores.view(-1, 1) + lprobs).view(n_active, k * vsize)      # (nA, K*V)
         top_s, top_i = cand.topk(2 * k, dim=1)                             # (nA, 2K)
         top_beam, top_tok = top_i // vsize, top_i % vsize
         is_eos = top_tok.eq(vocab.eos_id) & torch.isfinite(top_s)
-        _finish(finished, active, history, top_s, top_beam, is_eos, k, step, lenpen)
-        done = torch.tensor([len(finished[int(s)]) >= k for s in active], dtype=torch.bool, device=dev)
-        done |= max_len[active] <= step                                    # </s> was forced
+        had = n_finished.index_select(0, active)                           # (nA,)
+        took = _finish(records, active, had, history, top_s, top_beam, is_eos, k, step)
+        done = (had + took).ge(k) | at_max                                 # (nA,)
+        n_finished.index_copy_(0, active, had + took)
         cont_s, pos = top_s.masked_fill(is_eos, -math.inf).topk(k, dim=1)  # (nA, K)
         keep_rows = (~done).nonzero().squeeze(1)                           # (nA',)
         rows = (keep_rows[:, None] * k + top_beam.gather(1, pos)[keep_rows]).reshape(-1)
@@ -139,6 +144,7 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
         active = active[keep_rows]
         state = state.reorder(mix.state_rows(rows))
         step += 1
+    finished = _finished_lists(records, b, lenpen)
     best = [max(f, key=lambda h: h[0]) for f in finished]
     lists = [sorted(f, key=lambda h: -h[0])[:nbest] for f in finished] if nbest > 0 else None
     return SearchResult([h[1] for h in best], [h[0] for h in best], lists)
@@ -156,16 +162,28 @@ def _mask_specials(lprobs: Tensor, vocab: Vocab, at_max: Tensor) -> Tensor:
     return lprobs
 
 
-def _finish(finished, active: Tensor, history: Tensor, top_s: Tensor, top_beam: Tensor,
-            is_eos: Tensor, k: int, step: int, lenpen: float) -> None:
-    """Record hypotheses ending in ``</s>`` within the first K candidates of each sentence."""
-    first_k = is_eos[:, :k]
-    if not first_k.any():
-        return
-    norm = (step + 1) ** lenpen if lenpen else 1.0
-    for a, j in first_k.nonzero().tolist():
-        sent = int(active[a])
-        if len(finished[sent]) >= k:
-            continue
-        row = a * k + int(top_beam[a, j])
-        finished[sent].append((float(top_s[a, j]) / norm, history[row, 1:].tolist()))
+def _finish(records: list, active: Tensor, had: Tensor, history: Tensor, top_s: Tensor, top_beam: Tensor,
+            is_eos: Tensor, k: int, step: int) -> Tensor:
+    """Record the hypotheses ending in ``</s>`` within the first K candidates of each sentence,
+    in candidate order, until the sentence has K (``had`` (nA,) finished before this step): one
+    (sentences (n,), raw scores (n,), ids without ``<s>`` (n, step), step) entry in ``records``
+    for all of them, no loop over hypotheses. Returns how many each sentence took (nA,)."""
+    first_k = is_eos[:, :k]                                                # (nA, K)
+    take = first_k & (had[:, None] + first_k.long().cumsum(1)).le(k)       # the first K − had of them
+    took = take.sum(1)
+    if bool(took.any()):
+        a, j = take.nonzero(as_tuple=True)                                 # row-major: candidate order
+        rows = a * k + top_beam[a, j]
+        records.append((active[a], top_s[a, j], history.index_select(0, rows)[:, 1:], step))
+    return took
+
+
+def _finished_lists(records: list, b: int, lenpen: float) -> list[list[tuple[float, list[int]]]]:
+    """Per sentence its finished hypotheses (normalised score ``log p / (step + 1)^lenpen``,
+    ids), in the order they finished; one ``tolist`` per step of ``records``."""
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
+    for sents, raw, ids, step in records:
+        norm = (step + 1) ** lenpen if lenpen else 1.0
+        for sent, score, toks in zip(sents.tolist(), raw.tolist(), ids.tolist()):
+            finished[sent].append((score / norm, toks))
+    return finished

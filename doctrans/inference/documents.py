@@ -15,9 +15,11 @@ rows, pointed to by ``ctx``. Two schedules:
   sentence m − 1 of all of them.
 
 * **sub-documents** (``context_block`` K > 0, HGC): the context is the source of the K
-  consecutive sentences of the sentence's sub-document, so whole sub-documents are batched
+  consecutive sentences of the sentence's sub-document, so whole sub-documents are encoded
   together, every row a target, ``block`` (B,) saying which rows form one sub-document
-  (``block_batches``).
+  (``block_batches``); their sentences are then decoded like a sentence model's, in batches of
+  similar source length (``REGROUP`` × ``batch_sentences`` sentences at a time: a sub-document
+  mixes short and long sentences, and a batch decodes until its longest is done) [I].
 
 The model's ``inference_cache`` (``models/context/base.py``) is on for the whole collection: a
 sentence's context computations (e.g. HAN's projected states of a previous sentence) are made
@@ -29,12 +31,15 @@ previous N *sentences*]. Output keeps every line in place.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
+from doctrans.models.interface import EncoderOutput
 from doctrans.utils import bars_off
 
 Sentence = tuple[int, int]        # (document, line) of a non-empty line
@@ -110,12 +115,37 @@ def block_batches(model, sents: dict[Sentence, np.ndarray], order: dict[int, lis
             chunk.append(unit)
 
 
+REGROUP = 32      # sub-document batches encoded before their sentences are decoded in length order
+
+
+def _decode_encoded(model, pending: list, vocab: Vocab, search: tuple, batch_sentences: int,
+                    hyps: dict, bar) -> None:
+    """Decode sentences encoded beforehand — pending: [(sentence, ids (L,), states (L, H),
+    padding mask (L,))], emptied — in batches of ``batch_sentences`` by source length, as a
+    sentence model's are (``beam_search(encoded=…)``); 1-best ids into ``hyps``."""
+    pending.sort(key=lambda p: p[1].numel())
+    for start in range(0, len(pending), batch_sentences):
+        chunk = pending[start:start + batch_sentences]
+        width = max(p[1].numel() for p in chunk)
+        src = chunk[0][1].new_full((len(chunk), width), vocab.pad_id)
+        states = chunk[0][2].new_zeros((len(chunk), width, chunk[0][2].size(-1)))
+        mask = torch.ones((len(chunk), width), dtype=torch.bool, device=src.device)
+        for r, (_, ids, st, m) in enumerate(chunk):
+            src[r, :ids.numel()], states[r, :ids.numel()], mask[r, :ids.numel()] = ids, st, m
+        res = beam_search(model, src, vocab, *search, encoded=EncoderOutput(states, mask))
+        hyps.update(zip([p[0] for p in chunk], res.tokens))
+        bar.update(len(chunk))
+    pending.clear()
+
+
 def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab, beam: int, lenpen: float,
                         max_len_ratio: float, max_len_extra: int, batch_sentences: int,
-                        progress: bool = False) -> list[list[str]]:
+                        progress: bool = False, context_cache: bool = True) -> list[list[str]]:
     """docs: per document, per line, source ids ending in ``</s>`` (None for an empty line) →
     per document, per line, target token strings ("" for empty lines). See the module doc for
-    the two schedules. Raises ValueError if the model reads no context."""
+    the two schedules. ``context_cache`` False: without the model's ``inference_cache`` (every
+    batch computes its context rows again; the same translations, slower: for benchmarks and
+    tests). Raises ValueError if the model reads no context."""
     doc = model.document
     n, block = doc.context_sents, doc.context_block
     if not doc.reads_documents:
@@ -131,12 +161,25 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
         steps = [sorted(sents, key=lambda s: len(sents[s]))]
     bar = tqdm(total=len(sents), unit="sent", disable=not progress or bars_off(), desc="translate documents")
     if block > 0:                                       # source-side sub-documents: no 1-best context
+        search = (beam, lenpen, max_len_ratio, max_len_extra)
+        pending: list = []
+        model.eval()                                    # as beam_search would: encoding comes first here
         for rows, batch in block_batches(model, sents, order, block, batch_sentences, vocab, device):
-            res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra)
-            hyps.update(zip(rows, res.tokens))
-            bar.update(len(rows))
+            with torch.no_grad():
+                enc = model.encode(batch)
+            if enc.extra or enc.shared:                 # rows that cannot be regrouped: decode them here
+                res = beam_search(model, batch, vocab, *search, encoded=enc)
+                hyps.update(zip(rows, res.tokens))
+                bar.update(len(rows))
+                continue
+            lengths = batch.src.ne(vocab.pad_id).sum(1).tolist()
+            pending += [(s, batch.src[i, :n], enc.states[i, :n], enc.src_pad_mask[i, :n])
+                        for i, (s, n) in enumerate(zip(rows, lengths))]
+            if len(pending) >= REGROUP * batch_sentences:
+                _decode_encoded(model, pending, vocab, search, batch_sentences, hyps, bar)
+        _decode_encoded(model, pending, vocab, search, batch_sentences, hyps, bar)
         steps = []
-    with model.inference_cache(capacity=max(4096, 2 * (n + 1) * len(order))):
+    with (model.inference_cache(capacity=max(4096, 2 * (n + 1) * len(order))) if context_cache else nullcontext()):
         for step in steps:
             step = sorted(step, key=lambda s: len(sents[s]))
             for start in range(0, len(step), batch_sentences):

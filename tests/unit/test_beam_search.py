@@ -153,3 +153,111 @@ def test_nbest_lists_start_with_the_1best_and_leave_it_unchanged(backbone):
         assert len({tuple(t) for _, t in lst}) == len(lst)              # distinct hypotheses
     with pytest.raises(ValueError, match="nbest=5 exceeds the beam size 4"):
         beam_search(m, batch, VOCAB, beam=4, nbest=5)
+
+
+def _loop_reference_search(m, src, vocab, beam, lenpen, max_len_ratio, max_len_extra, variants=1, weights=None,
+                           nbest=0):
+    """The search as it was before issue 30 (a Python loop over the finished hypotheses and one
+    over the live sentences at every step): the reference of the vectorised bookkeeping."""
+    import math
+
+    from doctrans.inference.beam_search import SearchResult, VariantMixture, _mask_specials, _max_lengths
+    enc = m.encode(SearchBatch(src))
+    r, dev = variants, src.device
+    b, k = src.size(0) // r, beam
+    mix = VariantMixture(r, weights, b, dev)
+    expand = (torch.arange(b)[:, None, None] * r + torch.arange(r)[None, None, :]).expand(b, k, r).reshape(-1)
+    state = m.init_state(enc.select(expand))
+    max_len = _max_lengths(src, vocab.pad_id, max_len_ratio, max_len_extra, m.max_target_len - 1).view(b, r).max(1).values
+    scores = torch.full((b, k), -math.inf)
+    scores[:, 0] = 0.0
+    history = torch.full((b * k, 1), vocab.bos_id, dtype=torch.long)
+    active = torch.arange(b)
+    finished = [[] for _ in range(b)]
+    step = 0
+    while active.numel():
+        lprobs, state = m.decode_step(state, mix.expand_tokens(history[:, -1]))
+        lprobs = _mask_specials(mix(lprobs, active, k), vocab, (max_len[active] <= step).repeat_interleave(k))
+        n_active, vsize = active.numel(), lprobs.size(1)
+        top_s, top_i = (scores.view(-1, 1) + lprobs).view(n_active, k * vsize).topk(2 * k, dim=1)
+        top_beam, top_tok = top_i // vsize, top_i % vsize
+        is_eos = top_tok.eq(vocab.eos_id) & torch.isfinite(top_s)
+        norm = (step + 1) ** lenpen if lenpen else 1.0
+        for a, j in is_eos[:, :k].nonzero().tolist():
+            sent = int(active[a])
+            if len(finished[sent]) < k:
+                finished[sent].append((float(top_s[a, j]) / norm, history[a * k + int(top_beam[a, j]), 1:].tolist()))
+        done = torch.tensor([len(finished[int(s)]) >= k for s in active], dtype=torch.bool)
+        done |= max_len[active] <= step
+        cont_s, pos = top_s.masked_fill(is_eos, -math.inf).topk(k, dim=1)
+        keep_rows = (~done).nonzero().squeeze(1)
+        rows = (keep_rows[:, None] * k + top_beam.gather(1, pos)[keep_rows]).reshape(-1)
+        history = torch.cat([history.index_select(0, rows), top_tok.gather(1, pos)[keep_rows].reshape(-1, 1)], 1)
+        scores, active = cont_s[keep_rows], active[keep_rows]
+        state = state.reorder(mix.state_rows(rows))
+        step += 1
+    best = [max(f, key=lambda h: h[0]) for f in finished]
+    lists = [sorted(f, key=lambda h: -h[0])[:nbest] for f in finished] if nbest > 0 else None
+    return SearchResult([h[1] for h in best], [h[0] for h in best], lists)
+
+
+class EosBoost(nn.Module):
+    """``model`` with ``</s>`` made ``boost`` nats likelier at every step: hypotheses finish at
+    many steps, several per sentence and step (more than a sentence has room for)."""
+
+    def __init__(self, model, boost: float):
+        super().__init__()
+        self.model, self.boost, self.pad_id = model, boost, model.pad_id
+        self.max_target_len = model.max_target_len
+
+    def encode(self, batch):
+        return self.model.encode(batch)
+
+    def init_state(self, enc):
+        return self.model.init_state(enc)
+
+    def decode_step(self, state, prev_tokens):
+        lprobs, state = self.model.decode_step(state, prev_tokens)
+        lprobs[:, 2] += self.boost
+        return lprobs, state
+
+
+@each_backbone
+@pytest.mark.parametrize("beam,lenpen,variants,boost", [(1, 1.0, 1, 0.0), (4, 1.0, 1, 0.0), (5, 0.0, 1, 2.5),
+                                                        (4, 1.0, 1, 2.0), (3, 0.6, 2, 2.0)])
+def test_vectorised_bookkeeping_equals_the_per_hypothesis_loop(backbone, beam, lenpen, variants, boost):
+    """Issue 30: finishing hypotheses and retiring sentences without Python loops over them gives
+    exactly the hypotheses, scores and n-best lists (order of equal scores included) of the loop."""
+    m = EosBoost(model(backbone, 3), boost).eval()
+    g = torch.Generator().manual_seed(7)
+    rows = [torch.cat([torch.randint(4, len(VOCAB), (int(n),), generator=g), torch.tensor([2])])
+            for n in torch.randint(1, 8, (6 * variants,), generator=g)]
+    src = torch.zeros((len(rows), max(len(x) for x in rows)), dtype=torch.long)
+    for i, x in enumerate(rows):
+        src[i, :len(x)] = x
+    weights = torch.tensor([[0.7, 0.3]] * 6) if variants > 1 else None
+    with torch.no_grad():
+        got = beam_search(m, src, VOCAB, beam, lenpen, 1.2, 3, variants, weights, nbest=beam)
+        ref = _loop_reference_search(m, src, VOCAB, beam, lenpen, 1.2, 3, variants, weights, nbest=beam)
+    assert got.tokens == ref.tokens and got.scores == ref.scores and got.nbest == ref.nbest
+    assert beam == 1 or sum(len(n) for n in got.nbest) > len(got.nbest)     # several finished per sentence
+
+
+def test_finish_takes_finished_hypotheses_in_candidate_order_up_to_the_beam():
+    """``_finish`` on a hand-made step (K = 3): sentence 7 had 2 finished and 3 of its first K
+    candidates end in </s> → it takes only the first; sentence 9 had none → its one; candidates
+    beyond the first K never finish."""
+    from doctrans.inference.beam_search import _finish, _finished_lists
+
+    k, records = 3, []
+    active, had = torch.tensor([7, 9]), torch.tensor([2, 0])
+    history = torch.arange(6 * 3).view(6, 3)                          # (nA*K, step + 1) rows 0–5
+    top_s = torch.tensor([[-1.0, -2.0, -3.0, -4.0, -5.0, -6.0], [-1.5, -2.5, -3.5, -4.5, -5.5, -6.5]])
+    top_beam = torch.tensor([[2, 0, 1, 0, 0, 0], [1, 0, 2, 0, 0, 0]])
+    is_eos = torch.tensor([[True, True, True, False, False, False], [False, True, False, True, True, True]])
+    took = _finish(records, active, had, history, top_s, top_beam, is_eos, k, step=2)
+    assert took.tolist() == [1, 1]
+    lists = _finished_lists(records, 10, lenpen=1.0)
+    assert lists[7] == [(-1.0 / 3, history[0 * k + 2, 1:].tolist())]
+    assert lists[9] == [(-2.5 / 3, history[1 * k + 0, 1:].tolist())]
+    assert all(not f for i, f in enumerate(lists) if i not in (7, 9))

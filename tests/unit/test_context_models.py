@@ -296,6 +296,101 @@ def test_inference_cache_encodes_each_sentence_about_once_and_changes_nothing(na
         assert rows_cached < rows_plain
 
 
+def _random_docs(seed: int = 5, sizes=(5, 3, 6, 1, 4)) -> list:
+    """Documents of random 1–5-token sentences (ids ending in </s>), one repeated sentence."""
+    g = torch.Generator().manual_seed(seed)
+    docs = [[torch.cat([torch.randint(4, len(VOCAB), (int(torch.randint(1, 6, (1,), generator=g)),), generator=g),
+                        torch.tensor([2])]).numpy() for _ in range(int(n))] for n in sizes]
+    docs[2][3] = docs[0][1].copy()                                   # the same sentence in two documents
+    return docs
+
+
+# what the inference cache saves, per context type: (object, method, rows of its first argument)
+CACHE_SPIES = {"han": ("backbone", "encode", lambda batch: batch.src.size(0)),
+               "hrnn": ("model", "summarise", lambda tokens: tokens.size(0)),
+               "cache": ("backbone", "decode_states", lambda enc: enc.states.size(0)),
+               "isg": ("backbone", "encode", lambda batch: batch.src.size(0)),
+               "multi_encoder": ("model", "encode_context", lambda tokens: tokens.size(0))}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_inference_cache_gives_the_translations_of_the_uncached_path(name, monkeypatch):
+    """Every context model translates a collection to the same strings with and without
+    ``inference_cache`` (issue 30: the per-document cache of context states); for the models
+    that keep per-sentence work in it (HAN, HRNN, the continuous cache, ISG, multi-encoder) it does less of
+    that work: fewer rows encoded / summarised / teacher-forced (the multi-encoder, N = 1: only
+    a repeated sentence's Enc' states are reused)."""
+    from doctrans.inference import documents
+    from doctrans.inference.documents import translate_documents
+
+    m, docs = model(name), _random_docs()
+    kind = VARIANTS[name]["type"]
+    counted: list[int] = []
+    if kind in CACHE_SPIES:
+        part, method, rows = CACHE_SPIES[kind]
+        owner = m.backbone if part == "backbone" else m
+        real = getattr(owner, method)
+
+        def spy(first, *args, **kwargs):
+            counted.append(int(rows(first)))
+            return real(first, *args, **kwargs)
+
+        monkeypatch.setattr(owner, method, spy)
+    scores: list[float] = []
+    real_search = documents.beam_search
+
+    def recording(*args, **kwargs):
+        res = real_search(*args, **kwargs)
+        scores.extend(res.scores)
+        return res
+
+    monkeypatch.setattr(documents, "beam_search", recording)
+    with torch.no_grad():
+        cached = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
+        work_cached, scores_cached = sum(counted), list(scores)
+        counted.clear()
+        scores.clear()
+        plain = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4, context_cache=False)
+        work_plain = sum(counted)
+    assert cached == plain
+    assert scores_cached == pytest.approx(scores, abs=1e-5)                   # same batches, same order
+    assert [len(d) for d in cached] == [len(d) for d in docs]
+    if kind in CACHE_SPIES:
+        assert 0 < work_cached < work_plain
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(VARIANTS) if VARIANTS[n]["type"] == "hgc"])
+@pytest.mark.parametrize("regroup", [32, 1])
+def test_sub_documents_decoded_in_length_order_translate_as_their_own_batches(name, regroup, monkeypatch):
+    """A sub-document model's sentences are encoded with their sub-documents and decoded in
+    batches of similar source length (``inference/documents.py``, issue 30): the same
+    translations and scores as searching each sub-document batch as it was encoded; with
+    ``REGROUP`` 1 the sentences are decoded after every encoded batch."""
+    from doctrans.inference import documents
+
+    m, docs = model(name), _random_docs(sizes=(5, 3, 6, 1, 4, 7, 2))
+    monkeypatch.setattr(documents, "REGROUP", regroup)
+    sents = {(d, i): x for d, lines in enumerate(docs) for i, x in enumerate(lines)}
+    order = {d: list(range(len(lines))) for d, lines in enumerate(docs)}
+    ref: dict = {}
+    with torch.no_grad():
+        for rows, batch in documents.block_batches(m, sents, order, m.context_block, 6, VOCAB, torch.device("cpu")):
+            res = beam_search(m, batch, VOCAB, 3, 1.0, 1.5, 3)
+            ref.update({s: (VOCAB.decode(t), sc) for s, t, sc in zip(rows, res.tokens, res.scores)})
+        scores = {}
+        real = documents.beam_search
+
+        def recording(model_, src, *args, **kwargs):
+            res = real(model_, src, *args, **kwargs)
+            scores.setdefault("all", []).extend(res.scores)
+            return res
+
+        monkeypatch.setattr(documents, "beam_search", recording)
+        out = documents.translate_documents(m, docs, VOCAB, 3, 1.0, 1.5, 3, batch_sentences=6)
+    assert out == [[ref[(d, i)][0] for i in range(len(lines))] for d, lines in enumerate(docs)]
+    assert sorted(scores["all"]) == pytest.approx(sorted(sc for _, sc in ref.values()), abs=1e-5)
+
+
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_one_decoder_pass_for_loss_and_context_same_loss_and_gradients(name, monkeypatch):
     """Training HAN decoder decodes target and context rows in one teacher-forced pass and the
@@ -434,3 +529,41 @@ def test_a_context_model_on_a_backbone_without_its_parts_fails_at_build_time(nam
     msg = str(e.value)
     assert f"context model {ctx['type']!r}" in msg and part in msg and f"backbone {backbone!r}" in msg
     assert missing in msg and "use model.backbone:" in msg
+
+
+@pytest.mark.parametrize("name", ["hrnn_combination", "cache", "isg", "multi_encoder", "han_encoder", "han_joint"])
+def test_inference_cache_smaller_than_a_batch_still_translates_the_same(name):
+    """A cache capacity below the rows of one batch: entries computed for the batch are used even
+    when the LRU has dropped them again (no KeyError), same translations as without the cache."""
+    from doctrans.inference.documents import build_batch
+
+    m, docs = model(name), _random_docs()
+    sents = {(d, i): x for d, lines in enumerate(docs) for i, x in enumerate(lines)}
+    order = {d: list(range(len(lines))) for d, lines in enumerate(docs)}
+    position = {(d, i): i for d, i in sents}
+    targets = [(0, 4), (2, 5), (4, 3)]
+    hyps = {s: [5, 6] for s in sents}
+    batch = build_batch(targets, sents, order, position, m.context_sents, hyps, VOCAB, torch.device("cpu"))
+    with torch.no_grad():
+        plain = beam_search(m, batch, VOCAB, beam=2, max_len_extra=3)
+        with m.inference_cache(capacity=1):
+            cached = beam_search(m, batch, VOCAB, beam=2, max_len_extra=3)
+    assert cached.tokens == plain.tokens
+    assert cached.scores == pytest.approx(plain.scores, abs=1e-5)
+
+
+def test_sub_document_model_in_training_mode_translates_as_in_eval_mode():
+    """translate_documents encodes a sub-document model's batches itself (before beam search,
+    which switches the model to eval): a model left in training mode (dropout on) must translate
+    exactly as in eval mode, as it did when beam search encoded."""
+    from doctrans.inference.documents import translate_documents
+
+    torch.manual_seed(0)
+    cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml",
+                          ["model.dropout=0.5", "context={type: hgc, block: 4}"])
+    m = build_model(cfg.model, len(VOCAB), len(VOCAB), 0, cfg.context)
+    docs = _random_docs()
+    with torch.no_grad():
+        ref = translate_documents(m.eval(), docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
+        out = translate_documents(m.train(), docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
+    assert out == ref

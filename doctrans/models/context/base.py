@@ -51,6 +51,15 @@ def special_mask(tokens: Tensor, specials: tuple[int, ...] = SPECIAL_IDS) -> Ten
     return mask
 
 
+def pad_stack(rows: list[Tensor], value: float = 0.0) -> Tensor:
+    """Tensors (L_r, …) with equal trailing shapes → (R, max L_r, …), padded with ``value``."""
+    width = max(r.size(0) for r in rows)
+    out = rows[0].new_full((len(rows), width) + tuple(rows[0].shape[1:]), value)
+    for i, r in enumerate(rows):
+        out[i, :r.size(0)] = r
+    return out
+
+
 class RowCache:
     """A bounded LRU map (key → tuple of tensors) for per-sentence context computations kept
     between the batches of one translation (``ContextModel.inference_cache``)."""
@@ -115,6 +124,36 @@ class ContextModel(nn.Module):
 
     def _active_caches(self) -> dict[str, RowCache] | None:
         return None if self._caches is None or torch.is_grad_enabled() or self.training else self._caches
+
+    def _row_keys(self, *tokens: Tensor) -> list:
+        """Cache keys of the rows of ``tokens`` (R, L) (one or more aligned tensors, e.g. source
+        and 1-best target): per row the tuple of its ids up to its padding (a tuple of such
+        tuples for several tensors)."""
+        def strip(t: Tensor) -> list[tuple]:
+            return [tuple(row[:n]) for row, n in zip(t.tolist(), t.ne(self.pad_id).sum(1).tolist())]
+        parts = [strip(t) for t in tokens]
+        return parts[0] if len(parts) == 1 else list(zip(*parts))
+
+    def _cached_rows(self, kind: str, keys: list, compute) -> list[tuple[Tensor, ...]]:
+        """Per-sentence context computations through the inference cache (``inference_cache``
+        must be active: ``_active_caches()`` not None). keys: one hashable per row (``_row_keys``);
+        compute: the indices (list) of the rows not yet in the ``kind`` cache → one tuple of
+        tensors per such row, in that order (computed in one call, then stored). Returns the
+        tuple of every row, in row order. Each distinct key is computed at most once per
+        collection while it stays among the ``capacity`` most recently used of its kind."""
+        caches = self._active_caches()
+        cache = caches.setdefault(kind, RowCache(caches["enc"].capacity))
+        miss, seen = [], set()
+        for i, key in enumerate(keys):
+            if key not in cache and key not in seen:
+                miss.append(i)
+                seen.add(key)
+        found = {key: cache.get(key) for key in keys if key in cache}    # read before the puts may evict
+        if miss:
+            for i, value in zip(miss, compute(miss)):
+                cache.put(keys[i], value)
+                found[keys[i]] = value                 # kept here too: a capacity below one batch's rows
+        return [found[key] for key in keys]
 
     def explain_blocks(self) -> list[tuple[str, nn.Module, str]]:
         """The model's context attention blocks for pictures (``translate --explain-context``):

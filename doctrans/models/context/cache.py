@@ -49,7 +49,7 @@ import torch
 from torch import Tensor, nn
 
 from doctrans.layers.init import init_rnn_weights
-from doctrans.models.context.base import ContextModel, context_rows, special_mask
+from doctrans.models.context.base import ContextModel, context_rows, pad_stack, special_mask
 from doctrans.models.interface import DecoderHook, EncoderOutput, RNNParts, SearchBatch
 from doctrans.models.rows import encode_bucketed, scatter_rows
 
@@ -135,6 +135,22 @@ class ContinuousCache(ContextModel):
             skip |= self.no_write[words]
         return keys, values, words.masked_fill(skip, -1)
 
+    def _cached_history(self, src: Tensor, tgt_in: Tensor, needed: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``history`` of the rows ``needed`` (R,) through the inference cache (keyed by a row's
+        source and 1-best tokens): only the rows not there are encoded and teacher-forced; each
+        row's steps are kept cut to its own target length and padded again here (keys, values
+        with zeros, words with −1: never written, so the cells are the same as ``history``'s)."""
+        def compute(miss: list[int]) -> list[tuple[Tensor, Tensor, Tensor]]:
+            rows = needed[torch.tensor(miss, device=needed.device)]
+            k, v, w = self.history(self._encode_rows(src, rows), tgt_in, rows)
+            lengths = tgt_in.index_select(0, rows).ne(self.pad_id).sum(1).clamp(min=1).tolist()
+            return [(k[j, :n], v[j, :n], w[j, :n]) for j, n in enumerate(lengths)]
+
+        entries = self._cached_rows("cache_history", self._row_keys(src.index_select(0, needed),
+                                                                      tgt_in.index_select(0, needed)), compute)
+        return (pad_stack([e[0] for e in entries]), pad_stack([e[1] for e in entries]),
+                pad_stack([e[2] for e in entries], -1))
+
     def cells(self, keys: Tensor, values: Tensor, words: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The cache of each row from its history in write order (oldest first): keys (B, M, 2H),
         values (B, M, H), words (B, M) (−1: nothing to write) → at most ``size`` cells, one per
@@ -159,7 +175,9 @@ class ContinuousCache(ContextModel):
         """batch.src (B, S), tgt_in (B, T), ctx (B, N), is_target (B,) → the backbone's annotations
         (B, S, 2H) of the target rows and their context rows, and ``extra`` cache_keys (B, K, 2H),
         cache_values (B, K, H), cache_mask (B, K): each row's cache, built from its ``ctx`` rows'
-        teacher-forced steps (context-only rows: empty)."""
+        teacher-forced steps (context-only rows: empty). Within ``inference_cache`` a context
+        row's steps are computed once per collection (``_cached_history``: a sentence is context
+        of the next N, translated in later batches) and its annotations only then."""
         src = batch.src
         is_target = getattr(batch, "is_target", None)
         targets = (torch.arange(src.size(0), device=src.device) if is_target is None
@@ -171,11 +189,15 @@ class ContinuousCache(ContextModel):
         if needed.numel() and tgt_in is None:
             raise ValueError("the continuous cache reads the previous sentences' targets: the batch has ctx "
                              "rows but no tgt_in")
-        enc = self._encode_rows(src, torch.unique(torch.cat([targets, needed])))
         h = self.backbone.rnn_size
-        if needed.numel():
+        if needed.numel() and self._active_caches() is not None:
+            keys, values, words = self._cached_history(src, tgt_in.to(src.device), needed)
+            enc = self._encode_rows(src, targets)
+        elif needed.numel():
+            enc = self._encode_rows(src, torch.unique(torch.cat([targets, needed])))
             keys, values, words = self.history(enc, tgt_in.to(src.device), needed)
         else:
+            enc = self._encode_rows(src, targets)
             keys, values = enc.states.new_zeros((0, 1, 2 * h)), enc.states.new_zeros((0, 1, h))
             words = torch.full((0, 1), -1, dtype=torch.long, device=src.device)
         keys = torch.cat([keys, keys.new_zeros((1,) + keys.shape[1:])])            # row R: a missing sentence

@@ -153,36 +153,39 @@ class HAN(ContextModel):
     def _encode_cached(self, src: Tensor, targets: Tensor, caches: dict, enc_need, enc_keys, dec_need,
                        dec_keys) -> EncoderOutput:
         """Plain states of the target rows and of the context rows whose memory is not cached
-        (inference cache on). Target rows' plain states (decoder side: their teacher forcing
-        comes one batch later, with their 1-best) and encoder-side keys/values (they are the
-        context of later sentences) go into the cache; a context row's plain states come from
-        the cache when there."""
+        (inference cache on). Every sentence's plain states are computed once per collection —
+        in the first batch that needs them, as a target or as context — and kept (keyed by its
+        tokens: a sentence is context of the next N, which sit in other batches, and in a
+        length-sorted schedule its readers may come before it); target rows' encoder-side
+        keys/values (they are the context of later sentences) go into the cache too."""
         plain_cache = caches.setdefault("plain", RowCache(caches["enc"].capacity))
-        todo, from_cache = [targets], []
+        wanted = [targets]
         if enc_keys is not None:
-            todo += [enc_need[0][i:i + 1] for i, key in enumerate(enc_keys) if key not in caches["enc"]]
+            wanted += [enc_need[0][i:i + 1] for i, key in enumerate(enc_keys) if key not in caches["enc"]]
         if dec_keys is not None:
-            for i, key in enumerate(dec_keys):
-                if key not in caches["dec"]:
-                    if key[0] in plain_cache:
-                        from_cache.append((int(dec_need[0][i]), key[0]))
-                    else:
-                        todo.append(dec_need[0][i:i + 1])
-        rows = torch.cat(todo).unique()
-        plain = self._encode_rows(src, rows)
-        computed = set(rows.tolist())
-        for row, key in from_cache:
-            if row not in computed:
+            wanted += [dec_need[0][i:i + 1] for i, key in enumerate(dec_keys) if key not in caches["dec"]]
+        rows = torch.cat(wanted).unique()
+        keys = self._keys(rows, src)
+        miss = [i for i, key in enumerate(keys) if key not in plain_cache]
+        if miss:
+            plain = self._encode_rows(src, rows[torch.tensor(miss, device=rows.device)])
+        else:
+            ref = next(self.backbone.parameters())
+            plain = EncoderOutput(ref.new_zeros((src.size(0), src.size(1), self.backbone.encoder_size)),
+                                  torch.ones(src.shape, dtype=torch.bool, device=src.device))
+        computed = set(miss)
+        lengths = src.index_select(0, rows).ne(self.pad_id).sum(1).tolist()
+        items = list(enumerate(zip(rows.tolist(), keys, lengths)))
+        for i, (r, key, n) in items:                   # reads first: the puts below may evict
+            if i not in computed:
                 states = plain_cache.get(key)
-                plain.states[row, :states.size(0)] = states
-                plain.src_pad_mask[row, :states.size(0)] = False
-                computed.add(row)
-        target_keys = self._keys(targets, src)
-        if self.han_dec is not None:
-            lengths = src.index_select(0, targets).ne(self.pad_id).sum(1).tolist()
-            for r, key, n in zip(targets.tolist(), target_keys, lengths):
+                plain.states[r, :states.size(0)] = states
+                plain.src_pad_mask[r, :states.size(0)] = False
+        for i, (r, key, n) in items:
+            if i in computed:
                 plain_cache.put(key, plain.states[r, :n].clone())
         if self.han_enc is not None:
+            target_keys = self._keys(targets, src)
             fresh = [i for i, key in enumerate(target_keys) if key not in caches["enc"]]
             if fresh:
                 self._row_memory(self.han_enc, "enc", targets[fresh], src, [target_keys[i] for i in fresh],
@@ -211,13 +214,15 @@ class HAN(ContextModel):
             return self._project(block, needed, tokens, states_of)
         cache = self._caches[kind]
         miss = [i for i, key in enumerate(keys) if key not in cache]
+        fresh = {key: cache.get(key) for key in keys if key in cache}    # read before the puts may evict
         if miss:
             m = needed[torch.tensor(miss, device=needed.device)]
             k, v, mask = self._project(block, m, tokens, states_of)
             lengths = tokens.index_select(0, m).ne(self.pad_id).sum(1).clamp(min=1).tolist()
             for j, (i, n) in enumerate(zip(miss, lengths)):
-                cache.put(keys[i], (k[j, :, :n], v[j, :, :n], mask[j, :n]))
-        entries = [cache.get(key) for key in keys]
+                fresh[keys[i]] = (k[j, :, :n], v[j, :, :n], mask[j, :n])
+                cache.put(keys[i], fresh[keys[i]])
+        entries = [fresh[key] for key in keys]
         width = max(e[2].numel() for e in entries)
         k = entries[0][0].new_zeros((len(entries), entries[0][0].size(0), width, entries[0][0].size(-1)))
         v = k.clone()

@@ -114,7 +114,9 @@ class HRNN(ContextModel):
     def global_context(self, src: Tensor, rows: Tensor) -> Tensor:
         """D for each row of ``rows`` (B', N) (indices into src (B, S), oldest first, −1 missing;
         a row with none reads one NULL sentence) → (B', H). Each distinct sentence is summarised
-        once (eq. 3.1); GRU_doc runs over the slots, skipping missing ones (eq. 3.2)."""
+        once (eq. 3.1) — within ``inference_cache`` once per collection (its r kept, keyed by its
+        tokens: a sentence is history of the next N, which may sit in other batches); GRU_doc runs
+        over the slots, skipping missing ones (eq. 3.2)."""
         b = src.size(0)
         null = src.new_full((1, max(src.size(1), len(NULL_SENTENCE))), self.pad_id)
         null[0, :len(NULL_SENTENCE)] = src.new_tensor(NULL_SENTENCE)
@@ -122,7 +124,13 @@ class HRNN(ContextModel):
         exists = rows.ge(0)                                                  # (B', N)
         exists[:, -1] |= ~exists.any(1)                                      # no history: the NULL row
         needed, slot = torch.unique(rows.masked_fill(rows.lt(0), b), return_inverse=True)   # (R,), (B', N)
-        r = self.summarise(table[needed])[slot]                             # (B', N, H)
+        tokens = table[needed]                                               # (R, L)
+        if self._active_caches() is None:
+            r = self.summarise(tokens)
+        else:                                                                # inference cache: once per sentence
+            r = torch.stack([e[0] for e in self._cached_rows(
+                "hrnn_r", self._row_keys(tokens), lambda miss: [(x,) for x in self.summarise(tokens[miss])])])
+        r = r[slot]                                                          # (B', N, H)
         z = r.new_zeros(r.size(0), r.size(2))
         for k in range(rows.size(1)):                                        # z_k = GRU_doc(z_{k-1}, r_k)
             z = torch.where(exists[:, k, None], self.gru_doc(r[:, k], z), z)

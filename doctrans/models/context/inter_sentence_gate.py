@@ -130,6 +130,25 @@ class InterSentenceGate(ContextModel):
             parts = [(rows, self.backbone.encode(SearchBatch(src.index_select(0, rows))))]
         return scatter_rows(parts, src.size(0), src.size(1))
 
+    def _encode_cached(self, src: Tensor, rows: Tensor) -> EncoderOutput:
+        """``_encode_rows`` through the inference cache: a sentence's annotations (keyed by its
+        tokens) are computed once per collection — as the sentence to translate or as the A of
+        the next one, whichever batch comes first — and reused by the other."""
+        lengths = src.index_select(0, rows).ne(self.pad_id).sum(1).clamp(min=1)
+
+        def compute(miss: list[int]) -> list[tuple[Tensor]]:
+            r = rows[torch.tensor(miss, device=rows.device)]
+            enc = self._encode_rows(src, r)
+            return [(enc.states[i, :n],) for i, n in zip(r.tolist(), lengths[miss].tolist())]
+
+        entries = self._cached_rows("isg_enc", self._row_keys(src.index_select(0, rows)), compute)
+        states = entries[0][0].new_zeros((src.size(0), src.size(1), entries[0][0].size(-1)))
+        mask = torch.ones(src.shape, dtype=torch.bool, device=src.device)
+        for r, (e,) in zip(rows.tolist(), entries):
+            states[r, :e.size(0)] = e
+            mask[r, :e.size(0)] = False
+        return EncoderOutput(states, mask)
+
     def _context_table(self, enc: EncoderOutput, needed: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """h^a of the R rows ``needed`` (R,) of ``enc`` plus the eos³ row R → states (R+1, L, 2H),
         ATT_a keys U h^a (R+1, L, H), score bias (R+1, L), −inf at padding."""
@@ -149,7 +168,8 @@ class InterSentenceGate(ContextModel):
         (context-only rows: their own annotations, never decoded; other rows zeros), ``shared``
         isg_states / isg_keys / isg_bias (R+1, L, ·): h^a of the R sentences read as A and the
         eos³ row R, and ``extra`` isg_row (B,): each row's index into them (+ isg_rv (B, 2H),
-        c^a of the ``random`` ablation)."""
+        c^a of the ``random`` ablation). Within ``inference_cache`` every sentence's annotations
+        are computed once per collection (``_encode_cached``)."""
         src = batch.src
         is_target = getattr(batch, "is_target", None)
         targets = (torch.arange(src.size(0), device=src.device) if is_target is None
@@ -157,7 +177,8 @@ class InterSentenceGate(ContextModel):
         prev = self._previous(batch, targets)                                        # (B_t,)
         needed, slot = torch.unique(prev, return_inverse=True)
         keep = needed.ge(0)
-        enc = self._encode_rows(src, torch.unique(torch.cat([targets, needed[keep]])))
+        rows = torch.unique(torch.cat([targets, needed[keep]]))
+        enc = self._encode_rows(src, rows) if self._active_caches() is None else self._encode_cached(src, rows)
         states, keys, bias = self._context_table(enc, needed[keep])
         remap = torch.cumsum(keep.long(), 0) - 1                                     # needed → row of the table
         remap = torch.where(keep, remap, torch.full_like(remap, states.size(0) - 1))  # missing → eos³

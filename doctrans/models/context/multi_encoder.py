@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from doctrans.layers.init import init_rnn_weights
-from doctrans.models.context.base import ContextModel, context_rows
+from doctrans.models.context.base import ContextModel, context_rows, pad_stack
 from doctrans.models.interface import (DecoderHook, EncoderOutput, RNNParts, SearchBatch, StepExtra,
                                        StepInputs)
 from doctrans.models.rows import scatter_rows
@@ -82,6 +82,27 @@ class MultiEncoder(ContextModel):
                                                          float("-inf"))
         return states, self.ctx_key(states), bias
 
+    def _encode_context_cached(self, tokens: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``encode_context`` through the inference cache: Enc' states and keys of a sentence
+        (keyed by its tokens) computed once per collection (N = 1: a sentence is the context of
+        one next sentence, so this saves the repeated sentences of a collection), padded again
+        here with zeros (what Enc' and U' give at padding) and the NULL row appended."""
+        lengths = tokens.ne(self.pad_id).sum(1).clamp(min=1)
+
+        def compute(miss: list[int]) -> list[tuple[Tensor, Tensor]]:
+            t = tokens[miss]
+            states, keys, _ = self.encode_context(t[:, :max(int(lengths[miss].max()), 1)])
+            return [(states[j, :n], keys[j, :n]) for j, n in enumerate(lengths[miss].tolist())]
+
+        entries = self._cached_rows("me_context", self._row_keys(tokens), compute)
+        null = entries[0][0].new_zeros((1,) + tuple(entries[0][0].shape[1:]))
+        states = pad_stack([e[0] for e in entries] + [null])
+        keys = pad_stack([e[1] for e in entries] + [null.new_zeros((1, entries[0][1].size(-1)))])
+        pad = torch.arange(states.size(1), device=tokens.device)[None] >= lengths[:, None]     # (R, L)
+        pad = torch.cat([pad, pad.new_zeros((1, pad.size(1)))])                     # NULL: zero bias
+        bias = states.new_zeros(pad.shape).masked_fill(pad, float("-inf"))
+        return states, keys, bias
+
     def encode(self, batch) -> EncoderOutput:
         """batch.src (B, S), ctx (B, 1), is_target (B,) → the backbone's annotations of the target
         rows (B, S, 2H) (context-only rows: zeros, masked), ``shared`` me_states / me_keys /
@@ -96,7 +117,10 @@ class MultiEncoder(ContextModel):
         keep = needed.ge(0)
         tokens = src.index_select(0, needed[keep])                                  # (R, S)
         width = max(int(tokens.ne(self.pad_id).sum(1).max()) if tokens.size(0) else 1, 1)
-        states, keys, bias = self.encode_context(tokens[:, :width])
+        if self._active_caches() is None or not tokens.size(0):
+            states, keys, bias = self.encode_context(tokens[:, :width])
+        else:
+            states, keys, bias = self._encode_context_cached(tokens)
         remap = torch.cumsum(keep.long(), 0) - 1                                    # needed → row of states
         remap = torch.where(keep, remap, torch.full_like(remap, tokens.size(0)))    # missing → NULL row
         row = torch.full_like(prev, tokens.size(0)).index_copy(0, targets, remap[slot])
