@@ -22,7 +22,7 @@ inside the decoder attention's tanh, eq. 6.7 [form I]) or ``dec2enc`` (eq. 6.8).
 decoder states v = s are the contract's ``decode_hidden`` (teacher-forced; a Transformer's final
 LN states; RNNSearch's readout o_t (E), not its GRU state s_t (H) [I: the contract's states;
 the thesis' +34.1M assumes s_t]). In training the decoder runs once: ``decode_train`` keeps the
-states it computed for ``auxiliary_losses``. Loss terms (per-sentence means, weights included):
+states it computed for ``auxiliary_losses``. Loss terms (nats per target token, weights included):
 ``rec_enc`` = −λ log R_enc, ``rec_dec`` = −η log R_dec, ``rec`` = −w log R (shared), ``dp``.
 
 **DP heads** (``dp_head``): ``predictor`` (§2.10, eq. 6.9: target ``dpp``; at each step whose
@@ -62,6 +62,7 @@ ENCODER_INPUTS = ("original", "annotated")
 DP_HEADS = ("none", "predictor", "labeler")
 HEAD_FORMS = ("linear", "mlp")
 FUSE_INTO = ("labeler", "decoder")
+SOFTMAX = ("full", "batch")
 NO_DP = "NONE"                  # label 0 of ``dp_labels``
 PLACEHOLDER = "#DP#"            # the DPP placeholder token (docs/models.md §3.2)
 # Table 4.3's 30 Chinese forms (10 basic, + 的, + 自己), in the order of doctrans/dp/pronouns.py:
@@ -83,6 +84,8 @@ class ReconstructorConfig:
     hidden_size: int = 0                # H of the reconstructor; 0 = the backbone's hidden_size
     attn_size: int = 0                  # attention width; 0 = H
     dropout: float = 0.0                # on o_j before the reconstructor's softmax
+    softmax: str = "full"               # full (over the source vocabulary, the thesis) | batch (training only:
+                                        # over the batch's x̂ words, Jean et al. 2015 [I]; scoring always full)
     dp_head: str = "none"               # none | predictor (§2.10, target dpp) | labeler (§2.11, target original)
     dp_head_form: str = "linear"        # linear | mlp (a tanh layer of H first; §5 A19)
     dp_weight: float = 1.0              # weight of −log P(dp | h^rec) (eq. 6.10, 6.12)
@@ -138,12 +141,19 @@ class Reconstructor(nn.Module):
     ``memory_sizes``: D of each memory (1 or 2); ``emb_size``: E of the shared source embedding
     (passed to ``forward``/``init_state``, not owned: "all reconstructor parameters except E_src are
     separate" [P]); ``vocab``: V, the source vocabulary of its own softmax; ``attention``: the order of
-    the two attentions (``ATTENTIONS``; ignored with one memory). Raises ValueError for another
-    number of memories or an unknown attention order."""
+    the two attentions (``ATTENTIONS``; ignored with one memory); ``softmax``: ``full`` (over V, the
+    thesis) or ``batch``: in training (module in training mode, gradients on) normalised over the
+    words of the batch's x̂ only (the "target vocabulary of a batch" approximation of Jean et al.
+    2015 §3 [I]: the V-way softmax costs more than the whole Transformer step on a CPU; scoring and
+    evaluation always use the full softmax). Raises ValueError for another number of memories or an
+    unknown attention order or softmax."""
 
     def __init__(self, memory_sizes: tuple[int, ...], emb_size: int, hidden: int, attn: int, vocab: int,
-                 attention: str = "independent", dropout: float = 0.0):
+                 attention: str = "independent", dropout: float = 0.0, softmax: str = "full"):
         super().__init__()
+        if softmax not in SOFTMAX:
+            raise ValueError(f"reconstructor softmax must be one of {SOFTMAX}, got {softmax!r}")
+        self.softmax = softmax
         if len(memory_sizes) not in (1, 2):
             raise ValueError(f"a reconstructor reads 1 or 2 memories, got {len(memory_sizes)}")
         if attention not in ATTENTIONS:
@@ -221,7 +231,14 @@ class Reconstructor(nn.Module):
         states, ctx = torch.stack(rs, 1), torch.stack(cs, 1)
         keep = target.ne(pad_id)
         o = self.drop(torch.tanh(self.readout(torch.cat([states[keep], ctx[keep], emb[keep]], -1))))   # (N, E)
-        lp = F.log_softmax(self.out(o).float(), -1).gather(1, target[keep].unsqueeze(1)).squeeze(1)   # (N,)
+        gold = target[keep]
+        if self.softmax == "batch" and self.training and torch.is_grad_enabled():
+            cand = torch.unique(gold)                                      # (C,) sorted: the batch's x̂ words
+            logits = F.linear(o, self.out.weight.index_select(0, cand), self.out.bias.index_select(0, cand))
+            gold = torch.searchsorted(cand, gold)
+        else:
+            logits = self.out(o)                                           # (N, V)
+        lp = -F.cross_entropy(logits.float(), gold, reduction="none")      # (N,)
         return lp.new_zeros(target.shape).masked_scatter(keep, lp), states
 
     def init_state(self, memories: list[tuple[Tensor, Tensor]], r0_extra: Tensor | None = None) -> RecState:
@@ -303,7 +320,7 @@ class ReconstructedModel(nn.Module):
         a = cfg.attn_size or h
 
         def rec(sizes):
-            return Reconstructor(sizes, e, h, a, vocab, cfg.attention, cfg.dropout)
+            return Reconstructor(sizes, e, h, a, vocab, cfg.attention, cfg.dropout, cfg.softmax)
 
         self.rec_enc = rec((d_enc,)) if cfg.mode in ("enc", "both") else None
         self.rec_dec = rec((d_dec,)) if cfg.mode in ("dec", "both") else None
@@ -468,10 +485,14 @@ class ReconstructedModel(nn.Module):
         return labels.masked_fill(~self._dp_positions(rec_target), 0)
 
     def auxiliary_losses(self, enc: EncoderOutput, batch) -> dict[str, Tensor]:
-        """{"rec_enc", "rec_dec" | "rec", "dp"}: −weight × log-likelihood, summed over each
-        target sentence's tokens (labels), averaged over the batch's target sentences
-        (``models.interface.AuxiliaryLosses``). Needs ``batch.rec_tgt`` (and ``batch.dp_tgt`` with
-        a DP head); raises ValueError naming what is missing."""
+        """{"rec_enc", "rec_dec" | "rec", "dp"}: −weight × log-likelihood summed over the target
+        sentences' x̂ tokens (labels), divided by the batch's target tokens ``batch.n_targets``:
+        the loss multiplies each value by the target tokens (``models.interface.AuxiliaryLosses``),
+        so the total is J of eq. 5.4 / 6.10 / 6.12 (every term summed over the same sentences,
+        weights λ, η, 1) and the logged terms are nats per target token [I: a per-sentence mean,
+        the AuxiliaryLosses default, would weigh log R ≈ 10× more than the thesis' J against the
+        per-token cross-entropy]. Needs ``batch.rec_tgt`` (and ``batch.dp_tgt`` with a DP head);
+        raises ValueError naming what is missing."""
         rec_tgt = getattr(batch, "rec_tgt", None)
         if rec_tgt is None:
             raise ValueError("a reconstructor model's training batches need rec_tgt (the reconstruction target; "
@@ -493,7 +514,8 @@ class ReconstructedModel(nn.Module):
         runs = self._run(enc, hidden, tgt_in, rec_tgt)
         c = self.cfg
         weights = {"enc": ("rec_enc", c.enc_weight), "dec": ("rec_dec", c.dec_weight), "shared": ("rec", c.weight)}
-        out = {weights[k][0]: -weights[k][1] * lp.sum(1).mean() for k, (lp, _) in runs.items()}
+        tokens = max(int(batch.n_targets), 1)
+        out = {weights[k][0]: -weights[k][1] * lp.sum() / tokens for k, (lp, _) in runs.items()}
         if self.dp_head is not None:
             if dp_tgt is None:
                 raise ValueError("a DP predictor/labeler's training batches need dp_tgt (data/reconstruction.py)")
@@ -501,5 +523,5 @@ class ReconstructedModel(nn.Module):
             logits = self._dp_logits(enc, self._labelling_states(runs))                  # (B, S', L)
             where = self._dp_positions(rec_tgt)
             lp = F.log_softmax(logits.float(), -1).gather(2, dp_tgt.clamp(min=0).unsqueeze(2)).squeeze(2)
-            out["dp"] = -c.dp_weight * (lp * where).sum(1).mean()
+            out["dp"] = -c.dp_weight * (lp * where).sum() / tokens
         return out

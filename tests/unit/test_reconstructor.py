@@ -224,3 +224,29 @@ def test_joint_labeler_predicts_dps_of_a_hand_set_head():
         p.dp_head.out.bias[3] = 1.0
         pred = p.predict_dps(p.encode(b), b.tgt_in, rec)
     assert pred.nonzero().tolist() == [[1, 2]] and int(pred[1, 2]) == 3
+
+
+def test_batch_softmax_normalises_over_the_batch_words_in_training_only():
+    """softmax: batch — in training log R(x̂_j) is normalised over the distinct x̂ words of the batch
+    (Jean et al. 2015); in evaluation (and so in scoring) over the whole vocabulary."""
+    torch.manual_seed(0)
+    rec = Reconstructor((4,), emb_size=2, hidden=3, attn=3, vocab=9, softmax="batch")
+    emb = torch.nn.Embedding(9, 2)
+    mem = (torch.randn(2, 3, 4), torch.zeros(2, 3, dtype=torch.bool))
+    x_hat = torch.tensor([[5, 7, 2], [7, 2, 0]])
+    rec.train()
+    lp, _ = rec(emb, [mem], x_hat, 0)
+    rec.eval()
+    full, _ = rec(emb, [mem], x_hat, 0)
+    words = torch.tensor([2, 5, 7])           # the batch softmax over {2, 5, 7} = the full one renormalised
+    full_all = []
+    st = rec.init_state([mem])
+    for j in range(3):
+        step_lp, _, st = rec.step(emb, st, x_hat[:, j - 1] if j else x_hat[:, 0])
+        full_all.append(step_lp)
+    full_all = torch.stack(full_all, 1)                                  # (2, 3, V)
+    renorm = full_all.gather(2, x_hat.unsqueeze(2)).squeeze(2) - torch.logsumexp(full_all[..., words], -1)
+    keep = x_hat.ne(0)
+    assert torch.allclose(lp[keep], renorm[keep], atol=1e-5)
+    assert torch.allclose(full[keep], full_all.gather(2, x_hat.unsqueeze(2)).squeeze(2)[keep], atol=1e-5)
+    assert (lp[keep] > full[keep]).all()                                 # fewer competitors
