@@ -122,7 +122,7 @@ def sections() -> dict[str, list[tuple[type, str, dict | None]]]:
         "top": [(config.ExperimentConfig, "top level (doctrans train CONFIG.yaml; plus the sections below)", None)],
         "data": [(config.DataConfig, "data:", None)],
         "model": [(cls, f"model:  (model.backbone: {name})", None) for name, (cls, _) in BACKBONES.items()]
-                 + [(RECONSTRUCTOR[0], "model.reconstructor:  (absent = none; docs/models.md §2.8–2.12)", None)],
+                 + [(RECONSTRUCTOR[0], "model.reconstructor:  (absent = none; docs/models.md §2.9–2.10)", None)],
         "context": [(cls, f"context:  (context.type: {name}; absent = sentence-level)", None)
                     for name, (cls, _) in CONTEXT_MODELS.items()],
         "train": [(config.TrainConfig, "train:", None)],

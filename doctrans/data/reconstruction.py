@@ -1,4 +1,4 @@
-"""Training data of the reconstructor models (docs/models.md §2.8–2.11): the reconstruction target
+"""Training data of the reconstructor models (docs/models.md §2.9–2.10): the reconstruction target
 x̂ and the DP labels, line-aligned with a split, from the ``annotate-dp`` output.
 
 Files (``DP_DIR`` = ``data.rec_dir``, default ``PREPARED/dp``):

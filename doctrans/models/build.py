@@ -11,7 +11,7 @@ and ``pipelines/context/<name>.yaml``.
 
 ``RECONSTRUCTOR``: (config dataclass, model class) of the ``model.reconstructor`` section, which
 wraps the backbone (or context model) in reconstructors and DP heads (``models/reconstructor.py``,
-docs/models.md §2.8–2.12; ``pipelines/dp/rec_*.yaml``). Nothing outside this file names a variant.
+docs/models.md §2.9–2.10; ``pipelines/dp/rec_*.yaml``). Nothing outside this file names a variant.
 """
 from __future__ import annotations
 

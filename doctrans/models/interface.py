@@ -94,7 +94,7 @@ class DocumentSpec:
 
 @dataclass(frozen=True)
 class ReconstructionSpec:
-    """What a model reconstructs (docs/models.md §2.8–2.11); ``ReconstructionSpec()`` for none.
+    """What a model reconstructs (docs/models.md §2.9–2.10); ``ReconstructionSpec()`` for none.
 
     encoder_input: which source the encoder reads in training and translation:
       "original" (x) | "annotated" (x̂, the DP- or DPP-completed source); "" = no reconstructor.
@@ -208,7 +208,7 @@ class Seq2SeqModel(Protocol):
         """Training-only loss terms beside the cross-entropy (``AuxiliaryLosses``); {} for none."""
         ...
 
-    # -- reconstruction and dropped pronouns (docs/models.md §2.8–2.12) ------------------------
+    # -- reconstruction and dropped pronouns (docs/models.md §2.9–2.10) ------------------------
     @property
     def reconstruction(self) -> ReconstructionSpec:
         """What the model reconstructs (``ReconstructionSpec()`` for a model without a reconstructor)."""

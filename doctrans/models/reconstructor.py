@@ -1,5 +1,6 @@
 """Reconstructors for dropped pronouns (Wang 2019 thesis ch. 5–6; Wang et al. AAAI-18, EMNLP-18),
-wrapped around any backbone through the model contract. Notes: ``docs/models.md`` §2.8–2.12.
+wrapped around any backbone through the model contract. Notes: ``docs/models.md`` §2.9–2.10; the
+§ numbers below are the design spec's and issue 28's (§2.8 reconstructors … §2.12 labelling context).
 
 **Reconstructor module** (``Reconstructor``; thesis eq. 5.1–5.3): an attention GRU decoder that
 regenerates x̂ from one or two sequences of hidden states (memories)::

@@ -1,4 +1,4 @@
-"""Joint DP labelling (models/reconstructor.py, docs/models.md §2.11–2.12) on a synthetic task that
+"""Joint DP labelling (models/reconstructor.py, docs/models.md §2.10) on a synthetic task that
 only a model carrying DP information across sentences solves: each document is a cue sentence
 ("老王 来" / "小丽 来": a man or a woman) and a sentence with a dropped pronoun whose identity (他 / 她)
 only the cue fixes and whose position the verb fixes — before the verb (subject) or at the end

@@ -1,5 +1,5 @@
 """Reconstructors and DP heads (models/reconstructor.py, data/reconstruction.py; docs/models.md
-§2.8–2.12): the equations on hand-sized tensors, the thesis' parameter counts, teacher forcing =
+§2.9–2.10): the equations on hand-sized tensors, the thesis' parameter counts, teacher forcing =
 step by step, the contract's defaults, the DP labels (the ``</s>`` slot), a tiny model that
 learns, and a synthetic task that only a model carrying DP information solves."""
 from __future__ import annotations
@@ -82,7 +82,7 @@ def test_equations_5_1_to_5_3_on_hand_sized_tensors():
 
 @pytest.mark.parametrize("memory, expected", [(2000, 39.7), (1000, 34.1)])
 def test_parameter_counts_at_the_thesis_rnn_size(memory, expected):
-    """S2 Table 5.4 / docs/models.md §2.8: E 620, H 1000, 30K source vocabulary; enc-rec reads the
+    """S2 Table 5.4 / docs/models.md §2.9: E 620, H 1000, 30K source vocabulary; enc-rec reads the
     2H = 2000 annotations (+39.7M), dec-rec the H = 1000 decoder states (+34.1M). E_src is shared."""
     with torch.device("meta"):
         rec = Reconstructor((memory,), emb_size=620, hidden=1000, attn=1000, vocab=30000)
