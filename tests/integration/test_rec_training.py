@@ -1,0 +1,74 @@
+"""Reconstructor models through `doctrans train` (models/reconstructor.py; docs/models.md §2.9–2.10):
+every pipelines/dp/rec_*.yaml, its reconstructor section on the tiny Transformer, continues from a
+sentence-level checkpoint (train.init_from) with the vocabulary grown by data.src_vocab_extra, reads
+x̂ and DP labels from PREPARED/dp, and logs its loss terms apart in metrics.jsonl."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+
+from conftest import QUIET_TRAIN, REPO, reversal_pairs, write_prepared
+from doctrans import stages
+from doctrans.config import load_experiment, to_dict
+
+TINY = REPO / "pipelines" / "transformer" / "tiny.yaml"
+REC_YAMLS = sorted((REPO / "pipelines" / "dp").glob("rec_*.yaml"))
+TERMS = {"enc": {"rec_enc"}, "dec": {"rec_dec"}, "both": {"rec_enc", "rec_dec"}, "shared": {"rec"}}
+
+
+def write_dp(prep, split: str, src: list[str]) -> None:
+    """x̂: 他 dropped before the first word of even lines, 它 at the end (the </s> slot) of odd ones."""
+    dp, dpp, lab = [], [], []
+    for k, line in enumerate(src):
+        n = len(line.split())
+        if k % 2 == 0:
+            dp.append(f"他 {line}"), dpp.append(f"#DP# {line}"), lab.append(" ".join(["他"] + ["N"] * n))
+        else:
+            dp.append(f"{line} 它"), dpp.append(f"{line} #DP#"), lab.append(" ".join(["N"] * n + ["它"]))
+    for suffix, lines in (("dp.bpe.zh", dp), ("dpp.bpe.zh", dpp), ("dplabel", lab)):
+        (prep / "dp" / f"{split}.{suffix}").write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def stage1(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rec")
+    pairs = reversal_pairs(24)
+    prep = write_prepared(root / "prep", pairs, pairs)
+    (prep / "dp").mkdir()
+    for split in ("train", "dev"):
+        write_dp(prep, split, pairs[0])
+    cfg = load_experiment(TINY, [f"data.prepared={prep}", f"run_dir={root / 's1'}", "train.max_steps=2", *QUIET_TRAIN])
+    return prep, stages.train(cfg) / "last.pt", root
+
+
+@pytest.mark.parametrize("path", REC_YAMLS, ids=lambda p: p.stem)
+def test_rec_yaml_trains_from_the_sentence_model(stage1, path):
+    prep, ckpt, root = stage1
+    shipped = load_experiment(path)
+    rec = to_dict(shipped.model.reconstructor)
+    assert shipped.train.init_from and shipped.model.backbone == "transformer"
+    flow = yaml.safe_dump(rec, default_flow_style=True, allow_unicode=True, width=10**6).strip()
+    extra = yaml.safe_dump(list(shipped.data.src_vocab_extra), default_flow_style=True, allow_unicode=True,
+                           width=10**6).strip()
+    run = root / path.stem
+    cfg = load_experiment(TINY, [f"data.prepared={prep}", f"run_dir={run}", "train.max_steps=2", "train.log_every=1",
+                                 f"train.init_from={ckpt}", f"model.reconstructor={flow}",
+                                 f"data.src_vocab_extra={extra}", *QUIET_TRAIN])
+    stages.train(cfg)
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    train = [x for x in lines if x["kind"] == "train"]
+    expect = TERMS[rec["mode"]] | ({"dp"} if rec["dp_head"] != "none" else set())
+    assert expect <= set(train[-1]) and "xent_nats" in train[-1]
+    old = torch.load(ckpt, weights_only=True)
+    new = torch.load(run / "last.pt", weights_only=True)
+    n_old = len(old["vocab"]["src"])
+    assert new["vocab"]["src"][:n_old] == old["vocab"]["src"]
+    assert len(new["vocab"]["src"]) == n_old + len([t for t in dict.fromkeys(shipped.data.src_vocab_extra)
+                                                   if t not in old["vocab"]["src"]])
+    emb = new["model"]["backbone.src_embed.weight"]
+    assert emb.shape[0] == len(new["vocab"]["src"])
+    if "#DP#" in new["vocab"]["src"]:
+        assert int(new["model"]["placeholder_id"]) == new["vocab"]["src"].index("#DP#")
