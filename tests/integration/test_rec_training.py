@@ -14,7 +14,7 @@ from conftest import QUIET_TRAIN, REPO, reversal_pairs, write_prepared
 from doctrans import stages
 from doctrans.config import load_experiment, to_dict
 
-TINY = REPO / "pipelines" / "transformer" / "tiny.yaml"
+TINY = {b: REPO / "pipelines" / b / "tiny.yaml" for b in ("transformer", "rnnsearch")}
 REC_YAMLS = sorted((REPO / "pipelines" / "dp").glob("rec_*.yaml"))
 TERMS = {"enc": {"rec_enc"}, "dec": {"rec_dec"}, "both": {"rec_enc", "rec_dec"}, "shared": {"rec"}}
 
@@ -34,27 +34,33 @@ def write_dp(prep, split: str, src: list[str]) -> None:
 
 @pytest.fixture(scope="module")
 def stage1(tmp_path_factory):
+    """The prepared data (with PREPARED/dp) and a 2-update sentence checkpoint per tiny backbone."""
     root = tmp_path_factory.mktemp("rec")
     pairs = reversal_pairs(24)
     prep = write_prepared(root / "prep", pairs, pairs)
     (prep / "dp").mkdir()
     for split in ("train", "dev"):
         write_dp(prep, split, pairs[0])
-    cfg = load_experiment(TINY, [f"data.prepared={prep}", f"run_dir={root / 's1'}", "train.max_steps=2", *QUIET_TRAIN])
-    return prep, stages.train(cfg) / "last.pt", root
+    ckpts = {}
+    for b, path in TINY.items():
+        cfg = load_experiment(path, [f"data.prepared={prep}", f"run_dir={root / b}", "train.max_steps=2", *QUIET_TRAIN])
+        ckpts[b] = stages.train(cfg) / "last.pt"
+    return prep, ckpts, root
 
 
 @pytest.mark.parametrize("path", REC_YAMLS, ids=lambda p: p.stem)
 def test_rec_yaml_trains_from_the_sentence_model(stage1, path):
-    prep, ckpt, root = stage1
+    prep, ckpts, root = stage1
     shipped = load_experiment(path)
     rec = to_dict(shipped.model.reconstructor)
-    assert shipped.train.init_from and shipped.model.backbone == "transformer"
+    assert shipped.train.init_from and (shipped.model.backbone == "transformer" or path.stem.endswith("_rnn"))
+    ckpt = ckpts[shipped.model.backbone]
     flow = yaml.safe_dump(rec, default_flow_style=True, allow_unicode=True, width=10**6).strip()
     extra = yaml.safe_dump(list(shipped.data.src_vocab_extra), default_flow_style=True, allow_unicode=True,
                            width=10**6).strip()
     run = root / path.stem
-    cfg = load_experiment(TINY, [f"data.prepared={prep}", f"run_dir={run}", "train.max_steps=2", "train.log_every=1",
+    cfg = load_experiment(TINY[shipped.model.backbone], [f"data.prepared={prep}", f"run_dir={run}", "train.max_steps=2",
+                                                        "train.log_every=1",
                                  f"train.init_from={ckpt}", f"model.reconstructor={flow}",
                                  f"data.src_vocab_extra={extra}", *QUIET_TRAIN])
     stages.train(cfg)
