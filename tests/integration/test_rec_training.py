@@ -78,3 +78,21 @@ def test_rec_yaml_trains_from_the_sentence_model(stage1, path):
     assert emb.shape[0] == len(new["vocab"]["src"])
     if "#DP#" in new["vocab"]["src"]:
         assert int(new["model"]["placeholder_id"]) == new["vocab"]["src"].index("#DP#")
+
+
+def test_init_from_accepts_an_extended_source_vocabulary_only(stage1, tmp_path):
+    """Rows appended by data.src_vocab_extra keep the checkpoint's ids (its rows copied, the new
+    ones fresh); a vocabulary in another order is still refused."""
+    prep, ckpts, _ = stage1
+    base = [f"data.prepared={prep}", "train.max_steps=1", "train.lr=1e-9", "train.warmup=0",
+            f"train.init_from={ckpts['transformer']}", *QUIET_TRAIN]
+    run = stages.train(load_experiment(TINY["transformer"], [*base, f"run_dir={tmp_path / 'grown'}",
+                                                              "data.src_vocab_extra=[他, '#DP#']"]))
+    old = torch.load(ckpts["transformer"], weights_only=True)["model"]["src_embed.weight"]
+    new = torch.load(run / "last.pt", weights_only=True)["model"]["src_embed.weight"]
+    assert new.shape[0] == old.shape[0] + 2 and torch.allclose(new[:old.shape[0]], old, atol=1e-6)
+    lines = (prep / "vocab.zh.txt").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "reordered.txt").write_text("".join(f"{x}\n" for x in reversed(lines)), encoding="utf-8")
+    with pytest.raises(ValueError, match="vocabularies differ"):
+        stages.train(load_experiment(TINY["transformer"], [*base, f"run_dir={tmp_path / 'bad'}",
+                                                           f"data.src_vocab={tmp_path / 'reordered.txt'}"]))
