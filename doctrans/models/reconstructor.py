@@ -23,7 +23,8 @@ inside the decoder attention's tanh, eq. 6.7 [form I]) or ``dec2enc`` (eq. 6.8).
 decoder states v = s are the contract's ``decode_hidden`` (teacher-forced; a Transformer's final
 LN states; RNNSearch's readout o_t (E), not its GRU state s_t (H) [I: the contract's states;
 the thesis' +34.1M assumes s_t]). In training the decoder runs once: ``decode_train`` keeps the
-states it computed for ``auxiliary_losses``. Loss terms (nats per target token, weights included):
+states it computed for ``auxiliary_losses`` (for a document batch decoded in length buckets, with
+the rows of each bucket: ``extra["rec_row"]``). Loss terms (nats per target token, weights included):
 ``rec_enc`` = −λ log R_enc, ``rec_dec`` = −η log R_dec, ``rec`` = −w log R (shared), ``dp``.
 
 **DP heads** (``dp_head``): ``predictor`` (§2.10, eq. 6.9: target ``dpp``; at each step whose
@@ -333,7 +334,7 @@ class ReconstructedModel(nn.Module):
                                h if n and cfg.fuse_into == "labeler" else 0)
                         if cfg.dp_head != "none" else None)
         self.register_buffer("placeholder_id", torch.tensor(-1), persistent=True)   # #DP# in the source vocabulary
-        self._dec_cache: tuple[Tensor, Tensor] | None = None
+        self._dec_cache: list[tuple[Tensor, Tensor | None, Tensor]] = []    # (tgt_in, rows, states) of decode_train
 
     # -- vocabularies ----------------------------------------------------------------------------
     def bind_vocab(self, src_vocab, tgt_vocab) -> None:
@@ -364,7 +365,14 @@ class ReconstructedModel(nn.Module):
         enc = self.backbone.encode(batch)
         if self.ctx_gru is not None:
             enc.extra = {**(enc.extra or {}), "dp_context": self._sentence_context(enc, batch)}
+        self._dec_cache = []
+        if self._keeps_states():                # rows travel with the selections of the loss's buckets
+            rows = torch.arange(enc.states.size(0), device=enc.states.device)
+            enc.extra = {**(enc.extra or {}), "rec_row": rows}
         return enc
+
+    def _keeps_states(self) -> bool:
+        return self.training and torch.is_grad_enabled() and (self.rec_dec is not None or self.rec_shared is not None)
 
     def _sentence_context(self, enc: EncoderOutput, batch) -> Tensor:
         """C (B, H) of eq. 6.13–6.14: the sentence GRU's last state over the mean encoder states of
@@ -380,10 +388,11 @@ class ReconstructedModel(nn.Module):
 
     def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
         """The backbone's teacher-forced logits (``output_logits(decode_hidden(…))``); in training
-        the decoder states are kept for ``auxiliary_losses`` of the same ``tgt_in``."""
+        the decoder states are kept for ``auxiliary_losses`` (with the batch rows they belong to,
+        ``extra["rec_row"]``, when the loss decodes a document batch's target rows in buckets)."""
         hidden = self.backbone.decode_hidden(enc, tgt_in)
-        if self.training and torch.is_grad_enabled() and (self.rec_dec is not None or self.rec_shared is not None):
-            self._dec_cache = (tgt_in, hidden)
+        if self._keeps_states():
+            self._dec_cache.append((tgt_in, None if not enc.extra else enc.extra.get("rec_row"), hidden))
         return self.backbone.output_logits(hidden if select is None else hidden[select])
 
     def init_state(self, enc: EncoderOutput):
@@ -485,6 +494,27 @@ class ReconstructedModel(nn.Module):
         labels = self._dp_logits(enc, self._labelling_states(runs)).argmax(-1)
         return labels.masked_fill(~self._dp_positions(rec_target), 0)
 
+    @staticmethod
+    def _kept_states(cache: list, tgt_in: Tensor, rows: Tensor | None, width: int) -> Tensor | None:
+        """The decoder states ``decode_train`` computed for this batch's target rows: (B', width, D)
+        for ``rows`` (B',) (None = every row, one call with ``tgt_in`` itself), assembled from the
+        loss's length buckets (each padded with zeros past its own width: padding positions, which
+        the reconstructor masks); None when the calls do not cover exactly those rows."""
+        if rows is None:
+            return cache[0][2] if len(cache) == 1 and cache[0][0] is tgt_in else None
+        if not cache or any(r is None for _, r, _ in cache):
+            return None
+        got = torch.cat([r for _, r, _ in cache])
+        if got.numel() != rows.numel() or not torch.equal(got.sort().values, rows):
+            return None
+        pos = torch.full((int(rows.max()) + 1,), -1, dtype=torch.long, device=rows.device)
+        pos[rows] = torch.arange(rows.numel(), device=rows.device)
+        ref = cache[0][2]
+        out = ref.new_zeros(rows.numel(), width, ref.size(-1))
+        for _, r, h in cache:
+            out = out.index_copy(0, pos[r], F.pad(h, (0, 0, 0, width - h.size(1))))
+        return out
+
     def auxiliary_losses(self, enc: EncoderOutput, batch) -> dict[str, Tensor]:
         """{"rec_enc", "rec_dec" | "rec", "dp"}: −weight × log-likelihood summed over the target
         sentences' x̂ tokens (labels), divided by the batch's target tokens ``batch.n_targets``:
@@ -499,19 +529,21 @@ class ReconstructedModel(nn.Module):
             raise ValueError("a reconstructor model's training batches need rec_tgt (the reconstruction target; "
                              "data/reconstruction.py)")
         tgt_in = batch.tgt_in
-        cache, self._dec_cache = self._dec_cache, None
+        cache, self._dec_cache = self._dec_cache, []
         is_target = getattr(batch, "is_target", None)
+        rows = None
         if is_target is not None and not bool(is_target.all()):
             rows = is_target.to(tgt_in.device).nonzero().squeeze(1)
             enc, tgt_in, rec_tgt = enc.select(rows), tgt_in.index_select(0, rows), rec_tgt.index_select(0, rows)
             dp_tgt = None if getattr(batch, "dp_tgt", None) is None else batch.dp_tgt.index_select(0, rows)
-            cache = None
         else:
             dp_tgt = getattr(batch, "dp_tgt", None)
         rec_tgt = rec_tgt.to(tgt_in.device)
         hidden = None
         if self.rec_dec is not None or self.rec_shared is not None:
-            hidden = cache[1] if cache is not None and cache[0] is batch.tgt_in else self.backbone.decode_hidden(enc, tgt_in)
+            hidden = self._kept_states(cache, batch.tgt_in, rows, tgt_in.size(1))
+            if hidden is None:
+                hidden = self.backbone.decode_hidden(enc, tgt_in)
         runs = self._run(enc, hidden, tgt_in, rec_tgt)
         c = self.cfg
         weights = {"enc": ("rec_enc", c.enc_weight), "dec": ("rec_dec", c.dec_weight), "shared": ("rec", c.weight)}

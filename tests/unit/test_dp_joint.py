@@ -195,3 +195,23 @@ def test_training_data_path_reads_targets_and_labels(tmp_path: Path):
     cfg, m, data = model_and_data("model.reconstructor.target=original", "model.reconstructor.dp_head=labeler")
     with pytest.raises(ValueError, match=r"train.dplabel:3: 2 labels for 2 words"):
         attach_reconstruction(cfg, m, "train", data, vocab)
+
+
+def test_document_batch_reuses_the_bucketed_decoder_states(monkeypatch):
+    """The loss decodes a document batch's target rows in length buckets; the reconstructor reads
+    those states (no second decoder pass) and gets the same terms as from one padded pass."""
+    m = labeler(context_sents=1).train()
+    docs = documents(40, np.random.default_rng(5))
+    b = doc_batch(docs, m.dp_labels, 1)
+    calls = []
+    real = m.backbone.decode_hidden
+    monkeypatch.setattr(m.backbone, "decode_hidden", lambda *a: calls.append(a[1].shape) or real(*a))
+    out = forward_loss(m, b, 0, 0.0)
+    assert len(calls) >= 2                                   # several buckets (subject / object verbs differ in length)
+    assert all(shape[0] < len(docs) for shape in calls)     # only the buckets: no pass over all 40 target rows
+    n_bucket_calls = len(calls)
+    enc = m.encode(b)
+    fresh = m.auxiliary_losses(enc, b)                       # nothing kept: one padded pass over the target rows
+    assert len(calls) == n_bucket_calls + 1
+    for k, v in fresh.items():
+        assert abs(float(v.detach()) * out.n_tokens - out.terms[k]) < 1e-3 * max(1.0, abs(out.terms[k])), k
