@@ -65,6 +65,7 @@ DP_HEADS = ("none", "predictor", "labeler")
 HEAD_FORMS = ("linear", "mlp")
 FUSE_INTO = ("labeler", "decoder")
 SOFTMAX = ("full", "batch")
+SOFTMAX_CHUNK = 2048            # positions per full-softmax chunk (reranking k candidates × B sentences)
 NO_DP = "NONE"                  # label 0 of ``dp_labels``
 PLACEHOLDER = "#DP#"            # the DPP placeholder token (docs/models.md §3.2)
 # Table 4.3's 30 Chinese forms (10 basic, + 的, + 自己), in the order of doctrans/dp/pronouns.py:
@@ -238,9 +239,11 @@ class Reconstructor(nn.Module):
             cand = torch.unique(gold)                                      # (C,) sorted: the batch's x̂ words
             logits = F.linear(o, self.out.weight.index_select(0, cand), self.out.bias.index_select(0, cand))
             gold = torch.searchsorted(cand, gold)
-        else:
-            logits = self.out(o)                                           # (N, V)
-        lp = -F.cross_entropy(logits.float(), gold, reduction="none")      # (N,)
+            lp = -F.cross_entropy(logits.float(), gold, reduction="none")  # (N,)
+        else:                                                              # (N, V) in chunks: bounded memory
+            lp = torch.cat([-F.cross_entropy(self.out(o[i:i + SOFTMAX_CHUNK]).float(), gold[i:i + SOFTMAX_CHUNK],
+                                             reduction="none") for i in range(0, o.size(0), SOFTMAX_CHUNK)]
+                           or [o.new_zeros(0, dtype=torch.float32)])
         return lp.new_zeros(target.shape).masked_scatter(keep, lp), states
 
     def init_state(self, memories: list[tuple[Tensor, Tensor]], r0_extra: Tensor | None = None) -> RecState:

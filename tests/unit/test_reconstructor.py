@@ -250,3 +250,18 @@ def test_batch_softmax_normalises_over_the_batch_words_in_training_only():
     assert torch.allclose(lp[keep], renorm[keep], atol=1e-5)
     assert torch.allclose(full[keep], full_all.gather(2, x_hat.unsqueeze(2)).squeeze(2)[keep], atol=1e-5)
     assert (lp[keep] > full[keep]).all()                                 # fewer competitors
+
+
+def test_full_softmax_in_chunks_equals_one_pass(monkeypatch):
+    from doctrans.models import reconstructor
+    torch.manual_seed(0)
+    rec = Reconstructor((4,), emb_size=2, hidden=3, attn=3, vocab=9).eval()
+    emb = torch.nn.Embedding(9, 2)
+    mem = (torch.randn(5, 3, 4), torch.zeros(5, 3, dtype=torch.bool))
+    x_hat = torch.randint(3, 9, (5, 7))
+    x_hat[:, -1] = 2
+    x_hat[0, 3:] = torch.tensor([2, 0, 0, 0])
+    whole, _ = rec(emb, [mem], x_hat, 0)
+    monkeypatch.setattr(reconstructor, "SOFTMAX_CHUNK", 4)
+    chunked, _ = rec(emb, [mem], x_hat, 0)
+    assert torch.allclose(whole, chunked) and whole[0, 4:].abs().sum() == 0
