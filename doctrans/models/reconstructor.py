@@ -93,6 +93,8 @@ class ReconstructorConfig:
     dp_head_form: str = "linear"        # linear | mlp (a tanh layer of H first; §5 A19)
     dp_weight: float = 1.0              # weight of −log P(dp | h^rec) (eq. 6.10, 6.12)
     dp_vocab: tuple[str, ...] = TABLE_4_3   # V_dp, the pronouns the head predicts (labels 1…)
+    dp_threshold: float = 0.0           # predict_dps: the most likely pronoun wherever P(NONE) < τ (as the
+                                        # external generator's τ, docs/models.md §2.11); 0 = arg-max over all labels
     context_sents: int = 0              # §2.12: N previous source sentences for DP labelling (0 = none)
     fuse_into: str = "labeler"          # §2.12: labeler (C in the labelling softmax, eq. 6.16) | decoder (eq. 6.15)
 
@@ -488,13 +490,19 @@ class ReconstructedModel(nn.Module):
         return lp.sum(1)
 
     def predict_dps(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
-        """The argmax DP label (B, S') long per rec_target position (see ``Seq2SeqModel.predict_dps``),
-        0 where the head does not predict (padding; non-#DP# positions of a predictor)."""
+        """The DP label (B, S') long per rec_target position (see ``Seq2SeqModel.predict_dps``): the
+        arg-max, or with ``dp_threshold`` τ > 0 the most likely pronoun wherever P(NONE) < τ; 0
+        where the head does not predict (padding; non-#DP# positions of a predictor)."""
         if self.dp_head is None:
             raise ValueError(no_dp_message(self))
         hidden = None if self.rec_dec is None and self.rec_shared is None else self.backbone.decode_hidden(enc, tgt_in)
         runs = self._run(enc, hidden, tgt_in, rec_target)
-        labels = self._dp_logits(enc, self._labelling_states(runs)).argmax(-1)
+        logits = self._dp_logits(enc, self._labelling_states(runs))                    # (B, S', L)
+        if self.cfg.dp_threshold > 0:
+            p_none = torch.softmax(logits.float(), -1)[..., 0]
+            labels = torch.where(p_none < self.cfg.dp_threshold, logits[..., 1:].argmax(-1) + 1, 0)
+        else:
+            labels = logits.argmax(-1)
         return labels.masked_fill(~self._dp_positions(rec_target), 0)
 
     @staticmethod

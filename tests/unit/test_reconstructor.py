@@ -265,3 +265,26 @@ def test_full_softmax_in_chunks_equals_one_pass(monkeypatch):
     monkeypatch.setattr(reconstructor, "SOFTMAX_CHUNK", 4)
     chunked, _ = rec(emb, [mem], x_hat, 0)
     assert torch.allclose(whole, chunked) and whole[0, 4:].abs().sum() == 0
+
+
+def test_dp_threshold_inserts_the_best_pronoun_where_none_is_unlikely_enough():
+    b = toy_batch()
+    preds = {}
+    for tau in (0.0, 0.6):
+        m = tiny_model(mode="shared", dp_head="labeler", target="original", dp_threshold=tau).eval()
+        with torch.no_grad():
+            m.dp_head.out.weight.zero_()
+            m.dp_head.out.bias.zero_()
+            m.dp_head.out.bias[0] = 4.0          # P(NONE) = e⁴ / (e⁴ + e^0.5 + 29) ≈ 0.64
+            m.dp_head.out.bias[9] = 0.5
+            preds[tau] = m.predict_dps(m.encode(b), b.tgt_in, b.rec_tgt)
+    assert preds[0.0].abs().sum() == 0                                    # arg-max: NONE everywhere
+    assert preds[0.6].abs().sum() == 0                                    # P(NONE) ≈ 0.64 ≥ 0.6
+    m = tiny_model(mode="shared", dp_head="labeler", target="original", dp_threshold=0.7).eval()
+    with torch.no_grad():
+        m.dp_head.out.weight.zero_()
+        m.dp_head.out.bias.zero_()
+        m.dp_head.out.bias[0] = 4.0
+        m.dp_head.out.bias[9] = 0.5
+        pred = m.predict_dps(m.encode(b), b.tgt_in, b.rec_tgt)
+    assert pred.tolist() == torch.where(b.rec_tgt.ne(0), 9, 0).tolist()  # P(NONE) < 0.7: the best pronoun
