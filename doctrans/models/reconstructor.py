@@ -303,14 +303,16 @@ class ReconstructedModel(nn.Module):
     def __init__(self, backbone: nn.Module, cfg: ReconstructorConfig):
         super().__init__()
         for name, value, known in (("mode", cfg.mode, MODES), ("attention", cfg.attention, ATTENTIONS),
-                                   ("target", cfg.target, TARGETS), ("encoder_input", cfg.encoder_input, ENCODER_INPUTS),
+                                   ("target", cfg.target, TARGETS),
+                                   ("encoder_input", cfg.encoder_input, ENCODER_INPUTS),
                                    ("dp_head", cfg.dp_head, DP_HEADS), ("fuse_into", cfg.fuse_into, FUSE_INTO)):
             if value not in known:
                 raise ValueError(f"model.reconstructor.{name} must be one of {', '.join(known)}, got {value!r}")
         if cfg.dp_head == "predictor" and cfg.target != "dpp":
             raise ValueError("model.reconstructor.dp_head: predictor labels #DP# placeholders, it needs target: dpp")
         if cfg.dp_head == "labeler" and cfg.target != "original":
-            raise ValueError("model.reconstructor.dp_head: labeler labels the original source, it needs target: original")
+            raise ValueError("model.reconstructor.dp_head: labeler labels the original source, "
+                             "it needs target: original")
         if cfg.context_sents and cfg.dp_head == "none":
             raise ValueError("model.reconstructor.context_sents > 0 needs a dp_head (the context feeds DP labelling)")
         if cfg.context_sents < 0:
