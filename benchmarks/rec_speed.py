@@ -14,7 +14,9 @@ machine hits all alike: forward_loss (cross-entropy + the model's auxiliary term
 clipping at 1.0, Adam. Prints a Markdown table: seconds per update (mean of the ``--updates``
 timed ones after ``--warmup`` untimed), target tok/s, the ratio to the baseline, and the
 loss terms (nats per target token) of the first and last timed update.
-Sentence-level systems only (``rec_joint_context`` reads document batches).
+A document model (``rec_joint_context``) trains on its document batches (``make_doc_batches``,
+runs of consecutive sentences with their N context rows, ``data.doc_batching`` of its YAML):
+other batches than the sentence systems', so compare its target tok/s, not s/update.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from doctrans.config import load_experiment  # noqa: E402
 from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches  # noqa: E402
+from doctrans.data.documents import collate_doc, load_doc_split, make_doc_batches  # noqa: E402
 from doctrans.models.build import build_model  # noqa: E402
 from doctrans.models.interface import bind_vocabularies  # noqa: E402
 from doctrans.training.loss import forward_loss  # noqa: E402
@@ -44,15 +47,18 @@ def system(name: str, prep: Path, ckpt: str, cache: dict):
         opts.append(f"model.reconstructor.softmax={variant}")
     cfg = load_experiment(path, opts)
     src_vocab, tgt_vocab = _vocabs(cfg)
-    key = len(src_vocab)
-    if key not in cache:
-        cache[key], _ = load_parallel(prep / "train.bpe.zh", prep / "train.bpe.en", src_vocab, tgt_vocab,
-                                      max_len=cfg.data.max_len, target_path=prep / "train.target")
-    full = cache[key]
-    data = ParallelData(list(full.src), full.tgt, full.line)
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), src_vocab.pad_id)
     bind_vocabularies(model, src_vocab, tgt_vocab)
+    if model.document.reads_documents:
+        data = load_doc_split(prep, "train", src_vocab, tgt_vocab, cfg.data.max_len)
+    else:
+        key = len(src_vocab)
+        if key not in cache:
+            cache[key], _ = load_parallel(prep / "train.bpe.zh", prep / "train.bpe.en", src_vocab, tgt_vocab,
+                                          max_len=cfg.data.max_len, target_path=prep / "train.target")
+        full = cache[key]
+        data = ParallelData(list(full.src), full.tgt, full.line)
     attach_reconstruction(cfg, model, "train", data, src_vocab)
     initialise_from(model, ckpt)
     model.train()
@@ -75,13 +81,18 @@ def main() -> None:
     systems = {n: system(n, args.prepared, args.checkpoint, cache) for n in names}
     cfg0, _, _, data0, _ = systems[names[0]]
     order = epoch_batches(make_batches(data0, cfg0.train.max_tokens, cfg0.train.seed), cfg0.train.seed, 0)
+    doc_order = {}
+    for n, (cfg, model, _, data, _) in systems.items():
+        if model.document.reads_documents:
+            doc_order[n] = make_doc_batches(data, cfg.train.max_tokens, model.document.context_sents, cfg.train.seed, 0,
+                                            mode=cfg.data.doc_batching, budget=cfg.data.doc_budget)
     secs = dict.fromkeys(names, 0.0)
     toks = dict.fromkeys(names, 0)
     terms: dict[str, list[dict]] = {n: [] for n in names}
     for k in range(args.warmup + args.updates):
         for n in names:
             cfg, model, opt, data, tgt_vocab = systems[n]
-            batch = collate(data, order[k], tgt_vocab)
+            batch = collate_doc(data, doc_order[n][k], tgt_vocab) if n in doc_order else collate(data, order[k], tgt_vocab)
             t0 = time.perf_counter()
             out = forward_loss(model, batch, tgt_vocab.pad_id, cfg.train.label_smoothing)
             opt.zero_grad(set_to_none=True)
