@@ -1,13 +1,16 @@
 """Held-out reconstruction loss and DP labels of reconstructor runs (issue 28 smoke check).
 
 Usage: python benchmarks/rec_dev_loss.py PREPARED_DIR RUN_DIR [RUN_DIR …]
+       (env TAUS="0.5,0.9": also the DP precision / recall / F at those ``dp_threshold`` values)
 
 For each run: −log R per x̂ token (full softmax, each reconstructor of the model) on the first 12
 dev batches (``make_batches``, 4096 tokens), and for a joint DP model the DP labels predicted and
 the recall at the gold DPs, for ``RUN_DIR/last.pt`` and for the same model at update 0 (same seed,
 ``train.init_from`` of its config: the stage-1 weights, reconstructors fresh).
 """
+import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -51,6 +54,13 @@ for run in sys.argv[2:]:
                     tot[k] = tot.get(k, 0.0) + float(-lp.sum())
                 ntok += int(b.rec_tgt.ne(0).sum())
                 if m.dp_head is not None:
+                    for tau in [float(t) for t in os.environ.get("TAUS", "").split(",") if t]:
+                        m.cfg = dataclasses.replace(m.cfg, dp_threshold=tau)
+                        p = m.predict_dps(enc, b.tgt_in, b.rec_tgt)
+                        g = b.dp_tgt
+                        c = res.setdefault(f"{when} tau {tau}", [0, 0, 0])      # correct, predicted, gold
+                        c[0] += int(((p == g) & g.ne(0)).sum()); c[1] += int(p.ne(0).sum()); c[2] += int(g.ne(0).sum())
+                    m.cfg = dataclasses.replace(m.cfg, dp_threshold=0.0)
                     pred = m.predict_dps(enc, b.tgt_in, b.rec_tgt)
                     gold = b.dp_tgt
                     at = gold.ne(0)
@@ -60,4 +70,9 @@ for run in sys.argv[2:]:
         res[when] = {k: round(v / ntok, 3) for k, v in tot.items()}
         if dp_n:
             res[when + " dp recall@gold"] = round(dp_ok / dp_n, 3); res["gold dps"] = dp_n
+    for key, v in list(res.items()):
+        if " tau " in key:
+            prec, rec = v[0] / max(v[1], 1), v[0] / max(v[2], 1)
+            res[key] = {"P": round(prec, 3), "R": round(rec, 3), "F": round(2 * prec * rec / max(prec + rec, 1e-9), 3),
+                        "predicted": v[1]}
     print(run, json.dumps(res, ensure_ascii=False), flush=True)
