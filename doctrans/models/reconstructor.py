@@ -426,6 +426,15 @@ class ReconstructedModel(nn.Module):
     def explain_blocks(self) -> list:
         return []
 
+    def portable(self):
+        """None: a model with reconstructors is no standard Transformer for another engine (its
+        translation is the backbone's, but reranking and DP prediction need the reconstructors)."""
+        return None
+
+    def quantizable_linears(self) -> list[nn.Module]:
+        """The backbone's choice (output and feed-forward layers); the reconstructors stay float."""
+        return self.backbone.quantizable_linears()
+
     # -- reconstruction ----------------------------------------------------------------------------
     @property
     def reconstruction(self) -> ReconstructionSpec:
