@@ -112,6 +112,18 @@ class ReconstructionSpec:
     predicts_dps: bool = False
 
 
+def no_reconstructor_message(model: Any) -> str:
+    """The ``reconstruction_score`` error of a model without a reconstructor."""
+    return (f"model {type(model).__name__} has no reconstructor; --rerank reconstructor needs a model trained "
+            "with one (pipelines/dp/rec_*.yaml)")
+
+
+def no_dp_message(model: Any) -> str:
+    """The ``predict_dps`` error of a model that predicts no DPs."""
+    return (f"model {type(model).__name__} predicts no DPs; --dp-out needs a joint DP predictor/labeler "
+            "(pipelines/dp/rec_joint_*.yaml)")
+
+
 @runtime_checkable
 class Seq2SeqModel(Protocol):
     """An encoder–decoder NMT model as the rest of doctrans sees it (an ``nn.Module``).
@@ -267,18 +279,6 @@ class SentenceModelDefaults:
 
     def predict_dps(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
         raise ValueError(no_dp_message(self))
-
-
-def no_reconstructor_message(model: Any) -> str:
-    """The ``reconstruction_score`` error of a model without a reconstructor."""
-    return (f"model {type(model).__name__} has no reconstructor; --rerank reconstructor needs a model trained "
-            "with one (pipelines/dp/rec_*.yaml)")
-
-
-def no_dp_message(model: Any) -> str:
-    """The ``predict_dps`` error of a model that predicts no DPs."""
-    return (f"model {type(model).__name__} predicts no DPs; --dp-out needs a joint DP predictor/labeler "
-            "(pipelines/dp/rec_joint_*.yaml)")
 
 
 def protocol_members(proto: type) -> list[str]:
