@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from doctrans.models.build import BACKBONES, CONTEXT_MODELS, DEFAULT_BACKBONE
+from doctrans.models.build import BACKBONES, CONTEXT_MODELS, DEFAULT_BACKBONE, RECONSTRUCTOR
 
 
 class ConfigError(ValueError):
@@ -45,6 +45,10 @@ class DataConfig:
                                         # plus their missing context rows)
     doc_budget: str = "tokens"          # runs: max_tokens bounds the sum of row widths (tokens; the
                                         # models compute in length buckets) | padded (rows × longest)
+    rec_dir: str = ""                   # reconstructor models: directory of x̂ ({split}.dp|dpp.{src_suffix}) and
+                                        # {split}.dplabel [default: prepared/dp] (data/reconstruction.py)
+    src_vocab_extra: tuple[str, ...] = ()   # tokens appended to the source vocabulary where absent (e.g. #DP#,
+                                        # pronoun forms BPE splits); init_from then copies the checkpoint's rows
 
 
 @dataclass(frozen=True)
@@ -208,6 +212,7 @@ _DATACLASS_FIELDS: dict = {
     (ExperimentConfig, "context"): context_config_class,
     (ExperimentConfig, "train"): TrainConfig,
     (ExperimentConfig, "decode"): DecodeConfig,
+    **{(cfg_cls, "reconstructor"): RECONSTRUCTOR[0] for cfg_cls, _ in BACKBONES.values()},   # model.reconstructor
 }
 
 

@@ -116,12 +116,13 @@ def sections() -> dict[str, list[tuple[type, str, dict | None]]]:
     from doctrans import config
     from doctrans.dp import config as dp_config
     from doctrans.dp.models import DP_MODELS
-    from doctrans.models.build import BACKBONES, CONTEXT_MODELS
+    from doctrans.models.build import BACKBONES, CONTEXT_MODELS, RECONSTRUCTOR
 
     return {
         "top": [(config.ExperimentConfig, "top level (doctrans train CONFIG.yaml; plus the sections below)", None)],
         "data": [(config.DataConfig, "data:", None)],
-        "model": [(cls, f"model:  (model.backbone: {name})", None) for name, (cls, _) in BACKBONES.items()],
+        "model": [(cls, f"model:  (model.backbone: {name})", None) for name, (cls, _) in BACKBONES.items()]
+                 + [(RECONSTRUCTOR[0], "model.reconstructor:  (absent = none; docs/models.md §2.9–2.10)", None)],
         "context": [(cls, f"context:  (context.type: {name}; absent = sentence-level)", None)
                     for name, (cls, _) in CONTEXT_MODELS.items()],
         "train": [(config.TrainConfig, "train:", None)],

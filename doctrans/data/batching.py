@@ -23,11 +23,15 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ParallelData:
-    """src[i], tgt[i]: int64 id arrays ending in ``</s>``; ``line[i]`` the 0-based line index."""
+    """src[i], tgt[i]: int64 id arrays ending in ``</s>``; ``line[i]`` the 0-based line index.
+    rec[i], dp[i]: a reconstructor model's target x̂ (source ids ending in ``</s>``) and DP label
+    ids (one per x̂ position), or None (``data/reconstruction.py``)."""
 
     src: list[np.ndarray]
     tgt: list[np.ndarray]
     line: np.ndarray
+    rec: list[np.ndarray] | None = None
+    dp: list[np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.src)
@@ -35,13 +39,17 @@ class ParallelData:
 
 @dataclass
 class Batch:
-    """src: (B, S) ids; tgt_in: (B, T) = <s> y…; tgt_out: (B, T) = y… </s>; padded with 0."""
+    """src: (B, S) ids; tgt_in: (B, T) = <s> y…; tgt_out: (B, T) = y… </s>; padded with 0.
+    rec_tgt: (B, S') the reconstruction target x̂ (source ids ending in ``</s>``), dp_tgt: (B, S')
+    DP label ids, both padded with 0, or None (a model without reconstructor / DP head)."""
 
     src: torch.Tensor
     tgt_in: torch.Tensor
     tgt_out: torch.Tensor
     index: np.ndarray             # (B,) positions in the ParallelData
     n_targets: int                # real target tokens, including </s> (what the loss sums over)
+    rec_tgt: torch.Tensor | None = None
+    dp_tgt: torch.Tensor | None = None
 
 
 def read_targets(path: Path, n_lines: int) -> np.ndarray:
@@ -132,4 +140,6 @@ def collate(data: ParallelData, index: np.ndarray, vocab: Vocab) -> Batch:
         tgt_out=pad_sequences(tgt, vocab.pad_id),
         index=np.asarray(index),
         n_targets=int(sum(len(t) for t in tgt)),
+        rec_tgt=None if data.rec is None else pad_sequences([data.rec[i] for i in index], vocab.pad_id),
+        dp_tgt=None if data.dp is None else pad_sequences([data.dp[i] for i in index], 0),
     )

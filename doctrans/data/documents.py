@@ -57,6 +57,8 @@ class DocData:
     is_target: np.ndarray
     doc_ids: list[str]
     doc_start: np.ndarray
+    rec: list[np.ndarray] | None = None     # a reconstructor's x̂ per line (``batching.ParallelData.rec``)
+    dp: list[np.ndarray] | None = None      # its DP label ids per line
 
     def __len__(self) -> int:
         return len(self.src)
@@ -223,10 +225,12 @@ class DocBatch:
     is_target: torch.Tensor
     ctx: torch.Tensor
     block: torch.Tensor | None = None
+    rec_tgt: torch.Tensor | None = None     # (B, S') as ``batching.Batch.rec_tgt``
+    dp_tgt: torch.Tensor | None = None      # (B, S') as ``batching.Batch.dp_tgt``
 
     def to(self, device: torch.device) -> DocBatch:
         """Move the tensors to ``device`` (in place); returns self."""
-        for name in ("src", "tgt_in", "tgt_out", "is_target", "ctx", "block"):
+        for name in ("src", "tgt_in", "tgt_out", "is_target", "ctx", "block", "rec_tgt", "dp_tgt"):
             if getattr(self, name) is not None:
                 setattr(self, name, getattr(self, name).to(device, non_blocking=True))
         return self
@@ -489,6 +493,8 @@ def collate_doc(data: DocData, spec: DocBatchSpec, vocab: Vocab) -> DocBatch:
         is_target=torch.from_numpy(np.asarray(spec.is_target, dtype=bool)),
         ctx=torch.from_numpy(context_rows(data, spec.rows, spec.context_sents)),
         block=torch.from_numpy(block_ids(data, spec.rows, spec.block)) if spec.block > 0 else None,
+        rec_tgt=None if data.rec is None else pad_sequences([data.rec[i] for i in spec.rows], vocab.pad_id),
+        dp_tgt=None if data.dp is None else pad_sequences([data.dp[i] for i in spec.rows], 0),
     )
 
 

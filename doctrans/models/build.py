@@ -7,7 +7,11 @@ holding its name.
 
 ``CONTEXT_MODELS``: ``context.type`` name → (config dataclass, model class wrapping a backbone,
 ``models/context/base.py``). A context model is one file in ``models/context/``, one row here
-and ``pipelines/context/<name>.yaml``. Nothing outside this file names a variant.
+and ``pipelines/context/<name>.yaml``.
+
+``RECONSTRUCTOR``: (config dataclass, model class) of the ``model.reconstructor`` section, which
+wraps the backbone (or context model) in reconstructors and DP heads (``models/reconstructor.py``,
+docs/models.md §2.9–2.10; ``pipelines/dp/rec_*.yaml``). Nothing outside this file names a variant.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from doctrans.models.context.hier_rnn import HRNN, HRNNConfig
 from doctrans.models.context.inter_sentence_gate import InterSentenceGate, ISGConfig
 from doctrans.models.context.multi_encoder import MultiEncoder, MultiEncoderConfig
 from doctrans.models.interface import missing_members
+from doctrans.models.reconstructor import ReconstructedModel, ReconstructorConfig
 
 DEFAULT_BACKBONE = "transformer"
 
@@ -43,14 +48,25 @@ CONTEXT_MODELS = {
     "cache": (CacheConfig, ContinuousCache),
 }
 
+RECONSTRUCTOR = (ReconstructorConfig, ReconstructedModel)
+
 
 def build_model(cfg, src_vocab: int, tgt_vocab: int, pad_id: int = 0, context=None) -> nn.Module:
     """Instantiate the backbone named by ``cfg.backbone`` (a row of ``BACKBONES``) with its
     config ``cfg``, wrapped in the context model ``context.type`` (a row of ``CONTEXT_MODELS``)
     when ``context`` is given. Raises ValueError for an unknown name, a mismatched config, or a
     context model whose ``backbone_parts`` the backbone does not provide (naming the model, the
-    backbone and the missing members)."""
+    backbone and the missing members). A ``cfg.reconstructor`` (``RECONSTRUCTOR``'s config) wraps
+    the backbone in ``ReconstructedModel`` (not combinable with a context model)."""
     backbone = _row(BACKBONES, cfg.backbone, cfg, "backbone")(cfg, src_vocab, tgt_vocab, pad_id)
+    rec = getattr(cfg, "reconstructor", None)
+    if rec is not None:
+        if not isinstance(rec, RECONSTRUCTOR[0]):
+            raise ValueError(f"model.reconstructor needs a {RECONSTRUCTOR[0].__name__}, got {type(rec).__name__}")
+        if context is not None:
+            raise ValueError("model.reconstructor cannot be combined with a context model (it has its own "
+                             "cross-sentence context: model.reconstructor.context_sents)")
+        return RECONSTRUCTOR[1](backbone, rec)
     if context is None:
         return backbone
     model_cls = _row(CONTEXT_MODELS, context.type, context, "context model")

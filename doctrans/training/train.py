@@ -23,6 +23,7 @@ from doctrans.config import ExperimentConfig, to_dict
 from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches
 from doctrans.data.documents import (DOC_BATCHING, DOC_BUDGETS, DocBatchSpec, DocData, collate_doc,
                                      filter_context_tuples, load_doc_split, make_doc_batches)
+from doctrans.data.reconstruction import load_dp_labels, load_rec_lines, rec_target_path
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
 from doctrans.models.build import build_model
@@ -49,8 +50,39 @@ def _vocabs(cfg: ExperimentConfig) -> tuple[Vocab, Vocab]:
     prep = Path(cfg.data.prepared)
     src_lang, tgt_lang = cfg.data.src_suffix.split(".")[-1], cfg.data.tgt_suffix.split(".")[-1]
     src_counts = Path(cfg.data.src_vocab) if cfg.data.src_vocab else prep / f"vocab.{src_lang}.txt"
-    return (Vocab.from_counts_file(src_counts, cfg.data.min_freq),
+    src = Vocab.from_counts_file(src_counts, cfg.data.min_freq)
+    extra = [t for t in dict.fromkeys(cfg.data.src_vocab_extra) if t not in src.index]
+    return (Vocab(src.tokens + extra) if extra else src,
             Vocab.from_counts_file(prep / f"vocab.{tgt_lang}.txt", cfg.data.min_freq))
+
+
+def attach_reconstruction(cfg: ExperimentConfig, model: torch.nn.Module, split: str, data, src_vocab: Vocab) -> None:
+    """Give ``data`` (ParallelData or DocData of ``split``) the reconstruction target x̂ and DP
+    labels the model's ``reconstruction`` spec asks for (``data/reconstruction.py``): ``data.rec``
+    (and ``data.dp`` when it ``predicts_dps``), one per item, aligned through ``data.line``; with
+    ``encoder_input: annotated`` the sources become x̂ too. Nothing for a model without a target.
+    Raises FileNotFoundError / ValueError naming the file."""
+    spec = model.reconstruction
+    if not spec.target:
+        return
+    d, prep = cfg.data, Path(cfg.data.prepared)
+    src_dir = Path(d.src_dir) if d.src_dir else prep
+    rec_dir = Path(d.rec_dir) if d.rec_dir else prep / "dp"
+    path = rec_target_path(spec.target, split, rec_dir, src_dir, d.src_suffix)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} missing: the reconstruction target ({spec.target}) of {split}; "
+                                f"run `doctrans annotate-dp -p {prep}` or set data.rec_dir")
+    n_lines = len(read_lines(src_dir / f"{split}.{d.src_suffix}"))
+    lines, ids = load_rec_lines(path, src_vocab, n_lines)
+    data.rec = [ids[k] for k in data.line]
+    if spec.encoder_input == "annotated":
+        data.src = list(data.rec)
+    if spec.predicts_dps:
+        head = "labeler" if spec.target == "original" else "predictor"
+        labels = load_dp_labels(rec_dir / f"{split}.dplabel", lines, model.dp_labels, head)
+        data.dp = [labels[k] for k in data.line]
+    log.info("%s: reconstruction target %s from %s%s", split, spec.target, path,
+             " (and DP labels)" if spec.predicts_dps else "")
 
 
 def add_file_log(run_dir: Path) -> None:
@@ -84,8 +116,9 @@ class NMTTask:
 
     def _to_device(self, batch):
         if self.device.type != "cpu":
-            for name in ("src", "tgt_in", "tgt_out"):
-                setattr(batch, name, getattr(batch, name).to(self.device, non_blocking=True))
+            for name in ("src", "tgt_in", "tgt_out", "rec_tgt", "dp_tgt"):
+                if getattr(batch, name) is not None:
+                    setattr(batch, name, getattr(batch, name).to(self.device, non_blocking=True))
         return batch
 
     def collate(self, key: np.ndarray, epoch: int, index: int):
@@ -144,6 +177,12 @@ def initialise_from(model: torch.nn.Module, path: str, freeze: tuple[str, ...] =
         raise ValueError(f"init_from {path}: keys the model does not have: {', '.join(unexpected[:8])}"
                          + (f" … ({len(unexpected)} in all)" if len(unexpected) > 8 else ""))
     missing = sorted(set(own) - set(state))
+    for k, v in list(state.items()):           # a source vocabulary extended by data.src_vocab_extra:
+        o = own[k]                             # the checkpoint's rows, the new ones fresh
+        if o.shape != v.shape and o.dim() == v.dim() and o.shape[1:] == v.shape[1:] and o.shape[0] > v.shape[0]:
+            grown = o.detach().clone()
+            grown[:v.shape[0]] = v
+            state[k] = grown
     model.load_state_dict(state, strict=False)
     log.info("init_from %s: %d tensors loaded, %d new (%s)", path, len(state), len(missing),
              ", ".join(sorted({k.split(".")[0] for k in missing})) or "-")
@@ -247,9 +286,20 @@ def _load_data(cfg: ExperimentConfig, src_vocab: Vocab, tgt_vocab: Vocab):
     return train, dev, dev_refs
 
 
+def _attach_all(cfg: ExperimentConfig, model, train, dev, src_vocab: Vocab) -> None:
+    attach_reconstruction(cfg, model, cfg.data.train_split, train, src_vocab)
+    if dev is not None:
+        attach_reconstruction(cfg, model, cfg.data.dev_split, dev, src_vocab)
+
+
 def _check_init_vocab(path: str, src_vocab: Vocab, tgt_vocab: Vocab) -> None:
+    """Raises ValueError unless the checkpoint's vocabularies are this run's, or its source
+    vocabulary is a prefix of this run's (``data.src_vocab_extra`` appended tokens)."""
     ck = load_checkpoint(path)
-    if "vocab" in ck and (ck["vocab"]["src"] != src_vocab.tokens or ck["vocab"]["tgt"] != tgt_vocab.tokens):
+    if "vocab" not in ck:
+        return
+    src = ck["vocab"]["src"]
+    if src_vocab.tokens[:len(src)] != src or ck["vocab"]["tgt"] != tgt_vocab.tokens:
         raise ValueError(f"init_from {path}: its vocabularies differ from this run's (another prepared dataset?)")
 
 
@@ -292,10 +342,12 @@ def run(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | Non
         train, dev, dev_refs = load_doc_splits(cfg, src_vocab, tgt_vocab)
         doc = model.document
         filter_context_tuples(train, model.context_filter, doc.context_sents)   # the model's training-tuple filter
+        _attach_all(cfg, model, train, dev, src_vocab)
         task = DocNMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device,
                           doc.context_sents, doc.context_block, dev_scorer)
     else:
         train, dev, dev_refs = _load_data(cfg, src_vocab, tgt_vocab)
+        _attach_all(cfg, model, train, dev, src_vocab)
         task = NMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, dev_scorer)
     if t.init_from and ckpt is None:
         _check_init_vocab(t.init_from, src_vocab, tgt_vocab)

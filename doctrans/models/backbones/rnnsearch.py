@@ -56,6 +56,7 @@ Shape legend: B batch, S source length, T target length, E embedding size, H hid
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -81,6 +82,7 @@ class RNNSearchConfig:
     bos_zero: bool = True               # y_0 = zero embedding, as the reference code [C]
     share_dec_embeddings: bool = False  # tie W_out to E_tgt (both V × E); the thesis does not
     max_target_len: int = 256           # longest target search may produce (incl. </s>)
+    reconstructor: Any = None           # a ReconstructorConfig: reconstructors / DP heads (models/reconstructor.py)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -41,6 +42,7 @@ class TransformerConfig:
     share_dec_embeddings: bool = True   # tie decoder input embedding and output projection
     share_all_embeddings: bool = False  # also tie the source embedding (needs a joint vocabulary)
     max_positions: int = 1024
+    reconstructor: Any = None           # a ReconstructorConfig: reconstructors / DP heads (models/reconstructor.py)
 
 
 def sinusoidal_positions(n: int, dim: int) -> Tensor:
