@@ -376,8 +376,23 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
 @click.option("--seed", type=NON_NEGATIVE, default=1, show_default=True, help="Sampling seed of --explain (any N ≥ 0, 0 too).")
 @click.option("--oracle-dir", default=None, type=click.Path(exists=True, file_okay=False),
               help="TVsub root holding dev/dev.oracle-dp.seg.zh etc. [default: from the prepared meta.json].")
+@click.option("--jackknife", type=click.IntRange(min=2), default=None, metavar="K",
+              help="With -p (after annotate-dp -p): complete the training sources with PREDICTED DPs, each of K "
+                   "document folds by a DP generator trained on the other K-1 folds; dev/test by their "
+                   "ensemble. Writes OUT [default: PREPARED/dp_jkK] in the layout of PREPARED/dp "
+                   "(pipelines/dp/nmt_dp_predicted.yaml trains on it). Resumable per fold.")
+@click.option("--jackknife-config", default="", metavar="YAML",
+              help="--jackknife: the DP generator of each fold [default: pipelines/dp/labeler.yaml].")
+@click.option("--jackknife-set", "jackknife_set", multiple=True, metavar="KEY=VALUE",
+              help="--jackknife: override for every fold's generator training (repeatable), e.g. "
+                   "train.max_epochs=1.")
+@click.option("--source-bpe", is_flag=True,
+              help="With -p, after annotate-dp -p: only write SPLIT.dp.srcbpe.zh (PREPARED/dp/SPLIT.dp.zh BPE-encoded "
+                   "as the prepared source, pronouns not kept whole) into OUT [default: PREPARED/dp]: the +DPs source "
+                   "of a model continued from a stage-1 checkpoint (its vocabulary). New annotations write it too.")
 def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format, threshold, splits, symmetrize, mode, overt_match, lm_order, lm_path, lm_memory, workers,
-                    align_samplers, explain, explain_split, seed, oracle_dir) -> None:
+                    align_samplers, explain, explain_split, seed, oracle_dir, jackknife, jackknife_config,
+                    jackknife_set, source_bpe) -> None:
     """Annotate dropped pronouns (DPs) in a prepared parallel corpus (thesis §4.3.1, Algorithm 1).
 
     \b
@@ -406,8 +421,17 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
     preserved. Score against an oracle with `doctrans score dp`.
 
     \b
+    With -p PREPARED --jackknife K (after `annotate-dp -p PREPARED`): the training sources
+    completed with predicted DPs (doctrans/dp/jackknife.py): the documents are dealt into K
+    folds, fold k is completed by a generator (--jackknife-config) trained on the other folds
+    (OUT/folds/k/best.pt), dev and test by the ensemble of the K generators (OUT/generator.txt,
+    for translate --dp-generator); OUT holds SPLIT.dp.zh, .dpp.zh, .dplabel, .dp.bpe.zh,
+    .dpp.bpe.zh, vocab.dp.zh.txt like PREPARED/dp, so train and test DPs carry the same errors.
+
+    \b
     Examples:
       doctrans annotate-dp -p data/quickstart --explain 5
+      doctrans annotate-dp -p data/quickstart --jackknife 3 --jackknife-set train.max_epochs=1
       doctrans annotate-dp --generator runs/dp_labeler/best.pt data/quickstart/test.tok.zh \\
           --docs data/quickstart/test.docs -o runs/dp_labeler/test --nbest 6
     """
@@ -426,6 +450,30 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
         return
     if not prepared:
         raise click.UsageError("give -p/--prepared (annotate a parallel corpus) or --generator MODEL INPUT")
+    if source_bpe:
+        from pathlib import Path
+
+        from doctrans.dp.corpus import source_bpe as write_source_bpe
+
+        dp_dir = Path(prepared) / "dp"
+        names = [sp.strip() for sp in splits.split(",") if (dp_dir / f"{sp.strip()}.dp.zh").is_file()]
+        if not names:
+            raise click.UsageError(f"no {dp_dir}/SPLIT.dp.zh: run `doctrans annotate-dp -p {prepared}` first")
+        for p in write_source_bpe(prepared, dp_dir, out or dp_dir, names):
+            click.echo(f"wrote {p}")
+        return
+    if jackknife:
+        from doctrans.config_catalog import find_pipelines
+        from doctrans.dp.jackknife import JackknifeConfig, run as run_jackknife
+
+        res = run_jackknife(JackknifeConfig(            # errors: main() prints them (exit 1)
+            prepared=prepared, folds=jackknife, out=out or "",
+            config=jackknife_config or str(find_pipelines() / "dp" / "labeler.yaml"),
+            overrides=tuple(jackknife_set)))
+        click.echo(f"DPs inserted: {', '.join(f'{k} {v:,}' for k, v in res['dps'].items())}")
+        click.echo(f"fold generators (translate --dp-generator): {':'.join(map(str, res['generators']))}")
+        click.echo(f"jackknifed corpus: {res['out']}")
+        return
     from doctrans.dp.corpus import AnnotateConfig, render_agreement_table, run
 
     cfg = AnnotateConfig(prepared=prepared, out=out, splits=tuple(s.strip() for s in splits.split(",") if s.strip()),
