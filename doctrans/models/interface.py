@@ -92,6 +92,26 @@ class DocumentSpec:
         return self.context_sents > 0 or self.context_block > 0
 
 
+@dataclass(frozen=True)
+class ReconstructionSpec:
+    """What a model reconstructs (docs/models.md §2.8–2.11); ``ReconstructionSpec()`` for none.
+
+    encoder_input: which source the encoder reads in training and translation:
+      "original" (x) | "annotated" (x̂, the DP- or DPP-completed source); "" = no reconstructor.
+    target: what is reconstructed: "dp" (x̂ with DP words) | "dpp" (x̂ with #DP# placeholders)
+      | "original" (x itself, the end-to-end labeler §2.11) | "" (none).
+    reranks: the model has a reconstructor that reads the decoder states, so
+      ``reconstruction_score`` varies with the candidate translation (§2.8 "Decoding").
+    weight: λ, the weight of log R in reranking (= the training weight, §2.8 footnote).
+    predicts_dps: ``predict_dps`` works (joint DP predictor §2.10 or labeler §2.11).
+    """
+    encoder_input: str = ""
+    target: str = ""
+    reranks: bool = False
+    weight: float = 1.0
+    predicts_dps: bool = False
+
+
 @runtime_checkable
 class Seq2SeqModel(Protocol):
     """An encoder–decoder NMT model as the rest of doctrans sees it (an ``nn.Module``).
@@ -188,6 +208,36 @@ class Seq2SeqModel(Protocol):
         """Training-only loss terms beside the cross-entropy (``AuxiliaryLosses``); {} for none."""
         ...
 
+    # -- reconstruction and dropped pronouns (docs/models.md §2.8–2.12) ------------------------
+    @property
+    def reconstruction(self) -> ReconstructionSpec:
+        """What the model reconstructs (``ReconstructionSpec()`` for a model without a reconstructor)."""
+        ...
+
+    @property
+    def dp_labels(self) -> list[str]:
+        """The DP label set: index 0 is "NONE", the rest the Chinese pronoun vocabulary V_dp the
+        model predicts (``doctrans/dp/pronouns.py``); [] for a model that predicts no DPs."""
+        ...
+
+    def reconstruction_score(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
+        """log R(x̂ | states) per row, summed over x̂'s tokens incl. </s>, float32 (B,).
+        enc: B rows (e.g. each source repeated once per k-best candidate); tgt_in (B, T) the
+        candidate ``<s> y_1 … y_n`` teacher-forced (padded with pad_id); rec_target (B, S')
+        x̂ in SOURCE-vocabulary ids ending in </s>, padded with pad_id (what spec.target says).
+        One teacher-forced pass for all B rows. Raises ValueError for a model without a
+        reconstructor."""
+        ...
+
+    def predict_dps(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
+        """DP labels (B, S') long, ids into ``dp_labels``, one per rec_target position (0 = NONE,
+        and 0 at padding). spec.target "original" (labeler §2.11): label j ≠ 0 means the pronoun
+        dp_labels[label] is missing immediately BEFORE rec_target[:, j] (the </s> slot = at the
+        end). spec.target "dpp" (predictor §2.10): label j ≠ 0 only at #DP# placeholder
+        positions, meaning the placeholder is that pronoun. Raises ValueError for a model that
+        predicts no DPs."""
+        ...
+
 
 class SentenceModelDefaults:
     """The document side of ``Seq2SeqModel`` for a sentence-level model (a backbone): reads no
@@ -208,6 +258,27 @@ class SentenceModelDefaults:
 
     def auxiliary_losses(self, enc: EncoderOutput, batch: Any) -> dict[str, Tensor]:
         return {}
+
+    reconstruction = ReconstructionSpec()
+    dp_labels: list[str] = []
+
+    def reconstruction_score(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
+        raise ValueError(no_reconstructor_message(self))
+
+    def predict_dps(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
+        raise ValueError(no_dp_message(self))
+
+
+def no_reconstructor_message(model: Any) -> str:
+    """The ``reconstruction_score`` error of a model without a reconstructor."""
+    return (f"model {type(model).__name__} has no reconstructor; --rerank reconstructor needs a model trained "
+            "with one (pipelines/dp/rec_*.yaml)")
+
+
+def no_dp_message(model: Any) -> str:
+    """The ``predict_dps`` error of a model that predicts no DPs."""
+    return (f"model {type(model).__name__} predicts no DPs; --dp-out needs a joint DP predictor/labeler "
+            "(pipelines/dp/rec_joint_*.yaml)")
 
 
 def protocol_members(proto: type) -> list[str]:

@@ -25,7 +25,8 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from doctrans.models.interface import DocumentSpec, EncoderOutput
+from doctrans.models.interface import (DocumentSpec, EncoderOutput, ReconstructionSpec, no_dp_message,
+                                       no_reconstructor_message)
 
 SPECIAL_IDS = (0, 1, 2, 3)     # <pad> <s> </s> <unk> of every doctrans vocabulary (data/vocab.py)
 
@@ -175,3 +176,13 @@ class ContextModel(nn.Module):
         """Training-only loss terms (``models.interface.AuxiliaryLosses``): {name: scalar per-sentence
         mean}; none by default."""
         return {}
+
+    # -- no reconstructor (models.interface.Seq2SeqModel; docs/models.md §2.8–2.12) ------------
+    reconstruction = ReconstructionSpec()
+    dp_labels: list[str] = []
+
+    def reconstruction_score(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
+        raise ValueError(no_reconstructor_message(self))
+
+    def predict_dps(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
+        raise ValueError(no_dp_message(self))
