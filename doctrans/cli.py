@@ -281,11 +281,24 @@ def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | N
               help='Where --nbest goes (- for stdout): one JSON object per input line, {"line": K (from 1), '
                    '"hypotheses": [{"rank": 1, "text": ..., "score": ...}, ...]}, [] for an empty line; a line '
                    "split into pieces has one hypothesis, its joined 1-best, with score null.")
+@click.option("--rerank", type=click.Choice(["reconstructor"]), default=None,
+              help="Rerank the k best hypotheses of each line by the beam's score + λ·log R(x̂|s(y))/|x̂|, the "
+                   "model's reconstructor rebuilding the source x̂ from each candidate's decoder states (docs/"
+                   "models.md §2.8 Decoding; λ: the model's weight). x̂: the source itself (joint labeler) or the "
+                   "--dp-generator's completion (--dp-input as the model reconstructs). Models trained with a "
+                   "decoder-side reconstructor only (pipelines/dp/rec_*.yaml).")
+@click.option("--rerank-k", type=NON_NEGATIVE, default=0, show_default=True, metavar="K",
+              help="--rerank: candidates per line (≤ --beam; 0 = --beam).")
+@click.option("--dp-out", default="", metavar="FILE",
+              help="Also write the DP-completed source the model predicts (joint DP predictor/labeler, "
+                   "pipelines/dp/rec_joint_*.yaml): segmented words with the pronouns inserted, one line per input "
+                   "line (empty for empty), as annotate-dp --generator writes; score it with `doctrans score dp "
+                   "FILE --base SRC.tok.zh --oracle …`.")
 def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
                   input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator,
                   dp_input, dp_nbest, dp_combine, dp_weights, dp_docs, write_lattice, encoding_errors, resume,
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
-                  nbest, nbest_out) -> None:
+                  nbest, nbest_out, rerank, rerank_k, dp_out) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
     The output has exactly as many lines as the input; an empty input line gives an empty
@@ -309,6 +322,10 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
     A context model translates each document in order (--docs, an .sgm input, or the files of
     a directory); a plain file or stdin without --docs is one document (with a warning).
     --explain-context N draws where its context attention goes for N sentences.
+
+    A model trained with a reconstructor (pipelines/dp/rec_*.yaml): --rerank reconstructor
+    rescores the k best translations with it (all k candidates of a batch in one pass), and
+    --dp-out FILE writes a joint DP model's predicted DP-completed source.
     """
     from doctrans.inference.translate import TranslateConfig
     from doctrans.stages import translate
@@ -323,7 +340,8 @@ def translate_cmd(checkpoint, input_, output, beam, lenpen, max_len_ratio, max_l
                         resume=resume, max_source_len=max_source_len, workers=workers,
                         group_lines=group_lines, explain_context=explain_context, explain_dir=explain_dir,
                         context_options=tuple(context_options), glob=glob_, out_suffix=out_suffix,
-                        output_format=output_format, nbest=nbest, nbest_out=nbest_out))
+                        output_format=output_format, nbest=nbest, nbest_out=nbest_out, rerank=rerank or "",
+                        rerank_k=rerank_k, dp_out=dp_out))
 
 
 # --- annotate-dp (doctrans/dp/corpus.py, doctrans/dp/apply.py) -------------------------------------------
