@@ -333,8 +333,9 @@ def bpe_variants(prepared: str | Path, out: str | Path, splits: Sequence[str]) -
 
 
 def source_bpe(prepared: str | Path, dp_dir: str | Path, out: str | Path, splits: Sequence[str]) -> list[Path]:
-    """``OUT/{split}.dp.srcbpe.zh``: ``DP_DIR/{split}.dp.zh`` BPE-encoded exactly as the prepared
-    source (no token kept whole), so every unit is in ``PREPARED/vocab.zh.txt`` — the +DPs source
+    """``OUT/{split}.dp.srcbpe.zh`` (and ``.dpp.srcbpe.zh`` where ``{split}.dpp.zh`` exists):
+    ``DP_DIR/{split}.dp.zh`` BPE-encoded exactly as the prepared source (no token kept whole; ``#DP#``
+    becomes a few BPE units), so every unit is in ``PREPARED/vocab.zh.txt`` — the +DPs source
     of a model continued from a stage-1 checkpoint of ``prepared`` (``train.init_from`` needs its
     vocabulary; the pronoun-protected ``.dp.bpe.zh`` would turn 我的, 你的 … into <unk> there).
     Returns the paths written."""
@@ -344,9 +345,12 @@ def source_bpe(prepared: str | Path, dp_dir: str | Path, out: str | Path, splits
     Path(out).mkdir(parents=True, exist_ok=True)
     written = []
     for split in splits:
-        path = Path(out) / f"{split}.{SRC_BPE_SUFFIX}"
-        atomic_write_lines(path, proc.apply_bpe(read_lines(Path(dp_dir) / f"{split}.dp.zh")))
-        written.append(path)
+        for variant in ("dp", "dpp"):
+            src = Path(dp_dir) / f"{split}.{variant}.zh"
+            if variant == "dp" or src.is_file():
+                path = Path(out) / f"{split}.{variant}.srcbpe.zh"
+                atomic_write_lines(path, proc.apply_bpe(read_lines(src)))
+                written.append(path)
     return written
 
 

@@ -499,7 +499,8 @@ class Translator:
                             progress: bool) -> list[str]:
         """Translation of input variants (``inference/transform.py``): the input transform turns
         each tokenized line into weighted source variants; they are BPE-encoded (its protected
-        tokens kept whole) and decoded by its combine mode: ``1best`` the first variant,
+        tokens kept whole when the checkpoint was trained with ``data.bpe_protect_dp``, else as
+        any source, as the model saw them in training) and decoded by its combine mode: ``1best`` the first variant,
         ``mixture`` all in one beam (log Σ w p), ``max`` each alone, the best-scoring kept."""
         c = self.cfg
         if c.input_format == "bpe":
@@ -510,7 +511,8 @@ class Translator:
             tok[i] = t
         per_line = transform(tok)
         variants = [per_line[i] for i in nonempty]
-        bpe = iter(self.src_proc.apply_bpe([x for vs in variants for x, _ in vs], protect=transform.protect))
+        protect = transform.protect if self._loaded.protect_dp else frozenset()   # BPE as in training
+        bpe = iter(self.src_proc.apply_bpe([x for vs in variants for x, _ in vs], protect=protect))
         src = [[self.src_vocab.encode(next(bpe)) for _ in vs] for vs in variants]
         weights = [[w for _, w in vs] for vs in variants]
         args = (self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio, c.max_len_extra, c.batch_sentences, progress)

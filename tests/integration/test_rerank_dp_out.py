@@ -173,3 +173,29 @@ def test_clear_errors_for_models_and_options_that_cannot(trained, tmp_path, monk
     assert r.exit_code != 0 and "give --dp-generator" in str(r.exception)
     r = CliRunner().invoke(cli, [*args, "--rerank", "reconstructor", "--beam", "2", "--rerank-k", "3"])
     assert r.exit_code != 0 and "exceeds --beam" in str(r.exception)
+
+
+class _Completion:
+    """An input transform (inference/transform.py) inserting 我的 before each line."""
+    combine, protect = "1best", frozenset({"我的"})
+
+    def __call__(self, tok):
+        return [[(f"我的 {t}", 1.0)] if t is not None else [] for t in tok]
+
+
+def test_dp_input_is_bpe_encoded_as_in_training(trained, tmp_path, monkeypatch):
+    """Bug: generator-completed input was always BPE-encoded with the DP pronouns kept whole, also
+    for a model trained without data.bpe_protect_dp (the +DPs rows continued from stage 1 read
+    .dp.srcbpe.zh), whose vocabulary then lacks them (<unk>)."""
+    from doctrans.inference.transform import InputSetup
+
+    lines = _inputs(tmp_path)
+    cfg = TranslateConfig(checkpoint=str(trained), input_format="tok", tokenized=True, beam=2, dp_generator="fake")
+    tr = Translator(cfg, InputSetup(_Completion(), _Completion.protect))
+    assert not tr._loaded.protect_dp
+    seen = []
+    real = tr.src_proc.apply_bpe
+    monkeypatch.setattr(tr.src_proc, "apply_bpe", lambda xs, protect=frozenset(): seen.append(protect) or real(xs, protect))
+    out = tr.translate(lines)
+    assert len(out) == len(lines) and out[1] == ""
+    assert seen and all(p == frozenset() for p in seen), seen
