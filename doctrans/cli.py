@@ -964,6 +964,51 @@ def table_context_cmd(systems, context_options, tables, **kw) -> None:
     click.echo(f"wrote {run(systems, ContextTableConfig(**kw), options, split)}")
 
 
+@table_grp.command("rec", short_help="The reconstructor / DP table (issue 28): +DPs, reconstructors, joint DP models.")
+@click.option("--system", "systems", multiple=True, required=True, metavar="NAME=RUN_DIR", callback=_system_spec,
+              help="A row: its name and run directory (the first row is the baseline). Repeatable.")
+@click.option("--row-option", "row_options", multiple=True, metavar="NAME:KEY=VALUE",
+              help="Translate row NAME with this translate option (KEY: dp_generator, dp_input, rerank, rerank_k), "
+                   "e.g. --row-option '+DPs:dp_generator=runs/dp_labeler/best.pt' or 'enc+dec, reranked:rerank="
+                   "reconstructor'. Repeatable.")
+@click.option("--generator", default="", help="The external DP generator: its 1-best completion of the test source "
+                                              "heads the DP prediction table (P/R/F against the hand oracle).")
+@_table_options("results/rec_table.md", "results/rec_table")
+@click.option("--ref", default="", help="Test references (SGML) [default: DATA/test/test.ref.sgm].")
+@click.option("--checkpoint", type=click.Choice(["last", "best"]), default="last", show_default=True,
+              help="Which checkpoint of each run translates (last: equal updates).")
+@click.option("--discourse", is_flag=True, help="Add contrastive DP / overt pronoun accuracy per row (minutes each).")
+@click.option("--skip-missing", is_flag=True, help="Skip a row whose run has no checkpoint yet (with a warning).")
+def table_rec_cmd(systems, row_options, **kw) -> None:
+    """The reconstructor / DP table (issue 28; thesis Tables 5.4, 6.2, 6.6; `make rec-table`).
+
+    Translates the TVsub test set as documents with each run's last.pt and its row options (a
+    DP generator completing a +DPs row's input or making a reconstructor's x̂, --rerank
+    reconstructor), and writes per row: 3-reference BLEU with paired bootstrap and sign test
+    against the first row, English pronouns, DP translation recall, contrastive DP / overt
+    accuracy (--discourse), parameters, training tok/s, decoding sent/s (a reranked row also
+    against the same run decoded plainly) and updates; then the DP prediction table: the
+    external generator's and every joint DP model's (translate --dp-out) position and pronoun
+    P/R/F against the hand oracle. Writes --out and WORK/rows.json; translations are reused.
+
+    \b
+    Example:
+      doctrans table rec --system Baseline=runs/rec/baseline --system +DPs=runs/rec/nmt_dp \\
+          --row-option +DPs:dp_generator=runs/dp_labeler/best.pt --generator runs/dp_labeler/best.pt
+    """
+    from doctrans.experiments.rec_table import RecTableConfig, run
+
+    names = [n for n, _ in systems]
+    options: dict[str, list[str]] = {}
+    for spec in row_options:
+        name, sep, kv = spec.partition(":")       # a name holds no ':', a value may (A.pt:B.pt ensembles)
+        if not sep or "=" not in kv or name not in names:
+            raise click.BadParameter(f"{spec!r}: expected NAME:KEY=VALUE with NAME one of the --system names",
+                                     param_hint="--row-option")
+        options.setdefault(name, []).append(kv)
+    click.echo(f"wrote {run(systems, RecTableConfig(**kw), options)}")
+
+
 @cli.group("contrastive", short_help="The contrastive pronoun test set (build it; score with `score contrastive`).")
 def contrastive_grp() -> None:
     """The ContraPro-style contrastive pronoun set built from TVsub (docs/discourse.md). Build it
