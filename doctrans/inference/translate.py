@@ -261,7 +261,8 @@ class Translator:
         if self._loaded.protect_dp and cfg.input_format == "tok" and not inputs.protect:
             raise ValueError(f"{cfg.checkpoint} was trained with data.bpe_protect_dp: tok input needs the DP "
                              "tokens BPE keeps whole (doctrans.dp.apply.dp_inputs(cfg), as the CLI gives)")
-        if cfg.rerank or cfg.dp_out or cfg.rerank_k:
+        if cfg.rerank or cfg.dp_out or cfg.rerank_k or (
+                cfg.dp_generator and self._loaded.model.reconstruction.encoder_input == "original"):
             self._check_reconstruction(cfg)
 
     def _check_reconstruction(self, cfg: TranslateConfig) -> None:
@@ -364,7 +365,9 @@ class Translator:
         plain = nonempty
         transform = self._inputs.transform if c.dp_generator else None
         dp_lines = None
-        if c.rerank or c.dp_out:
+        spec = self.model.reconstruction
+        if c.rerank or c.dp_out or (c.dp_generator and spec.encoder_input == "original"):
+            # (a reconstructor model reading x: the generator makes x̂ only, never the encoder input)
             rec_hyps, dp_lines = self._translate_reconstructing(lines, nonempty, bpe, limit, at, progress)
             hyps.update(rec_hyps)
             plain = [i for i in nonempty if i not in rec_hyps]

@@ -199,3 +199,20 @@ def test_dp_input_is_bpe_encoded_as_in_training(trained, tmp_path, monkeypatch):
     out = tr.translate(lines)
     assert len(out) == len(lines) and out[1] == ""
     assert seen and all(p == frozenset() for p in seen), seen
+
+
+def test_a_reconstructor_reading_x_translates_x_with_a_dp_generator(trained, tmp_path, monkeypatch):
+    """encoder_input "original": --dp-generator makes x̂ (for reranking), never the encoder's input."""
+    from doctrans.inference.transform import InputSetup
+
+    lines = _inputs(tmp_path)
+    base = dict(checkpoint=str(trained), input_format="tok", tokenized=True, beam=2)
+    loaded = LoadedModel.load(TranslateConfig(**base))
+    plain = Translator(TranslateConfig(**base), loaded=loaded).translate(lines)
+    completed = Translator(TranslateConfig(**base, dp_generator="fake"), InputSetup(_Completion(), _Completion.protect),
+                           loaded=loaded).translate(lines)
+    assert completed != plain                                    # a +DPs model reads the completion
+    _fake_contract(monkeypatch, type(loaded.model), ReconstructionSpec("original", "dp", True, 0.0), 0.0)
+    rec = Translator(TranslateConfig(**base, dp_generator="fake"), InputSetup(_Completion(), _Completion.protect),
+                     loaded=loaded)
+    assert rec.translate(lines) == plain

@@ -110,3 +110,30 @@ def test_row_option_errors(tmp_path):
     with pytest.raises(ValueError, match="KEY one of"):
         parse_row_options(["beam=3"])
     assert parse_row_options(["rerank_k=3", "dp_generator=a.pt:b.pt"]) == {"rerank_k": 3, "dp_generator": "a.pt:b.pt"}
+
+
+def test_make_rec_table_recipe(tmp_path):
+    """`make -n rec-table` (nothing runs): every row's training continues stage 1's last.pt for
+    REC_STEPS updates; only the reconstructors whose YAML exists are rows (a missing one is left out,
+    so the target works before branch recon's YAMLs); the +DPs (predicted) row reads the jackknife."""
+    import shlex
+    import subprocess
+    present = sorted(p.stem for p in (REPO / "pipelines" / "dp").glob("rec_*.yaml"))
+    out = subprocess.run(["make", "-n", "rec-table", f"PREP={tmp_path}/prep", f"RUN={tmp_path}/run",
+                          f"REC_RUNS={tmp_path}/runs", f"DATA={tmp_path}/data", "REC_STEPS=7",
+                          "REC_MODELS=rec_enc rec_nonexistent"],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout.replace("\\\n", " ")
+    trains = [shlex.split(line) for line in out.splitlines() if "doctrans train pipelines/" in line
+              and "/dp/labeler.yaml" not in line and f"run_dir={tmp_path}/run " not in line + " "]
+    configs = {next(a for a in cmd if a.endswith(".yaml")) for cmd in trains}
+    assert {"pipelines/quickstart.yaml", "pipelines/dp/nmt_dp_continued.yaml", "pipelines/dp/nmt_dp_predicted.yaml",
+            "pipelines/dp/nmt_dpp_continued.yaml"} <= configs
+    assert ("pipelines/dp/rec_enc.yaml" in configs) == ("rec_enc" in present)
+    assert all((REPO / c).is_file() for c in configs)
+    assert all(f"train.init_from={tmp_path}/run/last.pt" in cmd and "train.max_steps=7" in cmd for cmd in trains)
+    assert any(f"data.src_dir={tmp_path}/prep/dp_jk3" in cmd for cmd in trains)
+    assert f"annotate-dp -p {tmp_path}/prep --jackknife 3" in out
+    table = shlex.split(next(line for line in out.splitlines() if "doctrans table rec" in line).replace("$(<", "("))
+    systems = [table[i + 1].rpartition("=")[0] for i, a in enumerate(table) if a == "--system"]
+    assert systems[:4] == ["Baseline (continued)", "+DPs", "+DPs (predicted)", "Baseline (+DPPs)"]
+    assert ("enc-rec" in systems) == ("rec_enc" in present) and len(systems) == 4 + ("rec_enc" in present)
