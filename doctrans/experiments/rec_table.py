@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctrans.experiments.context_table import _p_values, _references, _slug, _train_speed
+from doctrans.experiments.context_table import p_values, references, slug, train_speed
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
 from doctrans.utils.provenance import provenance_line
 
@@ -87,10 +87,10 @@ def _translate_row(name: str, ckpt: Path, opts: dict, args: RecTableConfig) -> t
     from doctrans.models.interface import reads_documents
 
     prep, work = Path(args.prepared), Path(args.work)
-    hyp = work / f"test.{_slug(name)}.hyp"
+    hyp = work / f"test.{slug(name)}.hyp"
     probe = Translator(TranslateConfig(checkpoint=str(ckpt)))
     spec = probe.model.reconstruction
-    dp_out = work / f"test.{_slug(name)}.dp.zh" if spec.predicts_dps and not reads_documents(probe.model) else None
+    dp_out = work / f"test.{slug(name)}.dp.zh" if spec.predicts_dps and not reads_documents(probe.model) else None
     if spec.predicts_dps and dp_out is None:
         logger.warning("%s: a context model: its DP predictions are not written (translate --dp-out is for "
                        "sentence-level models)", name)
@@ -183,7 +183,7 @@ def run(systems: list[tuple[str, Path]], args: RecTableConfig, row_options: dict
             raise FileNotFoundError(f"{name}: {ckpt} not found")
         opts = parse_row_options(row_options.get(name, []))
         hyp, dp_out, dt, tr = _translate_row(name, ckpt, opts, args)
-        res = score_files(ScoreConfig(hyp=str(hyp), refs=(_references(args),), hyp_tokenized=True,
+        res = score_files(ScoreConfig(hyp=str(hyp), refs=(references(args),), hyp_tokenized=True,
                                       metrics=("bleu_tok_lc",), baseline=None if base_hyp is None else str(base_hyp),
                                       bootstrap=args.bootstrap, dp_base=str(dp[0]) if dp else None,
                                       dp_oracle=str(dp[1]) if dp else None))
@@ -192,12 +192,12 @@ def run(systems: list[tuple[str, Path]], args: RecTableConfig, row_options: dict
                "updates": load_checkpoint(ckpt)["state"]["step"], "bleu": res["bleu_tok_lc"]["score"],
                "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"],
                "params_m": sum(p.numel() for p in tr.model.parameters()) / 1e6,
-               "train_tok_s": _train_speed(run_dir), "decode_sent_s": n_lines / dt,
+               "train_tok_s": train_speed(run_dir), "decode_sent_s": n_lines / dt,
                "reranked": bool(opts.get("rerank"))}
         if dp:
             row["dp_recall"] = res["dp_recall"]["recall"]
         if "significance" in res:
-            row.update(_p_values(res))
+            row.update(p_values(res))
         if args.discourse:
             row.update(_contrastive(ckpt, tr, args))
         if dp_out is not None and dp:
