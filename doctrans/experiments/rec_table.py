@@ -103,7 +103,7 @@ def _translate_row(name: str, ckpt: Path, opts: dict, args: RecTableConfig) -> t
              "options": sorted(f"{k}={v}" for k, v in opts.items()), "lines": len(lines)}
     done = hyp.with_suffix(".json")
     prior = json.loads(done.read_text(encoding="utf-8")) if done.is_file() and hyp.is_file() else {}
-    tr = Translator(cfg, dp_inputs(cfg))
+    tr = probe.with_config(cfg, dp_inputs(cfg))          # the model loaded once
     if {k: prior.get(k) for k in stamp} == stamp and (dp_out is None or dp_out.is_file()):
         logger.info("%s: reusing %s", name, hyp)
         return hyp, dp_out, prior["decode_s"], tr
@@ -170,9 +170,11 @@ def run(systems: list[tuple[str, Path]], args: RecTableConfig, row_options: dict
     if args.generator and dp:
         from doctrans.dp import apply as dp_apply
 
-        ext = work / "test.external"
-        if not Path(f"{ext}.dp.zh").is_file():
+        ext, stamp = work / "test.external", work / "test.external.json"
+        made_by = {"generator": args.generator, "source": str((prep / "test.tok.zh").resolve())}
+        if not Path(f"{ext}.dp.zh").is_file() or not stamp.is_file() or json.loads(stamp.read_text()) != made_by:
             dp_apply.run(args.generator, prep / "test.tok.zh", ext, docs=prep / "test.docs", nbest=1)
+            atomic_write_text(stamp, json.dumps(made_by) + "\n")
         external = Path(f"{ext}.dp.zh")
     for name, run_dir in systems:
         ckpt = run_dir / f"{args.checkpoint}.pt"
