@@ -34,9 +34,12 @@ and marks a complete output.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,14 +97,8 @@ def run(cfg: JackknifeConfig) -> dict:
     ``{"out": OUT, "generators": [paths], "dps": {split: inserted DPs}}``.
 
     Raises ``FileNotFoundError`` when the prepared dataset or its annotate-dp labels are missing,
-    ``ValueError`` for fewer documents than folds or misaligned files, ``ConfigError`` for a bad
-    generator config or override."""
-    from doctrans.dp.config import load_dp_config
-    from doctrans.dp.corpus import bpe_variants, target_lines
-    from doctrans.dp.data import load_sentences, read_docs
-    from doctrans.dp.generator import load_generator
-    from doctrans.dp.train import run as train_generator
-
+    ``ValueError`` for fewer documents than folds, misaligned files or another run writing OUT
+    (``OUT/.lock``), ``ConfigError`` for a bad generator config or override."""
     if cfg.folds < 2:
         raise ValueError(f"--jackknife needs K ≥ 2 folds, got {cfg.folds}")
     prep, out = Path(cfg.prepared), cfg.out_dir
@@ -109,6 +106,34 @@ def run(cfg: JackknifeConfig) -> dict:
         if not f.is_file():
             raise FileNotFoundError(f"{f} missing: run `doctrans preprocess` and `doctrans annotate-dp -p {prep}` first")
     out.mkdir(parents=True, exist_ok=True)
+    with _exclusive(out):
+        return _run(cfg, prep, out)
+
+
+@contextmanager
+def _exclusive(out: Path):
+    """Hold ``OUT/.lock`` (``flock``, released when the process ends, however it ends) so two runs
+    never write one output directory. Raises ``ValueError`` when another process holds it."""
+    with open(out / ".lock", "a+", encoding="utf-8") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            raise ValueError(f"{out} is being written by another annotate-dp --jackknife (pid {f.read().strip() or '?'}); "
+                             "wait for it or stop it") from None
+        f.truncate(0)
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        yield
+
+
+def _run(cfg: JackknifeConfig, prep: Path, out: Path) -> dict:
+    from doctrans.dp.config import load_dp_config
+    from doctrans.dp.corpus import bpe_variants, target_lines
+    from doctrans.dp.data import load_sentences, read_docs
+    from doctrans.dp.generator import load_generator
+    from doctrans.dp.train import run as train_generator
+
     (out / "meta.json").unlink(missing_ok=True)                 # incomplete until rewritten
     tok = read_lines(prep / "train.tok.zh")
     sents = load_sentences(prep / "train.tok.zh", None, prep / "train.docs", prep / "train.target")

@@ -137,6 +137,21 @@ def test_source_bpe_of_an_existing_annotation(tmp_path):
     assert not (tmp_path / "o" / "dev.dp.srcbpe.zh").exists()          # no dev.dp.zh: skipped
 
 
+def test_two_runs_never_write_one_output(jackknifed):
+    import fcntl
+
+    prep, out = jackknifed
+    with open(out / ".lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)                             # as a running jackknife holds it
+        held.truncate(0)
+        held.write("4242\n")
+        held.flush()
+        with pytest.raises(ValueError, match="another annotate-dp --jackknife .pid 4242"):
+            run(JackknifeConfig(prepared=str(prep), folds=2, config=str(REPO / "pipelines" / "dp" / "tiny.yaml"),
+                                overrides=tuple(TINY)))
+    assert (out / "meta.json").is_file()                           # the refused run touched nothing
+
+
 def test_bad_inputs(tmp_path):
     prep = _corpus(tmp_path, n_docs=1)
     r = CliRunner().invoke(cli, ["annotate-dp", "-p", str(prep), "--jackknife", "2", "--jackknife-config",
