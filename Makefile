@@ -17,6 +17,10 @@
 #                     context model of CTX_MODELS, CTX_STEPS updates each (HAN joint: CTX_STEPS more after
 #                     HAN encoder, as the paper) → results/context_table.md (reuses the quickstart's runs), with
 #                     the discourse columns (DP recall, contrastive pronouns, CXMI: docs/discourse.md)
+#   make rec-table    issue 28 (thesis ch. 5-6): from the quickstart's stage 1, REC_STEPS updates each, the
+#                     Transformer continued, +DPs, +DPs (predicted: annotate-dp --jackknife REC_FOLDS), +DPPs and
+#                     every reconstructor of REC_MODELS whose pipelines/dp YAML exists (enc+dec also reranked)
+#                     → results/rec_table.md (BLEU, pronouns, DP recall, contrastive, DP P/R/F, speed; docs/dp.md)
 #   make rnn-context-table  the RNNSearch small baseline, then its context models (HRNN strategies,
 #                     MULTI, CACHE, NMT_ISG; RNN_STEPS updates each) → results/rnn_context_table.md
 #                     (thesis Tables 3.4 and 3.9, S3 Table 1; docs/context.md)
@@ -54,7 +58,7 @@ TVSUB_GIT := https://github.com/longyuewangdcu/tvsub
 TEST_SRC ?= $(firstword $(wildcard $(DATA)/test/test.zh $(DATA)/data/orignal/test/test.orignal.zh))
 TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/processed/test/test_trg.sgm))
 
-.PHONY: quickstart install kenlm fonts dp dp-full dp-generators-full dp-ensemble-full dp-table context-table rnn-context-table test check-data clean-quickstart help
+.PHONY: quickstart install kenlm fonts dp dp-full dp-generators-full dp-ensemble-full dp-table context-table rnn-context-table rec-table test check-data clean-quickstart help
 
 help:
 	@sed -n '2,/^# *PREP (prepared/p' Makefile
@@ -193,6 +197,83 @@ $(RUN)/quickstart_table.md: $(RUN)/.done
 	$(MAKE) -j2 CTX_THREADS=1 $(CTX_RUNS)/transformer/.done $(CTX_RUNS)/$(QS_CONTEXT)/.done
 	$(CTX_TABLE) --system $(QS_CONTEXT)=$(CTX_RUNS)/$(QS_CONTEXT) --out $@ --work $(RUN)/table \
 	  --engine $(QS_ENGINE) --compute-type $(QS_COMPUTE)
+
+# --- reconstructors and DPs (issue 28): stage 2 from the quickstart's stage 1, equal updates --------
+# Rows: the Transformer continued; +DPs / +DPPs (annotate-dp's DPs in the training source, BPE as the
+# stage-1 vocabulary: --source-bpe); +DPs (predicted): the training source completed by jackknifed DP
+# generators (REC_FOLDS folds, REC_JK_EPOCHS epochs each; test input: their ensemble); then every model
+# of REC_MODELS whose YAML exists (branch recon's pipelines/dp/rec_*.yaml; rec_shared_ATTN is rec_shared.yaml
+# with model.reconstructor.attention=ATTN), rec_both also with --rerank reconstructor. REC_GEN: the
+# external DP generator (test input of +DPs/+DPPs, x̂ of the DP/DPP reconstructors, and the DP table's
+# reference row).
+REC_RUNS  ?= runs/rec
+REC_STEPS ?= 200
+REC_FOLDS ?= 3
+REC_JK_EPOCHS ?= 1
+REC_GEN   ?= $(DPRUNS)/dp_labeler/best.pt
+REC_JK    := $(PREP)/dp_jk$(REC_FOLDS)
+REC_MODELS ?= rec_enc rec_dec rec_both rec_shared rec_shared_independent rec_shared_dec2enc rec_joint_predictor \
+	rec_joint_labeler rec_joint_context
+rec_yaml = pipelines/dp/$(if $(filter rec_shared_%,$(1)),rec_shared,$(1)).yaml
+REC_PRESENT := $(foreach m,$(REC_MODELS),$(if $(wildcard $(call rec_yaml,$(m))),$(m)))
+REC_TRAIN = data.prepared=$(PREP) train.max_steps=$(REC_STEPS) train.max_time_min=$(CAP) \
+	  train.init_from=$(RUN)/last.pt train.threads=$(CTX_THREADS)
+# row names and translate options (doctrans table rec --row-option NAME:KEY=VALUE)
+REC_NAME_rec_enc := enc-rec
+REC_NAME_rec_dec := dec-rec
+REC_NAME_rec_both := enc+dec-rec
+REC_NAME_rec_shared := shared enc→dec
+REC_NAME_rec_shared_independent := shared independent
+REC_NAME_rec_shared_dec2enc := shared dec→enc
+REC_NAME_rec_joint_predictor := + joint DP predictor
+REC_NAME_rec_joint_labeler := + joint DP labeler
+REC_NAME_rec_joint_context := + cross-sentence context
+REC_DPGEN := dp_generator=$(REC_GEN)
+REC_OPT_rec_enc := $(REC_DPGEN)
+REC_OPT_rec_dec := $(REC_DPGEN)
+REC_OPT_rec_both := $(REC_DPGEN)
+REC_OPT_rec_shared := $(REC_DPGEN) dp_input=dpp
+REC_OPT_rec_shared_independent := $(REC_DPGEN) dp_input=dpp
+REC_OPT_rec_shared_dec2enc := $(REC_DPGEN) dp_input=dpp
+REC_OPT_rec_joint_predictor := $(REC_DPGEN) dp_input=dpp
+rec_row = --system "$(2)=$(REC_RUNS)/$(1)" $(foreach o,$(3),--row-option "$(2):$(o)")
+REC_ROWS = $(call rec_row,baseline,Baseline (continued),) \
+	$(call rec_row,nmt_dp_continued,+DPs,$(REC_DPGEN)) \
+	$(call rec_row,nmt_dp_predicted,+DPs (predicted),dp_generator=$$(<$(REC_JK)/generator.txt)) \
+	$(call rec_row,nmt_dpp_continued,Baseline (+DPPs),$(REC_DPGEN) dp_input=dpp) \
+	$(foreach m,$(REC_PRESENT),$(call rec_row,$(m),$(REC_NAME_$(m)),$(REC_OPT_$(m)))) \
+	$(if $(filter rec_both,$(REC_PRESENT)),$(call rec_row,rec_both,enc+dec-rec (reranked),$(REC_DPGEN) rerank=reconstructor))
+rec-table: results/rec_table.md
+	@cat results/rec_table.md
+$(PREP)/dp/train.dp.srcbpe.zh: $(PREP)/dp/meta.json
+	$(BIN)/doctrans annotate-dp -p $(PREP) --source-bpe --splits train,dev
+$(REC_JK)/meta.json: $(PREP)/dp/meta.json
+	$(BIN)/doctrans annotate-dp -p $(PREP) --jackknife $(REC_FOLDS) -o $(REC_JK) \
+	  --jackknife-set train.max_epochs=$(REC_JK_EPOCHS)
+$(REC_RUNS)/baseline/.done: $(RUN)/.done
+	$(BIN)/doctrans train pipelines/quickstart.yaml $(REC_TRAIN) run_dir=$(REC_RUNS)/baseline \
+	  $(call resume,$(REC_RUNS)/baseline)
+	touch $@
+$(REC_RUNS)/nmt_dp_continued/.done $(REC_RUNS)/nmt_dpp_continued/.done: $(REC_RUNS)/%/.done: $(RUN)/.done \
+	  $(PREP)/dp/train.dp.srcbpe.zh
+	$(BIN)/doctrans train pipelines/dp/$*.yaml $(REC_TRAIN) data.src_dir=$(PREP)/dp run_dir=$(REC_RUNS)/$* \
+	  $(call resume,$(REC_RUNS)/$*)
+	touch $@
+$(REC_RUNS)/nmt_dp_predicted/.done: $(RUN)/.done $(REC_JK)/meta.json
+	$(BIN)/doctrans train pipelines/dp/nmt_dp_predicted.yaml $(REC_TRAIN) data.src_dir=$(REC_JK) \
+	  run_dir=$(REC_RUNS)/nmt_dp_predicted $(call resume,$(REC_RUNS)/nmt_dp_predicted)
+	touch $@
+$(REC_RUNS)/rec_shared_%/.done: $(RUN)/.done $(PREP)/dp/meta.json
+	$(BIN)/doctrans train pipelines/dp/rec_shared.yaml $(REC_TRAIN) model.reconstructor.attention=$* \
+	  run_dir=$(REC_RUNS)/rec_shared_$* $(call resume,$(REC_RUNS)/rec_shared_$*)
+	touch $@
+$(REC_RUNS)/%/.done: $(RUN)/.done $(PREP)/dp/meta.json
+	$(BIN)/doctrans train pipelines/dp/$*.yaml $(REC_TRAIN) run_dir=$(REC_RUNS)/$* $(call resume,$(REC_RUNS)/$*)
+	touch $@
+results/rec_table.md: $(foreach m,baseline nmt_dp_continued nmt_dp_predicted nmt_dpp_continued $(REC_PRESENT),\
+	  $(REC_RUNS)/$(m)/.done) $(REC_GEN)
+	$(BIN)/doctrans table rec --prepared $(PREP) --data $(DATA) --ref $(TEST_REF) --beam $(BEAM) \
+	  --generator $(REC_GEN) --discourse --out $@ --work results/rec_table $(REC_ROWS)
 
 # --- RNN context models (issue 15): thesis ch.3 Table 3.4, §3.6 Table 3.9 and S3 Table 1 ------
 # Stage 1: the sentence-level RNNSearch small (RNN_BASE_MIN minutes). Stage 2, RNN_STEPS updates each

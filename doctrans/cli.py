@@ -292,11 +292,24 @@ def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | N
               help='Where --nbest goes (- for stdout): one JSON object per input line, {"line": K (from 1), '
                    '"hypotheses": [{"rank": 1, "text": ..., "score": ...}, ...]}, [] for an empty line; a line '
                    "split into pieces has one hypothesis, its joined 1-best, with score null.")
+@click.option("--rerank", type=click.Choice(["reconstructor"]), default=None,
+              help="Rerank the k best hypotheses of each line by the beam's score + λ·log R(x̂|s(y))/|x̂|, the "
+                   "model's reconstructor rebuilding the source x̂ from each candidate's decoder states (docs/"
+                   "models.md §2.8 Decoding; λ: the model's weight). x̂: the source itself (joint labeler) or the "
+                   "--dp-generator's completion (--dp-input as the model reconstructs). Models trained with a "
+                   "decoder-side reconstructor only (pipelines/dp/rec_*.yaml).")
+@click.option("--rerank-k", type=NON_NEGATIVE, default=0, show_default=True, metavar="K",
+              help="--rerank: candidates per line (≤ --beam; 0 = --beam).")
+@click.option("--dp-out", default="", metavar="FILE",
+              help="Also write the DP-completed source the model predicts (joint DP predictor/labeler, "
+                   "pipelines/dp/rec_joint_*.yaml): segmented words with the pronouns inserted, one line per input "
+                   "line (empty for empty), as annotate-dp --generator writes; score it with `doctrans score dp "
+                   "FILE --base SRC.tok.zh --oracle …`.")
 def translate_cmd(checkpoint, engine, compute_type, quantize, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
                   input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator,
                   dp_input, dp_nbest, dp_combine, dp_weights, dp_docs, write_lattice, encoding_errors, resume,
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
-                  nbest, nbest_out) -> None:
+                  nbest, nbest_out, rerank, rerank_k, dp_out) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
     The output has exactly as many lines as the input; an empty input line gives an empty
@@ -320,6 +333,10 @@ def translate_cmd(checkpoint, engine, compute_type, quantize, input_, output, be
     A context model translates each document in order (--docs, an .sgm input, or the files of
     a directory); a plain file or stdin without --docs is one document (with a warning).
     --explain-context N draws where its context attention goes for N sentences.
+
+    A model trained with a reconstructor (pipelines/dp/rec_*.yaml): --rerank reconstructor
+    rescores the k best translations with it (all k candidates of a batch in one pass), and
+    --dp-out FILE writes a joint DP model's predicted DP-completed source.
     """
     from doctrans.inference.translate import TranslateConfig
     from doctrans.stages import translate
@@ -335,7 +352,8 @@ def translate_cmd(checkpoint, engine, compute_type, quantize, input_, output, be
                         group_lines=group_lines, explain_context=explain_context, explain_dir=explain_dir,
                         context_options=tuple(context_options), glob=glob_, out_suffix=out_suffix,
                         output_format=output_format, nbest=nbest, nbest_out=nbest_out, engine=engine,
-                        compute_type=compute_type, quantize=quantize))
+                        compute_type=compute_type, quantize=quantize, rerank=rerank or "",
+                        rerank_k=rerank_k, dp_out=dp_out))
 
 
 # --- export (doctrans/inference/export.py) ----------------------------------------------------
@@ -410,8 +428,23 @@ def export_cmd(format_, checkpoint, output, prepared) -> None:
 @click.option("--seed", type=NON_NEGATIVE, default=1, show_default=True, help="Sampling seed of --explain (any N ≥ 0, 0 too).")
 @click.option("--oracle-dir", default=None, type=click.Path(exists=True, file_okay=False),
               help="TVsub root holding dev/dev.oracle-dp.seg.zh etc. [default: from the prepared meta.json].")
+@click.option("--jackknife", type=click.IntRange(min=2), default=None, metavar="K",
+              help="With -p (after annotate-dp -p): complete the training sources with PREDICTED DPs, each of K "
+                   "document folds by a DP generator trained on the other K-1 folds; dev/test by their "
+                   "ensemble. Writes OUT [default: PREPARED/dp_jkK] in the layout of PREPARED/dp "
+                   "(pipelines/dp/nmt_dp_predicted.yaml trains on it). Resumable per fold.")
+@click.option("--jackknife-config", default="", metavar="YAML",
+              help="--jackknife: the DP generator of each fold [default: pipelines/dp/labeler.yaml].")
+@click.option("--jackknife-set", "jackknife_set", multiple=True, metavar="KEY=VALUE",
+              help="--jackknife: override for every fold's generator training (repeatable), e.g. "
+                   "train.max_epochs=1.")
+@click.option("--source-bpe", is_flag=True,
+              help="With -p, after annotate-dp -p: only write SPLIT.dp.srcbpe.zh (PREPARED/dp/SPLIT.dp.zh BPE-encoded "
+                   "as the prepared source, pronouns not kept whole) into OUT [default: PREPARED/dp]: the +DPs source "
+                   "of a model continued from a stage-1 checkpoint (its vocabulary). New annotations write it too.")
 def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format, threshold, splits, symmetrize, mode, overt_match, lm_order, lm_path, lm_memory, workers,
-                    align_samplers, explain, explain_split, seed, oracle_dir) -> None:
+                    align_samplers, explain, explain_split, seed, oracle_dir, jackknife, jackknife_config,
+                    jackknife_set, source_bpe) -> None:
     """Annotate dropped pronouns (DPs) in a prepared parallel corpus (thesis §4.3.1, Algorithm 1).
 
     \b
@@ -440,8 +473,17 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
     preserved. Score against an oracle with `doctrans score dp`.
 
     \b
+    With -p PREPARED --jackknife K (after `annotate-dp -p PREPARED`): the training sources
+    completed with predicted DPs (doctrans/dp/jackknife.py): the documents are dealt into K
+    folds, fold k is completed by a generator (--jackknife-config) trained on the other folds
+    (OUT/folds/k/best.pt), dev and test by the ensemble of the K generators (OUT/generator.txt,
+    for translate --dp-generator); OUT holds SPLIT.dp.zh, .dpp.zh, .dplabel, .dp.bpe.zh,
+    .dpp.bpe.zh, vocab.dp.zh.txt like PREPARED/dp, so train and test DPs carry the same errors.
+
+    \b
     Examples:
       doctrans annotate-dp -p data/quickstart --explain 5
+      doctrans annotate-dp -p data/quickstart --jackknife 3 --jackknife-set train.max_epochs=1
       doctrans annotate-dp --generator runs/dp_labeler/best.pt data/quickstart/test.tok.zh \\
           --docs data/quickstart/test.docs -o runs/dp_labeler/test --nbest 6
     """
@@ -460,6 +502,30 @@ def annotate_dp_cmd(input_, prepared, out, generator, docs, nbest, input_format,
         return
     if not prepared:
         raise click.UsageError("give -p/--prepared (annotate a parallel corpus) or --generator MODEL INPUT")
+    if source_bpe:
+        from pathlib import Path
+
+        from doctrans.dp.corpus import source_bpe as write_source_bpe
+
+        dp_dir = Path(prepared) / "dp"
+        names = [sp.strip() for sp in splits.split(",") if (dp_dir / f"{sp.strip()}.dp.zh").is_file()]
+        if not names:
+            raise click.UsageError(f"no {dp_dir}/SPLIT.dp.zh: run `doctrans annotate-dp -p {prepared}` first")
+        for p in write_source_bpe(prepared, dp_dir, out or dp_dir, names):
+            click.echo(f"wrote {p}")
+        return
+    if jackknife:
+        from doctrans.config_catalog import find_pipelines
+        from doctrans.dp.jackknife import JackknifeConfig, run as run_jackknife
+
+        res = run_jackknife(JackknifeConfig(            # errors: main() prints them (exit 1)
+            prepared=prepared, folds=jackknife, out=out or "",
+            config=jackknife_config or str(find_pipelines() / "dp" / "labeler.yaml"),
+            overrides=tuple(jackknife_set)))
+        click.echo(f"DPs inserted: {', '.join(f'{k} {v:,}' for k, v in res['dps'].items())}")
+        click.echo(f"fold generators (translate --dp-generator): {':'.join(map(str, res['generators']))}")
+        click.echo(f"jackknifed corpus: {res['out']}")
+        return
     from doctrans.dp.corpus import AnnotateConfig, render_agreement_table, run
 
     cfg = AnnotateConfig(prepared=prepared, out=out, splits=tuple(s.strip() for s in splits.split(",") if s.strip()),
@@ -935,6 +1001,51 @@ def table_context_cmd(systems, context_options, tables, **kw) -> None:
             raise click.BadParameter(f"{spec!r}: expected TITLE=NAME,NAME,... of --system names", param_hint="--table")
         split.append((title, rows_of))
     click.echo(f"wrote {run(systems, ContextTableConfig(**kw), options, split)}")
+
+
+@table_grp.command("rec", short_help="The reconstructor / DP table (issue 28): +DPs, reconstructors, joint DP models.")
+@click.option("--system", "systems", multiple=True, required=True, metavar="NAME=RUN_DIR", callback=_system_spec,
+              help="A row: its name and run directory (the first row is the baseline). Repeatable.")
+@click.option("--row-option", "row_options", multiple=True, metavar="NAME:KEY=VALUE",
+              help="Translate row NAME with this translate option (KEY: dp_generator, dp_input, rerank, rerank_k), "
+                   "e.g. --row-option '+DPs:dp_generator=runs/dp_labeler/best.pt' or 'enc+dec, reranked:rerank="
+                   "reconstructor'. Repeatable.")
+@click.option("--generator", default="", help="The external DP generator: its 1-best completion of the test source "
+                                              "heads the DP prediction table (P/R/F against the hand oracle).")
+@_table_options("results/rec_table.md", "results/rec_table")
+@click.option("--ref", default="", help="Test references (SGML) [default: DATA/test/test.ref.sgm].")
+@click.option("--checkpoint", type=click.Choice(["last", "best"]), default="last", show_default=True,
+              help="Which checkpoint of each run translates (last: equal updates).")
+@click.option("--discourse", is_flag=True, help="Add contrastive DP / overt pronoun accuracy per row (minutes each).")
+@click.option("--skip-missing", is_flag=True, help="Skip a row whose run has no checkpoint yet (with a warning).")
+def table_rec_cmd(systems, row_options, **kw) -> None:
+    """The reconstructor / DP table (issue 28; thesis Tables 5.4, 6.2, 6.6; `make rec-table`).
+
+    Translates the TVsub test set as documents with each run's last.pt and its row options (a
+    DP generator completing a +DPs row's input or making a reconstructor's x̂, --rerank
+    reconstructor), and writes per row: 3-reference BLEU with paired bootstrap and sign test
+    against the first row, English pronouns, DP translation recall, contrastive DP / overt
+    accuracy (--discourse), parameters, training tok/s, decoding sent/s (a reranked row also
+    against the same run decoded plainly) and updates; then the DP prediction table: the
+    external generator's and every joint DP model's (translate --dp-out) position and pronoun
+    P/R/F against the hand oracle. Writes --out and WORK/rows.json; translations are reused.
+
+    \b
+    Example:
+      doctrans table rec --system Baseline=runs/rec/baseline --system +DPs=runs/rec/nmt_dp \\
+          --row-option +DPs:dp_generator=runs/dp_labeler/best.pt --generator runs/dp_labeler/best.pt
+    """
+    from doctrans.experiments.rec_table import RecTableConfig, run
+
+    names = [n for n, _ in systems]
+    options: dict[str, list[str]] = {}
+    for spec in row_options:
+        name, sep, kv = spec.partition(":")       # a name holds no ':', a value may (A.pt:B.pt ensembles)
+        if not sep or "=" not in kv or name not in names:
+            raise click.BadParameter(f"{spec!r}: expected NAME:KEY=VALUE with NAME one of the --system names",
+                                     param_hint="--row-option")
+        options.setdefault(name, []).append(kv)
+    click.echo(f"wrote {run(systems, RecTableConfig(**kw), options)}")
 
 
 @cli.group("contrastive", short_help="The contrastive pronoun test set (build it; score with `score contrastive`).")

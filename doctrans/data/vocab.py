@@ -7,6 +7,7 @@ import numpy as np
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
+DP_PLACEHOLDER = "#DP#"   # x̂_DPP's dropped-pronoun position token (an ordinary source word, thesis #DP#)
 
 
 class Vocab:

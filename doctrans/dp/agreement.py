@@ -302,9 +302,15 @@ def _word_tags(oracle_base: str, sys_dps: Sequence[DP], ora_dps: Sequence[DP]) -
 
 def dp_agreement_files(base: str | Path, system: str | Path, oracle_base: str | Path,
                        oracle: str | Path, per_line: list | None = None) -> dict:
-    """``dp_agreement`` on four line-aligned files (paths as in its arguments)."""
-    return dp_agreement(read_lines(base), read_lines(system), read_lines(oracle_base), read_lines(oracle),
-                        per_line)
+    """``dp_agreement`` on four line-aligned files (paths as in its arguments). Raises
+    ``ValueError`` naming each file and its line count when they differ (e.g. a DP-completed
+    source of another input, or a ``translate --dp-out`` of a different file)."""
+    texts = {"system": (system, read_lines(system)), "base": (base, read_lines(base)),
+             "oracle base": (oracle_base, read_lines(oracle_base)), "oracle": (oracle, read_lines(oracle))}
+    if len({len(lines) for _, lines in texts.values()}) > 1:
+        raise ValueError("DP scoring needs line-aligned files; line counts differ: " + ", ".join(
+            f"{name} {path} {len(lines):,}" for name, (path, lines) in texts.items()))
+    return dp_agreement(texts["base"][1], texts["system"][1], texts["oracle base"][1], texts["oracle"][1], per_line)
 
 
 def dp_agreement_with_bootstrap(base: str | Path, system: str | Path, oracle_base: str | Path,

@@ -30,13 +30,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from doctrans.data.vocab import DP_PLACEHOLDER
 from doctrans.dp.pronouns import (
     TRIGGERS, chinese_roots, is_chinese_pronoun, pronoun_type, roots_compatible, zh_candidates)
 
 logger = logging.getLogger(__name__)
 
 MODES: tuple[str, ...] = ("strict_unaligned", "misaligned")
-DPP_TOKEN = "#DP#"           # the reserved DP-position token of x̂_DPP (thesis writes #DP# / <DP>)
+DPP_TOKEN = DP_PLACEHOLDER  # the reserved DP-position token of x̂_DPP (thesis writes #DP# / <DP>)
 NO_DP_LABEL = "N"            # label of a token with no pronoun dropped before it
 EOS = "</s>"                 # the extra final position of the label sequence
 DPP_TAGS = ("NA", "DP")      # detector tags (§4.3.2): no DP / a DP before the token

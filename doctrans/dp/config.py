@@ -60,10 +60,16 @@ class DPDataConfig:
     batch_sentences: int = 64
     tune_on: str = "oracle"              # τ and best epoch against: oracle (hand DPs) | annotated
     oracle_dir: str = ""                 # TVsub root [default: from PREPARED/meta.json]
+    folds: int = 0                       # > 1: train on the documents outside fold ``fold`` (jackknife,
+    fold: int = 0                        # doctrans.dp.jackknife: documents dealt round-robin into folds)
 
     def __post_init__(self):
         if self.tune_on not in TUNE_ON:
             raise ConfigError(f"data.tune_on must be one of {TUNE_ON}, got {self.tune_on!r}")
+        if self.folds == 1 or self.folds < 0:
+            raise ConfigError(f"data.folds must be 0 (no jackknife) or ≥ 2, got {self.folds}")
+        if self.folds and not 0 <= self.fold < self.folds:
+            raise ConfigError(f"data.fold must be in [0, {self.folds}), got {self.fold}")
 
     @property
     def annotated_dir(self) -> Path:

@@ -303,21 +303,55 @@ def write_bpe_variants(cfg: AnnotateConfig, splits: Sequence[str]) -> None:
     the prepared dataset's codes, inserted pronouns and ``#DP#`` kept whole; and
     ``vocab.dp.zh.txt`` / ``vocab.dpp.zh.txt`` (BPE unit counts of the training split), the
     source vocabularies of the +DP / +DPP NMT configs (pipelines/dp/nmt_*.yaml)."""
+    bpe_variants(cfg.prepared, cfg.out, splits)
+
+
+SRC_BPE_SUFFIX = "dp.srcbpe.zh"
+
+
+def bpe_variants(prepared: str | Path, out: str | Path, splits: Sequence[str]) -> None:
+    """``write_bpe_variants`` for ``OUT/{split}.{dp,dpp}.zh`` of any DP-completed corpus of the
+    prepared dataset ``prepared`` (``annotate-dp``, ``annotate-dp --jackknife``); also
+    ``OUT/{split}.dp.srcbpe.zh`` (``source_bpe``)."""
     from doctrans.dp.pronouns import CHINESE_PRONOUNS
     from doctrans.data.text import TextProcessor
 
-    proc = TextProcessor.from_prepared(cfg.prepared, "zh")
+    prepared, out = Path(prepared), Path(out)
+    source_bpe(prepared, out, out, splits)
+    proc = TextProcessor.from_prepared(prepared, "zh")
     protect = frozenset(CHINESE_PRONOUNS) | {DPP_TOKEN}
     for variant in ("dp", "dpp"):
         for split in splits:
-            lines = read_lines(cfg.out / f"{split}.{variant}.zh")
+            lines = read_lines(out / f"{split}.{variant}.zh")
             bpe = proc.apply_bpe(lines, protect=protect)
-            atomic_write_lines(cfg.out / f"{split}.{variant}.bpe.zh", bpe)
+            atomic_write_lines(out / f"{split}.{variant}.bpe.zh", bpe)
             if split == "train":               # BPE units of the target lines
-                numbers = target_lines(cfg.prepared, split, len(bpe))
+                numbers = target_lines(prepared, split, len(bpe))
                 counts = Counter(t for k in numbers for t in bpe[k].split())
-                atomic_write_lines(cfg.out / f"vocab.{variant}.zh.txt",
+                atomic_write_lines(out / f"vocab.{variant}.zh.txt",
                                    [f"{t}\t{c}" for t, c in counts.most_common()])
+
+
+def source_bpe(prepared: str | Path, dp_dir: str | Path, out: str | Path, splits: Sequence[str]) -> list[Path]:
+    """``OUT/{split}.dp.srcbpe.zh`` (and ``.dpp.srcbpe.zh`` where ``{split}.dpp.zh`` exists):
+    ``DP_DIR/{split}.dp.zh`` BPE-encoded exactly as the prepared source (no token kept whole; ``#DP#``
+    becomes a few BPE units), so every unit is in ``PREPARED/vocab.zh.txt`` — the +DPs source
+    of a model continued from a stage-1 checkpoint of ``prepared`` (``train.init_from`` needs its
+    vocabulary; the pronoun-protected ``.dp.bpe.zh`` would turn 我的, 你的 … into <unk> there).
+    Returns the paths written."""
+    from doctrans.data.text import TextProcessor
+
+    proc = TextProcessor.from_prepared(prepared, "zh")
+    Path(out).mkdir(parents=True, exist_ok=True)
+    written = []
+    for split in splits:
+        for variant in ("dp", "dpp"):
+            src = Path(dp_dir) / f"{split}.{variant}.zh"
+            if variant == "dp" or src.is_file():
+                path = Path(out) / f"{split}.{variant}.srcbpe.zh"
+                atomic_write_lines(path, proc.apply_bpe(read_lines(src)))
+                written.append(path)
+    return written
 
 
 def oracle_paths(meta: dict, split: str, oracle_dir: str | Path | None = None) -> tuple[Path, Path] | None:

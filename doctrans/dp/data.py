@@ -48,6 +48,19 @@ def read_docs(path: Path | None, n: int) -> list[str]:
     return docs
 
 
+def fold_of_docs(doc_ids: Sequence[str], k: int) -> dict[str, int]:
+    """Fold (0 … k − 1) of each document id: the i-th distinct id in order of first appearance
+    goes to fold i mod k. Raises ``ValueError`` when there are fewer than ``k`` documents."""
+    order: dict[str, int] = {}
+    for d in doc_ids:
+        if d not in order:
+            order[d] = len(order) % k
+    if len(order) < k:
+        raise ValueError(f"{len(order)} document(s) for {k} folds: the jackknife needs at least one document "
+                         "per fold (a training split without .docs is one document)")
+    return order
+
+
 def load_sentences(tok_path: Path, label_path: Path | None = None, docs_path: Path | None = None,
                    target_path: Path | None = None) -> list[DPSentence]:
     """Read tokens (+ labels) (+ documents); with ``target_path`` (``PREPARED/train.target``,

@@ -44,7 +44,7 @@ from doctrans.dp.agreement import dp_agreement, prf
 from doctrans.dp.annotate import NO_DP_LABEL
 from doctrans.dp.config import DPGenConfig, dp_config_from_dict
 from doctrans.dp.corpus import oracle_paths
-from doctrans.dp.data import DPSentence, build_vocab, label_inventory, load_sentences
+from doctrans.dp.data import DPSentence, build_vocab, fold_of_docs, label_inventory, load_sentences
 from doctrans.dp.generator import DPGenerator, build_model, decide, one_best
 from doctrans.dp.models import DP_MODELS
 from doctrans.runtime import distributed as dist
@@ -153,6 +153,9 @@ def load_data(cfg: DPGenConfig) -> tuple[list[DPSentence], list[DPSentence]]:
             raise FileNotFoundError(f"{ann / f'{split}.dplabel'} missing: run `doctrans annotate-dp -p {prep}` first")
     train = load_sentences(prep / f"{d.train_split}.tok.zh", ann / f"{d.train_split}.dplabel",
                            prep / f"{d.train_split}.docs", prep / f"{d.train_split}.target")
+    if d.folds:
+        fold = fold_of_docs([s.doc for s in train], d.folds)
+        train = [s for s in train if fold[s.doc] != d.fold]
     if d.max_train_sentences:
         train = train[:d.max_train_sentences]
     dev = load_sentences(prep / f"{d.dev_split}.tok.zh", ann / f"{d.dev_split}.dplabel",

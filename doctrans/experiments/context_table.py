@@ -35,7 +35,7 @@ from doctrans.utils.provenance import provenance_line
 logger = logging.getLogger(__name__)
 
 
-def _train_speed(run_dir: Path) -> float:
+def train_speed(run_dir: Path) -> float:
     recs = [r["tok_per_s"] for r in read_metrics(run_dir / "metrics.jsonl") if r.get("kind") == "train"
             and "tok_per_s" in r]
     return sum(recs) / len(recs) if recs else float("nan")
@@ -49,7 +49,7 @@ def _peak_memory(run_dir: Path) -> float:
     return max(recs) if recs else float("nan")
 
 
-def _slug(name: str) -> str:
+def slug(name: str) -> str:
     """A file-name-safe form of a row name (``+Gating Auxi`` → ``_Gating_Auxi``)."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
@@ -62,7 +62,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
 
     prep, work = Path(args.prepared), Path(args.work)
     ckpt = run_dir / f"{args.checkpoint}.pt"
-    hyp = work / f"test.{_slug(name)}.hyp"
+    hyp = work / f"test.{slug(name)}.hyp"
     tr = Translator(TranslateConfig(checkpoint=str(ckpt), input_format="tok", tokenized=True, beam=args.beam,
                                     context_options=options))
     params_m = sum(p.numel() for p in tr.model.parameters()) / 1e6
@@ -89,7 +89,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
         atomic_write_lines(hyp, tr.translate(lines, doc_ids=doc_ids))
         dt = time.perf_counter() - t0
         atomic_write_text(done, json.dumps({**stamp, "decode_s": dt, "date": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
-    ref = _references(args)
+    ref = references(args)
     seg, oracle = Path(args.data) / "test" / "test.seg.zh", Path(args.data) / "test" / "test.oracle-dp.seg.zh"
     dp = seg.is_file() and oracle.is_file()
     res = score_files(ScoreConfig(hyp=str(hyp), refs=(ref,), hyp_tokenized=True,
@@ -104,7 +104,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
            "bleu": res["bleu_tok_lc"]["score"], "sacrebleu": res["sacrebleu"]["score"],
            "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"],
            "params_m": params_m, "engine": engine,
-           "train_tok_s": _train_speed(run_dir), "decode_sent_s": len(lines) / dt,
+           "train_tok_s": train_speed(run_dir), "decode_sent_s": len(lines) / dt,
            "peak_rss_gib": _peak_memory(run_dir)}
     if dp:
         row["dp_recall"] = res["dp_recall"]["recall"]
@@ -115,7 +115,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
                              "checkpoint as trained")
         row.update(_discourse(ckpt, lines, doc_ids, args))
     if "significance" in res:
-        row.update(_p_values(res))
+        row.update(p_values(res))
     logger.info("%s: BLEU %.2f, %.1f sent/s", name, row["bleu"], row["decode_sent_s"])
     return row, hyp
 
@@ -277,17 +277,17 @@ def _significance(hyp: Path, base_hyp: Path, args) -> dict:
     """Paired bootstrap and sign-test p-values of ``hyp`` against ``base_hyp`` (3-reference BLEU,
     the thesis setting)."""
     from doctrans.evaluation.score import ScoreConfig, score_files
-    return _p_values(score_files(ScoreConfig(hyp=str(hyp), refs=(_references(args),), hyp_tokenized=True,
+    return p_values(score_files(ScoreConfig(hyp=str(hyp), refs=(references(args),), hyp_tokenized=True,
                                              metrics=("bleu_tok_lc",), baseline=str(base_hyp),
                                              bootstrap=args.bootstrap)))
 
 
-def _references(args) -> str:
+def references(args) -> str:
     """The test references: ``--ref``, else DATA/test/test.ref.sgm."""
     return args.ref or str(Path(args.data) / "test" / "test.ref.sgm")
 
 
-def _p_values(res: dict) -> dict:
+def p_values(res: dict) -> dict:
     """``score_files``' significance (``res["significance"]``) as the row's bootstrap_p / sign_p."""
     sig = res["significance"]
     return {"bootstrap_p": sig["paired_bootstrap"]["p_value"], "sign_p": sig["sign_test"]["p_value"]}

@@ -43,7 +43,7 @@ from doctrans.inference.documents import translate_documents
 from doctrans.inference.long_lines import split_long_lines
 from doctrans.inference.transform import InputSetup, InputTransform
 from doctrans.models.build import build_model
-from doctrans.models.interface import reads_documents
+from doctrans.models.interface import ReconstructionSpec, no_dp_message, no_reconstructor_message, reads_documents
 from doctrans.runtime import distributed
 from doctrans.runtime.checkpoint import config_of, load_checkpoint
 from doctrans.runtime.device import resolve_device
@@ -95,6 +95,10 @@ class TranslateConfig:
     engine: str = "native"            # native (torch) | ctranslate2 (checkpoint: a `doctrans export` directory)
     compute_type: str = "default"     # ctranslate2: float32 | int8 | int8_float32 | … (default: as exported, float32)
     quantize: str = "none"            # native: none | int8 (dynamic int8 output layer + FFN, CPU)
+    # the reconstructor at test time (docs/models.md §2.8 "Decoding", §2.10–2.11; inference/reconstruction.py)
+    rerank: str = ""                  # "reconstructor": rerank the k-best by s_beam + λ·log R(x̂|s(y))/|x̂|
+    rerank_k: int = 0                 # candidates per sentence reranked (0 = beam)
+    dp_out: str = ""                  # write the DP-completed source a joint DP model predicts here
 
 
 def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, beam: int,
@@ -296,6 +300,7 @@ def load_model(cfg: TranslateConfig):
                          f"export it first with `{export_command(str(path))}` and pass -c DIR")
     unsupported = [(cfg.quantize != "none", "--quantize (use --compute-type int8)"),
                    (bool(cfg.dp_generator), "--dp-generator"), (cfg.nbest > 0, "--nbest"),
+                   (bool(cfg.rerank), "--rerank"), (bool(cfg.dp_out), "--dp-out"),
                    (cfg.explain_context > 0, "--explain-context"), (bool(cfg.context_options), "--context-option"),
                    (bool(cfg.prepared), "--prepared (the export carries its BPE codes)")]
     given = [name for on, name in unsupported if on]
@@ -316,6 +321,7 @@ class Translation:
     bpe: dict[int, str]
     hyps: dict[int, str]
     nbest: dict[int, list[tuple[str, float | None]]] = field(default_factory=dict)
+    dp_lines: list[str] | None = None       # cfg.dp_out: the DP-completed source, one per input line
 
 
 class Translator:
@@ -350,6 +356,40 @@ class Translator:
         if self._loaded.protect_dp and cfg.input_format == "tok" and not inputs.protect:
             raise ValueError(f"{cfg.checkpoint} was trained with data.bpe_protect_dp: tok input needs the DP "
                              "tokens BPE keeps whole (doctrans.dp.apply.dp_inputs(cfg), as the CLI gives)")
+        if cfg.rerank or cfg.dp_out or cfg.rerank_k or (
+                cfg.dp_generator and self._loaded.model.reconstruction.encoder_input == "original"):
+            self._check_reconstruction(cfg)
+
+    def _check_reconstruction(self, cfg: TranslateConfig) -> None:
+        """ValueError for a ``rerank`` / ``dp_out`` request the model or the options cannot serve."""
+        model, spec = self._loaded.model, self._loaded.model.reconstruction
+        if cfg.rerank not in ("", "reconstructor"):
+            raise ValueError(f"--rerank must be 'reconstructor', got {cfg.rerank!r}")
+        if cfg.rerank_k and not cfg.rerank:
+            raise ValueError("--rerank-k needs --rerank reconstructor")
+        if cfg.rerank_k > cfg.beam:
+            raise ValueError(f"--rerank-k {cfg.rerank_k} exceeds --beam {cfg.beam}: the search keeps {cfg.beam} "
+                             "hypotheses")
+        if reads_documents(model):
+            raise ValueError(f"--rerank / --dp-out are for sentence-level models; {cfg.checkpoint} is a context model")
+        if cfg.rerank and not spec.reranks:
+            raise ValueError(f"{cfg.checkpoint}: " + (no_reconstructor_message(model) if not spec.target else (
+                "its reconstructor reads only the encoder states, so log R is the same for every candidate "
+                "translation; --rerank reconstructor needs one that reads the decoder states "
+                "(pipelines/dp/rec_dec.yaml, rec_both.yaml, rec_shared.yaml …)")))
+        if cfg.dp_out and not spec.predicts_dps:
+            raise ValueError(f"{cfg.checkpoint}: " + no_dp_message(model))
+        if cfg.rerank and cfg.nbest:
+            raise ValueError("--nbest lists the beam's hypotheses: not with --rerank (its 1-best is the reranked one)")
+        if spec.target in ("dp", "dpp"):
+            if not cfg.dp_generator:
+                raise ValueError(f"{cfg.checkpoint} reconstructs the {spec.target.upper()}-completed source x̂: give "
+                                 "--dp-generator (the DP generator that makes x̂ at test time)")
+            if cfg.dp_input != spec.target or cfg.dp_nbest != 1:
+                raise ValueError(f"{cfg.checkpoint} reconstructs x̂_{spec.target.upper()}: give --dp-input "
+                                 f"{spec.target} and --dp-nbest 1 (one x̂ per sentence)")
+            if cfg.input_format == "bpe":
+                raise ValueError("--dp-generator needs raw or tok input (the generator reads words, not BPE)")
 
     def with_config(self, cfg: TranslateConfig, inputs: InputSetup | None = None) -> "Translator":
         """A Translator for ``cfg`` (and ``inputs``) sharing this one's loaded model. Raises
@@ -430,7 +470,14 @@ class Translator:
         hyps: dict[int, str] = {}
         plain = nonempty
         transform = self._inputs.transform if c.dp_generator else None
-        if self.reads_documents:
+        dp_lines = None
+        spec = self.model.reconstruction if self.model is not None else ReconstructionSpec()   # (ctranslate2)
+        if c.rerank or c.dp_out or (c.dp_generator and spec.encoder_input == "original"):
+            # (a reconstructor model reading x: the generator makes x̂ only, never the encoder input)
+            rec_hyps, dp_lines = self._translate_reconstructing(lines, nonempty, bpe, limit, at, progress)
+            hyps.update(rec_hyps)
+            plain = [i for i in nonempty if i not in rec_hyps]
+        elif self.reads_documents:
             if transform is not None:
                 raise ValueError("--dp-generator is for sentence-level +DP models, not context models")
             hyps.update(self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress))
@@ -466,7 +513,71 @@ class Translator:
         if nbest:
             flat = iter(self._postprocess([h for i in sorted(nbest) for h, _ in nbest[i]]))
             nbest = {i: [(next(flat), sc) for _, sc in nbest[i]] for i in sorted(nbest)}
-        return Translation(out, bpe, hyps, nbest)
+        return Translation(out, bpe, hyps, nbest, dp_lines)
+
+    def _source_words(self, lines: list[str], nonempty: list[int], bpe: dict[int, str]) -> dict[int, str]:
+        """Line index → the tokenized (segmented) source words of the non-empty lines."""
+        c = self.cfg
+        if c.input_format == "tok":
+            return {i: lines[i] for i in nonempty}
+        if c.input_format == "bpe":
+            return {i: self.src_proc.merge_bpe(bpe[i]) for i in nonempty}
+        return dict(zip(nonempty, self.src_proc.tokenize([lines[i] for i in nonempty])))
+
+    def _translate_reconstructing(self, lines: list[str], nonempty: list[int], bpe: dict[int, str], limit: int,
+                                  at: list[str], progress: bool) -> tuple[dict[int, str], list[str] | None]:
+        """``rerank`` / ``dp_out`` (``inference/reconstruction.py``): the reconstruction target x̂ of
+        each line (the source itself for spec.target "original", else the DP generator's 1-best
+        DP/DPP completion), the encoder input (x, or x̂ for encoder_input "annotated"), beam
+        search — with ``rerank`` its k best reranked in one teacher-forced reconstructor pass per
+        batch —, and with ``dp_out`` the model's DP labels turned into the DP-completed source
+        words. Returns (line → BPE 1-best, the DP-completed lines or None). A line over the
+        model's length is left out (translated plainly by the caller; its DP line is the source)."""
+        from doctrans.inference.dp_output import completed_words
+        from doctrans.inference.reconstruction import predict_batch, rerank_batch
+
+        c, model, spec = self.cfg, self.model, self.model.reconstruction
+        words = self._source_words(lines, nonempty, bpe)
+        hat = bpe
+        if spec.target in ("dp", "dpp"):
+            tok: list[str | None] = [None] * len(lines)
+            for i in nonempty:
+                tok[i] = words[i]
+            per_line = self._inputs.transform(tok)
+            protect = self._inputs.transform.protect if self._loaded.protect_dp else frozenset()
+            hat = dict(zip(nonempty, self.src_proc.apply_bpe([per_line[i][0][0] for i in nonempty], protect=protect)))
+        enc_in = hat if spec.encoder_input == "annotated" else bpe
+        ok = [i for i in nonempty if max(len(enc_in[i].split()), len(hat[i].split())) <= limit]
+        for i in sorted(set(nonempty) - set(ok)):
+            log.warning("%s: too long for the reconstructor (%d positions): translated without reranking or DP "
+                        "prediction", at[i], limit + 1)
+        src = [self.src_vocab.encode(enc_in[i]) for i in ok]
+        rec = [self.src_vocab.encode(hat[i]) for i in ok]
+        v, args = self.tgt_vocab, (c.beam, c.lenpen, c.max_len_ratio, c.max_len_extra, c.batch_sentences, progress)
+        if c.rerank:
+            _, lists = decode_corpus(model, src, v, *args, nbest=c.rerank_k or c.beam)
+            cands = [[v.encode(t, add_eos=False).tolist() for t, _ in hl] for hl in lists]
+            chosen: list[int] = []
+            for b in range(0, len(ok), c.batch_sentences):
+                part = slice(b, b + c.batch_sentences)
+                chosen += rerank_batch(model, src[part], cands[part], [[s for _, s in hl] for hl in lists[part]],
+                                       rec[part], spec.weight, v.pad_id, v.bos_id)[0]
+            best = [lists[n][j][0] for n, j in enumerate(chosen)]
+        else:
+            best = decode_corpus(model, src, v, *args) if ok else []
+        hyps = dict(zip(ok, best))
+        if not c.dp_out:
+            return hyps, None
+        out = [""] * len(lines)
+        for i in nonempty:
+            out[i] = words[i]
+        ys = [v.encode(h, add_eos=False).tolist() for h in best]
+        for b in range(0, len(ok), c.batch_sentences):
+            part = slice(b, b + c.batch_sentences)
+            labels = predict_batch(model, src[part], ys[part], rec[part], v.pad_id, v.bos_id)
+            for i, lab in zip(ok[part], labels):
+                out[i] = " ".join(completed_words(hat[i].split(), lab, model.dp_labels, spec.target))
+        return hyps, out
 
     def _postprocess(self, hyps: list[str]) -> list[str]:
         """BPE 1-best strings → output text: BPE merged, then detokenized unless ``tokenized``."""
@@ -494,7 +605,8 @@ class Translator:
                             progress: bool) -> list[str]:
         """Translation of input variants (``inference/transform.py``): the input transform turns
         each tokenized line into weighted source variants; they are BPE-encoded (its protected
-        tokens kept whole) and decoded by its combine mode: ``1best`` the first variant,
+        tokens kept whole when the checkpoint was trained with ``data.bpe_protect_dp``, else as
+        any source, as the model saw them in training) and decoded by its combine mode: ``1best`` the first variant,
         ``mixture`` all in one beam (log Σ w p), ``max`` each alone, the best-scoring kept."""
         c = self.cfg
         if c.input_format == "bpe":
@@ -505,7 +617,8 @@ class Translator:
             tok[i] = t
         per_line = transform(tok)
         variants = [per_line[i] for i in nonempty]
-        bpe = iter(self.src_proc.apply_bpe([x for vs in variants for x, _ in vs], protect=transform.protect))
+        protect = transform.protect if self._loaded.protect_dp else frozenset()   # BPE as in training
+        bpe = iter(self.src_proc.apply_bpe([x for vs in variants for x, _ in vs], protect=protect))
         src = [[self.src_vocab.encode(next(bpe)) for _ in vs] for vs in variants]
         weights = [[w for _, w in vs] for vs in variants]
         args = (self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio, c.max_len_extra, c.batch_sentences, progress)
@@ -658,6 +771,10 @@ def run(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
         after(translator, res, doc_ids)
     if cfg.nbest:
         write_nbest(cfg.nbest_out, len(lines), res.nbest)
+    if cfg.dp_out:
+        atomic_write_lines(cfg.dp_out, res.dp_lines)
+        log.info("wrote the predicted DP-completed source to %s (score it: doctrans score dp %s --base …)",
+                 cfg.dp_out, cfg.dp_out)
     text = "".join(f"{line}\n" for line in out)
     if cfg.output_format == "sgml":
         from doctrans.data.sgml import format_sgml, read_sgml, set_attributes
@@ -692,6 +809,8 @@ def _check_outputs(cfg: TranslateConfig) -> None:
         raise ValueError("--nbest-out - and the translations both go to stdout: give --output FILE or a --nbest-out FILE")
     if cfg.nbest and is_dir:
         raise ValueError("--nbest is for a file or stdin input, not a directory")
+    if cfg.dp_out and is_dir:
+        raise ValueError("--dp-out is for a file or stdin input, not a directory")
 
 
 def write_nbest(path: str, n_lines: int, nbest: dict[int, list[tuple[str, float | None]]]) -> None:

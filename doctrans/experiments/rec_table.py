@@ -1,0 +1,266 @@
+"""The reconstructor / DP table (issue 28; thesis Tables 5.4 and 6.2, 6.6; docs/dp.md).
+
+``doctrans table rec --system Baseline=RUN0 --system +DPs=RUN1 --row-option +DPs:dp_generator=G …
+--generator G --prepared PREP --data TVSUB --out results/rec_table.md`` translates the TVsub test
+set with each run's ``last.pt`` (equal updates from the same stage-1 checkpoint), as documents
+(``PREP/test.docs``), each row with its translate options (``--row-option NAME:KEY=VALUE``, KEY one
+of ``ROW_OPTIONS``: the DP generator completing a +DPs row's input or making a reconstructor's
+x̂, ``dp_input``, ``rerank=reconstructor``, ``rerank_k``), and writes:
+
+* the main table — 3-reference BLEU in the thesis setting with paired bootstrap and sign test
+  against the first row, English pronouns (references: ~1,310 over three), DP translation recall
+  (``score --base/--oracle``: the hand-annotated DPs the first reference realises that the output
+  realises too), contrastive DP / overt accuracy (``--discourse``; each model scored on the
+  source it reads), parameters, training target tok/s and its ratio to the first row, decoding
+  sentences/s with its ratio to the first row and, for a reranked row, to the same run decoded
+  without reranking (a row of the same run without ``rerank``), and the update count;
+* the DP prediction table (thesis Table 6.6) — position and pronoun P/R/F against the hand oracle
+  (``test.oracle-dp.seg.zh``) of the external generator's 1-best completion of the test source
+  (``--generator``) and of every joint model (``model.reconstruction.predicts_dps``: its
+  ``translate --dp-out`` output), the joint models with a paired bootstrap p-value of their pronoun
+  F against the external generator's.
+
+A row's translation (``WORK/test.NAME.hyp``, ``.dp.zh``) is reused when its stamp (``.json``:
+checkpoint path and time, beam, options, line count, decoding seconds) matches, as in ``table
+context``. A ``--system`` whose run has no checkpoint yet is skipped with a warning when
+``skip_missing`` (``make rec-table`` lists only the rows whose YAML exists). The file ends with the
+``provenance_line``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from doctrans.experiments.context_table import p_values, references, slug, train_speed
+from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
+from doctrans.utils.provenance import provenance_line
+
+logger = logging.getLogger(__name__)
+
+ROW_OPTIONS = ("dp_generator", "dp_input", "rerank", "rerank_k")
+
+
+@dataclass(frozen=True)
+class RecTableConfig:
+    """The settings of ``doctrans table rec`` (its options, same names)."""
+
+    prepared: str = "data/quickstart"
+    data: str = "../shared/corpora/tvsub"
+    ref: str = ""                       # test references (SGML) [default: DATA/test/test.ref.sgm]
+    generator: str = ""                 # the external DP generator scored in the DP table ("" = none)
+    checkpoint: str = "last"            # last | best: which checkpoint of each run
+    out: str = "results/rec_table.md"
+    work: str = "results/rec_table"
+    beam: int = 5
+    bootstrap: int = 1000
+    discourse: bool = False             # contrastive DP / overt accuracy per row
+    contrastive: str = ""               # contrastive set directory [default: built under WORK]
+    skip_missing: bool = False          # skip rows whose run has no checkpoint (with a warning)
+
+
+def parse_row_options(pairs: list[str]) -> dict:
+    """``KEY=VALUE`` translate options of a row → TranslateConfig keyword arguments. Raises
+    ``ValueError`` naming a key outside ``ROW_OPTIONS`` or a malformed pair."""
+    out: dict = {}
+    for kv in pairs:
+        key, sep, value = kv.partition("=")
+        if not sep or key not in ROW_OPTIONS:
+            raise ValueError(f"row option {kv!r}: expected KEY=VALUE with KEY one of {', '.join(ROW_OPTIONS)}")
+        out[key] = int(value) if key == "rerank_k" else value
+    return out
+
+
+def _dp_files(args: RecTableConfig) -> tuple[Path, Path] | None:
+    seg, oracle = Path(args.data) / "test" / "test.seg.zh", Path(args.data) / "test" / "test.oracle-dp.seg.zh"
+    return (seg, oracle) if seg.is_file() and oracle.is_file() else None
+
+
+def _translate_row(name: str, ckpt: Path, opts: dict, args: RecTableConfig) -> tuple[Path, Path | None, float, object]:
+    """Translate the test set with one row's checkpoint and options (reusing a stamped earlier
+    translation) → (hyp path, DP-completed source path or None, decoding seconds, the Translator)."""
+    from doctrans.dp.apply import dp_inputs
+    from doctrans.inference.translate import TranslateConfig, Translator
+    from doctrans.models.interface import reads_documents
+
+    prep, work = Path(args.prepared), Path(args.work)
+    hyp = work / f"test.{slug(name)}.hyp"
+    probe = Translator(TranslateConfig(checkpoint=str(ckpt)))
+    spec = probe.model.reconstruction
+    dp_out = work / f"test.{slug(name)}.dp.zh" if spec.predicts_dps and not reads_documents(probe.model) else None
+    if spec.predicts_dps and dp_out is None:
+        logger.warning("%s: a context model: its DP predictions are not written (translate --dp-out is for "
+                       "sentence-level models)", name)
+    cfg = TranslateConfig(checkpoint=str(ckpt), input=str(prep / "test.tok.zh"), input_format="tok", tokenized=True,
+                          beam=args.beam, dp_docs=str(prep / "test.docs") if opts.get("dp_generator") else "",
+                          dp_out=str(dp_out) if dp_out else "", **opts)
+    lines = read_lines(prep / "test.tok.zh")
+    doc_ids = [x.split("\t")[0] for x in read_lines(prep / "test.docs")]
+    stamp = {"checkpoint": str(ckpt.resolve()), "checkpoint_mtime": ckpt.stat().st_mtime, "beam": args.beam,
+             "options": sorted(f"{k}={v}" for k, v in opts.items()), "lines": len(lines)}
+    done = hyp.with_suffix(".json")
+    prior = json.loads(done.read_text(encoding="utf-8")) if done.is_file() and hyp.is_file() else {}
+    tr = probe.with_config(cfg, dp_inputs(cfg))          # the model loaded once
+    if {k: prior.get(k) for k in stamp} == stamp and (dp_out is None or dp_out.is_file()):
+        logger.info("%s: reusing %s", name, hyp)
+        return hyp, dp_out, prior["decode_s"], tr
+    t0 = time.perf_counter()
+    res = tr.translate_detailed(lines, doc_ids=doc_ids)
+    dt = time.perf_counter() - t0
+    atomic_write_lines(hyp, res.lines)
+    if dp_out is not None:
+        atomic_write_lines(dp_out, res.dp_lines)
+    atomic_write_text(done, json.dumps({**stamp, "decode_s": dt, "date": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
+    return hyp, dp_out, dt, tr
+
+
+def _contrastive(ckpt: Path, tr, args: RecTableConfig) -> dict:
+    """Contrastive pronoun accuracy of ``ckpt`` scored on the source it reads: the test source, or
+    the DP generator's 1-best completion for a model whose encoder reads x̂ (+DPs rows, encoder_input
+    "annotated")."""
+    from doctrans.dp.apply import DPInputVariants
+    from doctrans.evaluation.contrastive import table_columns
+
+    prep = Path(args.prepared)
+    tok = read_lines(prep / "test.tok.zh")
+    source = None
+    c, spec = tr.cfg, tr.model.reconstruction
+    if c.dp_generator and spec.encoder_input != "original":
+        variants = DPInputVariants(c.dp_generator, c.dp_input, nbest=1, combine="1best",
+                                   docs=str(prep / "test.docs"))(tok)
+        source = [v[0][0] if v else "" for v in variants]
+    set_dir = Path(args.contrastive) if args.contrastive else Path(args.work) / "contrastive_test"
+    return table_columns(str(ckpt), set_dir, Path(args.data), source)
+
+
+def _dp_scores(dp_file: Path, base: Path, args: RecTableConfig, baseline: Path | None = None) -> dict:
+    """Position and pronoun P/R/F of a DP-completed test source against the hand oracle (and the
+    paired bootstrap p-value of pronoun F against ``baseline``, another DP-completed file of ``base``)."""
+    from doctrans.dp.agreement import dp_agreement_with_bootstrap
+
+    seg, oracle = _dp_files(args)
+    res = dp_agreement_with_bootstrap(base, dp_file, seg, oracle, baseline, base if baseline else None,
+                                      args.bootstrap if baseline else 0)
+    row = {"dp_position": res["position"], "dp_pronoun": res["pronoun"], "sys_dps": res["sys_dps"],
+           "oracle_dps": res["oracle_dps"]}
+    p = res.get("bootstrap", {}).get("pronoun", {}).get("p_value")
+    if p is not None:
+        row["dp_pronoun_f1_p"] = p
+    return row
+
+
+def run(systems: list[tuple[str, Path]], args: RecTableConfig, row_options: dict[str, list[str]] | None = None) -> Path:
+    """Translate and score every row (NAME, RUN_DIR; the first is the baseline) with its row
+    options, write ``args.out`` and WORK/rows.json; returns ``args.out``. Raises
+    ``FileNotFoundError`` for a run without a checkpoint (unless ``skip_missing``) and
+    ``ValueError`` for a bad row option."""
+    from doctrans.evaluation.score import ScoreConfig, score_files
+    from doctrans.runtime.checkpoint import load_checkpoint
+
+    work, prep = Path(args.work), Path(args.prepared)
+    work.mkdir(parents=True, exist_ok=True)
+    row_options = row_options or {}
+    dp = _dp_files(args)
+    rows: list[dict] = []
+    base_hyp = None
+    external = None
+    if args.generator and dp:
+        from doctrans.dp import apply as dp_apply
+
+        ext, stamp = work / "test.external", work / "test.external.json"
+        made_by = {"generator": args.generator, "source": str((prep / "test.tok.zh").resolve())}
+        if not Path(f"{ext}.dp.zh").is_file() or not stamp.is_file() or json.loads(stamp.read_text()) != made_by:
+            dp_apply.run(args.generator, prep / "test.tok.zh", ext, docs=prep / "test.docs", nbest=1)
+            atomic_write_text(stamp, json.dumps(made_by) + "\n")
+        external = Path(f"{ext}.dp.zh")
+    for name, run_dir in systems:
+        ckpt = run_dir / f"{args.checkpoint}.pt"
+        if not ckpt.is_file():
+            if args.skip_missing:
+                logger.warning("%s: no %s: row skipped (train it first)", name, ckpt)
+                continue
+            raise FileNotFoundError(f"{name}: {ckpt} not found")
+        opts = parse_row_options(row_options.get(name, []))
+        hyp, dp_out, dt, tr = _translate_row(name, ckpt, opts, args)
+        res = score_files(ScoreConfig(hyp=str(hyp), refs=(references(args),), hyp_tokenized=True,
+                                      metrics=("bleu_tok_lc",), baseline=None if base_hyp is None else str(base_hyp),
+                                      bootstrap=args.bootstrap, dp_base=str(dp[0]) if dp else None,
+                                      dp_oracle=str(dp[1]) if dp else None))
+        n_lines = len(read_lines(prep / "test.tok.zh"))
+        row = {"system": name, "run": str(run_dir), "options": opts,
+               "updates": load_checkpoint(ckpt)["state"]["step"], "bleu": res["bleu_tok_lc"]["score"],
+               "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"],
+               "params_m": sum(p.numel() for p in tr.model.parameters()) / 1e6,
+               "train_tok_s": train_speed(run_dir), "decode_sent_s": n_lines / dt,
+               "reranked": bool(opts.get("rerank"))}
+        if dp:
+            row["dp_recall"] = res["dp_recall"]["recall"]
+        if "significance" in res:
+            row.update(p_values(res))
+        if args.discourse:
+            row.update(_contrastive(ckpt, tr, args))
+        if dp_out is not None and dp:
+            row.update(_dp_scores(dp_out, prep / "test.tok.zh", args, external))
+        rows.append(row)
+        base_hyp = base_hyp or hyp
+        logger.info("%s: BLEU %.2f, %.1f sent/s", name, row["bleu"], row["decode_sent_s"])
+    if not rows:
+        raise ValueError("no row to tabulate (every run is missing)")
+    ext_row = None
+    if external is not None:
+        ext_row = {"system": f"external generator ({args.generator})",
+                   **_dp_scores(external, prep / "test.tok.zh", args)}
+    atomic_write_text(work / "rows.json", json.dumps({"rows": rows, "external": ext_row}, indent=1) + "\n")
+    out = Path(args.out)
+    atomic_write_text(out, render(rows, ext_row) + f"\n{provenance_line()}\n")
+    return out
+
+
+def _ratio(x: float, base: float) -> str:
+    return "—" if not base or math.isnan(base) or math.isnan(x) else f"{x / base:.2f}×"
+
+
+def render(rows: list[dict], external: dict | None = None) -> str:
+    """The markdown tables (module doc); ratios, Δ and significance against the first row."""
+    b = rows[0]
+
+    def cell(r, k, fmt):
+        v = r.get(k)
+        return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+
+    plain = {r["run"]: r for r in rows if not r["reranked"]}
+    lines = ["| system | updates | test BLEU | Δ | bootstrap p | sign p | EN pronouns | DP recall | contrastive DP "
+             "| contrastive overt | params (M) | train tok/s (×) | decode sent/s (× base) | (× same run) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        mark = "*" if r.get("bootstrap_p", 1) < 0.05 and r.get("sign_p", 1) < 0.05 else ""
+        same = plain.get(r["run"]) if r["reranked"] else None
+        lines.append(
+            f"| {r['system']} | {r['updates']} | {r['bleu']:.2f}{mark} | {r['bleu'] - b['bleu']:+.2f} "
+            f"| {cell(r, 'bootstrap_p', '.3f')} | {cell(r, 'sign_p', '.3f')} | {r['pronouns']} "
+            f"| {cell(r, 'dp_recall', '.1%')} | {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
+            f"| {r['params_m']:.2f} | {r['train_tok_s']:.0f} ({_ratio(r['train_tok_s'], b['train_tok_s'])}) "
+            f"| {r['decode_sent_s']:.1f} ({_ratio(r['decode_sent_s'], b['decode_sent_s'])}) "
+            f"| {_ratio(r['decode_sent_s'], same['decode_sent_s']) if same else '—'} |")
+    refs = b["ref_pronouns"]
+    lines += ["", f"English pronouns in the 3 references: {refs}. BLEU: case-insensitive, tokenized, 3 references (the "
+                  "thesis' setting); `*`: p < 0.05 in both the paired bootstrap and the sign test against the first row. "
+                  "DP recall: share of the hand-annotated dropped pronouns the first reference realises that the output "
+                  "realises too (docs/discourse.md). Contrastive: each model scored on the source it reads. Decoding: "
+                  "the test set as documents; (× same run): a reranked row against the same run decoded plainly."]
+    joint = [r for r in rows if "dp_pronoun" in r]
+    if external is not None or joint:
+        lines += ["", "| DP prediction (test, hand oracle) | DPs | position P | R | F | pronoun P | R | F | p (F vs external) |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for r in ([external] if external else []) + joint:
+            pos, pro = r["dp_position"], r["dp_pronoun"]
+            lines.append(f"| {r['system']} | {r['sys_dps']} | {pos['precision']:.3f} | {pos['recall']:.3f} "
+                         f"| {pos['f1']:.3f} | {pro['precision']:.3f} | {pro['recall']:.3f} | {pro['f1']:.3f} "
+                         f"| {cell(r, 'dp_pronoun_f1_p', '.3f')} |")
+        lines += ["", f"Hand-annotated DPs in the test oracle: {(external or joint[0])['oracle_dps']}. Joint models: "
+                      "their `translate --dp-out` output, scored as the external generator's 1-best completion "
+                      "(`doctrans score dp`; thesis Table 6.6: external 0.66 F, joint labeler 0.75)."]
+    return "\n".join(lines) + "\n"

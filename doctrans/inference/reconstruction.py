@@ -1,0 +1,86 @@
+"""The reconstructor at test time: reranking a k-best list (``translate --rerank reconstructor``,
+``rerank_batch``) and a joint model's DP labels (``translate --dp-out``, ``predict_batch``).
+
+Tu et al. (2017) / Wang et al. (2018), docs/models.md §2.8 "Decoding" (thesis ch. 5): beam search
+gives the k best translations y of x; each is scored by how well the decoder states s(y) it
+induces let the reconstructor rebuild the DP-completed source x̂, and the best combined score
+wins::
+
+    score(y) = s_beam(y) + λ · log R(x̂ | s(y)) / |x̂|
+
+``s_beam`` is the length-normalised log P(y|x) the beam ranks by (``log p / |y|^lenpen``), λ the
+model's ``reconstruction.weight`` (the training weight, §2.8 footnote), |x̂| the reconstruction
+target's length with ``</s>``. [Choice: the thesis writes log P(y|x) + λ log R without saying
+how either is normalised; here both are per-token averages, as the two training losses are, so
+λ weighs them as in training, and λ = 0 gives exactly the plain 1-best (the beam's order).
+Dividing log R by |x̂|, the same for all candidates of a sentence, only rescales λ per sentence.]
+
+The model is used only through the contract (``doctrans.models.interface``): ``encode`` once
+per source, ``EncoderOutput.select`` to repeat it per candidate, and ONE teacher-forced
+``reconstruction_score`` call for all candidates of all sentences of a batch, so reranking costs
+one extra decoder + reconstructor pass over k·B rows, not k decodes.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from doctrans.models.interface import SearchBatch
+
+
+def _padded(rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
+    width = max(1, max(len(r) for r in rows))
+    out = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    for n, r in enumerate(rows):
+        out[n, :len(r)] = torch.as_tensor(list(r), dtype=torch.long)
+    return out
+
+
+@torch.no_grad()
+def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequence[Sequence[int]]],
+                 beam_scores: Sequence[Sequence[float]], targets: Sequence[np.ndarray], weight: float,
+                 pad_id: int, bos_id: int) -> tuple[list[int], list[list[float]]]:
+    """Choose one candidate per sentence (module doc).
+
+    sources: B source id arrays ending in ``</s>`` (what the encoder reads); candidates: per
+    sentence its k_b ≥ 1 candidate translations, target ids without ``<s>``/``</s>``;
+    beam_scores: their normalised beam scores, same shape; targets: B reconstruction targets
+    x̂ (source-vocabulary ids ending in ``</s>``); weight: λ. Returns (index of the chosen
+    candidate per sentence — ties go to the earlier, i.e. the beam's, order —, the combined
+    scores per candidate). Raises ``ValueError`` from ``model.reconstruction_score`` for a
+    model without a reconstructor, or for a sentence without candidates."""
+    if any(len(c) == 0 for c in candidates):
+        raise ValueError("every sentence needs at least one candidate to rerank")
+    device = next(model.parameters()).device
+    enc = model.encode(SearchBatch(_padded(sources, pad_id).to(device)))
+    owner = [b for b, cands in enumerate(candidates) for _ in cands]
+    rows = enc.select(torch.tensor(owner, dtype=torch.long, device=device))
+    tgt_in = _padded([[bos_id, *c] for cands in candidates for c in cands], pad_id).to(device)
+    rec = _padded([targets[b] for b in owner], pad_id).to(device)
+    log_r = model.reconstruction_score(rows, tgt_in, rec).float().cpu().tolist()      # (Σ k_b,)
+    chosen, combined, n = [], [], 0
+    for b, cands in enumerate(candidates):
+        length = max(1, len(targets[b]))
+        sc = [float(beam_scores[b][j]) + weight * log_r[n + j] / length for j in range(len(cands))]
+        n += len(cands)
+        chosen.append(int(np.argmax(sc)))                  # first maximum: the beam's order breaks ties
+        combined.append(sc)
+    return chosen, combined
+
+
+@torch.no_grad()
+def predict_batch(model, sources: Sequence[np.ndarray], translations: Sequence[Sequence[int]],
+                  targets: Sequence[np.ndarray], pad_id: int, bos_id: int) -> list[list[int]]:
+    """A joint DP model's labels (``model.predict_dps``, docs/models.md §2.10–2.11) for B sentences
+    in one teacher-forced pass: sources (what the encoder reads, ending in ``</s>``), their
+    translations (target ids without ``<s>``/``</s>``: ``<s> y`` is teacher-forced), targets
+    x̂ (source-vocabulary ids ending in ``</s>``). Returns per sentence one label per x̂
+    position (len(targets[b]) labels, padding cut off). Raises ``ValueError`` from
+    ``model.predict_dps`` for a model that predicts no DPs."""
+    device = next(model.parameters()).device
+    enc = model.encode(SearchBatch(_padded(sources, pad_id).to(device)))
+    tgt_in = _padded([[bos_id, *t] for t in translations], pad_id).to(device)
+    labels = model.predict_dps(enc, tgt_in, _padded(targets, pad_id).to(device)).cpu()
+    return [labels[b, :len(targets[b])].tolist() for b in range(len(targets))]

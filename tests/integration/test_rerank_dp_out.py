@@ -1,0 +1,218 @@
+"""``translate --rerank reconstructor`` and ``--dp-out`` against the reconstruction contract
+(rec_contract.md, models/interface.py): a fake model with hand-set reconstruction scores and DP
+labels; the real search and translate around it (inference/reconstruction.py, dp_output.py)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from conftest import train_tiny
+from doctrans.cli import cli
+from doctrans.inference.dp_output import completed_words
+from doctrans.inference.reconstruction import predict_batch, rerank_batch
+from doctrans.inference.translate import LoadedModel, TranslateConfig, Translator
+from doctrans.models.interface import EncoderOutput, ReconstructionSpec
+
+DP_LABELS = ["NONE", "我", "你"]
+
+
+class FakeReconstructor(torch.nn.Module):
+    """encode: one state per source row holding its first id; reconstruction_score: log R from
+    the hand-set table ``log_r`` keyed by (first source id, candidate ids) (default -50);
+    records each call's row count."""
+
+    def __init__(self, log_r: dict, weight: float = 1.0):
+        super().__init__()
+        self.p = torch.nn.Parameter(torch.zeros(1))
+        self.log_r, self.calls = log_r, []
+        self.reconstruction = ReconstructionSpec("original", "original", True, weight, True)
+        self.dp_labels = DP_LABELS
+
+    def encode(self, batch):
+        src = batch.src
+        return EncoderOutput(src[:, :1, None].float(), src[:, :1].eq(0))
+
+    def reconstruction_score(self, enc, tgt_in, rec_target):
+        self.calls.append(tgt_in.size(0))
+        keys = [(int(enc.states[b, 0, 0]), tuple(t for t in tgt_in[b, 1:].tolist() if t)) for b in range(tgt_in.size(0))]
+        return torch.tensor([self.log_r.get(k, -50.0) for k in keys])
+
+    def predict_dps(self, enc, tgt_in, rec_target):
+        lab = torch.zeros_like(rec_target)
+        lab[:, 0] = 1                                               # 我 before the first unit
+        lab[torch.arange(rec_target.size(0)), rec_target.ne(0).sum(1) - 1] = 2   # 你 at the </s> slot
+        return lab
+
+
+def test_rerank_chooses_the_best_combined_score_in_one_call():
+    src = [np.array([7, 2]), np.array([8, 9, 2])]
+    cands = [[[4], [5, 6], [6]], [[4, 4], [5]]]
+    beam = [[-1.0, -1.5, -3.0], [-0.5, -0.6]]
+    tgt = [np.array([7, 2]), np.array([8, 9, 2])]            # |x̂| = 2 and 3
+    model = FakeReconstructor({(7, (5, 6)): -1.0, (7, (4,)): -4.0, (7, (6,)): -0.0, (8, (4, 4)): -3.0, (8, (5,)): -3.0})
+    chosen, combined = rerank_batch(model, src, cands, beam, tgt, 1.0, pad_id=0, bos_id=1)
+    # sentence 0: -1 - 4/2 = -3, -1.5 - 1/2 = -2, -3 - 0 = -3 → candidate 1; sentence 1: -1.5 vs -1.6 → 0
+    assert combined[0] == pytest.approx([-3.0, -2.0, -3.0]) and combined[1] == pytest.approx([-1.5, -1.6])
+    assert chosen == [1, 0]
+    assert model.calls == [5]                                    # every candidate of the batch in one pass
+    chosen0, _ = rerank_batch(model, src, cands, beam, tgt, 0.0, pad_id=0, bos_id=1)
+    assert chosen0 == [0, 0]                                     # λ = 0: the beam's 1-best
+    assert rerank_batch(model, src, cands, beam, tgt, 100.0, 0, 1)[0] == [2, 0]   # ties: the beam's order
+    with pytest.raises(ValueError, match="at least one candidate"):
+        rerank_batch(model, src, [[[4]], []], beam, tgt, 1.0, 0, 1)
+    labels = predict_batch(model, src, [[4], [5]], tgt, 0, 1)
+    assert labels == [[1, 2], [1, 0, 2]]
+
+
+def test_completed_words_original_and_dpp_targets():
+    assert completed_words(["去", "学@@", "校"], [1, 0, 2, 0], DP_LABELS, "original") == ["我", "去", "你", "学校"]
+    assert completed_words(["去", "学@@", "校"], [0, 0, 0, 2, 0, 0], DP_LABELS, "original") == ["去", "学校", "你"]
+    assert completed_words(["#DP#", "去", "#DP#", "学@@", "校"], [2, 1, 0, 0, 0, 1], DP_LABELS, "dpp") == \
+        ["你", "去", "学校"]                                      # labels off the placeholders are ignored
+    with pytest.raises(ValueError, match="units"):
+        completed_words(["去"], [0], DP_LABELS, "original")
+    with pytest.raises(ValueError, match="outside"):
+        completed_words(["去"], [0, 5], DP_LABELS, "original")
+
+
+# ---------------------------------------------------------------- translate, with a trained tiny model
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    return train_tiny(tmp_path_factory.mktemp("rerank"), 40, "train.max_steps=30", "train.eval_every=0")
+
+
+def _fake_contract(monkeypatch, model_cls, spec, per_token: float):
+    """Give the backbone class the contract members: log R = per_token × candidate length (a hand-set
+    preference for short or long translations); DP labels as FakeReconstructor's."""
+    calls = []
+
+    def score(self, enc, tgt_in, rec_target):
+        calls.append((tgt_in.size(0), rec_target.clone()))
+        return per_token * tgt_in[:, 1:].ne(0).sum(1).float()
+
+    monkeypatch.setattr(model_cls, "reconstruction", spec)
+    monkeypatch.setattr(model_cls, "dp_labels", DP_LABELS)
+    monkeypatch.setattr(model_cls, "reconstruction_score", score)
+    monkeypatch.setattr(model_cls, "predict_dps", FakeReconstructor.predict_dps)
+    return calls
+
+
+def _inputs(tmp_path):
+    lines = ["w1 w2 w3", "", "w4 w5 w6 w7", "w8 w9"]
+    (tmp_path / "in.tok").write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
+    return lines
+
+
+def test_rerank_picks_the_candidate_with_the_best_combined_score(trained, tmp_path, monkeypatch):
+    lines = _inputs(tmp_path)
+    base = dict(checkpoint=str(trained), input=str(tmp_path / "in.tok"), input_format="tok", tokenized=True, beam=4)
+    loaded = LoadedModel.load(TranslateConfig(**base))
+    nbest = Translator(TranslateConfig(**base, nbest=4, nbest_out="-"), loaded=loaded).translate_detailed(lines).nbest
+    for per_token, weight in ((-30.0, 1.0), (30.0, 1.0), (30.0, 0.0)):
+        calls = _fake_contract(monkeypatch, type(loaded.model), ReconstructionSpec("original", "original", True, weight),
+                               per_token)
+        out = Translator(TranslateConfig(**base, rerank="reconstructor"), loaded=loaded).translate(lines)
+        for i, line in enumerate(lines):
+            if not line:
+                assert out[i] == ""
+                continue
+            n_rec = len(line.split()) + 1                         # x̂ = the source with </s>
+            want = max(nbest[i], key=lambda h: h[1] + weight * per_token * (len(h[0].split()) + 0) / n_rec)
+            assert out[i] == want[0], (per_token, weight, nbest[i])
+        assert len(calls) == 1 and calls[0][0] == sum(len(nbest[i]) for i in nbest)   # one pass, all candidates
+        changed = any(out[i] != nbest[i][0][0] for i in nbest)
+        assert changed == bool(weight), "the hand-set scores must move the choice (and λ = 0 must not)"
+        assert calls[0][1][0].tolist()[:4] == loaded.src_vocab.encode("w1 w2 w3").tolist()
+    short = Translator(TranslateConfig(**base, rerank="reconstructor", rerank_k=1), loaded=loaded).translate(lines)
+    assert short == [h[0][0] if h else "" for h in (nbest.get(i) for i in range(len(lines)))]
+
+
+def test_dp_out_round_trips_through_score_dp(trained, tmp_path, monkeypatch):
+    lines = _inputs(tmp_path)
+    loaded = LoadedModel.load(TranslateConfig(checkpoint=str(trained)))
+    _fake_contract(monkeypatch, type(loaded.model), ReconstructionSpec("original", "original", False, 1.0, True), 0.0)
+    r = CliRunner().invoke(cli, ["translate", "-c", str(trained), "-i", str(tmp_path / "in.tok"), "--input-format",
+                                 "tok", "-o", str(tmp_path / "out.en"), "--dp-out", str(tmp_path / "dp.zh")])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    dp = (tmp_path / "dp.zh").read_text(encoding="utf-8").splitlines()
+    assert dp == ["我 w1 w2 w3 你", "", "我 w4 w5 w6 w7 你", "我 w8 w9 你"]
+    assert len((tmp_path / "out.en").read_text(encoding="utf-8").splitlines()) == len(lines)
+    oracle = ["我 w1 w2 w3", "", "w4 w5 我 w6 w7 你", "我 w8 w9 你"]
+    (tmp_path / "oracle.zh").write_text("".join(f"{x}\n" for x in oracle), encoding="utf-8")
+    r = CliRunner().invoke(cli, ["score", "dp", str(tmp_path / "dp.zh"), "--base", str(tmp_path / "in.tok"),
+                                 "--oracle", str(tmp_path / "oracle.zh"), "--bootstrap", "0", "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    assert res["sys_dps"] == 6 and res["oracle_dps"] == 5
+    assert res["pronoun"]["matched"] == 4                       # 我@0 ×2, 你@end ×2 of line 3/4; 我@2 missed
+    (tmp_path / "short.zh").write_text("我 w1\n", encoding="utf-8")
+    r = CliRunner().invoke(cli, ["score", "dp", str(tmp_path / "short.zh"), "--base", str(tmp_path / "in.tok"),
+                                 "--oracle", str(tmp_path / "oracle.zh")])
+    assert r.exit_code != 0 and "line counts differ" in str(r.exception) and "short.zh 1" in str(r.exception)
+
+
+def test_clear_errors_for_models_and_options_that_cannot(trained, tmp_path, monkeypatch):
+    _inputs(tmp_path)
+    args = ["translate", "-c", str(trained), "-i", str(tmp_path / "in.tok"), "--input-format", "tok"]
+    r = CliRunner().invoke(cli, [*args, "--rerank", "reconstructor"])
+    assert r.exit_code != 0 and "has no reconstructor" in str(r.exception) and "rec_" in str(r.exception)
+    r = CliRunner().invoke(cli, [*args, "--dp-out", str(tmp_path / "dp.zh")])
+    assert r.exit_code != 0 and "predicts no DPs" in str(r.exception)
+    assert not (tmp_path / "dp.zh").exists()
+    loaded = LoadedModel.load(TranslateConfig(checkpoint=str(trained)))
+    _fake_contract(monkeypatch, type(loaded.model), ReconstructionSpec("original", "dp", False, 1.0), 0.0)
+    r = CliRunner().invoke(cli, [*args, "--rerank", "reconstructor"])
+    assert r.exit_code != 0 and "reads only the encoder states" in str(r.exception)
+    _fake_contract(monkeypatch, type(loaded.model), ReconstructionSpec("original", "dpp", True, 1.0), 0.0)
+    r = CliRunner().invoke(cli, [*args, "--rerank", "reconstructor"])
+    assert r.exit_code != 0 and "give --dp-generator" in str(r.exception)
+    r = CliRunner().invoke(cli, [*args, "--rerank", "reconstructor", "--beam", "2", "--rerank-k", "3"])
+    assert r.exit_code != 0 and "exceeds --beam" in str(r.exception)
+
+
+class _Completion:
+    """An input transform (inference/transform.py) inserting 我的 before each line."""
+    combine, protect = "1best", frozenset({"我的"})
+
+    def __call__(self, tok):
+        return [[(f"我的 {t}", 1.0)] if t is not None else [] for t in tok]
+
+
+def test_dp_input_is_bpe_encoded_as_in_training(trained, tmp_path, monkeypatch):
+    """Bug: generator-completed input was always BPE-encoded with the DP pronouns kept whole, also
+    for a model trained without data.bpe_protect_dp (the +DPs rows continued from stage 1 read
+    .dp.srcbpe.zh), whose vocabulary then lacks them (<unk>)."""
+    from doctrans.inference.transform import InputSetup
+
+    lines = _inputs(tmp_path)
+    cfg = TranslateConfig(checkpoint=str(trained), input_format="tok", tokenized=True, beam=2, dp_generator="fake")
+    tr = Translator(cfg, InputSetup(_Completion(), _Completion.protect))
+    assert not tr._loaded.protect_dp
+    seen = []
+    real = tr.src_proc.apply_bpe
+    monkeypatch.setattr(tr.src_proc, "apply_bpe", lambda xs, protect=frozenset(): seen.append(protect) or real(xs, protect))
+    out = tr.translate(lines)
+    assert len(out) == len(lines) and out[1] == ""
+    assert seen and all(p == frozenset() for p in seen), seen
+
+
+def test_a_reconstructor_reading_x_translates_x_with_a_dp_generator(trained, tmp_path, monkeypatch):
+    """encoder_input "original": --dp-generator makes x̂ (for reranking), never the encoder's input."""
+    from doctrans.inference.transform import InputSetup
+
+    lines = _inputs(tmp_path)
+    base = dict(checkpoint=str(trained), input_format="tok", tokenized=True, beam=2)
+    loaded = LoadedModel.load(TranslateConfig(**base))
+    plain = Translator(TranslateConfig(**base), loaded=loaded).translate(lines)
+    completed = Translator(TranslateConfig(**base, dp_generator="fake"), InputSetup(_Completion(), _Completion.protect),
+                           loaded=loaded).translate(lines)
+    assert completed != plain                                    # a +DPs model reads the completion
+    _fake_contract(monkeypatch, type(loaded.model), ReconstructionSpec("original", "dp", True, 0.0), 0.0)
+    rec = Translator(TranslateConfig(**base, dp_generator="fake"), InputSetup(_Completion(), _Completion.protect),
+                     loaded=loaded)
+    assert rec.translate(lines) == plain
