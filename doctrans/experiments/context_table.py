@@ -82,7 +82,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
         if engine != "native":                          # export (replacing an earlier one) and load it
             from doctrans.inference.export import export_ctranslate2
 
-            ct2_dir = export_ctranslate2(str(ckpt), str(work / f"{_slug(name)}.ct2"))
+            ct2_dir = export_ctranslate2(str(ckpt), str(work / f"{slug(name)}.ct2"))
             tr = Translator(replace(tr.cfg, checkpoint=str(ct2_dir), engine="ctranslate2",
                                     compute_type=args.compute_type))
         t0 = time.perf_counter()
