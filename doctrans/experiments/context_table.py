@@ -132,14 +132,17 @@ def _discourse(ckpt: Path, lines: list[str], doc_ids: list[str], args) -> dict:
     the per-item results) of one checkpoint (issues 17, 29)."""
     from doctrans.evaluation.contrastive import table_columns
     from doctrans.evaluation.cxmi import compute_cxmi, load_scoring_set
+    from doctrans.models.interface import reads_documents
 
     refs = read_lines(Path(args.prepared) / "test.tok.en")
     s = load_scoring_set(str(ckpt), lines, refs, doc_ids, tokenized=True)
+    contrastive = table_columns(str(ckpt), _set_dir(args), Path(args.data))
+    if not reads_documents(s.model):                 # a sentence model ignores its context: exactly 0
+        return {"cxmi": 0.0, "cxmi_random": 0.0, "pcxmi_pronoun": 0.0, **contrastive}
     both = compute_cxmi(s.model, s.src, s.tgt, s.doc, s.targets, conditions=("empty", "random"))
     cx = both["empty"]
     return {"cxmi": cx["cxmi"], "cxmi_random": both["random"]["cxmi"],
-            "pcxmi_pronoun": cx["by_class"].get("pronoun", {}).get("mean_pcxmi", float("nan")),
-            **table_columns(str(ckpt), _set_dir(args), Path(args.data))}
+            "pcxmi_pronoun": cx["by_class"].get("pronoun", {}).get("mean_pcxmi", float("nan")), **contrastive}
 
 
 def _set_dir(args) -> Path:
