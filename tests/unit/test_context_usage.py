@@ -125,3 +125,22 @@ def test_coword_copy_reads_the_unmasked_context(name):
             alone.src[line] = out.src[r]
             ref = m.decode_train(m.encode(alone), alone.tgt_in)
             assert torch.allclose(got[r], ref[line], atol=1e-5)
+
+
+def test_learning_curves_get_a_cxmi_panel(tmp_path):
+    """``learning_curves.png`` gains a third panel (dev CXMI vs empty / random) when the dev
+    records carry ``cxmi_empty_nats`` (``train.eval_cxmi_sentences``)."""
+    import json
+
+    from PIL import Image
+
+    from doctrans.training.curves import plot_learning_curves
+
+    recs = [{"kind": "train", "step": s, "xent_nats": 4.0 - s / 100} for s in (50, 100)]
+    dev = [{"kind": "dev", "step": s, "xent_nats": 3.9, "bleu": 8.0} for s in (50, 100)]
+    widths = []
+    for extra in ({}, {"cxmi_empty_nats": 0.1, "cxmi_random_nats": 0.02}):
+        path = tmp_path / f"m{len(extra)}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in recs + [{**d, **extra} for d in dev]))
+        widths.append(Image.open(plot_learning_curves(path, tmp_path / f"c{len(extra)}.png")).size[0])
+    assert widths[1] > widths[0] * 1.3, widths
