@@ -39,8 +39,9 @@ def dev_cxmi(model: torch.nn.Module, src: list[np.ndarray], tgt: list[np.ndarray
     whole dev set (``cxmi_random_nats``, the same draws at every evaluation: ``seed``), in nats
     per sentence; the teacher-forced dev cross-entropy of those lines with their real context
     (``cxmi_xent_nats``, nats per target unit). src / tgt: id arrays per dev line (ending in
-    ``</s>``); doc: (L,) document number per line (documents contiguous). ``{}`` for a sentence
-    model or k ≤ 0. Raises ValueError (``forced.random_context``) with fewer than two documents."""
+    ``</s>``); doc: (L,) document number per line (documents contiguous). A dev set of one
+    document has no random context: ``cxmi_random_nats`` is then left out. ``{}`` for a
+    sentence model or k ≤ 0."""
     from doctrans.evaluation.forced import Item, model_context, model_random_context, score_items
 
     if not reads_documents(model) or k <= 0:
@@ -48,12 +49,14 @@ def dev_cxmi(model: torch.nn.Module, src: list[np.ndarray], tgt: list[np.ndarray
     was_training = model.training
     lines = range(min(k, len(src)))
     items = [Item(i, tgt[i], model_context(model, doc, i)) for i in lines]
-    rng = np.random.default_rng(seed)
-    rand_items = [Item(i, tgt[i], model_random_context(model, doc, i, rng)) for i in lines]
     real, empty = score_items(model, items, src, tgt, blank=(False, True))
-    rand, = score_items(model, rand_items, src, tgt)
-    model.train(was_training)
     n = max(len(items), 1)
-    return {"cxmi_empty_nats": float(sum(r.sum() - e.sum() for r, e in zip(real, empty)) / n),
-            "cxmi_random_nats": float(sum(r.sum() - o.sum() for r, o in zip(real, rand)) / n),
-            "cxmi_xent_nats": float(-sum(r.sum() for r in real) / max(sum(len(r) for r in real), 1))}
+    out = {"cxmi_empty_nats": float(sum(r.sum() - e.sum() for r, e in zip(real, empty)) / n)}
+    if len(np.unique(doc)) > 1:
+        rng = np.random.default_rng(seed)
+        rand_items = [Item(i, tgt[i], model_random_context(model, doc, i, rng)) for i in lines]
+        rand, = score_items(model, rand_items, src, tgt)
+        out["cxmi_random_nats"] = float(sum(r.sum() - o.sum() for r, o in zip(real, rand)) / n)
+    model.train(was_training)
+    out["cxmi_xent_nats"] = float(-sum(r.sum() for r in real) / max(sum(len(r) for r in real), 1))
+    return out

@@ -144,3 +144,22 @@ def test_learning_curves_get_a_cxmi_panel(tmp_path):
         path.write_text("".join(json.dumps(r) + "\n" for r in recs + [{**d, **extra} for d in dev]))
         widths.append(Image.open(plot_learning_curves(path, tmp_path / f"c{len(extra)}.png")).size[0])
     assert widths[1] > widths[0] * 1.3, widths
+
+
+def test_dev_cxmi_of_a_context_model_and_a_one_document_dev_set():
+    """Dev CXMI during training (``evaluation.dev.dev_cxmi``): the first k lines; vs a random
+    context only when the dev set has another document (a one-document dev set once raised);
+    the model's training mode is restored; a sentence model gets nothing."""
+    from doctrans.evaluation.dev import dev_cxmi
+
+    g = np.random.default_rng(0)
+    src = [np.r_[g.integers(4, 20, 3), 2] for _ in range(8)]
+    tgt = [np.r_[g.integers(4, 20, 4), 2] for _ in range(8)]
+    m = model("han_encoder").train()
+    two = dev_cxmi(m, src, tgt, np.array([0, 0, 0, 0, 1, 1, 1, 1]), 4)
+    assert set(two) == {"cxmi_empty_nats", "cxmi_random_nats", "cxmi_xent_nats"} and m.training
+    assert two["cxmi_empty_nats"] != 0.0 and two["cxmi_xent_nats"] > 0
+    one = dev_cxmi(m, src, tgt, np.zeros(8, dtype=int), 4)
+    assert set(one) == {"cxmi_empty_nats", "cxmi_xent_nats"}
+    assert one["cxmi_empty_nats"] == pytest.approx(two["cxmi_empty_nats"])      # the same first 4 lines
+    assert dev_cxmi(m.backbone, src, tgt, np.zeros(8, dtype=int), 4) == {}
