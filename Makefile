@@ -3,7 +3,8 @@
 #                     sentence-level Transformer (stage 1, QS_STEPS updates), then from it the
 #                     Transformer continued and the context model QS_CONTEXT (stage 2, CTX_STEPS
 #                     updates each), translate the TVsub test as documents with both and print their
-#                     BLEU side by side with significance (≈ 45–60 min on 2 cores)
+#                     BLEU side by side with significance, DP recall, contrastive pronoun accuracy (all /
+#                     DP / context-needed) and CXMI (≈ 50–65 min on 2 cores)
 #   make test         install and run the test suite (tests/unit, tests/integration, tests/system; tests
 #                     marked `corpus` cut a small slice of DATA at test time and skip without it);
 #                     one tier or a selection: make test TEST_ARGS='-m unit' (or "-m 'not corpus'", -k …)
@@ -16,7 +17,8 @@
 #   make context-table  stage 2 on top of the quickstart's stage 1: the Transformer continued and every
 #                     context model of CTX_MODELS, CTX_STEPS updates each (HAN joint: CTX_STEPS more after
 #                     HAN encoder, as the paper) → results/context_table.md (reuses the quickstart's runs), with
-#                     the discourse columns (DP recall, contrastive pronouns, CXMI: docs/discourse.md)
+#                     the discourse columns (DP recall, contrastive pronouns, CXMI: docs/discourse.md); a row
+#                     NAME_usage is NAME trained with CTX_USAGE (CoWord + context dropout, issue 29)
 #   make rec-table    issue 28 (thesis ch. 5-6): from the quickstart's stage 1, REC_STEPS updates each, the
 #                     Transformer continued, +DPs, +DPs (predicted: annotate-dp --jackknife REC_FOLDS), +DPPs and
 #                     every reconstructor of REC_MODELS whose pipelines/dp YAML exists (enc+dec also reranked)
@@ -169,7 +171,9 @@ results/dp_table.md: $(DPRUNS)/baseline/best.pt $(DPRUNS)/nmt_dp/best.pt $(DPRUN
 
 # --- context models: stage 2 from the sentence-level quickstart model, equal updates ------------
 CTX_RUNS  ?= runs/context
-CTX_MODELS ?= concat han_encoder han_decoder han_joint qcn_reg qcn_only qcn hgc_word hgc
+CTX_MODELS ?= concat concat_usage han_encoder han_encoder_usage han_decoder han_joint qcn_reg qcn_only qcn hgc_word hgc
+# Context-usage training (docs/discourse.md): the NAME_usage rows train NAME with these options.
+CTX_USAGE ?= train.coword_dropout=0.1 train.context_dropout=0.2
 CTX_THREADS ?= 0
 CTX_TRAIN = data.prepared=$(PREP) train.max_steps=$(CTX_STEPS) train.max_time_min=$(CAP) train.threads=$(CTX_THREADS)
 CTX_TABLE = $(BIN)/doctrans table context --prepared $(PREP) --data $(DATA) \
@@ -188,14 +192,18 @@ $(CTX_RUNS)/%/.done: $(RUN)/.done
 	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) run_dir=$(CTX_RUNS)/$* \
 	  train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/$*)
 	touch $@
+$(CTX_RUNS)/%_usage/.done: $(RUN)/.done
+	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) $(CTX_USAGE) run_dir=$(CTX_RUNS)/$*_usage \
+	  train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/$*_usage)
+	touch $@
 results/context_table.md: $(CTX_RUNS)/transformer/.done $(foreach m,$(CTX_MODELS),$(CTX_RUNS)/$(m)/.done)
-	$(CTX_TABLE) $(foreach m,$(CTX_MODELS),--system $(m)=$(CTX_RUNS)/$(m)) --discourse --out $@ \
+	$(CTX_TABLE) $(foreach m,$(CTX_MODELS),--system $(m)=$(CTX_RUNS)/$(m)) --discourse --lone --out $@ \
 	  --work results/context_table
 # The two stage-2 trainings of the quickstart run side by side, one thread each (on 2 cores faster
 # than one after the other with two threads; the same load for both, so their tok/s compare).
 $(RUN)/quickstart_table.md: $(RUN)/.done
 	$(MAKE) -j2 CTX_THREADS=1 $(CTX_RUNS)/transformer/.done $(CTX_RUNS)/$(QS_CONTEXT)/.done
-	$(CTX_TABLE) --system $(QS_CONTEXT)=$(CTX_RUNS)/$(QS_CONTEXT) --out $@ --work $(RUN)/table \
+	$(CTX_TABLE) --system $(QS_CONTEXT)=$(CTX_RUNS)/$(QS_CONTEXT) --usage --out $@ --work $(RUN)/table \
 	  --engine $(QS_ENGINE) --compute-type $(QS_COMPUTE)
 
 # --- reconstructors and DPs (issue 28): stage 2 from the quickstart's stage 1, equal updates --------

@@ -3,7 +3,7 @@
 Usage: python benchmarks/context_speed.py PREPARED_DIR [--updates 30] [--warmup 5]
        [--models concat,han_encoder,han_decoder,han_joint] [--modes runs,sorted] [--threads 2]
        [--max-tokens 4096] [--translate-lines 150] [--beam 5] [--max-len-ratio 1.5]
-       [--max-len-extra 10] [--checkpoint NAME=CKPT ...] [--repeats 1] [--base YAML]
+       [--max-len-extra 10] [--checkpoint NAME=CKPT ...] [--repeats 1] [--base YAML] [--usage P,Q]
 
 Training: the sentence model (``--base``, default ``pipelines/quickstart.yaml``; the RNN context
 models of issue 15 compare against ``pipelines/rnnsearch/small.yaml``) and every context model
@@ -16,7 +16,10 @@ task (``make_batches`` / ``make_doc_batches`` with train.seed, collated beforeha
 shared ``forward_loss``, backward, clipping at 1.0, fused Adam. Target tok/s = target tokens of
 target rows (``n_targets``, what ``metrics.jsonl``'s ``tok_per_s`` counts) / seconds of the
 ``--updates`` timed updates after ``--warmup`` untimed ones. Prints a Markdown table with the
-ratio to the sentence model.
+ratio to the sentence model. ``--usage P,Q`` (issue 29) adds, for every context model and mode,
+a system ``…+usage`` trained on the same batches after ``train.coword_dropout`` P and
+``train.context_dropout`` Q (``data.context_usage.apply_context_usage``, seeded per batch as
+the trainer does; its time is counted in the update): the cost of context-usage training.
 
 Translation (``--translate-lines 0``: skipped): the first ``--translate-lines`` lines of each
 TVsub test document (``PREP/test.bpe.zh`` + ``PREP/test.docs``; ``--translate-split train
@@ -53,6 +56,7 @@ sys.path.insert(0, str(REPO))
 
 from doctrans.config import load_experiment  # noqa: E402
 from doctrans.data.batching import collate, epoch_batches, load_parallel, make_batches  # noqa: E402
+from doctrans.data.context_usage import apply_context_usage, usage_generator  # noqa: E402
 from doctrans.data.documents import collate_doc, load_doc_split, make_doc_batches  # noqa: E402
 from doctrans.data.vocab import Vocab  # noqa: E402
 from doctrans.inference.documents import translate_documents  # noqa: E402
@@ -74,11 +78,14 @@ class System:
     batches: list
     tokens: int = 0
     seconds: float = 0.0
+    usage: tuple[float, float] | None = None      # (coword_dropout, context_dropout) applied per update
 
     def update(self, k: int, timed: bool) -> None:
-        """Update ``k``: forward_loss, backward, clip 1.0, Adam step."""
+        """Update ``k``: [context-usage transform,] forward_loss, backward, clip 1.0, Adam step."""
         b = self.batches[k]
         t0 = time.perf_counter()
+        if self.usage is not None:
+            b = apply_context_usage(b, *self.usage, generator=usage_generator(1, 0, k))
         out = forward_loss(self.model, b, 0, 0.1)
         (out.total / out.n_tokens).backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
@@ -105,6 +112,9 @@ def build_systems(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
             plan = make_doc_batches(docs, c.train.max_tokens, getattr(c.context, "context_sents", 0), c.train.seed, 0,
                                     mode=mode, block=getattr(c.context, "block", 0))
             specs.append((f"{model}/{mode}", c, [collate_doc(docs, k, tv) for k in plan[:n]]))
+            if a.usage:
+                specs.append((f"{model}/{mode}+usage", c, specs[-1][2]))
+    usage = tuple(float(x) for x in a.usage.split(",")) if a.usage else None
     out = []
     for name, c, batches in specs:
         torch.manual_seed(c.train.seed)
@@ -113,7 +123,8 @@ def build_systems(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
             if any(fnmatch.fnmatchcase(pname, pat) for pat in c.train.freeze):
                 p.requires_grad_(False)
         params = [p for p in m.parameters() if p.requires_grad]
-        out.append(System(name, m, torch.optim.Adam(params, lr=1e-4, fused=True), batches))
+        out.append(System(name, m, torch.optim.Adam(params, lr=1e-4, fused=True), batches,
+                          usage=usage if name.endswith("+usage") else None))
         log.info("%s: %.2fM parameters, %d batches", name, sum(p.numel() for p in m.parameters()) / 1e6, len(batches))
     return out
 
@@ -206,6 +217,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="translations per system, interleaved")
     ap.add_argument("--uncached", action="store_true",
                     help="also translate with every context model's inference cache off (rows '(no cache)')")
+    ap.add_argument("--usage", default="", metavar="P,Q",
+                    help="also train every context model with coword_dropout P and context_dropout Q")
     ap.add_argument("--base", default="pipelines/quickstart.yaml",
                     help="the sentence model's YAML, relative to the repository (the reference row)")
     a = ap.parse_args()

@@ -801,15 +801,18 @@ def score_cxmi_cmd(checkpoint: str, src: str, ref: str, docs: str | None, tokeni
 @click.argument("set_dir", metavar="SET_DIR", type=click.Path(exists=True, file_okay=False))
 @click.option("-c", "--checkpoint", required=True, type=click.Path(exists=True, dir_okay=False),
               help="The model to score with.")
+@click.option("--baseline", "baseline", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="A second model: McNemar's test of -c against it on all, DP and context-needed items.")
 @_model_options
 @_json_out_options
-def score_contrastive_cmd(set_dir: str, checkpoint: str, max_tokens: int, threads: int, as_json: bool,
-                          out: str | None) -> None:
+def score_contrastive_cmd(set_dir: str, checkpoint: str, baseline: str | None, max_tokens: int, threads: int,
+                          as_json: bool, out: str | None) -> None:
     """Contrastive pronoun accuracy of -c CKPT on SET_DIR (built by `doctrans contrastive build`).
 
     For each item of the set (a pronoun of the reference, dropped in the Chinese source or
     overt), whether the model gives the reference a higher log-probability than every variant
-    with another pronoun of the same case; accuracy overall, DP vs overt, by class and by pronoun.
+    with another pronoun of the same case; accuracy overall, DP vs overt, context-needed, by class
+    and by pronoun; with --baseline, McNemar's test against a second model.
 
     \b
     Examples:
@@ -818,10 +821,14 @@ def score_contrastive_cmd(set_dir: str, checkpoint: str, max_tokens: int, thread
     """
     import json
 
-    from doctrans.evaluation.contrastive import render_scores, score_set
+    from doctrans.evaluation.contrastive import compare, read_set, render_scores, score_set
 
     _set_threads(threads)
     result = score_set(checkpoint, set_dir, max_tokens=max_tokens, progress=True)
+    if baseline:
+        base = score_set(baseline, set_dir, max_tokens=max_tokens, progress=True)
+        result["baseline"] = baseline
+        result["compare"] = compare(result, base, read_set(set_dir)[3])
     _emit(json.dumps(result, indent=1) + "\n" if as_json else render_scores(result), out)
 
 
@@ -952,6 +959,12 @@ def _system_spec(ctx, param, values: tuple[str, ...]) -> list[tuple[str, "Path"]
               help="Which checkpoint of each run translates (last: equal updates).")
 @click.option("--discourse", is_flag=True,
               help="Add CXMI and contrastive pronoun accuracy per system (a few minutes each; docs/discourse.md).")
+@click.option("--usage", is_flag=True,
+              help="Add only the context-usage columns: CXMI vs empty and random context, contrastive accuracy "
+                   "(all / DP / overt / context-needed) with McNemar's test against the first row (1–2 min each).")
+@click.option("--lone", is_flag=True,
+              help="Also translate every test line as its own document with each context model and report that "
+                   "BLEU (the empty context everywhere).")
 @click.option("--context-option", "context_options", multiple=True, metavar="NAME:KEY=VALUE",
               help="Translate row NAME with this context option (doctrans translate --context-option), e.g. a "
                    "test-time ablation of a trained run: --system +NULL=runs/isg --context-option "
@@ -990,7 +1003,7 @@ def table_context_cmd(systems, context_options, tables, **kw) -> None:
             raise click.BadParameter(f"{spec!r}: expected NAME:KEY=VALUE with NAME one of the --system names",
                                      param_hint="--context-option")
         options.setdefault(name, []).append(kv)
-    if options and kw["discourse"]:
+    if options and (kw["discourse"] or kw["usage"]):
         raise click.UsageError("--discourse scores each checkpoint as trained: leave out --context-option rows "
                                "(make a second table)")
     split = []
@@ -1059,21 +1072,25 @@ def contrastive_grp() -> None:
               help="TVsub root (with dev/ and test/: SPLIT.zh, .seg.zh, .oracle-dp.seg.zh, .ref.sgm).")
 @click.option("--split", type=click.Choice(["dev", "test"]), default="test", show_default=True)
 @click.option("-o", "--out", required=True, help="Output directory (the set).")
-def contrastive_build_cmd(data: str, split: str, out: str) -> None:
+@click.option("--max-distance", type=POSITIVE, default=3, show_default=True,
+              help="Context-needed items: the farthest antecedent (lines back) counted (the HAN models read 3).")
+def contrastive_build_cmd(data: str, split: str, out: str, max_distance: int) -> None:
     """Build the contrastive pronoun set of a TVsub split (deterministic).
 
     Every English central pronoun of the first reference becomes an item when the hand DP
     annotation says unambiguously whether the Chinese source drops it (kind dp or overt); its
     contrasts are the reference with that pronoun replaced by every other pronoun of the same
-    grammatical case. Writes OUT/src.zh, ref.en, docs, items.jsonl and summary.json, and
-    prints the summary.
+    grammatical case. DP items whose pronoun only the preceding lines decide (a 3rd-person
+    antecedent within --max-distance lines, or a reply flipping 1st/2nd person) are marked
+    context-needed, with their antecedent distance. Writes OUT/src.zh, ref.en, docs,
+    items.jsonl and summary.json, and prints the summary.
     """
     import json
     from pathlib import Path
 
     from doctrans.evaluation.contrastive import build_set
 
-    s = build_set(Path(data), split, Path(out))
+    s = build_set(Path(data), split, Path(out), max_distance)
     click.echo(json.dumps({k: v for k, v in s.items() if k != "by_pronoun"}, ensure_ascii=False))
 
 

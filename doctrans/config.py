@@ -73,6 +73,11 @@ class TrainConfig:
                                         # (parameters it lacks start fresh; extra ones are an error)
     freeze: tuple[str, ...] = ()        # fnmatch patterns of parameter names not to train
     init_lr_scale: float = 1.0          # LR factor for the parameters loaded by init_from
+    coword_dropout: float = 0.0         # p: current-sentence source tokens → <unk> (Fernandes et al. 2021 §5;
+                                        # data/context_usage.py); for a sentence model: source word dropout
+    context_dropout: float = 0.0        # q: a training row sees the empty context (context models only)
+    eval_cxmi_sentences: int = 200      # dev CXMI (vs empty and random context) of a context model at each
+                                        # evaluation, on the first K dev lines; 0: off
     max_steps: int = 0                  # updates; 0 = unlimited
     max_epochs: int = 0                 # 0 = unlimited
     max_time_min: float = 0.0           # wall-clock budget in minutes for this run; 0 = unlimited

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from doctrans.config import ExperimentConfig
 from doctrans.dp.apply import dp_inputs
-from doctrans.evaluation.dev import dev_bleu
+from doctrans.evaluation.dev import dev_bleu, dev_cxmi
 from doctrans.evaluation.explain_context import explain_translation
 from doctrans.inference import translate as _translate
 from doctrans.inference.translate import TranslateConfig, Translator
@@ -20,9 +20,9 @@ from doctrans.training import train as _train
 
 
 def train(cfg: ExperimentConfig, resume: bool = False) -> Path:
-    """``doctrans train``: ``training.train.run`` with dev BLEU. Returns the run directory;
-    raises like it."""
-    return _train.run(cfg, resume=resume, dev_scorer=dev_bleu)
+    """``doctrans train``: ``training.train.run`` with dev BLEU and, for a context model, dev
+    CXMI (``evaluation.dev.dev_cxmi``). Returns the run directory; raises like it."""
+    return _train.run(cfg, resume=resume, dev_scorer=dev_bleu, dev_context_scorer=dev_cxmi)
 
 
 def translate(cfg: TranslateConfig) -> Path | None:

@@ -19,8 +19,26 @@ grammatical case (subject: i you he she it we they; object: me you him her it us
 possessive adjective: my your his her its our their; possessive pronoun: mine yours his hers
 its ours theirs; reflexive: myself … themselves). A form that fills several cases (*you*, *it*:
 subject and object; *her*: object and possessive; *his*) gets the contrasts of all of them
-[I: no parser decides its case; an ungrammatical contrast only makes the item easier]. The set
-does not record antecedents, so there is no same-/previous-sentence breakdown.
+[I: no parser decides its case; an ungrammatical contrast only makes the item easier].
+
+**Context-needed items** (issue 29): a DP item whose pronoun's form only the preceding
+sentences decide, by one of two rules on the *segmented source* (what a model reads), each
+recording its antecedent distance d (lines back, same document):
+
+* ``agreement`` — a dropped 3rd-person pronoun (3SGM 他, 3SGF 她, 3SGN 它, 3PL 他们/她们/它们)
+  whose current source has no overt 3rd-person pronoun at all, and whose nearest preceding line
+  (d ≤ ``max_distance``) with an overt 3rd-person pronoun has exactly the item's class: the
+  current sentence says nothing of gender or number, the last mentioned referent does;
+* ``reply`` — a dropped 1SG (2) pronoun whose previous line (d = 1) has an overt 2 (1SG) pronoun
+  and none of the item's class, and whose current source has no overt 2 (1SG): the answer to
+  "你…?" is "(我)…" — the person flips between speakers.
+
+[I: Chinese verbs do not inflect, so without an overt pronoun the current line cannot decide
+these forms; the rules are strict rather than complete: a preceding name of known gender is not
+used (no gender lexicon), antecedents further than ``max_distance`` are left out, and a line
+whose nearest 3rd-person mention is of another class, or mixed, is not an item.] ``max_distance``
+defaults to 3 (the HAN models' N); a model reading N < d previous sentences cannot see the
+antecedent, so ``score_items_of`` also reports the items with d ≤ the model's N.
 
 The set is a directory: ``src.zh`` (the raw source, every line), ``ref.en`` (the tokenized,
 lowercased reference, every line), ``docs`` (``doc_id<TAB>position``), ``items.jsonl`` (one item
@@ -100,10 +118,47 @@ def line_items(seg: str, oracle: str, ref: str) -> list[dict]:
     return items
 
 
-def build_set(data: Path, split: str, out: Path) -> dict:
+THIRD_PERSON = ("3SGM", "3SGF", "3SGN", "3PL")
+REPLY = {"1SG": "2", "2": "1SG"}
+
+
+def context_need(seg: list[str], doc_ids: list[str], line: int, cls: str, max_distance: int = 3
+                 ) -> tuple[str, int] | None:
+    """Whether a DP item of class ``cls`` in ``line`` is context-needed (module docstring):
+    (rule, antecedent distance d ≥ 1) or None. seg: the segmented source lines (no DPs);
+    doc_ids: the document of each line (documents contiguous)."""
+    cur = root_counts(seg[line])
+
+    def previous(d: int) -> Counter | None:
+        j = line - d
+        return root_counts(seg[j]) if j >= 0 and doc_ids[j] == doc_ids[line] else None
+
+    if cls in THIRD_PERSON:
+        if any(cur[k] for k in THIRD_PERSON):
+            return None
+        for d in range(1, max_distance + 1):
+            prev = previous(d)
+            if prev is None:
+                return None
+            mentioned = {k for k in THIRD_PERSON if prev[k]}
+            if mentioned:
+                return ("agreement", d) if mentioned == {cls} else None
+        return None
+    other = REPLY.get(cls)
+    prev = previous(1) if other else None
+    if prev is not None and prev[other] and not prev[cls] and not cur[other]:
+        return "reply", 1
+    return None
+
+
+def build_set(data: Path, split: str, out: Path, max_distance: int = 3) -> dict:
     """Build the contrastive set of TVsub ``split`` (dev or test) from ``data`` into ``out``;
-    returns the summary. Raises FileNotFoundError naming a missing file and ValueError on
-    line-count mismatches."""
+    DP items get ``context_needed`` (bool), and those that are, ``rule`` and ``distance``
+    (``context_need`` with ``max_distance`` ≥ 1); returns the summary. Raises
+    FileNotFoundError naming a missing file and ValueError on line-count mismatches or
+    ``max_distance`` < 1."""
+    if max_distance < 1:
+        raise ValueError(f"max_distance must be ≥ 1, got {max_distance}")
     from doctrans.data.sgml import read_sgml
 
     d = Path(data) / split
@@ -125,7 +180,11 @@ def build_set(data: Path, split: str, out: Path) -> dict:
     items = []
     for i, (s, o, r) in enumerate(zip(seg, oracle, refs)):
         for it in line_items(s, o, r):
-            items.append({"line": i, **it})
+            need = context_need(seg, doc_ids, i, it["class"], max_distance) if it["kind"] == "dp" else None
+            extra = {"context_needed": need is not None}
+            if need is not None:
+                extra.update(rule=need[0], distance=need[1])
+            items.append({"line": i, **it, **extra})
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_lines(out / "src.zh", src)
@@ -137,6 +196,10 @@ def build_set(data: Path, split: str, out: Path) -> dict:
                "by_pronoun": {k: dict(Counter(it["kind"] for it in items if it["pronoun"] == k))
                               for k in sorted({it["pronoun"] for it in items})},
                "contrasts": sum(len(it["contrasts"]) for it in items),
+               "context_needed": {"items": sum(it["context_needed"] for it in items), "max_distance": max_distance,
+                                  "by_rule": dict(Counter(it["rule"] for it in items if it["context_needed"])),
+                                  "by_distance": {str(k): v for k, v in sorted(Counter(
+                                      it["distance"] for it in items if it["context_needed"]).items())}},
                "reference_pronouns": sum(t in ENGLISH_PRONOUNS for r in refs for t in r.split())}
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
     return summary
@@ -200,15 +263,22 @@ def score_set(checkpoint: str, set_dir: Path, max_tokens: int = 3000, progress: 
 def table_columns(checkpoint: str, set_dir: Path, data: Path, source: list[str] | None = None) -> dict:
     """The contrastive columns of the context and DP tables: the TVsub test set built into
     ``set_dir`` from ``data`` when it is not there yet (``build_set``), scored with ``checkpoint``
-    (``score_set``, ``source`` as there) → {contrastive, contrastive_dp, contrastive_overt:
-    accuracies in [0, 1] (NaN for a kind without items), contrastive_items}."""
+    (``score_set``, ``source`` as there) → {contrastive, contrastive_dp, contrastive_overt,
+    contrastive_context_needed: accuracies in [0, 1] (NaN for a kind without items),
+    contrastive_items, contrastive_context_needed_items, contrastive_per_item (1/0 per item,
+    for McNemar's test between rows)}. A set built before the context-needed items existed is
+    rebuilt."""
     set_dir = Path(set_dir)
-    if not (set_dir / "items.jsonl").is_file():
+    summary = set_dir / "summary.json"
+    if not (set_dir / "items.jsonl").is_file() or "context_needed" not in json.loads(
+            summary.read_text(encoding="utf-8") if summary.is_file() else "{}"):
         build_set(Path(data), "test", set_dir)
     c = score_set(checkpoint, set_dir, source=source)
     return {"contrastive": c["accuracy"], "contrastive_dp": c["by_kind"].get("dp", {}).get("accuracy", float("nan")),
             "contrastive_overt": c["by_kind"].get("overt", {}).get("accuracy", float("nan")),
-            "contrastive_items": c["items"]}
+            "contrastive_context_needed": c["context_needed"]["accuracy"],
+            "contrastive_context_needed_items": c["context_needed"]["items"],
+            "contrastive_items": c["items"], "contrastive_per_item": c["per_item"]}
 
 
 def score_items_of(s, ref: list[str], items: list[dict], max_tokens: int = 3000, progress: bool = False) -> dict:
@@ -238,9 +308,52 @@ def score_items_of(s, ref: list[str], items: list[dict], max_tokens: int = 3000,
             groups.setdefault(it[key], []).append(r)
         return {g: {"items": len(v), "accuracy": float(np.mean(v))} for g, v in sorted(groups.items())}
 
+    spec = s.model.document                 # a sub-document model: every antecedent counted as in reach
+    n_ctx = spec.context_sents if spec.context_sents else max_distance_of(items) if spec.context_block else 0
+
+    def subset(keep) -> dict:
+        v = [r for it, r in zip(items, right) if keep(it)]
+        return {"items": len(v), "accuracy": float(np.mean(v)) if v else float("nan")}
+
     return {"items": len(items), "accuracy": float(np.mean(right)) if right else float("nan"),
             "by_kind": summary("kind"), "by_pronoun": summary("pronoun"), "by_class": summary("class"),
+            "context_needed": subset(lambda it: it.get("context_needed", False)),
+            "context_needed_in_reach": {**subset(lambda it: it.get("context_needed", False)
+                                                 and it["distance"] <= n_ctx), "max_distance": int(n_ctx)},
             "per_item": right, "margin": margin}
+
+
+def max_distance_of(items: list[dict]) -> int:
+    """The largest antecedent distance of a set's context-needed items (0 without any)."""
+    return max((it["distance"] for it in items if it.get("context_needed")), default=0)
+
+
+def mcnemar(a: list[int], b: list[int]) -> dict:
+    """McNemar's exact test (two-sided binomial on the discordant pairs; McNemar 1947) of two
+    systems' per-item right/wrong ``a``, ``b`` (1/0 lists of one length) → {a_only, b_only,
+    p_value}. Raises ValueError on different lengths."""
+    from doctrans.evaluation.significance import sign_test_p
+
+    if len(a) != len(b):
+        raise ValueError(f"{len(a)} and {len(b)} items")
+    a_only = sum(1 for x, y in zip(a, b) if x and not y)
+    b_only = sum(1 for x, y in zip(a, b) if y and not x)
+    return {"a_only": a_only, "b_only": b_only, "p_value": sign_test_p(a_only, b_only)}
+
+
+def compare(result: dict, baseline: dict, items: list[dict]) -> dict:
+    """McNemar's test of ``result`` against ``baseline`` (two ``score_set`` results on the same
+    set, whose ``items`` are given) on all items, the DP items and the context-needed items:
+    {subset: {items, accuracy, baseline_accuracy, a_only (only ``result`` right), b_only, p_value}}."""
+    out = {}
+    for name, keep in (("all", lambda it: True), ("dp", lambda it: it["kind"] == "dp"),
+                       ("context_needed", lambda it: it.get("context_needed", False))):
+        idx = [k for k, it in enumerate(items) if keep(it)]
+        a = [result["per_item"][k] for k in idx]
+        b = [baseline["per_item"][k] for k in idx]
+        out[name] = {"items": len(idx), "accuracy": float(np.mean(a)) if a else float("nan"),
+                     "baseline_accuracy": float(np.mean(b)) if b else float("nan"), **mcnemar(a, b)}
+    return out
 
 
 def render_scores(r: dict) -> str:
@@ -249,4 +362,12 @@ def render_scores(r: dict) -> str:
     for key in ("by_kind", "by_class", "by_pronoun"):
         lines.append("  " + key.replace("_", " ") + ": " + ", ".join(
             f"{g} {100 * v['accuracy']:.1f}% ({v['items']})" for g, v in r[key].items()))
+    cn, reach = r.get("context_needed"), r.get("context_needed_in_reach")
+    if cn and cn["items"]:
+        lines.append(f"  context-needed: {100 * cn['accuracy']:.1f}% ({cn['items']}); antecedent within the model's "
+                     f"{reach['max_distance']} context sentences: {100 * reach['accuracy']:.1f}% ({reach['items']})")
+    for name, c in r.get("compare", {}).items():
+        lines.append(f"  vs {r['baseline']} on {name} items ({c['items']}): {100 * c['accuracy']:.1f}% vs "
+                     f"{100 * c['baseline_accuracy']:.1f}%, right only here {c['a_only']}, only there {c['b_only']}, "
+                     f"McNemar p = {c['p_value']:.3f}")
     return "\n".join(lines) + "\n"

@@ -29,3 +29,34 @@ def dev_bleu(model: torch.nn.Module, tgt_vocab: Vocab, docs: list[list[np.ndarra
                              decode.max_len_ratio, decode.max_len_extra, decode.batch_sentences)
     hyps = [h.replace("@@ ", "").removesuffix("@@") for h in hyps]
     return bleu_tok_lc(hyps, [refs])
+
+
+def dev_cxmi(model: torch.nn.Module, src: list[np.ndarray], tgt: list[np.ndarray], doc: np.ndarray, k: int,
+             seed: int = 1) -> dict[str, float]:
+    """Dev context usage during training (``training.train.DevContextScorer``): CXMI (Fernandes
+    et al. 2021 §3 eq. 3; ``evaluation.cxmi``) of the first ``k`` dev lines against an empty
+    context (``cxmi_empty_nats``) and against a random context from another document of the
+    whole dev set (``cxmi_random_nats``, the same draws at every evaluation: ``seed``), in nats
+    per sentence; the teacher-forced dev cross-entropy of those lines with their real context
+    (``cxmi_xent_nats``, nats per target unit). src / tgt: id arrays per dev line (ending in
+    ``</s>``); doc: (L,) document number per line (documents contiguous). A dev set of one
+    document has no random context: ``cxmi_random_nats`` is then left out. ``{}`` for a
+    sentence model or k ≤ 0."""
+    from doctrans.evaluation.forced import Item, model_context, model_random_context, score_items
+
+    if not reads_documents(model) or k <= 0:
+        return {}
+    was_training = model.training
+    lines = range(min(k, len(src)))
+    items = [Item(i, tgt[i], model_context(model, doc, i)) for i in lines]
+    real, empty = score_items(model, items, src, tgt, blank=(False, True))
+    n = max(len(items), 1)
+    out = {"cxmi_empty_nats": float(sum(r.sum() - e.sum() for r, e in zip(real, empty)) / n)}
+    if len(np.unique(doc)) > 1:
+        rng = np.random.default_rng(seed)
+        rand_items = [Item(i, tgt[i], model_random_context(model, doc, i, rng)) for i in lines]
+        rand, = score_items(model, rand_items, src, tgt)
+        out["cxmi_random_nats"] = float(sum(r.sum() - o.sum() for r, o in zip(real, rand)) / n)
+    model.train(was_training)
+    out["cxmi_xent_nats"] = float(-sum(r.sum() for r in real) / max(sum(len(r) for r in real), 1))
+    return out

@@ -15,7 +15,11 @@ with a test-time context option (S3 Table 1's ablations of one trained run). A r
 path and modification time, beam, options, line count, decoding seconds) matches, so an
 interrupted table resumes and rows can be translated as their runs finish. A second table (issue 17, docs/discourse.md)
 gives DP translation recall (when DATA has the hand DP annotation) and, with ``--discourse``,
-CXMI and contrastive pronoun accuracy (DP / overt items). The file ends with the line of
+CXMI and contrastive pronoun accuracy (DP / overt items); ``--usage`` gives only the context-usage
+columns (CXMI against an empty and a random context, contrastive accuracy all / DP / overt /
+context-needed, McNemar's test against the first row on the context-needed and DP items), a
+minute or two per system (``make quickstart``); ``--lone`` adds each context model's BLEU with
+every test line its own document (the empty context everywhere). The file ends with the line of
 ``utils.provenance.provenance_line``: the git commit of the doctrans checkout (``(modified)``
 with uncommitted changes, ``unknown`` outside git), the date and the machine.
 """
@@ -58,6 +62,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
                 options: tuple[str, ...] = ()) -> tuple[dict, Path]:
     from doctrans.evaluation.score import ScoreConfig, discourse_columns, score_files
     from doctrans.inference.translate import TranslateConfig, Translator
+    from doctrans.models.interface import reads_documents
     from doctrans.runtime.checkpoint import load_checkpoint
 
     prep, work = Path(args.prepared), Path(args.work)
@@ -109,11 +114,16 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
     if dp:
         row["dp_recall"] = res["dp_recall"]["recall"]
     row.update(discourse_columns(res))
-    if args.discourse:
+    if args.discourse or args.usage:
         if options:
-            raise SystemExit(f"--discourse with --context-option ({name}): the discourse columns score the "
+            raise SystemExit(f"--discourse/--usage with --context-option ({name}): the discourse columns score the "
                              "checkpoint as trained")
         row.update(_discourse(ckpt, lines, doc_ids, args))
+    if args.lone and tr.reads_documents:
+        lone = work / f"test.{slug(name)}.lone.hyp"
+        atomic_write_lines(lone, tr.translate(lines, doc_ids=[f"line{i}" for i in range(len(lines))]))
+        row["lone_bleu"] = score_files(ScoreConfig(hyp=str(lone), refs=(ref,), hyp_tokenized=True,
+                                                   metrics=("bleu_tok_lc",)))["bleu_tok_lc"]["score"]
     if "significance" in res:
         row.update(p_values(res))
     logger.info("%s: BLEU %.2f, %.1f sent/s", name, row["bleu"], row["decode_sent_s"])
@@ -146,17 +156,51 @@ def _lsa_corpus(args) -> str | None:
 
 
 def _discourse(ckpt: Path, lines: list[str], doc_ids: list[str], args) -> dict:
-    """CXMI (real vs empty context, nats per sentence), P-CXMI of pronouns (nats per word) and
-    contrastive pronoun accuracy (DP / overt / all) of one checkpoint (issue 17)."""
+    """CXMI (real vs empty and vs random context, nats per sentence), P-CXMI of pronouns (nats
+    per word, vs empty) and contrastive pronoun accuracy (DP / overt / context-needed / all, and
+    the per-item results) of one checkpoint (issues 17, 29)."""
     from doctrans.evaluation.contrastive import table_columns
     from doctrans.evaluation.cxmi import compute_cxmi, load_scoring_set
+    from doctrans.models.interface import reads_documents
 
     refs = read_lines(Path(args.prepared) / "test.tok.en")
     s = load_scoring_set(str(ckpt), lines, refs, doc_ids, tokenized=True)
-    cx = compute_cxmi(s.model, s.src, s.tgt, s.doc, s.targets, conditions=("empty",))["empty"]
-    set_dir = Path(args.contrastive) if args.contrastive else Path(args.work) / "contrastive_test"
-    return {"cxmi": cx["cxmi"], "pcxmi_pronoun": cx["by_class"].get("pronoun", {}).get("mean_pcxmi", float("nan")),
-            **table_columns(str(ckpt), set_dir, Path(args.data))}
+    contrastive = table_columns(str(ckpt), _set_dir(args), Path(args.data))
+    if not reads_documents(s.model):                 # a sentence model ignores its context: exactly 0
+        return {"cxmi": 0.0, "cxmi_random": 0.0, "pcxmi_pronoun": 0.0, **contrastive}
+    both = compute_cxmi(s.model, s.src, s.tgt, s.doc, s.targets, conditions=("empty", "random"))
+    cx = both["empty"]
+    return {"cxmi": cx["cxmi"], "cxmi_random": both["random"]["cxmi"],
+            "pcxmi_pronoun": cx["by_class"].get("pronoun", {}).get("mean_pcxmi", float("nan")), **contrastive}
+
+
+def _set_dir(args) -> Path:
+    return Path(args.contrastive) if args.contrastive else Path(args.work) / "contrastive_test"
+
+
+def _mcnemar_columns(rows: list[dict], args) -> None:
+    """McNemar's test of every row after the first against the first row on the contrastive
+    set's DP and context-needed items (in place: ``mcnemar_dp_p``, ``mcnemar_cn_p``)."""
+    from doctrans.evaluation.contrastive import mcnemar, read_set
+
+    if len(rows) < 2 or "contrastive_per_item" not in rows[0]:
+        return
+    items = read_set(_set_dir(args))[3]
+    base = rows[0]["contrastive_per_item"]
+    for r in rows[1:]:
+        if "contrastive_per_item" not in r:
+            continue
+        for key, keep in (("mcnemar_dp_p", lambda it: it["kind"] == "dp"),
+                          ("mcnemar_cn_p", lambda it: it.get("context_needed", False))):
+            idx = [k for k, it in enumerate(items) if keep(it)]
+            r[key] = mcnemar([r["contrastive_per_item"][k] for k in idx], [base[k] for k in idx])["p_value"]
+
+
+def args_discourse(rows: list[dict]) -> bool:
+    """Whether the rows carry the full discourse columns (``--discourse``, or DP recall alone
+    without the context-usage table), which get the second table."""
+    return any("apt_pronoun" in r or "cohesion" in r for r in rows) or not any(
+        "cxmi_random" in r or "lone_bleu" in r for r in rows)
 
 
 def _engine_note(row: dict) -> str:
@@ -194,14 +238,31 @@ def render(rows: list[dict], title: str = "") -> str:
     if len({r.get("engine", "native") for r in rows}) > 1:
         lines += ["", "Rows were decoded by different engines (named in the decode column): their decoding speeds "
                       "compare the engines too."]
-    if any("dp_recall" in r or "cxmi" in r for r in rows):
+    def cell(r, k, fmt):
+        return format(r[k], fmt) if k in r else "—"
+    if any("cxmi_random" in r or "lone_bleu" in r for r in rows):
+        lines += ["", "| system | DP recall | contrastive all | DP | overt | context-needed | McNemar p DP / "
+                      "context-needed | CXMI vs empty | CXMI vs random | lone-sentence BLEU |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for r in rows:
+            lines.append(f"| {r['system']} | {cell(r, 'dp_recall', '.1%')} | {cell(r, 'contrastive', '.1%')} "
+                         f"| {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
+                         f"| {cell(r, 'contrastive_context_needed', '.1%')} "
+                         f"| {cell(r, 'mcnemar_dp_p', '.3f')} / {cell(r, 'mcnemar_cn_p', '.3f')} "
+                         f"| {cell(r, 'cxmi', '+.3f')} | {cell(r, 'cxmi_random', '+.3f')} | {cell(r, 'lone_bleu', '.2f')} |")
+        n_cn = b.get("contrastive_context_needed_items", "?")
+        lines += ["", f"Context usage (docs/discourse.md): contrastive = the model scores the reference above every "
+                      f"same-case pronoun swap (TVsub test; DP / overt items; context-needed: the {n_cn} DP items whose "
+                      "pronoun only the preceding lines decide); McNemar p against the first row; CXMI = mean "
+                      "log-likelihood gain of the reference from the real context over an empty / a random other-"
+                      "document context (nats per sentence; 0: context unused); lone-sentence BLEU: every test line "
+                      "translated as its own document (context models only)."]
+    if args_discourse(rows) and any("dp_recall" in r or "cxmi" in r for r in rows):
         lines += ["", "| system | EN pronouns | DP recall | contrastive DP | contrastive overt | contrastive all "
                       "| APT pronouns | APT nouns | CXMI (nats/sent) | P-CXMI pronouns (nats/word) | cohesion "
                       "| coherence (LSA) |",
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
 
-        def cell(r, k, fmt):
-            return format(r[k], fmt) if k in r else "—"
         for r in rows:
             lines.append(f"| {r['system']} | {r['pronouns']} | {cell(r, 'dp_recall', '.1%')} "
                          f"| {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
@@ -238,6 +299,8 @@ class ContextTableConfig:
     discourse: bool = False             # add CXMI and contrastive pronoun accuracy per system
     engine: str = "native"              # native | ctranslate2: rows CTranslate2 can run decode with it
     compute_type: str = "int8"          # --engine ctranslate2: CTranslate2's compute type
+    usage: bool = False                 # only the context-usage columns (CXMI vs empty/random, contrastive)
+    lone: bool = False                  # also BLEU with every test line its own document (context models)
     contrastive: str = ""               # contrastive set directory [default: built under WORK]
 
 
@@ -254,6 +317,7 @@ def run(systems: list[tuple[str, Path]], args: ContextTableConfig, options: dict
         row, hyp = _system_row(name, run, args, base_hyp, tuple(options.get(name, ())))
         base_hyp = base_hyp or hyp
         rows[name], hyps[name] = row, hyp
+    _mcnemar_columns(list(rows.values()), args)
     atomic_write_text(Path(args.work) / "rows.json", json.dumps(list(rows.values()), indent=1) + "\n")
     out = Path(args.out)
     stamp = f"\n{provenance_line()}\n"

@@ -10,8 +10,10 @@ from doctrans.training.metrics import read_metrics
 
 def plot_learning_curves(metrics_path: str | Path, out_path: str | Path, metric: str = "bleu") -> Path:
     """Read ``metrics.jsonl`` and write the PNG atomically. Left: ``xent_nats`` of the train
-    records and of the dev records against the update; right: the dev ``metric`` (if it is not
-    the cross-entropy). Raises ValueError if the file has no train or dev records."""
+    records and of the dev records against the update; then the dev ``metric`` (if it is not
+    the cross-entropy); then, for a context model whose dev records have them
+    (``train.eval_cxmi_sentences``), dev CXMI against an empty and a random context (nats per
+    sentence). Raises ValueError if the file has no train or dev records."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -22,7 +24,9 @@ def plot_learning_curves(metrics_path: str | Path, out_path: str | Path, metric:
     if not train and not dev:
         raise ValueError(f"{metrics_path}: no train or dev records to plot")
     extra = metric != "xent_nats" and any(metric in r for r in dev)
-    fig, axes = plt.subplots(1, 2 if extra else 1, figsize=(10 if extra else 5.5, 3.6), squeeze=False)
+    usage = [r for r in dev if "cxmi_empty_nats" in r]
+    panels = 1 + extra + bool(usage)
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels + 0.5, 3.6), squeeze=False)
     ax = axes[0][0]
     if train:
         ax.plot([r["step"] for r in train], [r["xent_nats"] for r in train], label="train", lw=1,
@@ -42,6 +46,16 @@ def plot_learning_curves(metrics_path: str | Path, out_path: str | Path, metric:
         ax2.set_xlabel("update")
         ax2.set_ylabel(f"dev {metric}")
         ax2.grid(alpha=0.3)
+    if usage:
+        ax3 = axes[0][panels - 1]
+        for key, label in (("cxmi_empty_nats", "vs empty"), ("cxmi_random_nats", "vs random")):
+            pts = [r for r in usage if key in r]
+            ax3.plot([r["step"] for r in pts], [r[key] for r in pts], "o-", label=label, ms=3)
+        ax3.axhline(0.0, color="grey", lw=0.8)
+        ax3.set_xlabel("update")
+        ax3.set_ylabel("dev CXMI (nats / sentence)")
+        ax3.legend()
+        ax3.grid(alpha=0.3)
     fig.suptitle(Path(metrics_path).parent.name)
     fig.tight_layout()
     out_path = Path(out_path)

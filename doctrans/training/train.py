@@ -20,6 +20,7 @@ import torch
 import yaml
 
 from doctrans.config import ExperimentConfig, to_dict
+from doctrans.data.context_usage import apply_context_usage, usage_generator
 from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches
 from doctrans.data.documents import (DOC_BATCHING, DOC_BUDGETS, DocBatchSpec, DocData, collate_doc,
                                      filter_context_tuples, load_doc_split, make_doc_batches)
@@ -44,6 +45,12 @@ DevScorer = Callable[[torch.nn.Module, Vocab, list, list[str], int, object], flo
 ids ending in ``</s>``), tokenized references (one per line), beam, ``DecodeConfig``) → BLEU.
 The caller supplies it (``doctrans.evaluation.dev.dev_bleu``; ``doctrans.stages.train`` and the
 CLI do), so training never imports decoding or scoring."""
+
+DevContextScorer = Callable[[torch.nn.Module, list, list, np.ndarray, int], dict]
+"""Dev context usage of a context model: (model, source ids per dev line, target ids per dev
+line, (L,) document number per line, K) → {metric name with its unit: value}, over the first K
+lines (``doctrans.evaluation.dev.dev_cxmi``: CXMI against an empty and a random context). Given
+by the caller, as ``DevScorer``."""
 
 
 def _vocabs(cfg: ExperimentConfig) -> tuple[Vocab, Vocab]:
@@ -122,7 +129,15 @@ class NMTTask:
         return batch
 
     def collate(self, key: np.ndarray, epoch: int, index: int):
-        return self._to_device(collate(self.train, key, self.tgt_vocab))
+        return self._to_device(self._usage(collate(self.train, key, self.tgt_vocab), epoch, index))
+
+    def _usage(self, batch, epoch: int, index: int):
+        """``train.coword_dropout`` / ``train.context_dropout`` on a training batch
+        (``data.context_usage``), masks drawn from (seed, epoch, index): resume stays exact."""
+        if not (self.t.coword_dropout or self.t.context_dropout):
+            return batch
+        return apply_context_usage(batch, self.t.coword_dropout, self.t.context_dropout,
+                                   usage_generator(self.t.seed, epoch, index))
 
     def loss(self, batch) -> StepLoss:
         out = forward_loss(self.model, batch, self.tgt_vocab.pad_id, self.t.label_smoothing)
@@ -212,8 +227,10 @@ class DocNMTTask(NMTTask):
 
     def __init__(self, cfg: ExperimentConfig, model: torch.nn.Module, train: DocData, dev: DocData | None,
                  dev_refs: list[str] | None, src_vocab: Vocab, tgt_vocab: Vocab, device: torch.device,
-                 context_sents: int, context_block: int = 0, dev_scorer: DevScorer | None = None):
+                 context_sents: int, context_block: int = 0, dev_scorer: DevScorer | None = None,
+                 dev_context_scorer: DevContextScorer | None = None):
         self.context_sents, self.context_block = context_sents, context_block
+        self.dev_context_scorer = dev_context_scorer
         super().__init__(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, dev_scorer)
 
     def _plan_batches(self) -> None:
@@ -236,7 +253,21 @@ class DocNMTTask(NMTTask):
                                 block=self.context_block)
 
     def collate(self, key: DocBatchSpec, epoch: int, index: int):
-        return collate_doc(self.train, key, self.tgt_vocab).to(self.device)
+        return self._usage(collate_doc(self.train, key, self.tgt_vocab), epoch, index).to(self.device)
+
+    def evaluate(self) -> dict[str, float]:
+        """``NMTTask.evaluate`` and, with ``train.eval_cxmi_sentences`` K > 0 and a context
+        scorer, the context usage on the first K dev lines (``DevContextScorer``: e.g.
+        ``cxmi_empty_nats``, ``cxmi_random_nats``) and the seconds it took (``cxmi_s``)."""
+        import time
+
+        rec = super().evaluate()
+        k = self.t.eval_cxmi_sentences
+        if rec and k > 0 and self.dev_context_scorer is not None:
+            t0 = time.perf_counter()
+            rec.update(self.dev_context_scorer(self.model, self.dev.src, self.dev.tgt, self.dev.doc, k))
+            rec["cxmi_s"] = round(time.perf_counter() - t0, 2)
+        return rec
 
     def _dev_batch_iter(self):
         return (collate_doc(self.dev, spec, self.tgt_vocab).to(self.device) for spec in self.dev_batches)
@@ -303,9 +334,12 @@ def _check_init_vocab(path: str, src_vocab: Vocab, tgt_vocab: Vocab) -> None:
         raise ValueError(f"init_from {path}: its vocabularies differ from this run's (another prepared dataset?)")
 
 
-def run(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | None = None) -> Path:
+def run(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | None = None,
+        dev_context_scorer: DevContextScorer | None = None) -> Path:
     """Train; returns the run directory. ``dev_scorer``: dev BLEU (``DevScorer``), needed when
-    ``train.eval_bleu`` is on (``doctrans.stages.train`` passes ``evaluation.dev.dev_bleu``).
+    ``train.eval_bleu`` is on (``doctrans.stages.train`` passes ``evaluation.dev.dev_bleu``);
+    ``dev_context_scorer``: a context model's dev context usage (``DevContextScorer``, logged
+    when ``train.eval_cxmi_sentences`` > 0; ``stages.train`` passes ``evaluation.dev.dev_cxmi``).
     Raises FileNotFoundError if the prepared data is missing, ValueError on an incompatible
     resume, an invalid train section or dev BLEU asked for without a scorer."""
     prep, run_dir = Path(cfg.data.prepared), Path(cfg.run_dir)
@@ -344,7 +378,7 @@ def run(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | Non
         filter_context_tuples(train, model.context_filter, doc.context_sents)   # the model's training-tuple filter
         _attach_all(cfg, model, train, dev, src_vocab)
         task = DocNMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device,
-                          doc.context_sents, doc.context_block, dev_scorer)
+                          doc.context_sents, doc.context_block, dev_scorer, dev_context_scorer)
     else:
         train, dev, dev_refs = _load_data(cfg, src_vocab, tgt_vocab)
         _attach_all(cfg, model, train, dev, src_vocab)

@@ -48,13 +48,18 @@ def test_context_table_on_a_tvsub_slice(tvsub_slice, tmp_path):
     _invoke("train", tiny, f"run_dir={runs / 'han'}", *stage2,
             "context={type: han, context_sents: 2, attach: encoder, heads: 2, d_ff: 32}")
     out = _table(["--system", f"Transformer={runs / 'transformer'}", "--system", f"HAN={runs / 'han'}",
-                              "--discourse", *_table_args(prep, tvsub_slice, tmp_path / "table.md", tmp_path / "work")])
+                              "--discourse", "--lone",
+                              *_table_args(prep, tvsub_slice, tmp_path / "table.md", tmp_path / "work")])
     table = out.read_text(encoding="utf-8")
     assert "| Transformer | 2 |" in table and "| HAN | 2 |" in table
     rows = json.loads((tmp_path / "work" / "rows.json").read_text())
     assert rows[1]["params_m"] > rows[0]["params_m"]                        # the HAN block adds parameters
     assert "bootstrap_p" in rows[1] and "bootstrap_p" not in rows[0]
     assert rows[0]["cxmi"] == 0.0 and rows[1]["cxmi"] != 0.0                # only the HAN reads its context
+    assert rows[0]["cxmi_random"] == 0.0 and rows[1]["cxmi_random"] != 0.0  # issue 29: vs a random context too
+    assert "lone_bleu" in rows[1] and "lone_bleu" not in rows[0]            # every line its own document
+    assert "mcnemar_cn_p" in rows[1] and "| context-needed |" in table
+    assert len(rows[1]["contrastive_per_item"]) == rows[1]["contrastive_items"]
     assert all(0.0 <= r[k] <= 1.0 for r in rows for k in ("dp_recall", "contrastive", "contrastive_dp"))
     assert rows[0]["contrastive_items"] > 0 and "| contrastive DP |" in table and "| reference 1 |" in table
     assert 0.0 < rows[0]["ref_cohesion"] <= 1.0 and -1.0 <= rows[0]["ref_coherence"] <= 1.0

@@ -1,0 +1,120 @@
+"""Context-usage training: CoWord dropout and context dropout on a training batch.
+
+CoWord dropout (Fernandes et al. 2021, "Measuring and Increasing Context Usage in Context-Aware
+Machine Translation", ACL, §5): every source token of the *current* sentence is replaced, with
+probability p, by a placeholder, so the model has to look to its context for what it lost;
+context sentences are never masked. Fernandes et al. replace tokens by a mask token; doctrans
+uses ``<unk>`` (id 3 of every vocabulary, ``data/vocab.py``) [I: no vocabulary change, so a
+stage-1 checkpoint fits; the model sees ``<unk>`` at test time for out-of-vocabulary words
+anyway]. ``<pad>``, ``<s>`` and ``</s>`` are never replaced.
+
+Context dropout [I: the usual "drop the whole context" regulariser, e.g. Lupo et al. 2022 §5;
+issue 29]: with probability q a target row sees the empty context — exactly what CXMI's
+"empty" condition and the contrastive test give a model (``evaluation/forced.py``): every
+``ctx`` pointer −1 (a ``context_sents`` model then reads no previous sentence: its document-
+start convention) and, for a sub-document model (``batch.block``), a sub-document of its own.
+
+Batches share rows: in a document batch (``data/documents.py``) a target row is also the
+context of the next rows (its ``ctx`` column), and the rows of one sub-document are each
+other's context. So:
+
+* CoWord dropout on a target row that another row reads as context (a ``ctx`` pointer to it)
+  *copies* the row: the copy (appended at the end, masked, same target and ``ctx``) becomes
+  the target, the original stays unmasked as a context-only row. A row no other row reads is
+  masked in place. The copies cost encoder time (measured in ``docs/discourse.md``).
+* In a sub-document batch every row is part of its block's context: CoWord dropout masks in
+  place there (the block's other rows then read the masked sentence too) [I]; a row whose
+  context is dropped is copied into a new sub-document of its own (masked there, if at all)
+  and the original stays in its block as a context-only row.
+* A sentence-level ``Batch`` (no ``ctx``) has only current sentences: CoWord dropout is then
+  source word dropout on every row (Sennrich et al. 2016 §4.2 drop whole words; this drops BPE
+  units), context dropout does nothing.
+
+Randomness comes from a ``torch.Generator`` the caller seeds per batch (``usage_generator``), so
+a resumed run draws the same masks.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import torch
+from torch import Tensor
+
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3        # data/vocab.py
+
+
+def usage_generator(seed: int, epoch: int, index: int) -> torch.Generator:
+    """A generator seeded by (seed, epoch, batch index): the same masks for the same batch."""
+    return torch.Generator().manual_seed((seed * 1000003 + epoch) * 1000003 + index)
+
+
+def coword_positions(src: Tensor, p: float, generator: torch.Generator) -> Tensor:
+    """src (B, S) ids → bool (B, S): the positions CoWord dropout replaces, each non-special
+    token (not ``<pad>``/``<s>``/``</s>``) independently with probability ``p``; ``<unk>``
+    may be drawn (it stays ``<unk>``). Raises ValueError unless 0 ≤ p < 1."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"train.coword_dropout must be in [0, 1), got {p}")
+    draw = torch.rand(src.shape, generator=generator) < p
+    real = src.ne(PAD_ID) & src.ne(BOS_ID) & src.ne(EOS_ID)
+    return draw.to(src.device) & real
+
+
+def apply_context_usage(batch, coword_dropout: float = 0.0, context_dropout: float = 0.0,
+                        generator: torch.Generator | None = None):
+    """A training batch with CoWord dropout (rate p = ``coword_dropout``) on its target rows'
+    sources and context dropout (rate q = ``context_dropout``) on its target rows' context
+    (see the module docstring for the rules). ``batch``: ``batching.Batch`` (src (B, S) …) or
+    ``documents.DocBatch`` (… is_target (B,), ctx (B, N), block (B,) or None) on the CPU or a
+    device; returns a new batch (``batch`` is not modified) with B' ≥ B rows, the same
+    ``n_targets`` and the same targets. p = q = 0 returns ``batch`` itself. Raises ValueError
+    unless 0 ≤ p, q < 1."""
+    if not 0.0 <= context_dropout < 1.0:
+        raise ValueError(f"train.context_dropout must be in [0, 1), got {context_dropout}")
+    if not 0.0 <= coword_dropout < 1.0:
+        raise ValueError(f"train.coword_dropout must be in [0, 1), got {coword_dropout}")
+    if coword_dropout == 0.0 and context_dropout == 0.0:
+        return batch
+    gen = generator if generator is not None else torch.Generator().manual_seed(0)
+    is_target, ctx = getattr(batch, "is_target", None), getattr(batch, "ctx", None)
+    if is_target is None or ctx is None:                          # sentence-level: every row current
+        masked = batch.src.masked_fill(coword_positions(batch.src, coword_dropout, gen), UNK_ID)
+        return replace(batch, src=masked)
+    src, dev = batch.src, batch.src.device
+    b = src.size(0)
+    targets = is_target.to(dev)
+    drop_ctx = (torch.rand(b, generator=gen) < context_dropout).to(dev) & targets
+    cow = coword_positions(src, coword_dropout, gen) & targets[:, None]
+    block = getattr(batch, "block", None)
+    ctx = ctx.clone()
+    read = torch.zeros(b, dtype=torch.bool, device=dev)           # rows another row reads through ctx
+    read[ctx[ctx.ge(0)]] = True
+    copy = cow.any(1) & read
+    if block is not None:                                         # sub-documents: rows are each other's context
+        copy |= drop_ctx
+    ctx[drop_ctx] = -1
+    rows = copy.nonzero().squeeze(1)                              # (C,) rows to copy
+    in_place = cow & ~copy[:, None]
+    new_src = src.masked_fill(in_place, UNK_ID)
+    if rows.numel() == 0:
+        return replace(batch, src=new_src, ctx=ctx)
+    copy_src = src.index_select(0, rows).masked_fill(cow.index_select(0, rows), UNK_ID)
+    new_ctx = batch.ctx.clone()                                   # copied originals keep their pointers
+    new_ctx[drop_ctx & ~copy] = -1
+    new_target = targets.clone()
+    new_target[rows] = False                                      # originals: context-only
+    out = replace(
+        batch,
+        src=torch.cat([new_src, copy_src]),
+        tgt_in=torch.cat([batch.tgt_in, batch.tgt_in.index_select(0, rows)]),
+        tgt_out=torch.cat([batch.tgt_out, batch.tgt_out.index_select(0, rows)]),
+        index=np.concatenate([np.asarray(batch.index), np.asarray(batch.index)[rows.cpu().numpy()]]),
+        is_target=torch.cat([new_target, torch.ones(rows.numel(), dtype=torch.bool, device=dev)]).to(
+            batch.is_target.device),
+        ctx=torch.cat([new_ctx, ctx.index_select(0, rows)]),
+    )
+    if block is not None:                                         # a dropped copy: a sub-document of its own
+        fresh = int(block.max()) + 1 + torch.arange(rows.numel(), device=block.device)
+        kept = block.index_select(0, rows.to(block.device))
+        out.block = torch.cat([block, torch.where(drop_ctx[rows].to(block.device), fresh, kept)])
+    return out
