@@ -9,9 +9,10 @@ Files (``DP_DIR`` = ``data.rec_dir``, default ``PREPARED/dp``):
 * DP labels: ``DP_DIR/{split}.dplabel``, one label per *word* of ``{split}.tok.zh`` plus one
   for ``</s>`` (the pronoun dropped immediately before it, or ``N``).
 
-``dp_label_ids`` moves the word labels onto the BPE tokens of the reconstruction target: a
-labeler (target ``original``) labels the first BPE piece of each word and ``</s>`` (the others
-0); a predictor (target ``dpp``) labels each ``#DP#`` with the label of the word it precedes
+``dp_label_ids`` moves the word labels onto the BPE tokens of the reconstruction target, as the
+model contract's ``ReconstructionSpec.target`` places them (``predict_dps``): target ``original``
+(the end-to-end labeler, §2.11) labels the first BPE piece of each word and ``</s>`` (the others
+0); target ``dpp`` (the DP predictor, §2.10) labels each ``#DP#`` with the label of the word it precedes
 (the ``</s>`` slot for a sentence-final one; a second ``#DP#`` before the same word gets 0:
 "keep the first", docs/models.md §5 A20), every other position 0.
 """
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 NO_DP_LABEL = "N"               # the annotation's "no pronoun dropped here" (dp/annotate.py)
 PLACEHOLDER = "#DP#"
 REC_TARGETS = ("dp", "dpp", "original")
+LABELLED_TARGETS = ("original", "dpp")   # targets DP labels can be placed on (dp_label_ids)
 
 
 def rec_target_path(target: str, split: str, rec_dir: Path, src_dir: Path, src_suffix: str) -> Path:
@@ -42,16 +44,18 @@ def rec_target_path(target: str, split: str, rec_dir: Path, src_dir: Path, src_s
     return Path(rec_dir) / f"{split}.{target}.{src_suffix}"
 
 
-def dp_label_ids(bpe_line: str, label_line: str, labels: dict[str, int], head: str,
+def dp_label_ids(bpe_line: str, label_line: str, labels: dict[str, int], target: str,
                  where: str = "<labels>") -> tuple[np.ndarray, int]:
     """The DP label id of every token of ``bpe_line`` and of its ``</s>`` → ((n + 1,) int64, number
     of labels not in ``labels`` (mapped to 0)). ``label_line``: word labels (``N`` or a pronoun),
     one per word of the line (BPE pieces joined at ``@@``; ``#DP#`` is not a word) plus ``</s>``;
-    ``labels``: label string → id (``N`` → 0 implied); ``head``: ``labeler`` | ``predictor``
-    (see the module docstring). Raises ValueError naming ``where`` when the counts differ or the
-    head is unknown."""
-    if head not in ("labeler", "predictor"):
-        raise ValueError(f"unknown DP head {head!r} (labeler | predictor)")
+    ``labels``: label string → id (``N`` → 0 implied); ``target``: the reconstruction target the
+    labels sit on, ``original`` | ``dpp`` (``LABELLED_TARGETS``, see the module docstring). Raises
+    ValueError naming ``where`` when the counts differ, or for another target."""
+    if target not in LABELLED_TARGETS:
+        raise ValueError(f"DP labels cannot be placed on reconstruction target {target!r} "
+                         f"({' | '.join(LABELLED_TARGETS)})")
+    at_words = target == "original"
     toks, word_labels = bpe_line.split(), label_line.split()
     out = np.zeros(len(toks) + 1, dtype=np.int64)
     unknown = 0
@@ -73,16 +77,16 @@ def dp_label_ids(bpe_line: str, label_line: str, labels: dict[str, int], head: s
                          f"(the .dplabel file and the reconstruction target are not aligned)")
     for j, t in enumerate(toks):
         if t == PLACEHOLDER:
-            if head == "predictor" and words not in used:
+            if not at_words and words not in used:
                 out[j] = lab(words)
                 used.add(words)
             continue
         if not cont:
-            if head == "labeler":
+            if at_words:
                 out[j] = lab(words)
             words += 1
         cont = t.endswith("@@")
-    if head == "labeler":
+    if at_words:
         out[-1] = lab(words)
     return out, unknown
 
@@ -96,7 +100,7 @@ def load_rec_lines(path: Path, vocab: Vocab, n_lines: int) -> tuple[list[str], l
     return lines, [vocab.encode(s) for s in lines]
 
 
-def load_dp_labels(label_path: Path, rec_lines: list[str], labels: list[str], head: str) -> list[np.ndarray]:
+def load_dp_labels(label_path: Path, rec_lines: list[str], labels: list[str], target: str) -> list[np.ndarray]:
     """Label ids per line (``dp_label_ids`` of each line of ``label_path`` against ``rec_lines``);
     ``labels``: the model's ``dp_labels`` (index 0 = NONE). Raises ValueError naming the file
     and line on a line-count or word-count mismatch."""
@@ -106,7 +110,7 @@ def load_dp_labels(label_path: Path, rec_lines: list[str], labels: list[str], he
     index = {s: k for k, s in enumerate(labels) if k}
     out, unknown = [], 0
     for k, (x, y) in enumerate(zip(rec_lines, label_lines)):
-        ids, u = dp_label_ids(x, y, index, head, f"{label_path}:{k + 1}")
+        ids, u = dp_label_ids(x, y, index, target, f"{label_path}:{k + 1}")
         out.append(ids)
         unknown += u
     if unknown:

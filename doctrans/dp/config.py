@@ -91,9 +91,9 @@ class DPGenConfig:
         t, defaults = self.train, TrainConfig()
         if self.task != "dp_generator":
             raise ConfigError(f"task must be dp_generator, got {self.task!r}")
-        row = DP_MODELS.get(getattr(self.model, "name", None))
-        if row is None or not isinstance(self.model, row[0]):
-            raise ConfigError(f"model: a {type(self.model).__name__} named {getattr(self.model, 'name', None)!r} "
+        rows = [name for name, (config_cls, _) in DP_MODELS.items() if type(self.model) is config_cls]
+        if not rows or self.model.name not in rows:
+            raise ConfigError(f"model: a {type(self.model).__name__} named {self.model.name if rows else None!r} "
                               f"is not a row of DP_MODELS ({', '.join(sorted(DP_MODELS))})")
         if not 0.0 < t.lr_decay <= 1.0:
             raise ConfigError(f"train.lr_decay must be in (0, 1], got {t.lr_decay}")

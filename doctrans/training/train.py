@@ -85,8 +85,7 @@ def attach_reconstruction(cfg: ExperimentConfig, model: torch.nn.Module, split: 
     if spec.encoder_input == "annotated":
         data.src = list(data.rec)
     if spec.predicts_dps:
-        head = "labeler" if spec.target == "original" else "predictor"
-        labels = load_dp_labels(rec_dir / f"{split}.dplabel", lines, model.dp_labels, head)
+        labels = load_dp_labels(rec_dir / f"{split}.dplabel", lines, model.dp_labels, spec.target)
         data.dp = [labels[k] for k in data.line]
     log.info("%s: reconstruction target %s from %s%s", split, spec.target, path,
              " (and DP labels)" if spec.predicts_dps else "")

@@ -162,18 +162,20 @@ def test_dp_vocabulary_is_table_4_3():
 def test_dp_labels_on_bpe_and_the_end_of_sentence_slot():
     """回来 进入 正题 + a dropped 它 at the end (the </s> slot), 正题 split by BPE."""
     labels = {"它": 5, "我": 1}
-    ids, unknown = dp_label_ids("回来 进入 正@@ 题", "N N N 它", labels, "labeler")
+    ids, unknown = dp_label_ids("回来 进入 正@@ 题", "N N N 它", labels, "original")
     assert ids.tolist() == [0, 0, 0, 0, 5] and unknown == 0        # 4 BPE tokens + </s>
-    ids, _ = dp_label_ids("回来 进入 正@@ 题 #DP#", "N N N 它", labels, "predictor")
+    ids, _ = dp_label_ids("回来 进入 正@@ 题 #DP#", "N N N 它", labels, "dpp")
     assert ids.tolist() == [0, 0, 0, 0, 5, 0]
-    ids, _ = dp_label_ids("#DP# 庭@@ 审 结束", "我 N N", labels, "labeler")
+    ids, _ = dp_label_ids("#DP# 庭@@ 审 结束", "我 N N", labels, "original")
     assert ids.tolist() == [0, 1, 0, 0, 0]                          # the placeholder is not a word
-    ids, _ = dp_label_ids("#DP# #DP# 走", "我 N", labels, "predictor")   # two before one word: keep the first
+    ids, _ = dp_label_ids("#DP# #DP# 走", "我 N", labels, "dpp")   # two before one word: keep the first
     assert ids.tolist() == [1, 0, 0, 0]
-    ids, unknown = dp_label_ids("走", "您 N", labels, "labeler")
+    ids, unknown = dp_label_ids("走", "您 N", labels, "original")
     assert ids.tolist() == [0, 0] and unknown == 1
     with pytest.raises(ValueError, match="x.dplabel:3: 2 labels for 2 words"):
-        dp_label_ids("走 吧", "N N", labels, "labeler", "x.dplabel:3")
+        dp_label_ids("走 吧", "N N", labels, "original", "x.dplabel:3")
+    with pytest.raises(ValueError, match="cannot be placed on reconstruction target 'dp'"):
+        dp_label_ids("走", "N N", labels, "dp")                    # x̂ with DP words carries no label slots
 
 
 def test_loss_terms_and_a_tiny_model_learns():
