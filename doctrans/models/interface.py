@@ -302,7 +302,23 @@ class PortableTransformer:
     max_context_tokens: int = 0
 
 
-class SentenceModelDefaults:
+class NoReconstruction:
+    """The reconstruction members of ``Seq2SeqModel`` for a model without a reconstructor
+    (docs/models.md §2.8–2.11): ``ReconstructionSpec()``, no DP labels, and
+    ``reconstruction_score`` / ``predict_dps`` raising ValueError (``no_reconstructor_message``,
+    ``no_dp_message``). A base of ``SentenceModelDefaults`` and of ``ContextModel``."""
+
+    reconstruction = ReconstructionSpec()
+    dp_labels: list[str] = []
+
+    def reconstruction_score(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
+        raise ValueError(no_reconstructor_message(self))
+
+    def predict_dps(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
+        raise ValueError(no_dp_message(self))
+
+
+class SentenceModelDefaults(NoReconstruction):
     """The document side of ``Seq2SeqModel`` for a sentence-level model (a backbone): reads no
     document, filters nothing, caches nothing, no context attention, no auxiliary loss. A
     backbone class lists it as a base beside ``nn.Module``."""
@@ -328,15 +344,6 @@ class SentenceModelDefaults:
     def quantizable_linears(self) -> list[nn.Module]:
         """Every ``nn.Linear`` of the model (a backbone with its own choice overrides this)."""
         return [m for m in self.modules() if isinstance(m, nn.Linear)]
-
-    reconstruction = ReconstructionSpec()
-    dp_labels: list[str] = []
-
-    def reconstruction_score(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
-        raise ValueError(no_reconstructor_message(self))
-
-    def predict_dps(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
-        raise ValueError(no_dp_message(self))
 
 
 def protocol_members(proto: type) -> list[str]:

@@ -25,8 +25,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from doctrans.models.interface import (DocumentSpec, EncoderOutput, ReconstructionSpec, no_dp_message,
-                                       no_reconstructor_message)
+from doctrans.models.interface import DocumentSpec, EncoderOutput, NoReconstruction
 
 SPECIAL_IDS = (0, 1, 2, 3)     # <pad> <s> </s> <unk> of every doctrans vocabulary (data/vocab.py)
 
@@ -84,7 +83,7 @@ class RowCache:
             self.items.popitem(last=False)
 
 
-class ContextModel(nn.Module):
+class ContextModel(NoReconstruction, nn.Module):
     """Base of the context models: delegates the contract to ``backbone``; subclasses override
     the parts they change. ``context_sents`` = N previous sentences (``batch.ctx``);
     ``context_block`` = K > 0 for a model whose context is its sub-document of K consecutive
@@ -224,13 +223,3 @@ class ContextModel(nn.Module):
     def quantizable_linears(self) -> list[nn.Module]:
         """The backbone's choice (its output layer and feed-forward layers); context layers stay float."""
         return self.backbone.quantizable_linears()
-
-    # -- no reconstructor (models.interface.Seq2SeqModel; docs/models.md §2.8–2.12) ------------
-    reconstruction = ReconstructionSpec()
-    dp_labels: list[str] = []
-
-    def reconstruction_score(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
-        raise ValueError(no_reconstructor_message(self))
-
-    def predict_dps(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
-        raise ValueError(no_dp_message(self))
