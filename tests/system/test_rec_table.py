@@ -10,12 +10,11 @@ from pathlib import Path
 import torch
 from click.testing import CliRunner
 
-from conftest import REPO
+from conftest import QUIET_TRAIN, REPO
 from doctrans.cli import cli
 from doctrans.models.interface import ReconstructionSpec
 
-QUIET = ["train.threads=1", "train.eval_bleu=false", "train.metric=xent_nats", "train.metric_mode=min",
-         "train.tensorboard=false", "train.plot=false", "train.max_time_min=0"]
+QUIET = [*QUIET_TRAIN, "train.max_time_min=0"]
 
 
 def _invoke(*args) -> str:
