@@ -164,7 +164,7 @@ def global_context(s: Tensor, v: Tensor, docs: SubDocuments, hierarchical: bool 
                 z = z / z.sum(-1, keepdim=True).clamp(min=1e-9)
         out.append(z @ tok)                                                    # (D, m', H)
     c = torch.cat(out, dim=1)
-    res = flat.new_zeros((b * n, h)).index_put((docs.index[docs.keep],), c[docs.keep])
+    res = c.new_zeros((b * n, h)).index_put((docs.index[docs.keep],), c[docs.keep])   # c's dtype (bf16 under autocast)
     return res.view(b, n, h)
 
 

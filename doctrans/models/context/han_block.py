@@ -185,8 +185,9 @@ class HANBlock(nn.Module):
         mha = self.attn_w
         out = []
         for proj in (mha.k_proj, mha.v_proj):
-            full = states.new_zeros(states.shape)                     # (R,L,H)
-            full[keep] = proj(real)
+            projected = proj(real)                                    # (W,H); bf16 under autocast
+            full = projected.new_zeros(states.shape)                  # (R,L,H), projected's dtype
+            full[keep] = projected
             out.append(mha.heads_of(full).transpose(1, 2))            # (R,A,L,D)
         return out[0], out[1]
 
