@@ -92,17 +92,20 @@ def load_parallel(src_path: Path, tgt_path: Path, src_vocab: Vocab, tgt_vocab: V
 
 
 def make_batches(data: ParallelData, max_tokens: int, seed: int) -> list[np.ndarray]:
-    """Length-bucketed batches of indices, in length order (not yet shuffled)."""
+    """Length-bucketed batches of indices, in length order (not yet shuffled). A batch holds as
+    many pairs as fit ``max_tokens`` padded positions: rows × max(longest source, longest
+    target), lengths with their ``</s>`` — the widths of ``src`` and ``tgt_in``/``tgt_out``
+    (as fairseq's ``--max-tokens``); a pair longer than ``max_tokens`` is a batch of its own."""
     rng = np.random.default_rng(seed)
     src_len = np.fromiter((len(x) for x in data.src), dtype=np.int64, count=len(data))
     tgt_len = np.fromiter((len(x) for x in data.tgt), dtype=np.int64, count=len(data))
     order = np.lexsort((rng.random(len(data)), tgt_len, src_len))
     batches, start, longest = [], 0, 0
     for k, i in enumerate(order):
-        need = max(longest, src_len[i], tgt_len[i] + 1)
+        need = max(longest, src_len[i], tgt_len[i])     # tgt ends in </s>: tgt_in/tgt_out are as wide
         if k > start and need * (k - start + 1) > max_tokens:
             batches.append(order[start:k])
-            start, need = k, max(src_len[i], tgt_len[i] + 1)
+            start, need = k, max(src_len[i], tgt_len[i])
         longest = need
     if start < len(order):
         batches.append(order[start:])

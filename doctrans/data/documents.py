@@ -243,7 +243,7 @@ class _Packer:
         self.data, self.max_tokens, self.n, self.budget = data, max_tokens, context_sents, budget
         src_len = np.fromiter((len(x) for x in data.src), dtype=np.int64, count=len(data))
         tgt_len = np.fromiter((len(x) for x in data.tgt), dtype=np.int64, count=len(data))
-        self.width = np.maximum(src_len, tgt_len + 1)       # as batching.make_batches
+        self.width = np.maximum(src_len, tgt_len)           # as batching.make_batches
         self.batches: list[DocBatchSpec] = []
         self.rows: list[int] = []
         self.target: list[bool] = []
@@ -313,10 +313,11 @@ def _context_lines(data: DocData, line: int, n: int) -> range:
 
 
 def _row_widths(data: DocData) -> np.ndarray:
-    """(n,) padded width of each line as a batch row: max(source, target + 1), as make_batches."""
+    """(n,) padded width of each line as a batch row: max(source, target), lengths with their
+    ``</s>`` (the widths of ``src`` and ``tgt_in``), as make_batches."""
     src_len = np.fromiter((len(x) for x in data.src), dtype=np.int64, count=len(data))
     tgt_len = np.fromiter((len(x) for x in data.tgt), dtype=np.int64, count=len(data))
-    return np.maximum(src_len, tgt_len + 1)
+    return np.maximum(src_len, tgt_len)
 
 
 def _sorted_order(data: DocData, width: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -343,7 +344,7 @@ def make_sorted_doc_batches(data: DocData, max_tokens: int, context_sents: int, 
     sorted``).
 
     Target lines are sorted by the widest row they bring into a batch (their own width
-    max(source, target + 1) or that of one of their N context lines), ties broken with
+    max(source, target) or that of one of their N context lines), ties broken with
     (seed, epoch), and cut greedily: a target joins the batch with those of its N preceding
     lines (same document) that the batch lacks, as context-only rows; a line that is both a
     target and another target's context is one (target) row. The padded size ``rows × longest``,
@@ -440,9 +441,9 @@ def make_doc_batches(data: DocData, max_tokens: int, context_sents: int, seed: i
     context-only rows; non-target lines inside a run are context-only rows too. The batch size,
     context rows included, stays within ``max_tokens`` unless one sentence with its context
     alone exceeds it (then it is a batch of its own); its size is, with ``budget`` "tokens"
-    (default), the sum over rows of max(source, target + 1) — what the models compute, since
+    (default), the sum over rows of max(source, target) — what the models compute, since
     they encode and decode a document batch in length buckets (``models.context.base.
-    length_buckets``) — or, with "padded", ``rows × max(longest source, longest target + 1)``
+    length_buckets``) — or, with "padded", ``rows × max(longest source, longest target)``
     (half of which is padding for runs of subtitle lines: ``benchmarks/RESULTS.md``). A
     sentence batch (``batching.make_batches``, length-sorted) holds about the same number of
     tokens as a "tokens" document batch of the same ``max_tokens``. Every target line is a

@@ -126,8 +126,8 @@ def test_context_in_batch_equals_per_sentence_reference(prepared, context_sents,
         assert len(set(rows)) == len(rows) and b.is_target.any()
         assert b.ctx.shape == (len(rows), context_sents) and b.ctx.dtype == torch.long
         assert b.n_targets == int(b.tgt_out[b.is_target].ne(0).sum())
-        width = max(b.src.shape[1], b.tgt_in.shape[1] + 1)
-        widths = [max(len(data.src[i]), len(data.tgt[i]) + 1) for i in rows]
+        width = max(b.src.shape[1], b.tgt_in.shape[1])                    # the padded width (tgt ends in </s>)
+        widths = [max(len(data.src[i]), len(data.tgt[i])) for i in rows]
         size = sum(widths) if budget == "tokens" else len(rows) * width
         assert size <= max_tokens or int(b.is_target.sum()) == 1
         for r, line in enumerate(rows):
