@@ -4,6 +4,7 @@ Usage: python benchmarks/context_speed.py PREPARED_DIR [--updates 30] [--warmup 
        [--models concat,han_encoder,han_decoder,han_joint] [--modes runs,sorted] [--threads 2]
        [--max-tokens 4096] [--translate-lines 150] [--beam 5] [--max-len-ratio 1.5]
        [--max-len-extra 10] [--checkpoint NAME=CKPT ...] [--repeats 1] [--base YAML] [--usage P,Q]
+       [--autocast none|bf16]
 
 Training: the sentence model (``--base``, default ``pipelines/quickstart.yaml``; the RNN context
 models of issue 15 compare against ``pipelines/rnnsearch/small.yaml``) and every context model
@@ -20,6 +21,9 @@ ratio to the sentence model. ``--usage P,Q`` (issue 29) adds, for every context 
 a system ``…+usage`` trained on the same batches after ``train.coword_dropout`` P and
 ``train.context_dropout`` Q (``data.context_usage.apply_context_usage``, seeded per batch as
 the trainer does; its time is counted in the update): the cost of context-usage training.
+``--autocast bf16`` (issue 30) adds every system again as ``NAME+bf16``, the same batches under
+bf16 autocast (what ``train.autocast: auto`` picks on a CPU with native bf16); the table also
+gives target tokens per CPU second of the process (steadier than wall time on a shared machine).
 
 Translation (``--translate-lines 0``: skipped): the first ``--translate-lines`` lines of each
 TVsub test document (``PREP/test.bpe.zh`` + ``PREP/test.docs``; ``--translate-split train
@@ -79,20 +83,24 @@ class System:
     tokens: int = 0
     seconds: float = 0.0
     usage: tuple[float, float] | None = None      # (coword_dropout, context_dropout) applied per update
+    bf16: bool = False                            # the update under bf16 autocast (``--autocast``)
+    cpu_seconds: float = 0.0                      # process CPU time of the timed updates
 
     def update(self, k: int, timed: bool) -> None:
         """Update ``k``: [context-usage transform,] forward_loss, backward, clip 1.0, Adam step."""
         b = self.batches[k]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if self.usage is not None:
             b = apply_context_usage(b, *self.usage, generator=usage_generator(1, 0, k))
-        out = forward_loss(self.model, b, 0, 0.1)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+            out = forward_loss(self.model, b, 0, 0.1)
         (out.total / out.n_tokens).backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         if timed:
             self.seconds += time.perf_counter() - t0
+            self.cpu_seconds += time.process_time() - c0
             self.tokens += b.n_targets
 
 
@@ -115,6 +123,8 @@ def build_systems(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
             if a.usage:
                 specs.append((f"{model}/{mode}+usage", c, specs[-1][2]))
     usage = tuple(float(x) for x in a.usage.split(",")) if a.usage else None
+    if a.autocast == "bf16":                  # every system again, on the same batches, under bf16 autocast
+        specs = [x for spec in specs for x in (spec, (spec[0] + "+bf16", spec[1], spec[2]))]
     out = []
     for name, c, batches in specs:
         torch.manual_seed(c.train.seed)
@@ -124,7 +134,7 @@ def build_systems(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
                 p.requires_grad_(False)
         params = [p for p in m.parameters() if p.requires_grad]
         out.append(System(name, m, torch.optim.Adam(params, lr=1e-4, fused=True), batches,
-                          usage=usage if name.endswith("+usage") else None))
+                          usage=usage if "+usage" in name else None, bf16=name.endswith("+bf16")))
         log.info("%s: %.2fM parameters, %d batches", name, sum(p.numel() for p in m.parameters()) / 1e6, len(batches))
     return out
 
@@ -219,6 +229,8 @@ def main() -> None:
                     help="also translate with every context model's inference cache off (rows '(no cache)')")
     ap.add_argument("--usage", default="", metavar="P,Q",
                     help="also train every context model with coword_dropout P and context_dropout Q")
+    ap.add_argument("--autocast", default="none", choices=["none", "bf16"],
+                    help="bf16: add every system again as NAME+bf16, trained on the same batches under bf16 autocast")
     ap.add_argument("--base", default="pipelines/quickstart.yaml",
                     help="the sentence model's YAML, relative to the repository (the reference row)")
     a = ap.parse_args()
@@ -257,11 +269,13 @@ def train_speed(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
         log.info("update %d done (%.0f s)", k + 1, time.perf_counter() - t0)
     base = systems[0].tokens / systems[0].seconds
     print(f"\n{a.updates} timed updates after {a.warmup}, interleaved by update\n")
-    print("| system / doc_batching | target tokens | s | target tok/s | ratio to sentence |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    cbase = systems[0].tokens / systems[0].cpu_seconds
+    print("| system / doc_batching | target tokens | s | target tok/s | ratio to sentence | tok per CPU s | ratio |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for s in systems:
-        tps = s.tokens / s.seconds
-        print(f"| {s.name} | {s.tokens:,} | {s.seconds:.1f} | {tps:,.0f} | {tps / base:.2f} |", flush=True)
+        tps, cps = s.tokens / s.seconds, s.tokens / s.cpu_seconds
+        print(f"| {s.name} | {s.tokens:,} | {s.seconds:.1f} | {tps:,.0f} | {tps / base:.2f} | {cps:,.0f} | "
+              f"{cps / cbase:.2f} |", flush=True)
     return systems
 
 
