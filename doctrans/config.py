@@ -76,6 +76,8 @@ class TrainConfig:
     coword_dropout: float = 0.0         # p: current-sentence source tokens → <unk> (Fernandes et al. 2021 §5;
                                         # data/context_usage.py); for a sentence model: source word dropout
     context_dropout: float = 0.0        # q: a training row sees the empty context (context models only)
+    split_sentences: float = 0.0        # r: a target row is split in two, its first half becoming its context
+                                        # (Lupo et al. 2022 §3; data/context_usage.py; document batches only)
     eval_cxmi_sentences: int = 200      # dev CXMI (vs empty and random context) of a context model at each
                                         # evaluation, on the first K dev lines; 0: off
     max_steps: int = 0                  # updates; 0 = unlimited

@@ -30,6 +30,21 @@ other's context. So:
   source word dropout on every row (Sennrich et al. 2016 §4.2 drop whole words; this drops BPE
   units), context dropout does nothing.
 
+Split sentences (Lupo et al. 2022, "Divide and Rule: Effective Pre-Training for Context-Aware
+Multi-Encoder Translation Models", ACL, §3) [``train.split_sentences: r``]: with probability r a
+target row of a document batch is cut in two — the source at a word boundary drawn uniformly
+from its middle third [I], the target at the same relative position, moved to the nearest word
+boundary [I: proportional, no word alignment; what the target's second half still needs from
+the source's first half is then *only* in the context] — and the halves become two new rows:
+the first a context-only row, the second a target row whose context is that first half followed
+by the original row's N − 1 most recent context sentences. The original row stays, as a
+context-only row. The model is trained to translate a fragment whose other half is in its
+context: a strong, dense context signal where real previous subtitles give a sparse one.
+Rows whose source or target has fewer than 4 real tokens are not split; with sub-documents
+(HGC) the two halves form a sub-document of their own; a sentence-level ``Batch`` is unchanged;
+a batch with reconstruction targets (``rec_tgt``) is refused (ValueError). ``n_targets`` is
+recounted (the split rows have fewer target tokens).
+
 Randomness comes from a ``torch.Generator`` the caller seeds per batch (``usage_generator``), so
 a resumed run draws the same masks.
 """
@@ -117,4 +132,109 @@ def apply_context_usage(batch, coword_dropout: float = 0.0, context_dropout: flo
         fresh = int(block.max()) + 1 + torch.arange(rows.numel(), device=block.device)
         kept = block.index_select(0, rows.to(block.device))
         out.block = torch.cat([block, torch.where(drop_ctx[rows].to(block.device), fresh, kept)])
+    return out
+
+
+MIN_SPLIT = 4                                      # real tokens a side needs to be split (module doc)
+
+
+def _boundaries(ids: np.ndarray, joins: np.ndarray | None) -> np.ndarray:
+    """Cut positions 1..len(ids)−1 of a row of real tokens (no ``</s>``) that do not fall inside
+    a BPE word: the token before the cut does not continue (``joins[id]`` False: no ``@@``)."""
+    cuts = np.arange(1, len(ids))
+    return cuts if joins is None else cuts[~joins[ids[:-1]]]
+
+
+def _split_point(ids: np.ndarray, joins: np.ndarray | None, generator: torch.Generator) -> int | None:
+    """A source cut drawn uniformly from the word boundaries in the middle third (any boundary
+    when the middle third has none); None when there is none at all."""
+    cuts = _boundaries(ids, joins)
+    if cuts.size == 0:
+        return None
+    n = len(ids)
+    mid = cuts[(cuts >= n / 3) & (cuts <= 2 * n / 3)]
+    pool = mid if mid.size else cuts
+    return int(pool[int(torch.randint(pool.size, (1,), generator=generator))])
+
+
+def _target_point(ids: np.ndarray, frac: float, joins: np.ndarray | None) -> int | None:
+    """The target cut nearest to ``frac`` × its length among its word boundaries."""
+    cuts = _boundaries(ids, joins)
+    if cuts.size == 0:
+        return None
+    return int(cuts[np.argmin(np.abs(cuts - frac * len(ids)))])
+
+
+def split_sentences(batch, rate: float, generator: torch.Generator,
+                    src_joins: np.ndarray | None = None, tgt_joins: np.ndarray | None = None):
+    """Lupo et al.'s split-sentence rows (module doc) on a ``documents.DocBatch``: each target row
+    with ≥ ``MIN_SPLIT`` real source and target tokens is split with probability ``rate``.
+    ``src_joins`` / ``tgt_joins``: (V,) bool, True for a BPE unit that continues into the next
+    (``…@@``): no cut inside a word (None: any position). Returns a new batch with 2 rows more
+    per split (appended: first half, context-only; second half, target), the split originals
+    context-only, ``n_targets`` recounted; ``batch`` itself when nothing is split or it has no
+    documents. Raises ValueError unless 0 ≤ rate < 1, or for a batch with ``rec_tgt``."""
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"train.split_sentences must be in [0, 1), got {rate}")
+    is_target, ctx = getattr(batch, "is_target", None), getattr(batch, "ctx", None)
+    if rate == 0.0 or is_target is None or ctx is None:
+        return batch
+    if getattr(batch, "rec_tgt", None) is not None:
+        raise ValueError("train.split_sentences: a reconstructor's targets (rec_tgt) cannot be split")
+    src, tgt = batch.src.cpu().numpy(), batch.tgt_out.cpu().numpy()
+    draws = torch.rand(src.shape[0], generator=generator)
+    halves = []                                                   # (row, src1, src2, tgt1, tgt2)
+    for r in np.flatnonzero(is_target.cpu().numpy()):
+        if draws[r] >= rate:
+            continue
+        x = src[r][(src[r] != PAD_ID) & (src[r] != EOS_ID) & (src[r] != BOS_ID)]
+        y = tgt[r][(tgt[r] != PAD_ID) & (tgt[r] != EOS_ID)]
+        if len(x) < MIN_SPLIT or len(y) < MIN_SPLIT:
+            continue
+        s = _split_point(x, src_joins, generator)
+        t = None if s is None else _target_point(y, s / len(x), tgt_joins)
+        if t is None:
+            continue
+        halves.append((r, x[:s], x[s:], y[:t], y[t:]))
+    if not halves:
+        return batch
+    k, width_s, width_t = len(halves), src.shape[1], tgt.shape[1]
+    eos = np.array([EOS_ID])
+    new_src = np.zeros((2 * k, width_s), dtype=src.dtype)
+    new_out = np.zeros((2 * k, width_t), dtype=tgt.dtype)
+    new_in = np.zeros((2 * k, width_t), dtype=tgt.dtype)
+    for j, (_, x1, x2, y1, y2) in enumerate(halves):
+        for i, (xs, ys) in enumerate(((x1, y1), (x2, y2))):
+            row = 2 * j + i
+            xe, ye = np.concatenate([xs, eos]), np.concatenate([ys, eos])
+            new_src[row, :len(xe)] = xe
+            new_out[row, :len(ye)] = ye
+            new_in[row, 0] = BOS_ID
+            new_in[row, 1:len(ye)] = ys
+    b, dev = src.shape[0], batch.src.device
+    rows = torch.tensor([h[0] for h in halves], dtype=torch.long, device=ctx.device)
+    first = b + 2 * torch.arange(k, device=ctx.device)             # rows of the first halves
+    half_ctx = torch.full((2 * k, ctx.size(1)), -1, dtype=ctx.dtype, device=ctx.device)
+    if ctx.size(1):
+        half_ctx[1::2, :-1] = ctx.index_select(0, rows)[:, 1:]     # the original's N − 1 most recent
+        half_ctx[1::2, -1] = first                                 # then its own first half
+    targets = is_target.clone()
+    targets[rows.to(is_target.device)] = False
+    new_target = torch.tensor([False, True] * k, dtype=torch.bool, device=is_target.device)
+    all_out = torch.cat([batch.tgt_out, torch.from_numpy(new_out).to(dev)])
+    all_target = torch.cat([targets, new_target])
+    out = replace(
+        batch,
+        src=torch.cat([batch.src, torch.from_numpy(new_src).to(dev)]),
+        tgt_in=torch.cat([batch.tgt_in, torch.from_numpy(new_in).to(dev)]),
+        tgt_out=all_out,
+        index=np.concatenate([np.asarray(batch.index), np.repeat(np.asarray(batch.index)[[h[0] for h in halves]], 2)]),
+        is_target=all_target,
+        ctx=torch.cat([ctx, half_ctx]),
+        n_targets=int(all_out[all_target.to(dev)].ne(PAD_ID).sum()),
+    )
+    block = getattr(batch, "block", None)
+    if block is not None:                                         # the two halves: a sub-document of their own
+        fresh = int(block.max()) + 1 + torch.arange(k, device=block.device)
+        out.block = torch.cat([block, fresh.repeat_interleave(2)])
     return out

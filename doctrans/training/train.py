@@ -20,7 +20,7 @@ import torch
 import yaml
 
 from doctrans.config import ExperimentConfig, to_dict
-from doctrans.data.context_usage import apply_context_usage, usage_generator
+from doctrans.data.context_usage import apply_context_usage, split_sentences, usage_generator
 from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches
 from doctrans.data.documents import (DOC_BATCHING, DOC_BUDGETS, DocBatchSpec, DocData, collate_doc,
                                      filter_context_tuples, load_doc_split, make_doc_batches)
@@ -110,6 +110,7 @@ class NMTTask:
         self.config, self.t, self.model, self.device = cfg, cfg.train, model, device
         self.train, self.dev, self.dev_refs, self.dev_scorer = train, dev, dev_refs, dev_scorer
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        self._joins = None                                 # (src, tgt) BPE "@@" masks, for split_sentences
         self._plan_batches()
 
     def _plan_batches(self) -> None:
@@ -131,12 +132,16 @@ class NMTTask:
         return self._to_device(self._usage(collate(self.train, key, self.tgt_vocab), epoch, index))
 
     def _usage(self, batch, epoch: int, index: int):
-        """``train.coword_dropout`` / ``train.context_dropout`` on a training batch
-        (``data.context_usage``), masks drawn from (seed, epoch, index): resume stays exact."""
-        if not (self.t.coword_dropout or self.t.context_dropout):
+        """``train.split_sentences``, then ``train.coword_dropout`` / ``train.context_dropout`` on a
+        training batch (``data.context_usage``), draws from (seed, epoch, index): resume stays exact."""
+        if not (self.t.coword_dropout or self.t.context_dropout or self.t.split_sentences):
             return batch
-        return apply_context_usage(batch, self.t.coword_dropout, self.t.context_dropout,
-                                   usage_generator(self.t.seed, epoch, index))
+        gen = usage_generator(self.t.seed, epoch, index)
+        if self.t.split_sentences:
+            if self._joins is None:                        # BPE units that continue a word: no cut after them
+                self._joins = tuple(np.array([t.endswith("@@") for t in v.tokens]) for v in (self.src_vocab, self.tgt_vocab))
+            batch = split_sentences(batch, self.t.split_sentences, gen, *self._joins)
+        return apply_context_usage(batch, self.t.coword_dropout, self.t.context_dropout, gen)
 
     def loss(self, batch) -> StepLoss:
         out = forward_loss(self.model, batch, self.tgt_vocab.pad_id, self.t.label_smoothing)
