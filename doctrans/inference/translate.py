@@ -370,8 +370,13 @@ class Translator:
         if cfg.rerank_k > cfg.beam:
             raise ValueError(f"--rerank-k {cfg.rerank_k} exceeds --beam {cfg.beam}: the search keeps {cfg.beam} "
                              "hypotheses")
-        if reads_documents(model):
-            raise ValueError(f"--rerank / --dp-out are for sentence-level models; {cfg.checkpoint} is a context model")
+        if reads_documents(model) and cfg.rerank:
+            raise ValueError(f"--rerank is for sentence-level models; {cfg.checkpoint} reads documents "
+                             "(its --dp-out works: DP labels with each document's context)")
+        if reads_documents(model) and spec.target in ("dp", "dpp"):
+            raise ValueError(f"{cfg.checkpoint} reads documents and reconstructs the {spec.target.upper()}-completed "
+                             "source: translate supports a document model's --dp-out for the joint labeler "
+                             "(target original) only")
         if cfg.rerank and not spec.reranks:
             raise ValueError(f"{cfg.checkpoint}: " + (no_reconstructor_message(model) if not spec.target else (
                 "its reconstructor reads only the encoder states, so log R is the same for every candidate "
@@ -474,7 +479,7 @@ class Translator:
         spec = self.model.reconstruction if self.model is not None else ReconstructionSpec()   # (ctranslate2)
         if c.rerank or c.dp_out or (c.dp_generator and spec.encoder_input == "original"):
             # (a reconstructor model reading x: the generator makes x̂ only, never the encoder input)
-            rec_hyps, dp_lines = self._translate_reconstructing(lines, nonempty, bpe, limit, at, progress)
+            rec_hyps, dp_lines = self._translate_reconstructing(lines, nonempty, bpe, limit, at, progress, doc_ids)
             hyps.update(rec_hyps)
             plain = [i for i in nonempty if i not in rec_hyps]
         elif self.reads_documents:
@@ -525,16 +530,20 @@ class Translator:
         return dict(zip(nonempty, self.src_proc.tokenize([lines[i] for i in nonempty])))
 
     def _translate_reconstructing(self, lines: list[str], nonempty: list[int], bpe: dict[int, str], limit: int,
-                                  at: list[str], progress: bool) -> tuple[dict[int, str], list[str] | None]:
+                                  at: list[str], progress: bool, doc_ids: list[str] | None = None
+                                  ) -> tuple[dict[int, str], list[str] | None]:
         """``rerank`` / ``dp_out`` (``inference/reconstruction.py``): the reconstruction target x̂ of
         each line (the source itself for spec.target "original", else the DP generator's 1-best
         DP/DPP completion), the encoder input (x, or x̂ for encoder_input "annotated"), beam
         search — with ``rerank`` its k best reranked in one teacher-forced reconstructor pass per
         batch —, and with ``dp_out`` the model's DP labels turned into the DP-completed source
         words. Returns (line → BPE 1-best, the DP-completed lines or None). A line over the
-        model's length is left out (translated plainly by the caller; its DP line is the source)."""
+        model's length is left out (translated plainly by the caller; its DP line is the source).
+        A model that reads documents (§2.12's cross-sentence DP labelling; ``dp_out`` only, target
+        original) translates every line as documents (``doc_ids``) and labels each line with its
+        document's previous N labelled lines as context (``predict_documents``)."""
         from doctrans.inference.dp_output import completed_words
-        from doctrans.inference.reconstruction import predict_batch, rerank_batch
+        from doctrans.inference.reconstruction import predict_batch, predict_documents, rerank_batch
 
         c, model, spec = self.cfg, self.model, self.model.reconstruction
         words = self._source_words(lines, nonempty, bpe)
@@ -554,7 +563,11 @@ class Translator:
         src = [self.src_vocab.encode(enc_in[i]) for i in ok]
         rec = [self.src_vocab.encode(hat[i]) for i in ok]
         v, args = self.tgt_vocab, (c.beam, c.lenpen, c.max_len_ratio, c.max_len_extra, c.batch_sentences, progress)
-        if c.rerank:
+        documents = reads_documents(model)
+        if documents:                               # every line, as documents (long ones split)
+            hyps = self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress)
+            best = [hyps[i] for i in ok]
+        elif c.rerank:
             _, lists = decode_corpus(model, src, v, *args, nbest=c.rerank_k or c.beam)
             cands = [[v.encode(t, add_eos=False).tolist() for t, _ in hl] for hl in lists]
             chosen: list[int] = []
@@ -565,18 +578,30 @@ class Translator:
             best = [lists[n][j][0] for n, j in enumerate(chosen)]
         else:
             best = decode_corpus(model, src, v, *args) if ok else []
-        hyps = dict(zip(ok, best))
+        if not documents:
+            hyps = dict(zip(ok, best))
         if not c.dp_out:
             return hyps, None
         out = [""] * len(lines)
         for i in nonempty:
             out[i] = words[i]
         ys = [v.encode(h, add_eos=False).tolist() for h in best]
-        for b in range(0, len(ok), c.batch_sentences):
-            part = slice(b, b + c.batch_sentences)
-            labels = predict_batch(model, src[part], ys[part], rec[part], v.pad_id, v.bos_id)
-            for i, lab in zip(ok[part], labels):
-                out[i] = " ".join(completed_words(hat[i].split(), lab, model.dp_labels, spec.target))
+        if documents:
+            doc_of = doc_ids if doc_ids is not None else [""] * len(lines)
+            runs: list[list[int]] = []
+            for k, i in enumerate(ok):              # contiguous runs of one document
+                if not runs or doc_of[i] != doc_of[ok[runs[-1][-1]]]:
+                    runs.append([])
+                runs[-1].append(k)
+            all_labels = predict_documents(model, runs, src, ys, rec, model.document.context_sents, v.pad_id,
+                                           v.bos_id, c.batch_sentences)
+        else:
+            all_labels = []
+            for b in range(0, len(ok), c.batch_sentences):
+                part = slice(b, b + c.batch_sentences)
+                all_labels += predict_batch(model, src[part], ys[part], rec[part], v.pad_id, v.bos_id)
+        for i, lab in zip(ok, all_labels):
+            out[i] = " ".join(completed_words(hat[i].split(), lab, model.dp_labels, spec.target))
         return hyps, out
 
     def _postprocess(self, hyps: list[str]) -> list[str]:

@@ -57,9 +57,12 @@ class SourceBatch(Protocol):
 
 @dataclass
 class SearchBatch:
-    """The source side of a batch to translate. src: (B, S) padded ids."""
+    """The source side of a batch to translate. src: (B, S) padded ids; ctx: (B, N) long or None,
+    for a model that reads documents, the batch rows of each row's previous N sentences, oldest
+    first, −1 where there is none (as ``data.documents.DocBatch.ctx``); None = no context."""
 
     src: Tensor
+    ctx: Tensor | None = None
 
 
 @runtime_checkable

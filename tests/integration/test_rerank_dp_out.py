@@ -216,3 +216,79 @@ def test_a_reconstructor_reading_x_translates_x_with_a_dp_generator(trained, tmp
     rec = Translator(TranslateConfig(**base, dp_generator="fake"), InputSetup(_Completion(), _Completion.protect),
                      loaded=loaded)
     assert rec.translate(lines) == plain
+
+
+class FakeDocumentLabeler(FakeReconstructor):
+    """predict_dps labels position 0 with 1 + the number of context sentences the row reads (so
+    the label says which context it got) and 你 at the </s> slot; encode keeps ``batch.ctx``."""
+
+    def encode(self, batch):
+        enc = super().encode(batch)
+        enc.extra = {"ctx": batch.ctx}
+        return enc
+
+    def predict_dps(self, enc, tgt_in, rec_target):
+        lab = torch.zeros_like(rec_target)
+        ctx = enc.extra["ctx"]
+        firsts = enc.states[:, 0, 0].long()
+        for b in range(rec_target.size(0)):                        # 1 + Σ first ids of the context rows
+            lab[b, 0] = 1 + sum(int(firsts[r]) for r in ctx[b].tolist() if r >= 0)
+        lab[torch.arange(rec_target.size(0)), rec_target.ne(0).sum(1) - 1] = 2
+        return lab
+
+
+def test_predict_documents_gives_each_sentence_its_own_previous_sentences_in_any_window():
+    from doctrans.inference.reconstruction import predict_documents
+
+    src = [np.array([k, 2]) for k in (3, 4, 5, 6, 7, 8)]          # first ids 3…8
+    docs = [[0, 1, 2, 3], [4, 5]]                                  # two documents
+    ys, tgt = [[4]] * 6, src
+    want = [1, 1 + 3, 1 + 3 + 4, 1 + 4 + 5, 1, 1 + 7]             # N = 2 previous sentences of the same document
+    for window in (1, 2, 3, 10):
+        labels = predict_documents(FakeDocumentLabeler({}), docs, src, ys, tgt, 2, 0, 1, window)
+        assert [lab[0] for lab in labels] == want, window
+        assert all(lab[-1] == 2 and len(lab) == 2 for lab in labels)
+
+
+def test_dp_out_of_a_document_model_labels_with_each_documents_context(trained, tmp_path, monkeypatch):
+    """A document reconstructor (§2.12) through `translate --docs … --dp-out`: translated as
+    documents, each line labelled with its own document's previous line as context (a
+    document's first line reads none, even after another document), line count and empty lines
+    kept; --rerank refused for it."""
+    from doctrans.models.interface import DocumentSpec
+
+    lines = ["w1 w2", "w3", "", "w4 w5", "w6"]
+    (tmp_path / "in.tok").write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
+    (tmp_path / "in.docs").write_text("a\t0\na\t1\na\t2\nb\t0\nb\t1\n", encoding="utf-8")
+    loaded = LoadedModel.load(TranslateConfig(checkpoint=str(trained)))
+    cls = type(loaded.model)
+    _fake_contract(monkeypatch, cls, ReconstructionSpec("original", "original", False, 1.0, True), 0.0)
+    real_encode = cls.encode
+
+    def encode(self, batch):                                       # the real encoding + the ctx it was given
+        enc = real_encode(self, batch)
+        enc.extra = {**(enc.extra or {}), "ctx": batch.ctx}
+        return enc
+
+    def predict_dps(self, enc, tgt_in, rec_target):                # 你 first with a context row, else 我
+        lab = torch.zeros_like(rec_target)
+        ctx = enc.extra["ctx"]
+        lab[:, 0] = torch.where(ctx.ge(0).any(1), 2, 1)
+        return lab
+
+    monkeypatch.setattr(cls, "encode", encode)
+    monkeypatch.setattr(cls, "predict_dps", predict_dps)
+    monkeypatch.setattr(cls, "document", DocumentSpec(1))          # reads the previous sentence
+    calls = []
+    monkeypatch.setattr("doctrans.inference.translate.Translator._translate_documents",
+                        lambda self, bpe, nonempty, doc_ids, *a: calls.append(doc_ids) or {i: "x" for i in nonempty})
+    args = ["translate", "-c", str(trained), "-i", str(tmp_path / "in.tok"), "--input-format", "tok",
+            "--docs", str(tmp_path / "in.docs"), "-o", str(tmp_path / "out.en")]
+    for window in ("1", "64"):
+        r = CliRunner().invoke(cli, [*args, "--batch-sentences", window, "--dp-out", str(tmp_path / "dp.zh")])
+        assert r.exit_code == 0, r.output + repr(r.exception)
+        assert calls[-1] == ["a", "a", "a", "b", "b"]              # translated as documents
+        assert (tmp_path / "dp.zh").read_text(encoding="utf-8").splitlines() == ["我 w1 w2", "你 w3", "", "我 w4 w5", "你 w6"]
+        assert (tmp_path / "out.en").read_text(encoding="utf-8").splitlines() == ["x", "x", "", "x", "x"]
+    r = CliRunner().invoke(cli, [*args, "--rerank", "reconstructor"])
+    assert r.exit_code != 0 and "reads documents" in str(r.exception)
