@@ -84,16 +84,12 @@ def _translate_row(name: str, ckpt: Path, opts: dict, args: RecTableConfig) -> t
     translation) → (hyp path, DP-completed source path or None, decoding seconds, the Translator)."""
     from doctrans.dp.apply import dp_inputs
     from doctrans.inference.translate import TranslateConfig, Translator
-    from doctrans.models.interface import reads_documents
 
     prep, work = Path(args.prepared), Path(args.work)
     hyp = work / f"test.{slug(name)}.hyp"
     probe = Translator(TranslateConfig(checkpoint=str(ckpt)))
     spec = probe.model.reconstruction
-    dp_out = work / f"test.{slug(name)}.dp.zh" if spec.predicts_dps and not reads_documents(probe.model) else None
-    if spec.predicts_dps and dp_out is None:
-        logger.warning("%s: a context model: its DP predictions are not written (translate --dp-out is for "
-                       "sentence-level models)", name)
+    dp_out = work / f"test.{slug(name)}.dp.zh" if spec.predicts_dps else None   # (a document model: with its context)
     cfg = TranslateConfig(checkpoint=str(ckpt), input=str(prep / "test.tok.zh"), input_format="tok", tokenized=True,
                           beam=args.beam, dp_docs=str(prep / "test.docs") if opts.get("dp_generator") else "",
                           dp_out=str(dp_out) if dp_out else "", **opts)
