@@ -113,6 +113,8 @@ def test_rerank_picks_the_candidate_with_the_best_combined_score(trained, tmp_pa
     base = dict(checkpoint=str(trained), input=str(tmp_path / "in.tok"), input_format="tok", tokenized=True, beam=4)
     loaded = LoadedModel.load(TranslateConfig(**base))
     nbest = Translator(TranslateConfig(**base, nbest=4, nbest_out="-"), loaded=loaded).translate_detailed(lines).nbest
+    assert any(len(h[0][0].split()) > min(len(x.split()) for x, _ in h) for h in nbest.values()), \
+        "the fixture's n-best lists must let a preference for short translations change a 1-best"
     for per_token, weight in ((-30.0, 1.0), (30.0, 1.0), (30.0, 0.0)):
         calls = _fake_contract(monkeypatch, type(loaded.model), ReconstructionSpec("original", "original", True, weight),
                                per_token)
@@ -126,7 +128,10 @@ def test_rerank_picks_the_candidate_with_the_best_combined_score(trained, tmp_pa
             assert out[i] == want[0], (per_token, weight, nbest[i])
         assert len(calls) == 1 and calls[0][0] == sum(len(nbest[i]) for i in nbest)   # one pass, all candidates
         changed = any(out[i] != nbest[i][0][0] for i in nbest)
-        assert changed == bool(weight), "the hand-set scores must move the choice (and λ = 0 must not)"
+        # a preference for short translations must move the choice (the 1-best is never the shortest
+        # of all lists here), λ = 0 must not; a preference for long ones may keep a longest 1-best
+        if per_token < 0 or not weight:
+            assert changed == bool(weight), "the hand-set scores must move the choice (and λ = 0 must not)"
         assert calls[0][1][0].tolist()[:4] == loaded.src_vocab.encode("w1 w2 w3").tolist()
     short = Translator(TranslateConfig(**base, rerank="reconstructor", rerank_k=1), loaded=loaded).translate(lines)
     assert short == [h[0][0] if h else "" for h in (nbest.get(i) for i in range(len(lines)))]
