@@ -304,7 +304,8 @@ def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | N
               help="Also write the DP-completed source the model predicts (joint DP predictor/labeler, "
                    "pipelines/dp/rec_joint_*.yaml): segmented words with the pronouns inserted, one line per input "
                    "line (empty for empty), as annotate-dp --generator writes; score it with `doctrans score dp "
-                   "FILE --base SRC.tok.zh --oracle …`.")
+                   "FILE --base SRC.tok.zh --oracle …`. A cross-sentence labeler (rec_joint_context.yaml) labels "
+                   "each line with its own document's previous lines (give --docs or an .sgm input).")
 def translate_cmd(checkpoint, engine, compute_type, quantize, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
                   input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator,
                   dp_input, dp_nbest, dp_combine, dp_weights, dp_docs, write_lattice, encoding_errors, resume,
