@@ -110,7 +110,8 @@ class NMTTask:
         self.config, self.t, self.model, self.device = cfg, cfg.train, model, device
         self.train, self.dev, self.dev_refs, self.dev_scorer = train, dev, dev_refs, dev_scorer
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
-        self._joins = None                                 # (src, tgt) BPE "@@" masks, for split_sentences
+        # (src, tgt) (V,) bool: BPE units that continue a word ("@@"), where split_sentences never cuts
+        self._joins = tuple(np.array([t.endswith("@@") for t in v.tokens]) for v in (src_vocab, tgt_vocab))
         self._plan_batches()
 
     def _plan_batches(self) -> None:
@@ -138,8 +139,6 @@ class NMTTask:
             return batch
         gen = usage_generator(self.t.seed, epoch, index)
         if self.t.split_sentences:
-            if self._joins is None:                        # BPE units that continue a word: no cut after them
-                self._joins = tuple(np.array([t.endswith("@@") for t in v.tokens]) for v in (self.src_vocab, self.tgt_vocab))
             batch = split_sentences(batch, self.t.split_sentences, gen, *self._joins)
         return apply_context_usage(batch, self.t.coword_dropout, self.t.context_dropout, gen)
 
