@@ -97,7 +97,8 @@ def predict_documents(model, documents: Sequence[Sequence[int]], sources: Sequen
     labelled in windows of ``batch_sentences`` sentences, every window preceded by its first
     sentence's ``n`` predecessors as context rows, so each sentence reads exactly its own
     document's previous ``n`` sentences whatever the window size. Returns one label list per
-    sentence, in the order of ``sources``."""
+    sentence, in the order of ``sources`` (len(targets[i]) labels each). Raises ``ValueError``
+    from ``model.predict_dps`` for a model that predicts no DPs."""
     out: list[list[int] | None] = [None] * len(sources)
     step = max(1, batch_sentences)
     for doc in documents:

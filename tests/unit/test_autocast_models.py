@@ -7,10 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from doctrans.config import load_experiment
+from doctrans.models.build import build_model
 from doctrans.training.loss import forward_loss
 
 from conftest import REPO
 from test_context_models import VARIANTS, N, doc_batch, model
+from test_reconstructor import tiny_model, toy_batch
 
 
 def _targets(b):
@@ -49,16 +52,12 @@ REC = [("transformer", {}), ("rnnsearch", {}),                          # the se
 
 @pytest.mark.parametrize("backbone,rec", REC, ids=[f"{b}-{'-'.join(map(str, r.values())) or 'plain'}" for b, r in REC])
 def test_backbones_and_reconstructors_train_under_bf16_autocast(backbone, rec):
-    from test_reconstructor import tiny_model, toy_batch
-    import doctrans.config as config
-
     if rec:
         m = tiny_model(backbone, **rec).train()
     else:
         torch.manual_seed(0)
-        from doctrans.models.build import build_model
-        m = build_model(config.load_experiment(REPO / "pipelines" / backbone / "tiny.yaml",
-                                               ["model.dropout=0.0"]).model, 24, 24, 0).train()
+        cfg = load_experiment(REPO / "pipelines" / backbone / "tiny.yaml", ["model.dropout=0.0"])
+        m = build_model(cfg.model, 24, 24, 0).train()
     b = toy_batch()
     loss32, grads32 = _step(m, b, bf16=False)
     loss16, grads16 = _step(m, b, bf16=True)
