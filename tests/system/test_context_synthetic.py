@@ -123,10 +123,11 @@ def test_only_context_models_learn_the_previous_sentence(name, synthetic, tmp_pa
     train_recs = [r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
     assert train_recs and all(("pcc" in r) == name.startswith("qcn") for r in train_recs)   # auxiliary term logged
     if name == "sentence":
-        assert acc < 0.35, acc                  # chance is 1/12; it cannot see sentence m−1
+        assert acc < 0.2, acc                   # chance is 1/12; it cannot see sentence m−1 (measured 0.05)
     elif name == "qcn_bag":                     # reads the bag {w0, w1, w2} of m−1, not its order: the
-        assert 0.3 < acc < 0.55, acc            # best bag reader (the bag's mode) scores 0.414
-        return
+        assert 0.2 < acc < 0.55, acc            # best bag reader (the bag's mode) scores 0.414; measured
+        return                                  # over 8 seeds × 2 inits (2026-11-25): 0.25 (one draw stays
+                                                # there to 600 updates), else 0.31–0.41
     else:
         assert acc > 0.9, acc
     cxmi = _cxmi(run_dir, synthetic)            # issue 17: the context's information, measured
