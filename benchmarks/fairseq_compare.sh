@@ -19,6 +19,7 @@
 #                  [1e-3 300 4096 1.0]  -- set these to doctrans' values for a fair comparison
 #   ADAM_EPS WEIGHT_DECAY DROPOUT LABEL_SMOOTHING  [1e-8 0.0 0.1 0.1]
 #   MAX_UPDATE     stop after this many updates as well (0 = budget only)   [0]
+#   SEED           fairseq's --seed (run-to-run noise: compare two seeds)    [1]
 #   VALID_INTERVAL_UPDATES  extra validation every N updates (also each epoch end) [500]
 #   LOG_INTERVAL   updates per train log line (speed is averaged from these)  [20]
 #   DICT_FROM      vocab: fairseq dicts from PREP/vocab.{zh,en}.txt (same vocabulary as doctrans);
@@ -48,6 +49,7 @@ WEIGHT_DECAY=${WEIGHT_DECAY:-0.0}
 DROPOUT=${DROPOUT:-0.1}
 LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1}
 MAX_UPDATE=${MAX_UPDATE:-0}
+SEED=${SEED:-1}
 VALID_INTERVAL_UPDATES=${VALID_INTERVAL_UPDATES:-500}
 LOG_INTERVAL=${LOG_INTERVAL:-20}
 CHECKPOINT=${CHECKPOINT:-checkpoint_best.pt}
@@ -129,7 +131,7 @@ TRAIN_ARGS=(
     --max-tokens "$MAX_TOKENS" --stop-time-hours "$STOP_HOURS"
     --validate-interval-updates "$VALID_INTERVAL_UPDATES" --skip-invalid-size-inputs-valid-test
     --save-dir "$WORK/checkpoints" --no-epoch-checkpoints
-    --log-format simple --log-interval "$LOG_INTERVAL" --num-workers 0 --cpu --seed 1
+    --log-format simple --log-interval "$LOG_INTERVAL" --num-workers 0 --cpu --seed "$SEED"
 )
 [[ $MAX_UPDATE -gt 0 ]] && TRAIN_ARGS+=(--max-update "$MAX_UPDATE")
 echo "== training (stop-time-hours $STOP_HOURS) ..."
@@ -266,7 +268,7 @@ s = {
     "prep": "$PREP", "dict_from": "$DICT_FROM",
     "settings": {"budget_min": float("$BUDGET_MIN"), "lr": float("$LR"), "warmup": int("$WARMUP"),
                  "max_tokens": int("$MAX_TOKENS"), "clip": float("$CLIP"), "dropout": float("$DROPOUT"),
-                 "label_smoothing": float("$LABEL_SMOOTHING"), "max_update": int("$MAX_UPDATE"),
+                 "label_smoothing": float("$LABEL_SMOOTHING"), "max_update": int("$MAX_UPDATE"), "seed": int("$SEED"),
                  "log_interval": int("$LOG_INTERVAL"), "beam": int("$BEAM"), "gen_batch": int("$GEN_BATCH"), "checkpoint": "$CHECKPOINT",
                  "gen_extra": "$GEN_EXTRA"},
     "preprocess_wall_s": float("$PREP_WALL"),

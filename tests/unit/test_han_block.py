@@ -262,3 +262,24 @@ def test_word_attention_equals_a_hand_computation():
     heads = [torch.softmax(k[:, a * dh:(a + 1) * dh] @ q[a * dh:(a + 1) * dh] / dh ** 0.5, 0) @ v[:, a * dh:(a + 1) * dh]
              for a in range(HEADS)]
     torch.testing.assert_close(s[b, j, t], block.ln_w(w.out_proj(torch.cat(heads))), rtol=1e-5, atol=1e-5)
+
+
+def test_recorder_keeps_the_gate_that_made_the_output():
+    # benchmarks/context_gate.py reads ("gate", (λ, h, d)) from the recorder: they must be the
+    # eq. 7–8 terms of the returned states, LN_out(λ ⊙ h + (1 − λ) ⊙ d), for the rows with context
+    block = _block(empty_context="zero")
+    h, ctx, word_mask, slot_missing = _inputs()
+    block.recorder = []
+    with torch.no_grad():
+        out = block(h, ctx, word_mask, slot_missing)
+    gates = [v for kind, v in block.recorder if kind == "gate"]
+    assert len(gates) == 1
+    lam, h_rec, d = gates[0]
+    assert lam.shape == h_rec.shape == d.shape == (B, T, H)
+    assert ((lam > 0) & (lam < 1)).all()
+    assert torch.allclose(h_rec, h)
+    assert torch.allclose(d, block.context_vector(h, ctx, word_mask, slot_missing), atol=1e-6)
+    assert torch.allclose(_ln_out(block, lam * h + (1 - lam) * d), out, atol=1e-5)
+    block.recorder = None
+    with torch.no_grad():
+        block(h, ctx, word_mask, slot_missing)          # recorder off: nothing kept, no error

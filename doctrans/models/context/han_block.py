@@ -146,7 +146,8 @@ class HANBlock(nn.Module):
         self.gate_proj = nn.Linear(2 * d_model, d_model)     # [W_h ; W_d], b of eq. 7
         self.ln_out = nn.LayerNorm(d_model)
         # ``explain``: a list receiving ("word", (B,N,A,T,L)) and ("sentence", (B,T,A,N)) attention
-        # weights of every call (detached), for pictures (evaluation/explain_context.py); None = off
+        # weights and ("gate", (λ, h, d)) each (B,T,H) of eq. 7–8 of every call (detached), for
+        # pictures (evaluation/explain_context.py) and benchmarks/context_gate.py; None = off
         self.recorder: list | None = None
 
     def forward(self, h: Tensor, ctx: Tensor, word_mask: Tensor, slot_missing: Tensor) -> Tensor:
@@ -228,6 +229,8 @@ class HANBlock(nn.Module):
         """λ ⊙ h + (1 − λ) ⊙ d with λ = σ(W_h h + W_d d + b) (eq. 7–8), before LN_out.
         h, d (B,T,H) → (B,T,H)."""
         lam = torch.sigmoid(self.gate_proj(torch.cat([h, d], dim=-1)))  # (B,T,H)
+        if self.recorder is not None:
+            self.recorder.append(("gate", (lam.detach(), h.detach(), d.detach())))
         return lam * h + (1.0 - lam) * d                                # (B,T,H)
 
     def context_vector(self, h: Tensor, ctx: Tensor, word_mask: Tensor,
