@@ -10,7 +10,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from conftest import train_tiny
+from conftest import REPO, train_tiny
+from doctrans.config import load_experiment
+from doctrans.models.build import build_model
 from doctrans.cli import cli
 from doctrans.inference.dp_output import completed_words
 from doctrans.inference.reconstruction import predict_batch, rerank_batch
@@ -46,6 +48,29 @@ class FakeReconstructor(torch.nn.Module):
         lab[:, 0] = 1                                               # 我 before the first unit
         lab[torch.arange(rec_target.size(0)), rec_target.ne(0).sum(1) - 1] = 2   # 你 at the </s> slot
         return lab
+
+
+def test_rerank_scores_do_not_depend_on_the_length_sorted_chunks():
+    # a real tiny enc+dec reconstructor (random weights, eval): candidates of different lengths
+    # scored in one pass, in chunks of 2 and one by one, give the same combined scores and choice
+    cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml",
+                          ["model.dropout=0.0", "model.reconstructor.mode=both"])
+    torch.manual_seed(3)
+    model = build_model(cfg.model, 24, 24, 0).eval()
+    g = np.random.default_rng(0)
+    src = [np.append(g.integers(4, 24, n), 2) for n in (3, 9, 5)]
+    tgt = [np.append(g.integers(4, 24, n), 2) for n in (4, 11, 6)]
+    cands = [[g.integers(4, 24, n).tolist() for n in lens] for lens in ((2, 7, 4), (12, 1), (5, 5, 9, 3))]
+    beam = [[-0.1 * j for j in range(len(c))] for c in cands]
+    one = rerank_batch(model, src, cands, beam, tgt, 1.0, 0, 1, rows_per_pass=64)
+    for rows in (2, 1):
+        chosen, combined = rerank_batch(model, src, cands, beam, tgt, 1.0, 0, 1, rows_per_pass=rows)
+        assert chosen == one[0]
+        for a, b in zip(combined, one[1]):
+            assert a == pytest.approx(b, abs=1e-4)
+    assert len({round(x, 3) for sc in one[1] for x in sc}) > 5        # the candidates' scores differ
+    with pytest.raises(ValueError, match="rows_per_pass"):
+        rerank_batch(model, src, cands, beam, tgt, 1.0, 0, 1, rows_per_pass=0)
 
 
 def test_rerank_chooses_the_best_combined_score_in_one_call():
@@ -132,7 +157,8 @@ def test_rerank_picks_the_candidate_with_the_best_combined_score(trained, tmp_pa
         # of all lists here), λ = 0 must not; a preference for long ones may keep a longest 1-best
         if per_token < 0 or not weight:
             assert changed == bool(weight), "the hand-set scores must move the choice (and λ = 0 must not)"
-        assert calls[0][1][0].tolist()[:4] == loaded.src_vocab.encode("w1 w2 w3").tolist()
+        x_hat = [r[:4] for r in calls[0][1].tolist()]              # rows in (|x̂|, |y|) order
+        assert loaded.src_vocab.encode("w1 w2 w3").tolist() in x_hat
     short = Translator(TranslateConfig(**base, rerank="reconstructor", rerank_k=1), loaded=loaded).translate(lines)
     assert short == [h[0][0] if h else "" for h in (nbest.get(i) for i in range(len(lines)))]
 
