@@ -15,13 +15,14 @@ how either is normalised; here both are per-token averages, as the two training 
 λ weighs them as in training, and λ = 0 gives exactly the plain 1-best (the beam's order).
 Dividing log R by |x̂|, the same for all candidates of a sentence, only rescales λ per sentence.]
 
-The model is used only through the contract (``doctrans.models.interface``): ``encode`` once
-per source, ``EncoderOutput.select`` to repeat it per candidate, and one teacher-forced
+The model is used only through the contract (``doctrans.models.interface``): ``encode`` (once per
+chunk of its sources), ``EncoderOutput.select`` to repeat it per candidate, and one teacher-forced
 ``reconstruction_score`` pass over all candidates of all sentences of a batch, so reranking costs
 one extra decoder + reconstructor pass over k·B rows, not k decodes. The k·B rows are sorted by
-(|x̂|, |y|) and scored in chunks of ``rows_per_pass`` so that a chunk's padding, and the
-reconstructor's recurrence over |x̂| steps, follow its own longest row rather than the batch's
-(measured: the candidates of a 64-sentence batch are 2–4× shorter on average than its longest).
+(|x̂|, |y|) and scored in chunks of ``rows_per_pass``, each chunk's sources encoded together, so
+that a chunk's padding (source, candidate and x̂), and the reconstructor's recurrence over |x̂|
+steps, follow its own longest row rather than the batch's (measured: the candidates of a
+64-sentence batch are 2–4× shorter on average than its longest).
 """
 from __future__ import annotations
 
@@ -61,14 +62,16 @@ def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequ
     if rows_per_pass < 1:
         raise ValueError(f"rows_per_pass must be ≥ 1, got {rows_per_pass}")
     device = next(model.parameters()).device
-    enc = model.encode(SearchBatch(_padded(sources, pad_id).to(device)))
     owner = [b for b, cands in enumerate(candidates) for _ in cands]
     flat = [c for cands in candidates for c in cands]
     order = sorted(range(len(flat)), key=lambda i: (len(targets[owner[i]]), len(flat[i])))
     log_r = [0.0] * len(flat)                                                         # (Σ k_b,)
     for start in range(0, len(order), rows_per_pass):
         part = order[start:start + rows_per_pass]
-        rows = enc.select(torch.tensor([owner[i] for i in part], dtype=torch.long, device=device))
+        sents = sorted({owner[i] for i in part})          # the chunk's sources, encoded at their own width
+        enc = model.encode(SearchBatch(_padded([sources[b] for b in sents], pad_id).to(device)))
+        at = {b: n for n, b in enumerate(sents)}
+        rows = enc.select(torch.tensor([at[owner[i]] for i in part], dtype=torch.long, device=device))
         tgt_in = _padded([[bos_id, *flat[i]] for i in part], pad_id).to(device)
         rec = _padded([targets[owner[i]] for i in part], pad_id).to(device)
         for i, score in zip(part, model.reconstruction_score(rows, tgt_in, rec).float().cpu().tolist()):
