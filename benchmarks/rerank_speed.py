@@ -1,0 +1,83 @@
+"""Reranked vs plain decoding with a reconstructor model (issue 28: "reranked decoding ≤ 1.5× plain
+decoding"). Run by hand; figures go to benchmarks/RESULTS.md.
+
+Usage: python benchmarks/rerank_speed.py CHECKPOINT INPUT.tok.zh --dp-generator GEN.pt
+       [--beams 5,10] [--repeats 2] [--lines 0] [--threads 1]
+
+The model (and the DP generator) is loaded once; for each beam size the input (segmented Chinese,
+``--input-format tok``) is translated plainly (``translate`` at that beam) and reranked
+(``--rerank reconstructor``, k = beam, x̂ from ``--dp-generator``), alternating, ``--repeats``
+times each. Prints a Markdown table: process CPU seconds and wall seconds per pass (means),
+sentences per CPU second, and the reranked / plain ratio of CPU time (the figure for a shared
+machine) and of wall time. The reranked pass includes the DP generator's labelling of the input
+(x̂), as `doctrans translate --rerank` does.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from doctrans.dp.apply import dp_inputs  # noqa: E402
+from doctrans.inference.translate import LoadedModel, TranslateConfig, Translator  # noqa: E402
+
+
+def timed(translator: Translator, lines: list[str]) -> tuple[float, float, list[str]]:
+    """(process CPU s, wall s, outputs) of one translation of ``lines``."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    out = translator.translate(lines)
+    return time.process_time() - c0, time.perf_counter() - w0, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("checkpoint")
+    ap.add_argument("input", type=Path, help="segmented source lines (translate --input-format tok)")
+    ap.add_argument("--dp-generator", required=True, help="DP generator checkpoint for x̂")
+    ap.add_argument("--beams", default="5,10")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--lines", type=int, default=0, help="first N lines only (0 = all)")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    lines = args.input.read_text(encoding="utf-8").splitlines()
+    if args.lines:
+        lines = lines[:args.lines]
+    base = dict(checkpoint=args.checkpoint, input_format="tok", tokenized=True, threads=args.threads)
+    loaded = LoadedModel.load(TranslateConfig(**base))
+    rows = []
+    for beam in (int(b) for b in args.beams.split(",")):
+        cfg_p = TranslateConfig(**base, beam=beam)
+        cfg_r = TranslateConfig(**base, beam=beam, rerank="reconstructor", dp_generator=args.dp_generator)
+        plain = Translator(cfg_p, dp_inputs(cfg_p), loaded=loaded)
+        rerank = Translator(cfg_r, dp_inputs(cfg_r), loaded=loaded)
+        times: dict[str, list[tuple[float, float]]] = {"plain": [], "reranked": []}
+        changed = 0
+        for _ in range(args.repeats):
+            cpu, wall, out_p = timed(plain, lines)
+            times["plain"].append((cpu, wall))
+            cpu, wall, out_r = timed(rerank, lines)
+            times["reranked"].append((cpu, wall))
+            changed = sum(a != b for a, b in zip(out_p, out_r))
+        mean = {k: (statistics.mean(c for c, _ in v), statistics.mean(w for _, w in v)) for k, v in times.items()}
+        for name in ("plain", "reranked"):
+            cpu, wall = mean[name]
+            rows.append(f"| {beam} | {name} | {cpu:.1f} | {wall:.1f} | {len(lines) / cpu:.1f} | "
+                        f"{mean[name][0] / mean['plain'][0]:.2f} | {mean[name][1] / mean['plain'][1]:.2f} | "
+                        f"{changed if name == 'reranked' else ''} |")
+        print(f"beam {beam} done", file=sys.stderr, flush=True)
+    print(f"{len(lines)} lines, {args.repeats} alternating repeats, {args.threads} thread(s)\n")
+    print("| beam | decoding | CPU s | wall s | sentences per CPU s | × plain (CPU) | × plain (wall) | lines changed by reranking |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
