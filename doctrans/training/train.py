@@ -210,6 +210,10 @@ def initialise_from(model: torch.nn.Module, path: str, freeze: tuple[str, ...] =
             raise ValueError(f"train.freeze pattern {pattern!r} matches no parameter")
         for p in hits:
             p.requires_grad_(False)
+    if freeze:
+        frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+        log.info("train.freeze %s: %.2fM of %.2fM parameters frozen", list(freeze), frozen / 1e6,
+                 sum(p.numel() for p in model.parameters()) / 1e6)
     names = set(state)
     return {id(p) for n, p in model.named_parameters() if n in names}
 

@@ -1,6 +1,8 @@
 """Two-stage training (the HAN recipe, docs/models.md §2.5): train.init_from / freeze / init_lr_scale."""
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
@@ -20,12 +22,16 @@ def _weights(run_dir):
     return torch.load(run_dir / "last.pt", weights_only=True)["model"]
 
 
-def test_context_model_starts_from_the_sentence_model(reversal_prepared, tmp_path):
+def test_context_model_starts_from_the_sentence_model(reversal_prepared, tmp_path, caplog):
     stage1 = _run(reversal_prepared, tmp_path / "s1", "train.max_steps=3")
     s1 = _weights(stage1)
     # frozen backbone, 0 updates of the rest would change nothing: check the copy and the freeze
-    stage2 = _run(reversal_prepared, tmp_path / "s2", "train.max_steps=2", HAN % "encoder",
-                  f"train.init_from={stage1 / 'last.pt'}", "train.freeze=[backbone.*]")
+    with caplog.at_level(logging.INFO, logger="doctrans.training.train"):
+        stage2 = _run(reversal_prepared, tmp_path / "s2", "train.max_steps=2", HAN % "encoder",
+                      f"train.init_from={stage1 / 'last.pt'}", "train.freeze=[backbone.*]")
+    n_backbone = sum(v.numel() for v in s1.values()) / 1e6
+    assert any("train.freeze ['backbone.*']" in r.message and f"{n_backbone:.2f}M of" in r.message
+               for r in caplog.records), [r.message for r in caplog.records]   # the user sees what is frozen
     s2 = _weights(stage2)
     assert all(torch.equal(s2[f"backbone.{k}"], v) for k, v in s1.items())        # copied and frozen
     assert any(k.startswith("han_enc.") for k in s2)
