@@ -1,8 +1,11 @@
 """How much of a HAN model's states is context, checkpoint by checkpoint (issue 29: why the HAN
 encoder's CXMI stays near zero). Run by hand; figures go to benchmarks/RESULTS.md.
 
-Usage: python benchmarks/context_gate.py PREPARED CKPT [CKPT ...] [--split dev] [--rows 400]
-       [--batch 50] [--plot FILE.png] [--json FILE.jsonl]
+Usage: python benchmarks/context_gate.py PREPARED [NAME=]CKPT [[NAME=]CKPT ...] [--split dev]
+       [--rows 400] [--batch 50] [--plot FILE.png] [--json FILE.jsonl]
+
+NAME labels the checkpoint's run in the plot (default: its directory's name), so checkpoints of a
+run resumed into another directory draw one line.
 
 For each checkpoint, the first ``--rows`` lines of ``PREPARED/SPLIT`` are run teacher-forced in
 consecutive batches of ``--batch`` lines (each batch carries its own lines' previous sentences, as
@@ -95,7 +98,7 @@ def probe(ckpt: Path, prepared: Path, split: str, rows: int, batch: int) -> dict
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("prepared", type=Path)
-    ap.add_argument("ckpts", nargs="+", type=Path)
+    ap.add_argument("ckpts", nargs="+", metavar="[NAME=]CKPT")
     ap.add_argument("--split", default="dev")
     ap.add_argument("--rows", type=int, default=400, help="first lines of the split probed [400]")
     ap.add_argument("--batch", type=int, default=50, help="lines per teacher-forced batch [50]")
@@ -105,8 +108,11 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     records = []
-    for ck in args.ckpts:
+    for arg in args.ckpts:
+        name, _, path = arg.rpartition("=") if "=" in arg else ("", "", arg)
+        ck = Path(path)
         rec = probe(ck, args.prepared, args.split, args.rows, args.batch)
+        rec["run"] = name or ck.parent.name
         print(json.dumps(rec), flush=True)
         records.append(rec)
     if args.json:
@@ -118,7 +124,7 @@ def main() -> None:
         fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
         runs: dict[str, list[dict]] = {}
         for r in records:
-            runs.setdefault(str(Path(r["ckpt"]).parent.name), []).append(r)
+            runs.setdefault(r["run"], []).append(r)
         for run, recs in runs.items():
             recs = sorted(recs, key=lambda r: r["step"])
             for name in recs[0]["blocks"]:
