@@ -46,11 +46,16 @@ from doctrans.utils.io import atomic_write_text  # noqa: E402
 
 def gate_stats(records: list[tuple[str, torch.Tensor]]) -> dict[str, list[float]]:
     """Per block call: the statistics of the module doc from a block's recorder entries
-    (("gate", (λ, h, d)) with λ, h, d (R,T,H); ("word", (R,N,A,T,L)) attention weights)."""
+    (("gate", (λ, h, d)) with λ, h, d (R,T,H), rows whose d is 0 — no context — skipped;
+    ("word", (R,N,A,T,L)) attention weights)."""
     out = {"context_share": [], "norm_ratio": [], "d_over_h": [], "word_entropy": []}
     for kind, value in records:
         if kind == "gate":
             lam, h, d = (t.float() for t in value)
+            real = d.flatten(1).abs().sum(1) > 0                             # rows with context (d ≠ 0)
+            lam, h, d = lam[real], h[real], d[real]
+            if not len(lam):
+                continue
             out["context_share"].append(float((1 - lam).mean()))
             out["norm_ratio"].append(float((((1 - lam) * d).norm(dim=-1)
                                             / (lam * h).norm(dim=-1).clamp(min=1e-9)).mean()))
@@ -76,9 +81,13 @@ def probe(ckpt: Path, prepared: Path, split: str, rows: int, batch: int) -> dict
     data = load_doc_split(prepared, split, sv, tv)
     n = min(rows, len(data.src))
     acc: dict[str, dict[str, list[float]]] = {name: {} for name, _, _ in blocks}
+    ctx_n = exp.context.context_sents
     for start in range(0, n, batch):
-        lines = np.arange(start, min(start + batch, n))
-        b = collate_doc(data, DocBatchSpec(lines, np.ones(len(lines), dtype=bool), exp.context.context_sents), tv)
+        first = start                                        # the first line's previous lines of its document
+        while first > 0 and start - first < ctx_n and data.doc[first - 1] == data.doc[start]:
+            first -= 1
+        lines = np.arange(first, min(start + batch, n))
+        b = collate_doc(data, DocBatchSpec(lines, lines >= start, ctx_n), tv)
         for _, block, _ in blocks:
             block.recorder = []
         try:
@@ -102,7 +111,7 @@ def main() -> None:
     ap.add_argument("--split", default="dev")
     ap.add_argument("--rows", type=int, default=400, help="first lines of the split probed [400]")
     ap.add_argument("--batch", type=int, default=50, help="lines per teacher-forced batch [50]")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads [1]")
     ap.add_argument("--json", type=Path, help="also write the records here (JSON lines)")
     ap.add_argument("--plot", type=Path, help="PNG: context share and word entropy against the update")
     args = ap.parse_args()
