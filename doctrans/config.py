@@ -78,6 +78,12 @@ class TrainConfig:
     context_dropout: float = 0.0        # q: a training row sees the empty context (context models only)
     split_sentences: float = 0.0        # r: a target row is split in two, its first half becoming its context
                                         # (Lupo et al. 2022 §3; data/context_usage.py; document batches only)
+    context_margin: float = 0.0         # δ > 0: Jean & Cho 2019's context ranking loss, log p(y|x,C) should beat
+                                        # log p(y|x,C̃) (C̃ another row's context) by δ nats (training.loss.
+                                        # context_margin_loss; one more forward/backward per batch); 0: off
+    context_margin_weight: float = 1.0  # α: the hinge's weight beside the label-smoothed cross-entropy
+    context_margin_level: str = "sentence"   # sentence (δ per sentence) | token (δ per target token)
+    context_margin_detach: bool = False # True: no gradient through the random-context branch [I]
     eval_cxmi_sentences: int = 200      # dev CXMI (vs empty and random context) of a context model at each
                                         # evaluation, on the first K dev lines; 0: off
     max_steps: int = 0                  # updates; 0 = unlimited

@@ -238,3 +238,30 @@ def split_sentences(batch, rate: float, generator: torch.Generator,
         fresh = int(block.max()) + 1 + torch.arange(k, device=block.device)
         out.block = torch.cat([block, fresh.repeat_interleave(2)])
     return out
+
+
+def random_context(batch):
+    """The ``documents.DocBatch`` with every target row that has context reading *another* row's
+    context instead: the contrastive ("random context") input of the context-margin loss
+    (Jean & Cho 2019, ``training.loss.context_margin_loss``). Rows with context (``is_target``
+    and some ``ctx`` pointer ≥ 0) are taken in batch order, n of them, and row i gets the
+    ``ctx`` of row (i + ⌊n/2⌋) mod n [I: half a batch away — in a ``runs`` batch another
+    document or a far part of the same one; deterministic, so a resumed run sees the same
+    pairs]. Rows without context keep it empty. Returns ``(batch', rows)``: the new batch
+    (``batch`` is not modified; same rows, sources and targets) and the (n,) rows whose context
+    changed (empty when n < 2: there is nothing to swap with). Raises ValueError for a
+    sub-document batch (``block``: its rows are each other's context, there is no ``ctx`` to
+    swap) and for a batch without documents."""
+    is_target, ctx = getattr(batch, "is_target", None), getattr(batch, "ctx", None)
+    if is_target is None or ctx is None:
+        raise ValueError("train.context_margin needs document batches (a context model)")
+    if getattr(batch, "block", None) is not None:
+        raise ValueError("train.context_margin: sub-document batches (model.context_block, e.g. HGC) "
+                         "have no per-row context to swap")
+    rows = (is_target.to(ctx.device) & ctx.ge(0).any(1)).nonzero().squeeze(1)       # (n,)
+    n = rows.numel()
+    if n < 2:
+        return batch, rows[:0]
+    new_ctx = ctx.clone()
+    new_ctx[rows] = ctx[rows.roll(-(n // 2))]
+    return replace(batch, ctx=new_ctx), rows

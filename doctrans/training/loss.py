@@ -22,21 +22,25 @@ class LossOutput:
     total: Tensor                 # scalar: summed label-smoothed loss in nats (divide by n_tokens for the mean)
     terms: dict[str, float]       # {"nll_nats": summed NLL, auxiliary terms × n_tokens, e.g. "pcc"}
     n_tokens: int
+    token_logprobs: Tensor | None = None   # (n_tokens,) log p(y_t) (forward_loss(token_logprobs=True))
+    token_rows: Tensor | None = None       # (n_tokens,) the batch row of each of them
 
 
-def label_smoothed_xent(logits: Tensor, target: Tensor, eps: float) -> LossOutput:
+def label_smoothed_xent(logits: Tensor, target: Tensor, eps: float, token_logprobs: bool = False) -> LossOutput:
     """logits: (N, V) unnormalised scores at N real target tokens; target: (N,) ids.
 
     loss = (1 − ε)·(−log p(y)) + ε·mean_v(−log p(v)), summed over the N tokens (nats).
+    ``token_logprobs``: also return log p(y) (N,) (with gradients) as ``token_logprobs``.
     """
     lprobs = F.log_softmax(logits.float(), dim=-1)             # (N, V)
     nll = -lprobs.gather(1, target[:, None]).squeeze(1)        # (N,)
     smooth = -lprobs.mean(dim=-1)                              # (N,)
     total = ((1.0 - eps) * nll + eps * smooth).sum()
-    return LossOutput(total=total, terms={"nll_nats": float(nll.detach().sum())}, n_tokens=int(target.numel()))
+    return LossOutput(total=total, terms={"nll_nats": float(nll.detach().sum())}, n_tokens=int(target.numel()),
+                      token_logprobs=-nll if token_logprobs else None)
 
 
-def forward_loss(model, batch, pad_id: int, eps: float) -> LossOutput:
+def forward_loss(model, batch, pad_id: int, eps: float, token_logprobs: bool = False) -> LossOutput:
     """Teacher-forced loss of one batch (``batch.src`` (B, S), ``batch.tgt_in`` / ``batch.tgt_out``
     (B, T), ``pad_id`` at padding) through the model contract: encode, decode the non-padding
     target positions, label-smoothed cross-entropy summed over them (nats). A document batch
@@ -47,9 +51,12 @@ def forward_loss(model, batch, pad_id: int, eps: float) -> LossOutput:
     so a context-only row costs no decoder forward/backward and gets no loss, and padding costs
     little. Same loss as one padded call (up to float summation order). In training mode with
     gradients on, a model's ``auxiliary_losses`` (``models.interface.AuxiliaryLosses``: per-
-    sentence means) are added as value × n_tokens and reported in ``terms`` under their names."""
+    sentence means) are added as value × n_tokens and reported in ``terms`` under their names.
+    ``token_logprobs`` (document batches): also return each target token's log p(y_t) and its
+    batch row (``LossOutput.token_logprobs`` / ``token_rows``, with gradients), in the order
+    ``target_logits`` yields them."""
     enc = model.encode(batch)
-    out = _xent(model, enc, batch, pad_id, eps)
+    out = _xent(model, enc, batch, pad_id, eps, token_logprobs)
     if model.training and torch.is_grad_enabled() and out.n_tokens:
         for name, value in model.auxiliary_losses(enc, batch).items():   # per-sentence means (models.interface)
             out.total = out.total + value * out.n_tokens
@@ -57,7 +64,7 @@ def forward_loss(model, batch, pad_id: int, eps: float) -> LossOutput:
     return out
 
 
-def _xent(model, enc, batch, pad_id: int, eps: float) -> LossOutput:
+def _xent(model, enc, batch, pad_id: int, eps: float, token_logprobs: bool = False) -> LossOutput:
     """The label-smoothed cross-entropy part of ``forward_loss``."""
     tgt_in, tgt_out = batch.tgt_in, batch.tgt_out
     is_target = getattr(batch, "is_target", None)              # (B,) bool, DocBatch only
@@ -65,13 +72,69 @@ def _xent(model, enc, batch, pad_id: int, eps: float) -> LossOutput:
         keep = tgt_out.ne(pad_id)                              # (B, T) True at real tokens
         logits = model.decode_train(enc, tgt_in, select=keep)  # (N, V)
         return label_smoothed_xent(logits, tgt_out[keep], eps)
-    parts = [label_smoothed_xent(logits, gold, eps) for _, logits, gold, _ in target_logits(model, enc, batch, pad_id)]
+    parts, rows = [], []
+    for r, logits, gold, keep in target_logits(model, enc, batch, pad_id):
+        parts.append(label_smoothed_xent(logits, gold, eps, token_logprobs))
+        if token_logprobs:
+            rows.append(r[keep.nonzero()[:, 0]])
     if not parts:                                              # no target row
         zero = enc.states.sum() * 0.0
-        return LossOutput(total=zero, terms={"nll_nats": 0.0}, n_tokens=0)
+        empty = zero.reshape(1)[:0] if token_logprobs else None
+        return LossOutput(total=zero, terms={"nll_nats": 0.0}, n_tokens=0, token_logprobs=empty,
+                          token_rows=batch.tgt_in.new_zeros(0) if token_logprobs else None)
     return LossOutput(total=sum((p.total for p in parts[1:]), parts[0].total),
                       terms={"nll_nats": sum(p.terms["nll_nats"] for p in parts)},
-                      n_tokens=sum(p.n_tokens for p in parts))
+                      n_tokens=sum(p.n_tokens for p in parts),
+                      token_logprobs=torch.cat([p.token_logprobs for p in parts]) if token_logprobs else None,
+                      token_rows=torch.cat(rows) if token_logprobs else None)
+
+
+MARGIN_LEVELS = ("sentence", "token")
+
+
+def context_margin_loss(model, batch, real: LossOutput, pad_id: int, margin: float, level: str = "sentence",
+                        detach_random: bool = False) -> tuple[Tensor, int]:
+    """The pair-wise context ranking loss of Jean & Cho 2019 ("Context-Aware Learning for Neural
+    Machine Translation", arXiv:1903.04715, §3): the model should give the reference a higher
+    log-likelihood with its real context C than with a random one C̃, by a margin δ:
+
+        sentence level: Σ_rows max(0, δ − (log p(y|x, C) − log p(y|x, C̃)))   (log p summed over y's tokens)
+        token level:    Σ_tokens max(0, δ − (log p(y_t|y_<t, x, C) − log p(y_t|y_<t, x, C̃)))
+
+    over the target rows that have context, C̃ from ``data.context_usage.random_context`` (another
+    row's context, half a batch away). [I] Jean & Cho combine several levels; doctrans takes one
+    (``train.context_margin_level``). ``detach_random`` [I, off = the paper]: no gradient through
+    the C̃ branch, so the loss can only raise the real-context likelihood, never learn to
+    *lower* the random-context one.
+
+    ``batch``: a ``documents.DocBatch``; ``real``: ``forward_loss(model, batch, …,
+    token_logprobs=True)`` of the same batch (its real-context branch, reused); δ = ``margin`` in
+    nats. Returns (summed hinge, nats — a scalar with gradients; pairs it sums over). Costs one
+    more encode + teacher-forced decode of the batch. Raises ValueError for an unknown level or
+    a batch ``random_context`` refuses."""
+    from doctrans.data.context_usage import random_context
+
+    if level not in MARGIN_LEVELS:
+        raise ValueError(f"train.context_margin_level must be one of {MARGIN_LEVELS}, got {level!r}")
+    swapped, rows = random_context(batch)
+    if rows.numel() == 0 or real.token_logprobs is None or real.token_logprobs.numel() == 0:
+        return real.total * 0.0, 0
+    with torch.set_grad_enabled(torch.is_grad_enabled() and not detach_random):
+        rand = _xent(model, model.encode(swapped), swapped, pad_id, 0.0, token_logprobs=True)
+    b = batch.tgt_in.size(0)
+    chosen = torch.zeros(b, dtype=torch.bool, device=rows.device)
+    chosen[rows] = True
+    if level == "sentence":
+        def per_row(out):
+            return torch.zeros(b, dtype=out.token_logprobs.dtype, device=out.token_logprobs.device
+                               ).index_add(0, out.token_rows, out.token_logprobs)
+        gap = (per_row(real) - per_row(rand))[chosen.to(real.token_rows.device)]
+    else:                                      # tokens of each row in position order, rows ascending
+        order_r = torch.sort(real.token_rows, stable=True).indices
+        order_c = torch.sort(rand.token_rows, stable=True).indices
+        keep = chosen.to(real.token_rows.device)[real.token_rows[order_r]]
+        gap = (real.token_logprobs[order_r] - rand.token_logprobs[order_c])[keep]
+    return torch.clamp(margin - gap, min=0.0).sum(), int(gap.numel())
 
 
 def target_logits(model, enc, batch, pad_id: int):

@@ -32,7 +32,7 @@ from doctrans.models.interface import bind_vocabularies, reads_documents
 from doctrans.runtime import distributed as dist
 from doctrans.training.checkpoint import check_resume_compatible
 from doctrans.runtime.checkpoint import load_checkpoint
-from doctrans.training.loss import dev_xent, forward_loss
+from doctrans.training.loss import MARGIN_LEVELS, context_margin_loss, dev_xent, forward_loss
 from doctrans.training.trainer import StepLoss, Trainer
 from doctrans.runtime.device import resolve_device
 from doctrans.utils.cpu import warn_if_slow_bf16
@@ -110,6 +110,14 @@ class NMTTask:
         self.config, self.t, self.model, self.device = cfg, cfg.train, model, device
         self.train, self.dev, self.dev_refs, self.dev_scorer = train, dev, dev_refs, dev_scorer
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        if cfg.train.context_margin < 0 or cfg.train.context_margin_weight < 0:
+            raise ValueError("train.context_margin and train.context_margin_weight must be ≥ 0")
+        if cfg.train.context_margin_level not in MARGIN_LEVELS:
+            raise ValueError(f"train.context_margin_level must be one of {MARGIN_LEVELS}, "
+                             f"got {cfg.train.context_margin_level!r}")
+        if cfg.train.context_margin and type(self) is NMTTask:
+            raise ValueError("train.context_margin needs a context model (document batches); "
+                             f"experiment {cfg.name!r} has a sentence-level model")
         # (src, tgt) (V,) bool: BPE units that continue a word ("@@"), where split_sentences never cuts
         self._joins = tuple(np.array([t.endswith("@@") for t in v.tokens]) for v in (src_vocab, tgt_vocab))
         self._plan_batches()
@@ -238,6 +246,9 @@ class DocNMTTask(NMTTask):
                  dev_context_scorer: DevContextScorer | None = None):
         self.context_sents, self.context_block = context_sents, context_block
         self.dev_context_scorer = dev_context_scorer
+        if cfg.train.context_margin and context_block:
+            raise ValueError("train.context_margin: sub-document models (model.context_block, e.g. HGC) have no "
+                             "per-sentence context to swap for a random one")
         super().__init__(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, dev_scorer)
 
     def _plan_batches(self) -> None:
@@ -275,6 +286,18 @@ class DocNMTTask(NMTTask):
             rec.update(self.dev_context_scorer(self.model, self.dev.src, self.dev.tgt, self.dev.doc, k))
             rec["cxmi_s"] = round(time.perf_counter() - t0, 2)
         return rec
+
+    def loss(self, batch) -> StepLoss:
+        """``NMTTask.loss`` and, with ``train.context_margin`` δ > 0, Jean & Cho 2019's context
+        ranking term (``training.loss.context_margin_loss``) × ``context_margin_weight``, reported
+        as ``ctx_margin`` in the logged terms."""
+        if not self.t.context_margin:
+            return super().loss(batch)
+        out = forward_loss(self.model, batch, self.tgt_vocab.pad_id, self.t.label_smoothing, token_logprobs=True)
+        hinge, _ = context_margin_loss(self.model, batch, out, self.tgt_vocab.pad_id, self.t.context_margin,
+                                       self.t.context_margin_level, self.t.context_margin_detach)
+        term = self.t.context_margin_weight * hinge
+        return StepLoss(out.total + term, {**out.terms, "ctx_margin": float(term.detach())}, out.n_tokens)
 
     def _dev_batch_iter(self):
         return (collate_doc(self.dev, spec, self.tgt_vocab).to(self.device) for spec in self.dev_batches)
