@@ -247,9 +247,11 @@ def random_context(batch):
     and some ``ctx`` pointer ≥ 0) are taken in batch order, n of them, and row i gets the
     ``ctx`` of row (i + ⌊n/2⌋) mod n [I: half a batch away — in a ``runs`` batch another
     document or a far part of the same one; deterministic, so a resumed run sees the same
-    pairs]. Rows without context keep it empty. Returns ``(batch', rows)``: the new batch
-    (``batch`` is not modified; same rows, sources and targets) and the (n,) rows whose context
-    changed (empty when n < 2: there is nothing to swap with). Raises ValueError for a
+    pairs]. Returns ``(batch', rows)``: the new batch (``batch`` is not modified; same rows,
+    sources and targets) whose only target rows are the (n,) rows ``rows`` whose context
+    changed — the others, whose output would be the real batch's, become context-only, so the
+    random branch decodes nothing twice — and ``rows`` (empty when n < 2: nothing to swap with;
+    ``batch`` itself is then returned). Raises ValueError for a
     sub-document batch (``block``: its rows are each other's context, there is no ``ctx`` to
     swap) and for a batch without documents."""
     is_target, ctx = getattr(batch, "is_target", None), getattr(batch, "ctx", None)
@@ -264,4 +266,6 @@ def random_context(batch):
         return batch, rows[:0]
     new_ctx = ctx.clone()
     new_ctx[rows] = ctx[rows.roll(-(n // 2))]
-    return replace(batch, ctx=new_ctx), rows
+    swapped = torch.zeros_like(is_target)
+    swapped[rows.to(is_target.device)] = True
+    return replace(batch, ctx=new_ctx, is_target=swapped), rows

@@ -110,7 +110,7 @@ def context_margin_loss(model, batch, real: LossOutput, pad_id: int, margin: flo
     ``batch``: a ``documents.DocBatch``; ``real``: ``forward_loss(model, batch, …,
     token_logprobs=True)`` of the same batch (its real-context branch, reused); δ = ``margin`` in
     nats. Returns (summed hinge, nats — a scalar with gradients; pairs it sums over). Costs one
-    more encode + teacher-forced decode of the batch. Raises ValueError for an unknown level or
+    more encode of the batch and a teacher-forced decode of the swapped rows. Raises ValueError for an unknown level or
     a batch ``random_context`` refuses."""
     from doctrans.data.context_usage import random_context
 
@@ -129,11 +129,11 @@ def context_margin_loss(model, batch, real: LossOutput, pad_id: int, margin: flo
             return torch.zeros(b, dtype=out.token_logprobs.dtype, device=out.token_logprobs.device
                                ).index_add(0, out.token_rows, out.token_logprobs)
         gap = (per_row(real) - per_row(rand))[chosen.to(real.token_rows.device)]
-    else:                                      # tokens of each row in position order, rows ascending
+    else:                  # tokens of each row in position order, rows ascending (rand holds only ``rows``)
         order_r = torch.sort(real.token_rows, stable=True).indices
         order_c = torch.sort(rand.token_rows, stable=True).indices
         keep = chosen.to(real.token_rows.device)[real.token_rows[order_r]]
-        gap = (real.token_logprobs[order_r] - rand.token_logprobs[order_c])[keep]
+        gap = real.token_logprobs[order_r][keep] - rand.token_logprobs[order_c]
     return torch.clamp(margin - gap, min=0.0).sum(), int(gap.numel())
 
 

@@ -49,6 +49,8 @@ def test_random_context_leaves_rows_without_context_and_refuses_sub_documents():
     b = DocBatch(b.src, b.tgt_in, b.tgt_out, b.index, b.n_targets, b.is_target, ctx)
     out, rows = random_context(b)
     assert rows.tolist() == [1, 3, 4] and out.ctx[2].item() == -1
+    assert out.is_target.nonzero().squeeze(1).tolist() == [1, 3, 4]    # row 2 is not decoded twice
+    assert b.is_target[2]                                               # the real batch keeps its target
     assert out.ctx[[1, 3, 4]].squeeze(1).tolist() == [2, 3, 0]
     lone = DocBatch(b.src[:2], b.tgt_in[:2], b.tgt_out[:2], b.index[:2], 6, b.is_target[:2], b.ctx[:2])
     assert random_context(lone)[1].numel() == 0       # one row with context: nothing to swap with
