@@ -92,6 +92,9 @@ class ReconstructorConfig:
     dp_head: str = "none"               # none | predictor (§2.10, target dpp) | labeler (§2.11, target original)
     dp_head_form: str = "linear"        # linear | mlp (a tanh layer of H first; §5 A19)
     dp_weight: float = 1.0              # weight of −log P(dp | h^rec) (eq. 6.10, 6.12)
+    dp_none_weight: float = 1.0         # weight of the positions whose gold label is NONE inside that term
+                                        # [I, not the thesis (1 = eq. 6.10/6.12): < 1 counters the labeler's
+                                        # NONE imbalance, ≈ 97 % of its positions; docs/dp.md]
     dp_vocab: tuple[str, ...] = TABLE_4_3   # V_dp, the pronouns the head predicts (labels 1…)
     dp_threshold: float = 0.0           # predict_dps: the most likely pronoun wherever P(NONE) < τ (as the
                                         # external generator's τ, docs/models.md §2.11); 0 = arg-max over all labels
@@ -319,6 +322,9 @@ class ReconstructedModel(nn.Module):
             raise ValueError(f"model.reconstructor.context_sents must be ≥ 0, got {cfg.context_sents}")
         if cfg.context_sents and cfg.fuse_into == "decoder" and cfg.mode == "enc":
             raise ValueError("model.reconstructor.fuse_into: decoder needs a reconstructor that reads the decoder")
+        if cfg.dp_weight < 0 or not 0 < cfg.dp_none_weight:
+            raise ValueError(f"model.reconstructor.dp_weight must be ≥ 0 and dp_none_weight > 0, got "
+                             f"{cfg.dp_weight} and {cfg.dp_none_weight}")
         if not cfg.dp_vocab or len(set(cfg.dp_vocab)) != len(cfg.dp_vocab) or NO_DP in cfg.dp_vocab:
             raise ValueError("model.reconstructor.dp_vocab must be non-empty, without duplicates or 'NONE'")
         self.backbone, self.cfg, self.pad_id = backbone, cfg, backbone.pad_id
@@ -578,5 +584,8 @@ class ReconstructedModel(nn.Module):
             logits = self._dp_logits(enc, self._labelling_states(runs))                  # (B, S', L)
             where = self._dp_positions(rec_tgt)
             lp = F.log_softmax(logits.float(), -1).gather(2, dp_tgt.clamp(min=0).unsqueeze(2)).squeeze(2)
-            out["dp"] = -c.dp_weight * (lp * where).sum() / tokens
+            weight = where.float()
+            if c.dp_none_weight != 1.0:
+                weight = weight * torch.where(dp_tgt.eq(0), c.dp_none_weight, 1.0)
+            out["dp"] = -c.dp_weight * (lp * weight).sum() / tokens
         return out

@@ -290,3 +290,31 @@ def test_dp_threshold_inserts_the_best_pronoun_where_none_is_unlikely_enough():
         m.dp_head.out.bias[9] = 0.5
         pred = m.predict_dps(m.encode(b), b.tgt_in, b.rec_tgt)
     assert pred.tolist() == torch.where(b.rec_tgt.ne(0), 9, 0).tolist()  # P(NONE) < 0.7: the best pronoun
+
+
+def test_dp_none_weight_scales_only_the_none_positions_of_the_labelling_term():
+    """The dp term with ``dp_none_weight`` w equals −(w Σ_NONE log P + Σ_DP log P) / target tokens,
+    computed by hand from the head's logits; w = 1 is eq. 6.12's plain sum."""
+    b = toy_batch()
+    b.dp_tgt[1, 2] = 5                          # two DP labels (pronoun ids), the rest NONE
+    b.dp_tgt[2, 0] = 9
+    terms = {}
+    for w in (1.0, 0.25):
+        m = tiny_model(mode="shared", dp_head="labeler", target="original", dp_none_weight=w).eval()
+        enc = m.encode(b)
+        with torch.no_grad():
+            terms[w] = m.auxiliary_losses(enc, b)["dp"]
+            runs = m._run(enc, m.backbone.decode_hidden(enc, b.tgt_in), b.tgt_in, b.rec_tgt)
+            lp = torch.log_softmax(m._dp_logits(enc, m._labelling_states(runs)).float(), -1)
+        lp = lp.gather(2, b.dp_tgt.unsqueeze(2)).squeeze(2)
+        real, dp = b.rec_tgt.ne(0), b.dp_tgt.ne(0)
+        hand = -(w * lp[real & ~dp].sum() + lp[real & dp].sum()) / b.n_targets
+        assert torch.allclose(terms[w], hand, atol=1e-6)
+    assert terms[0.25] < terms[1.0]
+
+
+@pytest.mark.parametrize("option", ["dp_none_weight=0", "dp_none_weight=-1", "dp_weight=-1"])
+def test_bad_dp_weights_are_refused(option):
+    key, value = option.split("=")
+    with pytest.raises(ValueError, match="dp_none_weight"):
+        tiny_model(mode="shared", dp_head="labeler", target="original", **{key: value})
