@@ -306,11 +306,15 @@ def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | N
                    "line (empty for empty), as annotate-dp --generator writes; score it with `doctrans score dp "
                    "FILE --base SRC.tok.zh --oracle …`. A cross-sentence labeler (rec_joint_context.yaml) labels "
                    "each line with its own document's previous lines (give --docs or an .sgm input).")
+@click.option("--dp-threshold", type=click.FloatRange(min=0, max=1), default=None, metavar="TAU",
+              help="--dp-out: insert the most likely pronoun wherever the model's P(NONE) < TAU (0 = the arg-max "
+                   "label; in [0, 1]). Tune it on dev with `doctrans score dp` as the external generator's "
+                   "threshold [default: the model's model.reconstructor.dp_threshold].")
 def translate_cmd(checkpoint, engine, compute_type, quantize, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
                   input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator,
                   dp_input, dp_nbest, dp_combine, dp_weights, dp_docs, write_lattice, encoding_errors, resume,
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
-                  nbest, nbest_out, rerank, rerank_k, dp_out) -> None:
+                  nbest, nbest_out, rerank, rerank_k, dp_out, dp_threshold) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
     The output has exactly as many lines as the input; an empty input line gives an empty
@@ -354,7 +358,7 @@ def translate_cmd(checkpoint, engine, compute_type, quantize, input_, output, be
                         context_options=tuple(context_options), glob=glob_, out_suffix=out_suffix,
                         output_format=output_format, nbest=nbest, nbest_out=nbest_out, engine=engine,
                         compute_type=compute_type, quantize=quantize, rerank=rerank or "",
-                        rerank_k=rerank_k, dp_out=dp_out))
+                        rerank_k=rerank_k, dp_out=dp_out, dp_threshold=dp_threshold))
 
 
 # --- export (doctrans/inference/export.py) ----------------------------------------------------
@@ -1021,7 +1025,7 @@ def table_context_cmd(systems, context_options, tables, **kw) -> None:
 @click.option("--system", "systems", multiple=True, required=True, metavar="NAME=RUN_DIR", callback=_system_spec,
               help="A row: its name and run directory (the first row is the baseline). Repeatable.")
 @click.option("--row-option", "row_options", multiple=True, metavar="NAME:KEY=VALUE",
-              help="Translate row NAME with this translate option (KEY: dp_generator, dp_input, rerank, rerank_k), "
+              help="Translate row NAME with this translate option (KEY: dp_generator, dp_input, rerank, rerank_k, dp_threshold), "
                    "e.g. --row-option '+DPs:dp_generator=runs/dp_labeler/best.pt' or 'enc+dec, reranked:rerank="
                    "reconstructor'. Repeatable.")
 @click.option("--generator", default="", help="The external DP generator: its 1-best completion of the test source "

@@ -89,24 +89,26 @@ def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequ
 @torch.no_grad()
 def predict_batch(model, sources: Sequence[np.ndarray], translations: Sequence[Sequence[int]],
                   targets: Sequence[np.ndarray], pad_id: int, bos_id: int,
-                  ctx: torch.Tensor | None = None) -> list[list[int]]:
+                  ctx: torch.Tensor | None = None, threshold: float | None = None) -> list[list[int]]:
     """A joint DP model's labels (``model.predict_dps``, docs/models.md §2.10–2.11) for B sentences
     in one teacher-forced pass: sources (what the encoder reads, ending in ``</s>``), their
     translations (target ids without ``<s>``/``</s>``: ``<s> y`` is teacher-forced), targets
     x̂ (source-vocabulary ids ending in ``</s>``). Returns per sentence one label per x̂
     position (len(targets[b]) labels, padding cut off). ``ctx`` (B, N): for a model that reads
-    documents, each row's previous sentences as rows of this batch (``SearchBatch.ctx``). Raises
+    documents, each row's previous sentences as rows of this batch (``SearchBatch.ctx``).
+    ``threshold``: the DP decision threshold τ (None = the model's own; ``predict_dps``). Raises
     ``ValueError`` from ``model.predict_dps`` for a model that predicts no DPs."""
     device = next(model.parameters()).device
     enc = model.encode(SearchBatch(_padded(sources, pad_id).to(device), None if ctx is None else ctx.to(device)))
     tgt_in = _padded([[bos_id, *t] for t in translations], pad_id).to(device)
-    labels = model.predict_dps(enc, tgt_in, _padded(targets, pad_id).to(device)).cpu()
+    labels = model.predict_dps(enc, tgt_in, _padded(targets, pad_id).to(device), threshold).cpu()
     return [labels[b, :len(targets[b])].tolist() for b in range(len(targets))]
 
 
 def predict_documents(model, documents: Sequence[Sequence[int]], sources: Sequence[np.ndarray],
                       translations: Sequence[Sequence[int]], targets: Sequence[np.ndarray], n: int,
-                      pad_id: int, bos_id: int, batch_sentences: int) -> list[list[int]]:
+                      pad_id: int, bos_id: int, batch_sentences: int,
+                      threshold: float | None = None) -> list[list[int]]:
     """``predict_batch`` for a model that reads its document's previous ``n`` sentences (§2.12's
     cross-sentence DP labelling): ``documents`` lists, per document, the indices (into
     ``sources`` / ``translations`` / ``targets``) of its sentences in order. Each document is
@@ -124,7 +126,7 @@ def predict_documents(model, documents: Sequence[Sequence[int]], sources: Sequen
             ctx = torch.tensor([[r - k if r - k >= 0 else -1 for k in range(n, 0, -1)]
                                 for r in range(len(rows))], dtype=torch.long).view(len(rows), n)
             labels = predict_batch(model, [sources[i] for i in rows], [translations[i] for i in rows],
-                                   [targets[i] for i in rows], pad_id, bos_id, ctx)
+                                   [targets[i] for i in rows], pad_id, bos_id, ctx, threshold)
             for r in range(a - lo, len(rows)):
                 out[rows[r]] = labels[r]
     return [x if x is not None else [] for x in out]

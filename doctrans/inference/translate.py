@@ -99,6 +99,8 @@ class TranslateConfig:
     rerank: str = ""                  # "reconstructor": rerank the k-best by s_beam + λ·log R(x̂|s(y))/|x̂|
     rerank_k: int = 0                 # candidates per sentence reranked (0 = beam)
     dp_out: str = ""                  # write the DP-completed source a joint DP model predicts here
+    dp_threshold: float | None = None  # dp_out: τ of the DP decision (pronoun where P(NONE) < τ; 0 = arg-max;
+                                       # None = the model's model.reconstructor.dp_threshold)
 
 
 def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, beam: int,
@@ -301,6 +303,7 @@ def load_model(cfg: TranslateConfig):
     unsupported = [(cfg.quantize != "none", "--quantize (use --compute-type int8)"),
                    (bool(cfg.dp_generator), "--dp-generator"), (cfg.nbest > 0, "--nbest"),
                    (bool(cfg.rerank), "--rerank"), (bool(cfg.dp_out), "--dp-out"),
+                   (cfg.dp_threshold is not None, "--dp-threshold"),
                    (cfg.explain_context > 0, "--explain-context"), (bool(cfg.context_options), "--context-option"),
                    (bool(cfg.prepared), "--prepared (the export carries its BPE codes)")]
     given = [name for on, name in unsupported if on]
@@ -356,7 +359,7 @@ class Translator:
         if self._loaded.protect_dp and cfg.input_format == "tok" and not inputs.protect:
             raise ValueError(f"{cfg.checkpoint} was trained with data.bpe_protect_dp: tok input needs the DP "
                              "tokens BPE keeps whole (doctrans.dp.apply.dp_inputs(cfg), as the CLI gives)")
-        if cfg.rerank or cfg.dp_out or cfg.rerank_k or (
+        if cfg.rerank or cfg.dp_out or cfg.rerank_k or cfg.dp_threshold is not None or (
                 cfg.dp_generator and self._loaded.model.reconstruction.encoder_input == "original"):
             self._check_reconstruction(cfg)
 
@@ -382,6 +385,10 @@ class Translator:
                 "its reconstructor reads only the encoder states, so log R is the same for every candidate "
                 "translation; --rerank reconstructor needs one that reads the decoder states "
                 "(pipelines/dp/rec_dec.yaml, rec_both.yaml, rec_shared.yaml …)")))
+        if cfg.dp_threshold is not None and not cfg.dp_out:
+            raise ValueError("--dp-threshold sets the DP decision of --dp-out: give --dp-out FILE too")
+        if cfg.dp_threshold is not None and not 0.0 <= cfg.dp_threshold <= 1.0:
+            raise ValueError(f"--dp-threshold must be in [0, 1], got {cfg.dp_threshold}")
         if cfg.dp_out and not spec.predicts_dps:
             raise ValueError(f"{cfg.checkpoint}: " + no_dp_message(model))
         if cfg.rerank and cfg.nbest:
@@ -594,12 +601,13 @@ class Translator:
                     runs.append([])
                 runs[-1].append(k)
             all_labels = predict_documents(model, runs, src, ys, rec, model.document.context_sents, v.pad_id,
-                                           v.bos_id, c.batch_sentences)
+                                           v.bos_id, c.batch_sentences, c.dp_threshold)
         else:
             all_labels = []
             for b in range(0, len(ok), c.batch_sentences):
                 part = slice(b, b + c.batch_sentences)
-                all_labels += predict_batch(model, src[part], ys[part], rec[part], v.pad_id, v.bos_id)
+                all_labels += predict_batch(model, src[part], ys[part], rec[part], v.pad_id, v.bos_id,
+                                            threshold=c.dp_threshold)
         for i, lab in zip(ok, all_labels):
             out[i] = " ".join(completed_words(hat[i].split(), lab, model.dp_labels, spec.target))
         return hyps, out

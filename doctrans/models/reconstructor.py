@@ -506,18 +506,23 @@ class ReconstructedModel(nn.Module):
             lp, _ = rec(emb, mems, rec_target, self.pad_id)
         return lp.sum(1)
 
-    def predict_dps(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
+    def predict_dps(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor,
+                    threshold: float | None = None) -> Tensor:
         """The DP label (B, S') long per rec_target position (see ``Seq2SeqModel.predict_dps``): the
-        arg-max, or with ``dp_threshold`` τ > 0 the most likely pronoun wherever P(NONE) < τ; 0
-        where the head does not predict (padding; non-#DP# positions of a predictor)."""
+        arg-max, or with τ > 0 the most likely pronoun wherever P(NONE) < τ; 0 where the head does
+        not predict (padding; non-#DP# positions of a predictor). τ = ``threshold``, or the config's
+        ``dp_threshold`` when None. Raises ValueError for τ outside [0, 1]."""
         if self.dp_head is None:
             raise ValueError(no_dp_message(self))
         hidden = None if self.rec_dec is None and self.rec_shared is None else self.backbone.decode_hidden(enc, tgt_in)
         runs = self._run(enc, hidden, tgt_in, rec_target)
         logits = self._dp_logits(enc, self._labelling_states(runs))                    # (B, S', L)
-        if self.cfg.dp_threshold > 0:
+        tau = self.cfg.dp_threshold if threshold is None else threshold
+        if not 0.0 <= tau <= 1.0:
+            raise ValueError(f"the DP threshold τ must be in [0, 1], got {tau}")
+        if tau > 0:
             p_none = torch.softmax(logits.float(), -1)[..., 0]
-            labels = torch.where(p_none < self.cfg.dp_threshold, logits[..., 1:].argmax(-1) + 1, 0)
+            labels = torch.where(p_none < tau, logits[..., 1:].argmax(-1) + 1, 0)
         else:
             labels = logits.argmax(-1)
         return labels.masked_fill(~self._dp_positions(rec_target), 0)

@@ -43,7 +43,7 @@ class FakeReconstructor(torch.nn.Module):
         keys = [(int(enc.states[b, 0, 0]), tuple(t for t in tgt_in[b, 1:].tolist() if t)) for b in range(tgt_in.size(0))]
         return torch.tensor([self.log_r.get(k, -50.0) for k in keys])
 
-    def predict_dps(self, enc, tgt_in, rec_target):
+    def predict_dps(self, enc, tgt_in, rec_target, threshold=None):
         lab = torch.zeros_like(rec_target)
         lab[:, 0] = 1                                               # 我 before the first unit
         lab[torch.arange(rec_target.size(0)), rec_target.ne(0).sum(1) - 1] = 2   # 你 at the </s> slot
@@ -206,6 +206,39 @@ def test_clear_errors_for_models_and_options_that_cannot(trained, tmp_path, monk
     assert r.exit_code != 0 and "exceeds --beam" in str(r.exception)
 
 
+def test_dp_threshold_reaches_the_models_dp_decision(trained, tmp_path, monkeypatch):
+    """--dp-threshold TAU is passed to every predict_dps call of --dp-out (None without it: the
+    model's own τ); it needs --dp-out and a value in [0, 1]."""
+    _inputs(tmp_path)
+    loaded = LoadedModel.load(TranslateConfig(checkpoint=str(trained)))
+    cls = type(loaded.model)
+    _fake_contract(monkeypatch, cls, ReconstructionSpec("original", "original", False, 1.0, True), 0.0)
+    seen = []
+
+    def predict_dps(self, enc, tgt_in, rec_target, threshold=None):   # 我 before the first unit iff τ > 0.5
+        seen.append(threshold)
+        lab = torch.zeros_like(rec_target)
+        lab[:, 0] = int(threshold is not None and threshold > 0.5)
+        return lab
+
+    monkeypatch.setattr(cls, "predict_dps", predict_dps)
+    args = ["translate", "-c", str(trained), "-i", str(tmp_path / "in.tok"), "--input-format", "tok",
+            "-o", str(tmp_path / "out.en"), "--dp-out", str(tmp_path / "dp.zh")]
+    for tau, want in ((None, "w1 w2 w3"), ("0.9", "我 w1 w2 w3"), ("0.2", "w1 w2 w3")):
+        seen.clear()
+        r = CliRunner().invoke(cli, args + ([] if tau is None else ["--dp-threshold", tau]))
+        assert r.exit_code == 0, r.output + repr(r.exception)
+        assert seen and set(seen) == {None if tau is None else float(tau)}
+        assert (tmp_path / "dp.zh").read_text(encoding="utf-8").splitlines()[0] == want
+    r = CliRunner().invoke(cli, args + ["--dp-threshold", "1.5"])
+    assert r.exit_code == 2 and "--dp-threshold" in r.output and "0<=x<=1" in r.output
+    with pytest.raises(ValueError, match=r"must be in \[0, 1\]"):
+        Translator(TranslateConfig(checkpoint=str(trained), input=str(tmp_path / "in.tok"), input_format="tok",
+                                   dp_out=str(tmp_path / "dp.zh"), dp_threshold=-0.1), loaded=loaded)
+    r = CliRunner().invoke(cli, args[:-2] + ["--dp-threshold", "0.5"])
+    assert r.exit_code != 0 and "give --dp-out" in str(r.exception)
+
+
 class _Completion:
     """An input transform (inference/transform.py) inserting 我的 before each line."""
     combine, protect = "1best", frozenset({"我的"})
@@ -258,7 +291,7 @@ class FakeDocumentLabeler(FakeReconstructor):
         enc.extra = {"ctx": batch.ctx}
         return enc
 
-    def predict_dps(self, enc, tgt_in, rec_target):
+    def predict_dps(self, enc, tgt_in, rec_target, threshold=None):
         lab = torch.zeros_like(rec_target)
         ctx = enc.extra["ctx"]
         firsts = enc.states[:, 0, 0].long()
@@ -301,7 +334,7 @@ def test_dp_out_of_a_document_model_labels_with_each_documents_context(trained, 
         enc.extra = {**(enc.extra or {}), "ctx": batch.ctx}
         return enc
 
-    def predict_dps(self, enc, tgt_in, rec_target):                # 你 first with a context row, else 我
+    def predict_dps(self, enc, tgt_in, rec_target, threshold=None):  # 你 first with a context row, else 我
         lab = torch.zeros_like(rec_target)
         ctx = enc.extra["ctx"]
         lab[:, 0] = torch.where(ctx.ge(0).any(1), 2, 1)

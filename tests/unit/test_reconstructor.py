@@ -318,3 +318,24 @@ def test_bad_dp_weights_are_refused(option):
     key, value = option.split("=")
     with pytest.raises(ValueError, match="dp_none_weight"):
         tiny_model(mode="shared", dp_head="labeler", target="original", **{key: value})
+
+
+def test_predict_dps_threshold_argument_overrides_the_configured_one():
+    """predict_dps(…, threshold=τ) decides with τ whatever model.reconstructor.dp_threshold says
+    (None keeps the configured one); τ outside [0, 1] is refused."""
+    b = toy_batch()
+    m = tiny_model(mode="shared", dp_head="labeler", target="original", dp_threshold=0.7).eval()
+    with torch.no_grad():
+        m.dp_head.out.weight.zero_()
+        m.dp_head.out.bias.zero_()
+        m.dp_head.out.bias[0] = 4.0                                     # P(NONE) ≈ 0.64
+        m.dp_head.out.bias[9] = 0.5
+        enc = m.encode(b)
+        pronoun = torch.where(b.rec_tgt.ne(0), 9, 0).tolist()
+        assert m.predict_dps(enc, b.tgt_in, b.rec_tgt).tolist() == pronoun          # configured τ 0.7
+        assert m.predict_dps(enc, b.tgt_in, b.rec_tgt, None).tolist() == pronoun
+        assert m.predict_dps(enc, b.tgt_in, b.rec_tgt, 0.0).abs().sum() == 0       # arg-max: NONE
+        assert m.predict_dps(enc, b.tgt_in, b.rec_tgt, 0.6).abs().sum() == 0       # 0.64 ≥ 0.6
+        assert m.predict_dps(enc, b.tgt_in, b.rec_tgt, 1.0).tolist() == pronoun
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            m.predict_dps(enc, b.tgt_in, b.rec_tgt, 1.5)
