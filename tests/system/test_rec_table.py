@@ -39,7 +39,7 @@ def _fake_contract(monkeypatch, cls):
     def score(self, enc, tgt_in, rec_target):
         return -10.0 * tgt_in[:, 1:].ne(0).sum(1).float()
 
-    def predict(self, enc, tgt_in, rec_target):
+    def predict(self, enc, tgt_in, rec_target, threshold=None):
         lab = torch.zeros_like(rec_target)
         lab[:, 0] = 1
         return lab
