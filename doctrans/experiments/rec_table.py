@@ -188,6 +188,7 @@ def run(systems: list[tuple[str, Path]], args: RecTableConfig, row_options: dict
         n_lines = len(read_lines(prep / "test.tok.zh"))
         row = {"system": name, "run": str(run_dir), "options": opts,
                "updates": load_checkpoint(ckpt)["state"]["step"], "bleu": res["bleu_tok_lc"]["score"],
+               "len_ratio": res["bleu_tok_lc"]["sys_len"] / max(res["bleu_tok_lc"]["ref_len"], 1),
                "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"],
                "params_m": sum(p.numel() for p in tr.model.parameters()) / 1e6,
                "train_tok_s": train_speed(run_dir), "decode_sent_s": n_lines / dt,
@@ -228,15 +229,16 @@ def render(rows: list[dict], external: dict | None = None) -> str:
         return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
     plain = {r["run"]: r for r in rows if not r["reranked"]}
-    lines = ["| system | updates | test BLEU | Δ | bootstrap p | sign p | EN pronouns | DP recall | contrastive DP "
-             "| contrastive overt | params (M) | train tok/s (×) | decode sent/s (× base) | (× same run) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| system | updates | test BLEU | Δ | bootstrap p | sign p | length ratio | EN pronouns | DP recall "
+             "| contrastive DP | contrastive overt | params (M) | train tok/s (×) | decode sent/s (× base) | (× same run) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         mark = "*" if r.get("bootstrap_p", 1) < 0.05 and r.get("sign_p", 1) < 0.05 else ""
         same = plain.get(r["run"]) if r["reranked"] else None
         lines.append(
             f"| {r['system']} | {r['updates']} | {r['bleu']:.2f}{mark} | {r['bleu'] - b['bleu']:+.2f} "
-            f"| {cell(r, 'bootstrap_p', '.3f')} | {cell(r, 'sign_p', '.3f')} | {r['pronouns']} "
+            f"| {cell(r, 'bootstrap_p', '.3f')} | {cell(r, 'sign_p', '.3f')} | {cell(r, 'len_ratio', '.3f')} "
+            f"| {r['pronouns']} "
             f"| {cell(r, 'dp_recall', '.1%')} | {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
             f"| {r['params_m']:.2f} | {r['train_tok_s']:.0f} ({_ratio(r['train_tok_s'], b['train_tok_s'])}) "
             f"| {r['decode_sent_s']:.1f} ({_ratio(r['decode_sent_s'], b['decode_sent_s'])}) "
@@ -244,6 +246,8 @@ def render(rows: list[dict], external: dict | None = None) -> str:
     refs = b["ref_pronouns"]
     lines += ["", f"English pronouns in the 3 references: {refs}. BLEU: case-insensitive, tokenized, 3 references (the "
                   "thesis' setting); `*`: p < 0.05 in both the paired bootstrap and the sign test against the first row. "
+                  "Length ratio: output tokens / reference tokens (BLEU's; the pronoun count and DP recall follow it, "
+                  "docs/dp.md). "
                   "DP recall: share of the hand-annotated dropped pronouns the first reference realises that the output "
                   "realises too (docs/discourse.md). Contrastive: each model scored on the source it reads. Decoding: "
                   "the test set as documents; (× same run): a reranked row against the same run decoded plainly."]

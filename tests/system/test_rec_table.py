@@ -86,6 +86,8 @@ def test_rec_table_on_a_tvsub_slice(tvsub_slice, tmp_path, monkeypatch):
     assert hyps["joint"] != hyps["joint__reranked"]                          # log R moves the choice
     shorter = sum(len(x.split()) for x in hyps["joint__reranked"].splitlines())
     assert shorter < sum(len(x.split()) for x in hyps["joint"].splitlines())
+    assert 0 < rows["joint, reranked"]["len_ratio"] < rows["joint"]["len_ratio"]   # BLEU's output / reference tokens
+    assert "| length ratio |" in table
     dp_lines = (work / "test.joint.dp.zh").read_text(encoding="utf-8").splitlines()
     src = (prep / "test.tok.zh").read_text(encoding="utf-8").splitlines()
     assert len(dp_lines) == n and all(d == (f"我 {s}" if s else "") for d, s in zip(dp_lines, src))
