@@ -5,10 +5,12 @@
 set with each run's ``last.pt`` (equal updates from the same stage-1 checkpoint), as documents
 (``PREP/test.docs``), each row with its translate options (``--row-option NAME:KEY=VALUE``, KEY one
 of ``ROW_OPTIONS``: the DP generator completing a +DPs row's input or making a reconstructor's
-x̂, ``dp_input``, ``rerank=reconstructor``, ``rerank_k``), and writes:
+x̂, ``dp_input``, ``rerank=reconstructor``, ``rerank_k``, ``dp_threshold``: a joint model's τ of
+``--dp-out``), and writes:
 
 * the main table — 3-reference BLEU in the thesis setting with paired bootstrap and sign test
-  against the first row, English pronouns (references: ~1,310 over three), DP translation recall
+  against the first row, the output / reference length ratio (BLEU's sys_len / ref_len: the
+  pronoun columns follow it), English pronouns (references: ~1,310 over three), DP translation recall
   (``score --base/--oracle``: the hand-annotated DPs the first reference realises that the output
   realises too), contrastive DP / overt accuracy (``--discourse``; each model scored on the
   source it reads), parameters, training target tok/s and its ratio to the first row, decoding

@@ -248,7 +248,8 @@ class Seq2SeqModel(Protocol):
                     threshold: float | None = None) -> Tensor:
         """DP labels (B, S') long, ids into ``dp_labels``, one per rec_target position (0 = NONE,
         and 0 at padding). ``threshold`` τ: None = the model's configured decision rule; 0 = the
-        arg-max label; τ in (0, 1] = the most likely pronoun wherever P(NONE) < τ. spec.target "original" (labeler §2.11): label j ≠ 0 means the pronoun
+        arg-max label; τ in (0, 1] = the most likely pronoun wherever P(NONE) < τ (ValueError
+        outside [0, 1]). spec.target "original" (labeler §2.11): label j ≠ 0 means the pronoun
         dp_labels[label] is missing immediately BEFORE rec_target[:, j] (the </s> slot = at the
         end). spec.target "dpp" (predictor §2.10): label j ≠ 0 only at #DP# placeholder
         positions, meaning the placeholder is that pronoun. Raises ValueError for a model that

@@ -322,9 +322,9 @@ class ReconstructedModel(nn.Module):
             raise ValueError(f"model.reconstructor.context_sents must be ≥ 0, got {cfg.context_sents}")
         if cfg.context_sents and cfg.fuse_into == "decoder" and cfg.mode == "enc":
             raise ValueError("model.reconstructor.fuse_into: decoder needs a reconstructor that reads the decoder")
-        if cfg.dp_weight < 0 or not 0 < cfg.dp_none_weight:
-            raise ValueError(f"model.reconstructor.dp_weight must be ≥ 0 and dp_none_weight > 0, got "
-                             f"{cfg.dp_weight} and {cfg.dp_none_weight}")
+        if cfg.dp_weight < 0 or not 0 < cfg.dp_none_weight or not 0 <= cfg.dp_threshold <= 1:
+            raise ValueError(f"model.reconstructor.dp_weight must be ≥ 0, dp_none_weight > 0 and dp_threshold in "
+                             f"[0, 1], got {cfg.dp_weight}, {cfg.dp_none_weight} and {cfg.dp_threshold}")
         if not cfg.dp_vocab or len(set(cfg.dp_vocab)) != len(cfg.dp_vocab) or NO_DP in cfg.dp_vocab:
             raise ValueError("model.reconstructor.dp_vocab must be non-empty, without duplicates or 'NONE'")
         self.backbone, self.cfg, self.pad_id = backbone, cfg, backbone.pad_id

@@ -313,7 +313,7 @@ def test_dp_none_weight_scales_only_the_none_positions_of_the_labelling_term():
     assert terms[0.25] < terms[1.0]
 
 
-@pytest.mark.parametrize("option", ["dp_none_weight=0", "dp_none_weight=-1", "dp_weight=-1"])
+@pytest.mark.parametrize("option", ["dp_none_weight=0", "dp_none_weight=-1", "dp_weight=-1", "dp_threshold=1.5"])
 def test_bad_dp_weights_are_refused(option):
     key, value = option.split("=")
     with pytest.raises(ValueError, match="dp_none_weight"):
