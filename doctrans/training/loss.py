@@ -26,15 +26,61 @@ class LossOutput:
     token_rows: Tensor | None = None       # (n_tokens,) the batch row of each of them
 
 
-def label_smoothed_xent(logits: Tensor, target: Tensor, eps: float, token_logprobs: bool = False) -> LossOutput:
-    """logits: (N, V) unnormalised scores at N real target tokens; target: (N,) ids.
+_CHUNK_ELEMENTS = 1 << 21        # logits per chunk of _SmoothedNLL: a few MB in fp32, so each chunk's passes stay in cache
 
-    loss = (1 − ε)·(−log p(y)) + ε·mean_v(−log p(v)), summed over the N tokens (nats).
+
+class _SmoothedNLL(torch.autograd.Function):
+    """Per-token −log p(y) and −mean_v log p(v) of logits (N, V), p = softmax, computed in row
+    chunks of ≈ 2M logits: each chunk is cast to fp32, reduced (log Σ exp, the gold logit, the
+    mean) while it is in cache, and the backward recomputes each chunk's softmax from the saved
+    logits and log Σ exp (N,) and writes the gradient softmax·(g_nll + g_smooth) − g_smooth/V −
+    g_nll·onehot(y) in place. No (N, V) fp32 tensor is materialised: the autograd graph of
+    log_softmax → gather / mean wrote four of them (the log-probabilities, the mean's expanded
+    gradient, the gather's scattered zeros, their sum), memory-bound passes that took ≈ 0.4 s
+    of a ≈ 1 s quickstart training step in bf16 (``benchmarks/RESULTS.md``, "attention kernel and
+    fused loss")."""
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, target: Tensor):
+        n, v = logits.shape
+        work = torch.float32 if logits.dtype in (torch.bfloat16, torch.float16) else logits.dtype   # ≥ fp32
+        lse, nll, smooth = (logits.new_empty(n, dtype=work) for _ in range(3))
+        rows = max(1, _CHUNK_ELEMENTS // max(v, 1))
+        for a in range(0, n, rows):
+            x = logits[a:a + rows].to(work)                                    # (r, V)
+            lse_c = torch.logsumexp(x, dim=-1)
+            lse[a:a + rows] = lse_c
+            nll[a:a + rows] = lse_c - x.gather(1, target[a:a + rows, None]).squeeze(1)
+            smooth[a:a + rows] = lse_c - x.mean(dim=-1)
+        ctx.save_for_backward(logits, lse, target)
+        return nll, smooth
+
+    @staticmethod
+    def backward(ctx, g_nll: Tensor | None, g_smooth: Tensor | None):
+        logits, lse, target = ctx.saved_tensors
+        n, v = logits.shape
+        g_nll = torch.zeros_like(lse) if g_nll is None else g_nll
+        g_smooth = torch.zeros_like(lse) if g_smooth is None else g_smooth
+        g_all, g_flat = g_nll + g_smooth, g_smooth / v
+        grad = torch.empty_like(logits)
+        rows = max(1, _CHUNK_ELEMENTS // max(v, 1))
+        for a in range(0, n, rows):
+            x = logits[a:a + rows].to(lse.dtype, copy=True).sub_(lse[a:a + rows, None]).exp_()   # softmax
+            x.mul_(g_all[a:a + rows, None]).sub_(g_flat[a:a + rows, None])
+            x.scatter_add_(1, target[a:a + rows, None], -g_nll[a:a + rows, None])
+            grad[a:a + rows] = x
+        return grad, None
+
+
+def label_smoothed_xent(logits: Tensor, target: Tensor, eps: float, token_logprobs: bool = False) -> LossOutput:
+    """logits: (N, V) unnormalised scores at N real target tokens (any float dtype; the loss is
+    computed in fp32); target: (N,) ids.
+
+    loss = (1 − ε)·(−log p(y)) + ε·mean_v(−log p(v)), summed over the N tokens (nats) — ε/V on
+    every type, as ``torch.nn.functional.cross_entropy(label_smoothing=ε)``.
     ``token_logprobs``: also return log p(y) (N,) (with gradients) as ``token_logprobs``.
     """
-    lprobs = F.log_softmax(logits.float(), dim=-1)             # (N, V)
-    nll = -lprobs.gather(1, target[:, None]).squeeze(1)        # (N,)
-    smooth = -lprobs.mean(dim=-1)                              # (N,)
+    nll, smooth = _SmoothedNLL.apply(logits, target)           # (N,), (N,)
     total = ((1.0 - eps) * nll + eps * smooth).sum()
     return LossOutput(total=total, terms={"nll_nats": float(nll.detach().sum())}, n_tokens=int(target.numel()),
                       token_logprobs=-nll if token_logprobs else None)

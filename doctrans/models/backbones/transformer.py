@@ -6,7 +6,8 @@ sinusoidal positions, decoder input embedding tied to the output projection
 (``share_dec_embeddings``), embeddings scaled by sqrt(H).
 
 Speed notes (2-core CPU): one fused QKV projection for self-attention,
-``F.scaled_dot_product_attention`` for the attention core, causal masking via ``is_causal``
+``F.scaled_dot_product_attention`` for the attention core (an explicit form for bf16 on CPU,
+where SDPA's flash kernel is slow: ``layers/attention.py``), causal masking via ``is_causal``
 (no mask tensor), and an output projection that the loss applies only to non-padding
 positions (see ``doctrans/training/loss.py``). Incremental decoding keeps per-layer key/value
 caches in an explicit ``DecoderState`` so a beam step never re-runs the prefix.
@@ -23,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from doctrans.layers.attention import attention
 from doctrans.layers.masks import attn_keep_mask, pad_mask
 from doctrans.models.interface import EncoderOutput, PortableTransformer, SentenceModelDefaults, SourceBatch
 
@@ -118,7 +120,7 @@ class MultiHeadAttention(nn.Module):
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
         drop = self.dropout if self.training else 0.0
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop, is_causal=causal)
+        o = attention(q, k, v, mask, dropout_p=drop, causal=causal)            # SDPA, or explicit for bf16 on CPU
         b, _, n, _ = o.shape
         return self.out(o.transpose(1, 2).reshape(b, n, self.heads * self.dk))   # (B, L, H)
 
