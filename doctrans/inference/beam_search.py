@@ -109,15 +109,22 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
         raise ValueError(f"{src.size(0)} source rows is not a multiple of variants={r}")
     b, k = src.size(0) // r, beam
     mix = VariantMixture(r, weights, b, dev)
-    # state rows are ordered (sentence, hypothesis, variant): row (b*K + k)*R + r ← source row b*R + r
-    expand = (torch.arange(b, device=dev)[:, None, None] * r
-              + torch.arange(r, device=dev)[None, None, :]).expand(b, k, r).reshape(-1)
-    state = model.init_state(enc.select(expand))
+    # state rows are ordered (sentence, hypothesis, variant): row (b*kk + j)*R + r, kk hypotheses per
+    # sentence. Step 0 has one live hypothesis (<s>), so it runs on the B*R encoder rows themselves
+    # (kk = 1) and the state widens to K hypotheses by the first reorder [a beam of K copies of <s>
+    # would decode K identical rows]; kk = K from then on (unless V < 2K: the old start, kk = K).
+    kk = 1 if len(vocab) >= 2 * k else k
+    if kk == 1:
+        state = model.init_state(enc)
+    else:
+        expand = (torch.arange(b, device=dev)[:, None, None] * r
+                  + torch.arange(r, device=dev)[None, None, :]).expand(b, k, r).reshape(-1)
+        state = model.init_state(enc.select(expand))
     max_len = _max_lengths(src, vocab.pad_id, max_len_ratio, max_len_extra,
                            model.max_target_len - 1).view(b, r).max(1).values   # (B,)
-    scores = torch.full((b, k), -math.inf, device=dev)
-    scores[:, 0] = 0.0                                                     # only beam 0 is live at step 0
-    history = torch.full((b * k, 1), vocab.bos_id, dtype=torch.long, device=dev)   # (nA*K, t+1)
+    scores = torch.full((b, kk), -math.inf, device=dev)
+    scores[:, 0] = 0.0                                                     # only hypothesis 0 is live at step 0
+    history = torch.full((b * kk, 1), vocab.bos_id, dtype=torch.long, device=dev)   # (nA*kk, t+1)
     active = torch.arange(b, device=dev)                                   # sentence ids still searching
     n_finished = torch.zeros(b, dtype=torch.long, device=dev)              # (B,) finished hypotheses
     records: list[tuple[Tensor, Tensor, Tensor, int]] = []                 # per step: what finished
@@ -125,24 +132,25 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     while active.numel():
         lprobs, state = model.decode_step(state, mix.expand_tokens(history[:, -1]))
         at_max = max_len[active] <= step                                   # (nA,) </s> forced now
-        lprobs = _mask_specials(mix(lprobs, active, k), vocab, at_max.repeat_interleave(k))
+        lprobs = _mask_specials(mix(lprobs, active, kk), vocab, at_max.repeat_interleave(kk))
         n_active, vsize = active.numel(), lprobs.size(1)
-        cand = (scores.view(-1, 1) + lprobs).view(n_active, k * vsize)      # (nA, K*V)
+        cand = (scores.view(-1, 1) + lprobs).view(n_active, kk * vsize)     # (nA, kk*V)
         top_s, top_i = cand.topk(2 * k, dim=1)                             # (nA, 2K)
         top_beam, top_tok = top_i // vsize, top_i % vsize
         is_eos = top_tok.eq(vocab.eos_id) & torch.isfinite(top_s)
         had = n_finished.index_select(0, active)                           # (nA,)
-        took = _finish(records, active, had, history, top_s, top_beam, is_eos, k, step)
+        took = _finish(records, active, had, history, top_s, top_beam, is_eos, k, kk, step)
         done = (had + took).ge(k) | at_max                                 # (nA,)
         n_finished.index_copy_(0, active, had + took)
         cont_s, pos = top_s.masked_fill(is_eos, -math.inf).topk(k, dim=1)  # (nA, K)
         keep_rows = (~done).nonzero().squeeze(1)                           # (nA',)
-        rows = (keep_rows[:, None] * k + top_beam.gather(1, pos)[keep_rows]).reshape(-1)
+        rows = (keep_rows[:, None] * kk + top_beam.gather(1, pos)[keep_rows]).reshape(-1)
         history = torch.cat([history.index_select(0, rows),
                              top_tok.gather(1, pos)[keep_rows].reshape(-1, 1)], dim=1)
         scores = cont_s[keep_rows]
         active = active[keep_rows]
         state = state.reorder(mix.state_rows(rows))
+        kk = k
         step += 1
     finished = _finished_lists(records, b, lenpen)
     best = [max(f, key=lambda h: h[0]) for f in finished]
@@ -163,9 +171,10 @@ def _mask_specials(lprobs: Tensor, vocab: Vocab, at_max: Tensor) -> Tensor:
 
 
 def _finish(records: list, active: Tensor, had: Tensor, history: Tensor, top_s: Tensor, top_beam: Tensor,
-            is_eos: Tensor, k: int, step: int) -> Tensor:
+            is_eos: Tensor, k: int, kk: int, step: int) -> Tensor:
     """Record the hypotheses ending in ``</s>`` within the first K candidates of each sentence,
-    in candidate order, until the sentence has K (``had`` (nA,) finished before this step): one
+    in candidate order, until the sentence has K (``had`` (nA,) finished before this step;
+    ``history`` holds kk hypotheses per sentence): one
     (sentences (n,), raw scores (n,), ids without ``<s>`` (n, step), step) entry in ``records``
     for all of them, no loop over hypotheses. Returns how many each sentence took (nA,)."""
     first_k = is_eos[:, :k]                                                # (nA, K)
@@ -173,7 +182,7 @@ def _finish(records: list, active: Tensor, had: Tensor, history: Tensor, top_s: 
     took = take.sum(1)
     if bool(took.any()):
         a, j = take.nonzero(as_tuple=True)                                 # row-major: candidate order
-        rows = a * k + top_beam[a, j]
+        rows = a * kk + top_beam[a, j]
         records.append((active[a], top_s[a, j], history.index_select(0, rows)[:, 1:], step))
     return took
 

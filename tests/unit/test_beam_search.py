@@ -156,45 +156,49 @@ def test_nbest_lists_start_with_the_1best_and_leave_it_unchanged(backbone):
 
 
 def _loop_reference_search(m, src, vocab, beam, lenpen, max_len_ratio, max_len_extra, variants=1, weights=None,
-                           nbest=0):
+                           nbest=0, copies=False):
     """The search as it was before issue 30 (a Python loop over the finished hypotheses and one
-    over the live sentences at every step): the reference of the vectorised bookkeeping."""
+    over the live sentences at every step): the reference of the vectorised bookkeeping.
+    ``copies``: start from K copies of ``<s>`` per sentence (the start before step 0 ran on one
+    row per sentence); otherwise from one, as ``beam_search``."""
     import math
 
     from doctrans.inference.beam_search import SearchResult, VariantMixture, _mask_specials, _max_lengths
     enc = m.encode(SearchBatch(src))
     r, dev = variants, src.device
     b, k = src.size(0) // r, beam
+    kk = k if copies else 1
     mix = VariantMixture(r, weights, b, dev)
-    expand = (torch.arange(b)[:, None, None] * r + torch.arange(r)[None, None, :]).expand(b, k, r).reshape(-1)
+    expand = (torch.arange(b)[:, None, None] * r + torch.arange(r)[None, None, :]).expand(b, kk, r).reshape(-1)
     state = m.init_state(enc.select(expand))
     max_len = _max_lengths(src, vocab.pad_id, max_len_ratio, max_len_extra, m.max_target_len - 1).view(b, r).max(1).values
-    scores = torch.full((b, k), -math.inf)
+    scores = torch.full((b, kk), -math.inf)
     scores[:, 0] = 0.0
-    history = torch.full((b * k, 1), vocab.bos_id, dtype=torch.long)
+    history = torch.full((b * kk, 1), vocab.bos_id, dtype=torch.long)
     active = torch.arange(b)
     finished = [[] for _ in range(b)]
     step = 0
     while active.numel():
         lprobs, state = m.decode_step(state, mix.expand_tokens(history[:, -1]))
-        lprobs = _mask_specials(mix(lprobs, active, k), vocab, (max_len[active] <= step).repeat_interleave(k))
+        lprobs = _mask_specials(mix(lprobs, active, kk), vocab, (max_len[active] <= step).repeat_interleave(kk))
         n_active, vsize = active.numel(), lprobs.size(1)
-        top_s, top_i = (scores.view(-1, 1) + lprobs).view(n_active, k * vsize).topk(2 * k, dim=1)
+        top_s, top_i = (scores.view(-1, 1) + lprobs).view(n_active, kk * vsize).topk(2 * k, dim=1)
         top_beam, top_tok = top_i // vsize, top_i % vsize
         is_eos = top_tok.eq(vocab.eos_id) & torch.isfinite(top_s)
         norm = (step + 1) ** lenpen if lenpen else 1.0
         for a, j in is_eos[:, :k].nonzero().tolist():
             sent = int(active[a])
             if len(finished[sent]) < k:
-                finished[sent].append((float(top_s[a, j]) / norm, history[a * k + int(top_beam[a, j]), 1:].tolist()))
+                finished[sent].append((float(top_s[a, j]) / norm, history[a * kk + int(top_beam[a, j]), 1:].tolist()))
         done = torch.tensor([len(finished[int(s)]) >= k for s in active], dtype=torch.bool)
         done |= max_len[active] <= step
         cont_s, pos = top_s.masked_fill(is_eos, -math.inf).topk(k, dim=1)
         keep_rows = (~done).nonzero().squeeze(1)
-        rows = (keep_rows[:, None] * k + top_beam.gather(1, pos)[keep_rows]).reshape(-1)
+        rows = (keep_rows[:, None] * kk + top_beam.gather(1, pos)[keep_rows]).reshape(-1)
         history = torch.cat([history.index_select(0, rows), top_tok.gather(1, pos)[keep_rows].reshape(-1, 1)], 1)
         scores, active = cont_s[keep_rows], active[keep_rows]
         state = state.reorder(mix.state_rows(rows))
+        kk = k
         step += 1
     best = [max(f, key=lambda h: h[0]) for f in finished]
     lists = [sorted(f, key=lambda h: -h[0])[:nbest] for f in finished] if nbest > 0 else None
@@ -255,9 +259,46 @@ def test_finish_takes_finished_hypotheses_in_candidate_order_up_to_the_beam():
     top_s = torch.tensor([[-1.0, -2.0, -3.0, -4.0, -5.0, -6.0], [-1.5, -2.5, -3.5, -4.5, -5.5, -6.5]])
     top_beam = torch.tensor([[2, 0, 1, 0, 0, 0], [1, 0, 2, 0, 0, 0]])
     is_eos = torch.tensor([[True, True, True, False, False, False], [False, True, False, True, True, True]])
-    took = _finish(records, active, had, history, top_s, top_beam, is_eos, k, step=2)
+    took = _finish(records, active, had, history, top_s, top_beam, is_eos, k, k, step=2)
     assert took.tolist() == [1, 1]
     lists = _finished_lists(records, 10, lenpen=1.0)
     assert lists[7] == [(-1.0 / 3, history[0 * k + 2, 1:].tolist())]
     assert lists[9] == [(-2.5 / 3, history[1 * k + 0, 1:].tolist())]
     assert all(not f for i, f in enumerate(lists) if i not in (7, 9))
+
+
+class RowCounter(EosBoost):
+    """``model`` recording how many decoder rows each ``decode_step`` gets."""
+
+    def __init__(self, model):
+        super().__init__(model, 0.0)
+        self.rows: list[int] = []
+
+    def decode_step(self, state, prev_tokens):
+        self.rows.append(int(prev_tokens.numel()))
+        return super().decode_step(state, prev_tokens)
+
+
+@each_backbone
+@pytest.mark.parametrize("beam,variants", [(4, 1), (3, 2)])
+def test_step_zero_decodes_one_row_per_sentence_and_variant(backbone, beam, variants):
+    """Issue 30: at step 0 only <s> is live, so the first decoder step runs on the B·R encoder
+    rows, not on K identical copies of each; from step 1 on, K hypotheses per sentence. The
+    translations, scores and n-best lists are those of the K-copy start (the loop reference)."""
+    m = RowCounter(model(backbone, 5)).eval()
+    g = torch.Generator().manual_seed(3)
+    rows = [torch.cat([torch.randint(4, len(VOCAB), (int(n),), generator=g), torch.tensor([2])])
+            for n in torch.randint(2, 7, (5 * variants,), generator=g)]
+    src = torch.zeros((len(rows), max(len(x) for x in rows)), dtype=torch.long)
+    for i, x in enumerate(rows):
+        src[i, :len(x)] = x
+    with torch.no_grad():
+        got = beam_search(m, src, VOCAB, beam, 1.0, 1.2, 3, variants, nbest=beam)
+        first = m.rows[:2]
+        ref = _loop_reference_search(m.model, src, VOCAB, beam, 1.0, 1.2, 3, variants, nbest=beam, copies=True)
+    assert first == [5 * variants, 5 * beam * variants]
+    # the same hypotheses; scores equal up to float rounding (step 0's matrix products run on
+    # 1/K of the rows, which can change the last bits)
+    assert got.tokens == ref.tokens
+    assert [[t for _, t in n] for n in got.nbest] == [[t for _, t in n] for n in ref.nbest]
+    assert torch.allclose(torch.tensor(got.scores), torch.tensor(ref.scores), atol=1e-5)
