@@ -247,16 +247,20 @@ def test_beams_sharing_one_context_memory_search_like_one_memory_per_row(name, m
     from doctrans.models.context import han
 
     m, b = model(name), doc_batch(N[name])
+    groups = []
+    real_step = han.HAN.decode_step_hidden
+
+    def spy(self, state, prev_tokens):
+        groups.append(state.group)
+        return real_step(self, state, prev_tokens)
+
+    monkeypatch.setattr(han.HAN, "decode_step_hidden", spy)
     grouped = beam_search(m, b, VOCAB, beam=3, max_len_extra=4)
-    real_init = han.HAN.init_state
-
-    def per_row(self, enc):
-        state = real_init(self, enc)
-        state.group = 1
-        return state
-
-    monkeypatch.setattr(han.HAN, "init_state", per_row)
+    # step 0 runs one row per sentence; the widening reorder sets the group to the beam
+    assert groups[0] == 1 and len(groups) > 1 and set(groups[1:]) == {3}
+    monkeypatch.setattr(han, "_rows_per_sentence", lambda sent: 1)        # every row its own memory
     rows = beam_search(m, b, VOCAB, beam=3, max_len_extra=4)
+    assert set(groups[len(groups) - 1:]) == {1}
     assert grouped.tokens == rows.tokens
     assert grouped.scores == pytest.approx(rows.scores, abs=1e-5)
 

@@ -55,7 +55,7 @@ class HANDecoderState:
     """The backbone's decoder state plus, per live row, its sentence (``sent`` (B',), the batch
     row of the sentence it translates) and its decoder-side context rows (``rows`` (B', N), indices
     into ``pool``: the per-context-sentence keys/values of ``HANBlock.project_rows``). ``group``
-    = rows per sentence at the start (the beam size): while every sentence still has ``group``
+    = rows per sentence once the beam has widened (the beam size; set at the widening reorder): while every sentence still has ``group``
     consecutive rows (beam search keeps K per live sentence), the K hypotheses of a sentence
     read one memory as K query positions (``HANBlock.forward_memory``), gathered again only
     when the set of live sentences changes."""
@@ -69,9 +69,17 @@ class HANDecoderState:
     memory_key: Tensor | None = None
 
     def reorder(self, index: Tensor) -> "HANDecoderState":
-        return HANDecoderState(self.inner.reorder(index), self.sent.index_select(0, index),
-                               self.rows.index_select(0, index), self.pool, self.group, self.memory,
-                               self.memory_key)
+        sent = self.sent.index_select(0, index)
+        group = self.group if sent.numel() == self.sent.numel() else _rows_per_sentence(sent)   # widened: the beam
+        return HANDecoderState(self.inner.reorder(index), sent, self.rows.index_select(0, index), self.pool,
+                               group, self.memory, self.memory_key)
+
+
+def _rows_per_sentence(sent: Tensor) -> int:
+    """sent (B',) the sentence of each state row, rows of a sentence consecutive → rows per
+    sentence if every sentence has the same number, else 1."""
+    counts = torch.unique_consecutive(sent, return_counts=True)[1]
+    return int(counts[0]) if counts.numel() and bool(counts.eq(counts[0]).all()) else 1
 
 
 def _needed(rows: Tensor) -> tuple[Tensor, Tensor]:
@@ -352,10 +360,8 @@ class HAN(ContextModel):
         inner = self.backbone.init_state(enc)
         if self.han_dec is None:
             return inner
-        sent = enc.extra["han_dec_sent"]                                           # (B',) after beam expansion
-        counts = torch.unique_consecutive(sent, return_counts=True)[1]
-        group = int(counts[0]) if counts.numel() and bool(counts.eq(counts[0]).all()) else 1
-        return HANDecoderState(inner, sent, enc.extra["han_dec_rows"], enc.shared, group)
+        sent = enc.extra["han_dec_sent"]                                           # (B',) one row per sentence
+        return HANDecoderState(inner, sent, enc.extra["han_dec_rows"], enc.shared, _rows_per_sentence(sent))
 
     def decode_step(self, state, prev_tokens: Tensor):
         if self.han_dec is None:
