@@ -100,12 +100,19 @@ class DecoderState:
     score_bias: Tensor
     step: int
     hook: DecoderHook | None = None
+    src_rows: Tensor | None = None      # (B,) the encoder row each state row reads, or None
 
     def reorder(self, index: Tensor) -> "DecoderState":
-        """Rows ``index`` (B',) of the state (beam reordering, dropping finished rows)."""
-        return DecoderState(self.s.index_select(0, index), self.keys.index_select(0, index),
-                            self.states.index_select(0, index), self.score_bias.index_select(0, index), self.step,
-                            None if self.hook is None else self.hook.select(index))
+        """Rows ``index`` (B',) of the state (beam reordering, dropping finished rows). The source
+        side (``keys``, ``states``, ``score_bias``) is copied only when some row's encoder row
+        changes (a beam step that reorders each sentence's hypotheses among themselves keeps it)."""
+        src = None if self.src_rows is None else self.src_rows.index_select(0, index)
+        same = src is not None and torch.equal(src, self.src_rows)
+        return DecoderState(self.s.index_select(0, index),
+                            self.keys if same else self.keys.index_select(0, index),
+                            self.states if same else self.states.index_select(0, index),
+                            self.score_bias if same else self.score_bias.index_select(0, index), self.step,
+                            None if self.hook is None else self.hook.select(index), src)
 
 
 def gru_step(cell: nn.GRUCell, gi: Tensor, h: Tensor, keep: Tensor | None = None) -> Tensor:
@@ -353,7 +360,7 @@ class RNNSearch(SentenceModelDefaults, nn.Module):
         states = enc.states
         s0 = self._init_s(states, enc.src_pad_mask, None if hook is None else hook.s0)
         return DecoderState(s0, self.attn_key(states), states, self._score_bias(enc.src_pad_mask, states.dtype), 0,
-                            hook)
+                            hook, torch.arange(states.size(0), device=states.device))
 
     def decode_step(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
         """One step. prev_tokens: (B,) last emitted ids (``<s>`` first) → (log-probs (B, V)

@@ -72,20 +72,28 @@ class LayerCache:
 class DecoderState:
     """Everything a decoding step needs besides the next input token.
 
-    memory_keep: (B, 1, 1, S) bool SDPA mask (True = attend) or None; step: positions decoded.
+    memory_keep: (B, 1, 1, S) bool SDPA mask (True = attend) or None; step: positions decoded;
+    src_rows: (B,) the encoder row each state row reads (``init_state``: 0 … B−1), or None.
     """
 
     layers: list[LayerCache]
     memory_keep: Tensor | None
     step: int
+    src_rows: Tensor | None = None
 
     def reorder(self, index: Tensor) -> "DecoderState":
-        """Select batch rows (beam reordering / dropping finished sentences). index: (B',)."""
+        """Select batch rows (beam reordering / dropping finished sentences). index: (B',).
+
+        The source side (cross-attention keys/values, ``memory_keep``) is copied only when
+        some row's encoder row changes: a beam step that only reorders the hypotheses of each
+        sentence keeps every row on its own encoder row, so those tensors stay as they are."""
         def sel(t: Tensor | None) -> Tensor | None:
             return None if t is None else t.index_select(0, index)
-        layers = [LayerCache(sel(c.self_k), sel(c.self_v), sel(c.cross_k), sel(c.cross_v))
-                  for c in self.layers]
-        return DecoderState(layers, sel(self.memory_keep), self.step)
+        src = sel(self.src_rows)
+        same_source = src is not None and torch.equal(src, self.src_rows)
+        layers = [LayerCache(sel(c.self_k), sel(c.self_v), c.cross_k if same_source else sel(c.cross_k),
+                             c.cross_v if same_source else sel(c.cross_v)) for c in self.layers]
+        return DecoderState(layers, self.memory_keep if same_source else sel(self.memory_keep), self.step, src)
 
 
 class MultiHeadAttention(nn.Module):
@@ -388,7 +396,8 @@ class Transformer(SentenceModelDefaults, nn.Module):
         for layer in self.decoder:
             k, v = layer.cross_attn.project_kv(enc.states)
             layers.append(LayerCache(None, None, k, v))
-        return DecoderState(layers, attn_keep_mask(enc.src_pad_mask), 0)
+        return DecoderState(layers, attn_keep_mask(enc.src_pad_mask), 0,
+                            torch.arange(enc.states.size(0), device=enc.states.device))
 
     def decode_step(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
         """One incremental step. prev_tokens: (B,) last emitted ids → (log-probs (B, V), state).
