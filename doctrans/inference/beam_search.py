@@ -113,13 +113,10 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     # sentence. Step 0 has one live hypothesis (<s>), so it runs on the B*R encoder rows themselves
     # (kk = 1) and the state widens to K hypotheses by the first reorder [a beam of K copies of <s>
     # would decode K identical rows]; kk = K from then on (unless V < 2K: the old start, kk = K).
+    state = model.init_state(enc)                                          # (sentence, variant) rows
     kk = 1 if len(vocab) >= 2 * k else k
-    if kk == 1:
-        state = model.init_state(enc)
-    else:
-        expand = (torch.arange(b, device=dev)[:, None, None] * r
-                  + torch.arange(r, device=dev)[None, None, :]).expand(b, k, r).reshape(-1)
-        state = model.init_state(enc.select(expand))
+    if kk > 1:                                                             # tiny vocabulary: K copies of <s>
+        state = state.reorder(mix.state_rows(torch.arange(b, device=dev).repeat_interleave(k)))
     max_len = _max_lengths(src, vocab.pad_id, max_len_ratio, max_len_extra,
                            model.max_target_len - 1).view(b, r).max(1).values   # (B,)
     scores = torch.full((b, kk), -math.inf, device=dev)

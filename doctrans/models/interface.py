@@ -70,7 +70,10 @@ class DecoderState(Protocol):
     """The incremental decoder state of B' live hypotheses (keys/values, RNN state, step)."""
 
     def reorder(self, index: Tensor) -> "DecoderState":
-        """Rows ``index`` (B'',) of the state: beam reordering and dropping finished rows."""
+        """Rows ``index`` (B'',) of the state: beam reordering, dropping finished rows, and the
+        beam's widening after step 0 (``beam_search`` decodes step 0 on one row per sentence,
+        then repeats each row K times: ``index`` may repeat rows and be longer than the state,
+        so nothing may assume the row count of ``init_state`` is the beam's)."""
         ...
 
 

@@ -205,6 +205,17 @@ def _loop_reference_search(m, src, vocab, beam, lenpen, max_len_ratio, max_len_e
     return SearchResult([h[1] for h in best], [h[0] for h in best], lists)
 
 
+def _random_src(n: int, low: int, high: int, seed: int) -> torch.Tensor:
+    """n padded source rows of random words, lengths in [low, high), each ending in </s> → (n, S)."""
+    g = torch.Generator().manual_seed(seed)
+    rows = [torch.cat([torch.randint(4, len(VOCAB), (int(k),), generator=g), torch.tensor([2])])
+            for k in torch.randint(low, high, (n,), generator=g)]
+    src = torch.zeros((n, max(len(x) for x in rows)), dtype=torch.long)
+    for i, x in enumerate(rows):
+        src[i, :len(x)] = x
+    return src
+
+
 class EosBoost(nn.Module):
     """``model`` with ``</s>`` made ``boost`` nats likelier at every step: hypotheses finish at
     many steps, several per sentence and step (more than a sentence has room for)."""
@@ -233,12 +244,7 @@ def test_vectorised_bookkeeping_equals_the_per_hypothesis_loop(backbone, beam, l
     """Issue 30: finishing hypotheses and retiring sentences without Python loops over them gives
     exactly the hypotheses, scores and n-best lists (order of equal scores included) of the loop."""
     m = EosBoost(model(backbone, 3), boost).eval()
-    g = torch.Generator().manual_seed(7)
-    rows = [torch.cat([torch.randint(4, len(VOCAB), (int(n),), generator=g), torch.tensor([2])])
-            for n in torch.randint(1, 8, (6 * variants,), generator=g)]
-    src = torch.zeros((len(rows), max(len(x) for x in rows)), dtype=torch.long)
-    for i, x in enumerate(rows):
-        src[i, :len(x)] = x
+    src = _random_src(6 * variants, 1, 8, seed=7)
     weights = torch.tensor([[0.7, 0.3]] * 6) if variants > 1 else None
     with torch.no_grad():
         got = beam_search(m, src, VOCAB, beam, lenpen, 1.2, 3, variants, weights, nbest=beam)
@@ -286,12 +292,7 @@ def test_step_zero_decodes_one_row_per_sentence_and_variant(backbone, beam, vari
     rows, not on K identical copies of each; from step 1 on, K hypotheses per sentence. The
     translations, scores and n-best lists are those of the K-copy start (the loop reference)."""
     m = RowCounter(model(backbone, 5)).eval()
-    g = torch.Generator().manual_seed(3)
-    rows = [torch.cat([torch.randint(4, len(VOCAB), (int(n),), generator=g), torch.tensor([2])])
-            for n in torch.randint(2, 7, (5 * variants,), generator=g)]
-    src = torch.zeros((len(rows), max(len(x) for x in rows)), dtype=torch.long)
-    for i, x in enumerate(rows):
-        src[i, :len(x)] = x
+    src = _random_src(5 * variants, 2, 7, seed=3)
     with torch.no_grad():
         got = beam_search(m, src, VOCAB, beam, 1.0, 1.2, 3, variants, nbest=beam)
         first = m.rows[:2]
@@ -302,3 +303,17 @@ def test_step_zero_decodes_one_row_per_sentence_and_variant(backbone, beam, vari
     assert got.tokens == ref.tokens
     assert [[t for _, t in n] for n in got.nbest] == [[t for _, t in n] for n in ref.nbest]
     assert torch.allclose(torch.tensor(got.scores), torch.tensor(ref.scores), atol=1e-5)
+
+
+@each_backbone
+def test_a_vocabulary_smaller_than_two_beams_starts_from_k_copies(backbone):
+    """V < 2K: step 0 cannot take 2K candidates from one row, so the search starts from K copies
+    of <s> (widened by a reorder) — exactly the K-copy reference."""
+    beam = 9                                                            # 2K = 18 > 16 types
+    m = RowCounter(model(backbone, 2)).eval()
+    src = _random_src(4, 1, 6, seed=11)
+    with torch.no_grad():
+        got = beam_search(m, src, VOCAB, beam, 1.0, 1.2, 3, nbest=beam)
+        ref = _loop_reference_search(m.model, src, VOCAB, beam, 1.0, 1.2, 3, nbest=beam, copies=True)
+    assert m.rows[0] == 4 * beam
+    assert got.tokens == ref.tokens and got.scores == ref.scores and got.nbest == ref.nbest
