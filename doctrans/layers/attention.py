@@ -7,7 +7,8 @@ many-row shapes of subtitle batches (B ≈ 250–850 rows of 4–14 tokens): mea
 project's CPU (torch 2.13, 2 threads, B 400, 4 heads, L 10, d_k 64, forward + backward):
 SDPA bf16 60 ms, SDPA math backend bf16 12 ms, the explicit form below 5 ms (fp32: SDPA 16 ms,
 explicit 38 ms) — under ``train.autocast: bf16`` the flash backward alone was 24% of a
-quickstart training step (``benchmarks/RESULTS.md``, "attention kernel"). So reduced-precision
+quickstart training step (``benchmarks/train_kernels.py``; ``benchmarks/RESULTS.md``, "the attention
+kernel under bf16, a fused chunked loss"). So reduced-precision
 tensors on CPU take the explicit form; everything else takes SDPA.
 
 The explicit form matches SDPA's semantics: a boolean ``keep`` mask (True = attend,

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from doctrans.models.rows import length_buckets
@@ -36,9 +35,13 @@ class _SmoothedNLL(torch.autograd.Function):
     logits and log Σ exp (N,) and writes the gradient softmax·(g_nll + g_smooth) − g_smooth/V −
     g_nll·onehot(y) in place. No (N, V) fp32 tensor is materialised: the autograd graph of
     log_softmax → gather / mean wrote four of them (the log-probabilities, the mean's expanded
-    gradient, the gather's scattered zeros, their sum), memory-bound passes that took ≈ 0.4 s
-    of a ≈ 1 s quickstart training step in bf16 (``benchmarks/RESULTS.md``, "attention kernel and
-    fused loss")."""
+    gradient, the gather's scattered zeros, their sum), memory-bound passes: 332 ms against 118 ms
+    for a quickstart batch (3,900 tokens × 9,129 types, bf16 logits) of a ≈ 1 s training step
+    (``benchmarks/train_kernels.py``; ``benchmarks/RESULTS.md``, "the attention kernel under bf16,
+    a fused chunked loss").
+
+    forward(logits (N, V) float, target (N,) long) → (nll (N,), smooth (N,)) in nats, in the
+    logits' dtype promoted to at least fp32; backward → the logits' gradient in their dtype."""
 
     @staticmethod
     def forward(ctx, logits: Tensor, target: Tensor):
@@ -74,7 +77,7 @@ class _SmoothedNLL(torch.autograd.Function):
 
 def label_smoothed_xent(logits: Tensor, target: Tensor, eps: float, token_logprobs: bool = False) -> LossOutput:
     """logits: (N, V) unnormalised scores at N real target tokens (any float dtype; the loss is
-    computed in fp32); target: (N,) ids.
+    computed in at least fp32); target: (N,) ids.
 
     loss = (1 − ε)·(−log p(y)) + ε·mean_v(−log p(v)), summed over the N tokens (nats) — ε/V on
     every type, as ``torch.nn.functional.cross_entropy(label_smoothing=ε)``.
