@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/backbone_speed.py PREPARED_DIR [--configs pipelines/rnnsearch/small.yaml,
        pipelines/transformer/small.yaml] [--beams 10,5] [--updates 20] [--warmup-updates 3]
-       [--sentences 200] [--chunks 4] [--threads 2]
+       [--sentences 200] [--chunks 4] [--threads 2] [--shortlist FILE]
 
 Training: every config's model takes one Adam update on batch i, then the next model does, for
 the same ``--warmup-updates`` + ``--updates`` batches (the first config's ``train.max_tokens``),
@@ -13,6 +13,9 @@ initialised (seed 0) and ``</s>`` is penalised by 10^4 nats (``LongOutputs``), s
 hypothesis runs to the search's length limit (1.5 × source + 10): both models do the same
 number of decoder steps per sentence, and the timings measure the cost of beam search at a
 fixed output length, not translation quality.
+
+``--shortlist FILE`` (``doctrans shortlist`` of PREPARED_DIR): every model decodes with that
+lexical shortlist (``beam_search(shortlist=…)``), the output layer over each batch's candidates.
 
 Trained models (``--checkpoints CKPT,CKPT,… --beams B,B,…``; a checkpoint may repeat with another
 beam): only decoding, of the TVsub test set as the table translates it (``PREP/test.tok.zh``
@@ -31,6 +34,7 @@ import torch
 from doctrans.config import load_experiment
 from doctrans.data.batching import collate, epoch_batches, load_parallel, make_batches
 from doctrans.data.vocab import Vocab
+from doctrans.inference.shortlist import Shortlist
 from doctrans.inference.translate import decode_corpus
 from doctrans.models.build import build_model
 from doctrans.training.loss import forward_loss
@@ -54,9 +58,10 @@ class LongOutputs(torch.nn.Module):
     def init_state(self, enc):
         return self.model.init_state(enc)
 
-    def decode_step(self, state, prev_tokens):
-        lprobs, state = self.model.decode_step(state, prev_tokens)
-        lprobs[:, self.eos_id] -= 1e4
+    def decode_step(self, state, prev_tokens, vocab=None):
+        lprobs, state = self.model.decode_step(state, prev_tokens, vocab)
+        col = self.eos_id if vocab is None else int(torch.searchsorted(vocab, self.eos_id))   # shortlist column
+        lprobs[:, col] -= 1e4
         return lprobs, state
 
 
@@ -82,6 +87,7 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, default=4)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--checkpoints", default="", help="trained checkpoints (comma-separated): decode the test set only")
+    ap.add_argument("--shortlist", default="", help="decode with this lexical shortlist (doctrans shortlist)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -115,6 +121,7 @@ def main() -> None:
             print(f"train {p}: {tokens / s:8.0f} target tok/s ({s:.1f} s)")
         print(f"train ratio {paths[0]} / {paths[1]}: {secs[1] / secs[0]:.2f}")
 
+    shortlist = Shortlist.load(args.shortlist, src_v, tgt_v) if args.shortlist else None
     dev, _ = load_parallel(prep / "dev.bpe.zh", prep / "dev.bpe.en", src_v, tgt_v, 10_000)
     src = dev.src[: args.sentences]
     dsecs, dcpu, steps = [0.0] * len(models), [0.0] * len(models), [0] * len(models)
@@ -124,7 +131,7 @@ def main() -> None:
             for k, (m, beam) in enumerate(zip(models, beams)):
                 t0, c0 = time.perf_counter(), time.process_time()
                 hyps = decode_corpus(LongOutputs(m.eval(), tgt_v.eos_id), src[c:c + step], tgt_v, beam, 0.0,
-                                     1.5, 10, 64)
+                                     1.5, 10, 64, shortlist=shortlist)
                 dsecs[k] += time.perf_counter() - t0
                 dcpu[k] += time.process_time() - c0
                 steps[k] += sum(len(h.split()) + 1 for h in hyps)
@@ -143,7 +150,8 @@ def decode_trained(args) -> None:
     if len(beams) != len(ckpts):
         raise SystemExit(f"--beams gives {len(beams)} beams for {len(ckpts)} checkpoints")
     lines = read_lines(Path(args.prepared) / "test.tok.zh")
-    systems = [Translator(TranslateConfig(checkpoint=c, input_format="tok", tokenized=True, beam=b))
+    systems = [Translator(TranslateConfig(checkpoint=c, input_format="tok", tokenized=True, beam=b,
+                                          shortlist=args.shortlist))
                for c, b in zip(ckpts, beams)]
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {len(lines)} test sentences "
           f"in {args.chunks} interleaved slices")

@@ -3,6 +3,7 @@ int8_float32 and int8 on an export of the same checkpoint; sentences/s and BLEU 
 
     .venv/bin/python benchmarks/decode_engines.py CKPT PREP REF [--beam 5] [--threads 1] [--rounds 2]
         [--work DIR] [--systems native,native-int8,ct2-float32,ct2-int8_float32,ct2-int8]
+        [--shortlist FILE]    (then also systems native-shortlist, native-int8-shortlist)
 
 CKPT: a sentence-level (or concatenation) checkpoint; PREP: its prepared dataset (``test.tok.zh``,
 translated as doctrans' tables do: tokenized input, tokenized output, test documents as
@@ -37,6 +38,7 @@ def main() -> None:
     ap.add_argument("--batch-sentences", type=int, default=64)
     ap.add_argument("--work", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "decode_engines"))
     ap.add_argument("--systems", default="native,native-int8,ct2-float32,ct2-int8_float32,ct2-int8")
+    ap.add_argument("--shortlist", default="", help="a `doctrans shortlist` file for the *-shortlist systems")
     args = ap.parse_args()
 
     from doctrans.evaluation.score import bleu_tok_lc, load_references
@@ -62,7 +64,10 @@ def main() -> None:
         if n.startswith("ct2-"):
             cfg = TranslateConfig(checkpoint=str(ct2_dir), engine="ctranslate2", compute_type=n[4:], **common)
         else:
-            cfg = TranslateConfig(checkpoint=args.checkpoint, quantize="int8" if n == "native-int8" else "none", **common)
+            if n.endswith("-shortlist") and not args.shortlist:
+                ap.error(f"system {n} needs --shortlist FILE")
+            cfg = TranslateConfig(checkpoint=args.checkpoint, quantize="int8" if n.startswith("native-int8") else "none",
+                                  shortlist=args.shortlist if n.endswith("-shortlist") else "", **common)
         systems[n] = Translator(cfg)
         systems[n].translate(lines[:32], doc_ids=doc_ids[:32])             # warm-up
     best = {n: float("inf") for n in names}

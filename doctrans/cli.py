@@ -212,6 +212,9 @@ def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | N
                    "weights and activations).")
 @click.option("--quantize", type=click.Choice(["none", "int8"]), default="none", show_default=True,
               help="--engine native on CPU: int8 dynamic quantization of the output layer and feed-forward layers.")
+@click.option("--shortlist", default="", metavar="FILE", type=click.Path(dir_okay=False),
+              help="--engine native: a lexical shortlist (`doctrans shortlist`): each batch's output layer runs over "
+                   "the likely translations of its source tokens only (faster; scores normalised over them).")
 @click.option("-i", "--input", "input_", default="-", show_default=True,
               help="Input file, a directory of document files (mirrored under --output), or - for stdin.")
 @click.option("-o", "--output", default="-", show_default=True, help="Output file or directory, or - for stdout.")
@@ -310,7 +313,7 @@ def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | N
               help="--dp-out: insert the most likely pronoun wherever the model's P(NONE) < TAU (0 = the arg-max "
                    "label; in [0, 1]). Tune it on dev with `doctrans score dp` as the external generator's "
                    "threshold [default: the model's model.reconstructor.dp_threshold].")
-def translate_cmd(checkpoint, engine, compute_type, quantize, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
+def translate_cmd(checkpoint, engine, compute_type, quantize, shortlist, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
                   input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator,
                   dp_input, dp_nbest, dp_combine, dp_weights, dp_docs, write_lattice, encoding_errors, resume,
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
@@ -357,7 +360,7 @@ def translate_cmd(checkpoint, engine, compute_type, quantize, input_, output, be
                         group_lines=group_lines, explain_context=explain_context, explain_dir=explain_dir,
                         context_options=tuple(context_options), glob=glob_, out_suffix=out_suffix,
                         output_format=output_format, nbest=nbest, nbest_out=nbest_out, engine=engine,
-                        compute_type=compute_type, quantize=quantize, rerank=rerank or "",
+                        compute_type=compute_type, quantize=quantize, shortlist=shortlist, rerank=rerank or "",
                         rerank_k=rerank_k, dp_out=dp_out, dp_threshold=dp_threshold))
 
 
@@ -381,6 +384,34 @@ def export_cmd(format_, checkpoint, output, prepared) -> None:
 
     out = export_ctranslate2(checkpoint, output, prepared)
     click.echo(f"exported {checkpoint} → {out} (translate: doctrans translate --engine ctranslate2 -c {out} …)")
+
+
+# --- shortlist (doctrans/inference/shortlist.py) ---------------------------------------------------
+
+
+@cli.command("shortlist", short_help="Build a lexical shortlist (vocabulary map) for faster decoding.")
+@click.option("-p", "--prepared", required=True, type=click.Path(exists=True, file_okay=False),
+              help="Prepared dataset dir (`doctrans preprocess`): its train.bpe.* pairs and vocabularies.")
+@click.option("-o", "--output", default="", metavar="FILE",
+              help="The shortlist file to write [default: PREPARED/shortlist.vmap].")
+@click.option("--top-k", type=NON_NEGATIVE, default=20, show_default=True,
+              help="Candidates kept per source token (best p(t|s) first; 0 = none, only the --frequent ones).")
+@click.option("--frequent", type=NON_NEGATIVE, default=100, show_default=True,
+              help="Most frequent target tokens, candidates in every batch (0 = none).")
+@click.option("--align", "align_path", default="", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Symmetrised Pharaoh alignments of the train.bpe pairs, one line per pair [default: align them "
+                   "with eflomal and symmetrise with grow-diag-final-and].")
+@click.option("--threads", type=POSITIVE, default=2, show_default=True, help="eflomal samplers.")
+def shortlist_cmd(prepared, output, top_k, frequent, align_path, threads) -> None:
+    """Build a lexical shortlist from PREPARED's training pairs for `doctrans translate --shortlist
+    FILE`: word alignment (eflomal) → p(t|s) → per source BPE token its TOP-K likeliest target
+    tokens, plus the FREQUENT most frequent target tokens. The file is CTranslate2's
+    vocabulary-mapping format (`source<TAB>targets`). Decoding over the shortlist is faster
+    and can change translations; the measured BLEU cost is in benchmarks/RESULTS.md."""
+    from doctrans.stages import shortlist
+
+    out = shortlist(prepared, output, top_k, frequent, align_path, threads)
+    click.echo(f"wrote {out} (translate with: doctrans translate --shortlist {out} …)")
 
 
 # --- annotate-dp (doctrans/dp/corpus.py, doctrans/dp/apply.py) -------------------------------------------

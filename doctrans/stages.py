@@ -32,6 +32,29 @@ def translate(cfg: TranslateConfig) -> Path | None:
     return _translate.run(cfg, inputs_of=dp_inputs, after=explain_translation if cfg.explain_context > 0 else None)
 
 
+def shortlist(prepared: str, output: str = "", top_k: int = 20, frequent: int = 100, align_path: str = "",
+              threads: int = 2) -> Path:
+    """``doctrans shortlist``: ``inference.shortlist.run_build`` with, unless ``align_path`` gives
+    alignments, eflomal in both directions (``threads`` samplers) symmetrised with
+    grow-diag-final-and (``dp.align``; temporary files in ``prepared``). Returns the file written."""
+    import logging
+    import tempfile
+
+    from doctrans.dp.align import eflomal_align, symmetrize_lines
+    from doctrans.inference.shortlist import run_build
+    from doctrans.utils.io import read_lines
+
+    def align(src_path: Path, tgt_path: Path) -> list[str]:
+        with tempfile.TemporaryDirectory(dir=src_path.parent, prefix=".shortlist.") as tmp:
+            fwd, rev = Path(tmp) / "fwd", Path(tmp) / "rev"
+            logging.getLogger(__name__).info("aligning %s and %s with eflomal (%d samplers)", src_path, tgt_path,
+                                             threads)
+            eflomal_align(src_path, tgt_path, fwd, rev, n_samplers=threads)
+            return symmetrize_lines(read_lines(fwd), read_lines(rev), "grow-diag-final-and")
+
+    return run_build(prepared, output, top_k, frequent, align_path, align)
+
+
 def translator(cfg: TranslateConfig) -> Translator:
     """A ``Translator`` for ``cfg`` with its input transform (``dp.apply.dp_inputs``)."""
     return Translator(cfg, dp_inputs(cfg))

@@ -14,6 +14,10 @@ input transform's alternatives, e.g. the N best DP-completed versions), each enc
 with ``log Σ_r w_r p(y_t | y_<t, x^(r))`` (``weights`` (B, R), rows summing to 1; weight 0
 drops a variant). Decoder states are kept per (sentence, hypothesis, variant) and reordered
 together. With R = 1 this is exactly the plain search.
+
+**Lexical shortlist** (``shortlist``, ``inference/shortlist.py``): the output layer runs for the
+batch's candidate target ids only (``decode_step(…, vocab=…)``), the step's scores are normalised
+over them, and the search works in candidate columns, mapped back to vocabulary ids.
 """
 from __future__ import annotations
 
@@ -77,7 +81,8 @@ class VariantMixture:
 @torch.no_grad()
 def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
                 max_len_ratio: float = 1.5, max_len_extra: int = 10, variants: int = 1,
-                weights: Tensor | None = None, nbest: int = 0, encoded: EncoderOutput | None = None) -> SearchResult:
+                weights: Tensor | None = None, nbest: int = 0, encoded: EncoderOutput | None = None,
+                shortlist=None) -> SearchResult:
     """Translate a batch. src: (B·R, S) padded source ids (ending in ``</s>``), the R variants
     of sentence b in rows b·R … b·R + R - 1 (R = ``variants``, 1 = plain beam search), on the
     model's device — or a batch object with ``src`` (and, for a context model, ``ctx``,
@@ -92,7 +97,9 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     same: the 1-best does not change). ``encoded``: ``model.encode`` of the batch's rows,
     computed beforehand (e.g. a sub-document model's sentences, encoded with their sub-documents
     and decoded in length-sorted batches: ``inference/documents.py``); ``encode`` is then not
-    called. Raises ``ValueError`` if the rows are not a multiple of R or ``nbest`` exceeds ``beam``.
+    called. ``shortlist``: a ``Shortlist``; the search emits only ``shortlist.candidates`` of the
+    batch's (target-row) sources, with the log-probabilities normalised over them (module doc).
+    Raises ``ValueError`` if the rows are not a multiple of R or ``nbest`` exceeds ``beam``.
     """
     if nbest > beam:
         raise ValueError(f"nbest={nbest} exceeds the beam size {beam}: the search keeps {beam} hypotheses")
@@ -114,7 +121,9 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     # (kk = 1) and the state widens to K hypotheses by the first reorder [a beam of K copies of <s>
     # would decode K identical rows]; kk = K from then on (unless V < 2K: the old start, kk = K).
     state = model.init_state(enc)                                          # (sentence, variant) rows
-    kk = 1 if len(vocab) >= 2 * k else k
+    out_ids = None if shortlist is None else shortlist.candidates(src)     # (C,) vocabulary ids of the columns
+    cols = _Columns(vocab, out_ids)
+    kk = 1 if cols.size >= 2 * k else k
     if kk > 1:                                                             # tiny vocabulary: K copies of <s>
         state = state.reorder(mix.state_rows(torch.arange(b, device=dev).repeat_interleave(k)))
     max_len = _max_lengths(src, vocab.pad_id, max_len_ratio, max_len_extra,
@@ -127,13 +136,16 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     records: list[tuple[Tensor, Tensor, Tensor, int]] = []                 # per step: what finished
     step = 0
     while active.numel():
-        lprobs, state = model.decode_step(state, mix.expand_tokens(history[:, -1]))
+        if out_ids is None:
+            lprobs, state = model.decode_step(state, mix.expand_tokens(history[:, -1]))
+        else:
+            lprobs, state = model.decode_step(state, mix.expand_tokens(history[:, -1]), out_ids)
         at_max = max_len[active] <= step                                   # (nA,) </s> forced now
-        lprobs = _mask_specials(mix(lprobs, active, kk), vocab, at_max.repeat_interleave(kk))
+        lprobs = cols.mask_specials(mix(lprobs, active, kk), at_max.repeat_interleave(kk))
         n_active, vsize = active.numel(), lprobs.size(1)
-        cand = (scores.view(-1, 1) + lprobs).view(n_active, kk * vsize)     # (nA, kk*V)
+        cand = (scores.view(-1, 1) + lprobs).view(n_active, kk * vsize)     # (nA, kk*C)
         top_s, top_i = cand.topk(2 * k, dim=1)                             # (nA, 2K)
-        top_beam, top_tok = top_i // vsize, top_i % vsize
+        top_beam, top_tok = top_i // vsize, cols.ids(top_i % vsize)
         is_eos = top_tok.eq(vocab.eos_id) & torch.isfinite(top_s)
         had = n_finished.index_select(0, active)                           # (nA,)
         took = _finish(records, active, had, history, top_s, top_beam, is_eos, k, kk, step)
@@ -155,16 +167,38 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     return SearchResult([h[1] for h in best], [h[0] for h in best], lists)
 
 
-def _mask_specials(lprobs: Tensor, vocab: Vocab, at_max: Tensor) -> Tensor:
-    """Never emit ``<pad>``/``<s>``; rows at their maximum length (``at_max`` (nA*K,)) may only
-    emit ``</s>``. lprobs: (nA*K, V), changed in place and returned."""
-    lprobs[:, vocab.pad_id] = -math.inf
-    lprobs[:, vocab.bos_id] = -math.inf
-    if at_max.any():
-        eos_col = lprobs[:, vocab.eos_id].clone()
-        lprobs[at_max] = -math.inf
-        lprobs[at_max, vocab.eos_id] = eos_col[at_max]
-    return lprobs
+class _Columns:
+    """The columns of a step's scores: the whole vocabulary, or a shortlist's candidates
+    ``out_ids`` (C,) (sorted vocabulary ids, ``</s>`` among them, never ``<pad>``/``<s>``)."""
+
+    def __init__(self, vocab: Vocab, out_ids: Tensor | None):
+        self.out_ids = out_ids
+        if out_ids is None:
+            self.size, self.eos, self.banned = len(vocab), vocab.eos_id, [vocab.pad_id, vocab.bos_id]
+        else:
+            pos = torch.searchsorted(out_ids, torch.tensor([vocab.eos_id, vocab.pad_id, vocab.bos_id],
+                                                           device=out_ids.device)).tolist()
+            found = [p < out_ids.numel() and int(out_ids[p]) == i
+                     for p, i in zip(pos, (vocab.eos_id, vocab.pad_id, vocab.bos_id))]
+            if not found[0]:
+                raise ValueError("the shortlist's candidates lack </s>")
+            self.size, self.eos = out_ids.numel(), pos[0]
+            self.banned = [p for p, f in zip(pos[1:], found[1:]) if f]
+
+    def ids(self, cols: Tensor) -> Tensor:
+        """Column indices → vocabulary ids."""
+        return cols if self.out_ids is None else self.out_ids[cols]
+
+    def mask_specials(self, lprobs: Tensor, at_max: Tensor) -> Tensor:
+        """Never emit ``<pad>``/``<s>``; rows at their maximum length (``at_max`` (nA*K,)) may
+        only emit ``</s>``. lprobs: (nA*K, C), changed in place and returned."""
+        for c in self.banned:
+            lprobs[:, c] = -math.inf
+        if at_max.any():
+            eos_col = lprobs[:, self.eos].clone()
+            lprobs[at_max] = -math.inf
+            lprobs[at_max, self.eos] = eos_col[at_max]
+        return lprobs
 
 
 def _finish(records: list, active: Tensor, had: Tensor, history: Tensor, top_s: Tensor, top_beam: Tensor,

@@ -11,7 +11,7 @@ model (a final LayerNorm per stack only pre-norm), embeddings scaled by ``embed_
 (sqrt(d_model)), doctrans' own sinusoid table as the position encodings (interleaved sin/cos,
 which CTranslate2's built-in table is not), fused QKV and KV projections as they are, the tied
 output layer copied, LayerNorm epsilon of the model. The output layer gets a bias of −1e9 on
-``<pad>`` and ``<s>``: native search never emits them (``beam_search._mask_specials``).
+``<pad>`` and ``<s>``: native search never emits them (``beam_search._Columns.mask_specials``).
 
 Translation. ``CT2Model`` stands in for ``translate.LoadedModel`` inside a ``translate.Translator``,
 so text processing, empty lines, over-long lines, documents and output format are the native

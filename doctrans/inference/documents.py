@@ -118,7 +118,7 @@ def block_batches(model, sents: dict[Sentence, np.ndarray], order: dict[int, lis
 REGROUP = 32      # sub-document batches encoded before their sentences are decoded in length order
 
 
-def _decode_encoded(model, pending: list, vocab: Vocab, search: tuple, batch_sentences: int,
+def _decode_encoded(model, pending: list, vocab: Vocab, search: dict, batch_sentences: int,
                     hyps: dict, bar) -> None:
     """Decode sentences encoded beforehand — pending: [(sentence, ids (L,), states (L, H),
     padding mask (L,))], emptied — in batches of ``batch_sentences`` by source length, as a
@@ -132,7 +132,7 @@ def _decode_encoded(model, pending: list, vocab: Vocab, search: tuple, batch_sen
         mask = torch.ones((len(chunk), width), dtype=torch.bool, device=src.device)
         for r, (_, ids, st, m) in enumerate(chunk):
             src[r, :ids.numel()], states[r, :ids.numel()], mask[r, :ids.numel()] = ids, st, m
-        res = beam_search(model, src, vocab, *search, encoded=EncoderOutput(states, mask))
+        res = beam_search(model, src, vocab, **search, encoded=EncoderOutput(states, mask))
         hyps.update(zip([p[0] for p in chunk], res.tokens))
         bar.update(len(chunk))
     pending.clear()
@@ -140,12 +140,13 @@ def _decode_encoded(model, pending: list, vocab: Vocab, search: tuple, batch_sen
 
 def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab, beam: int, lenpen: float,
                         max_len_ratio: float, max_len_extra: int, batch_sentences: int,
-                        progress: bool = False, context_cache: bool = True) -> list[list[str]]:
+                        progress: bool = False, context_cache: bool = True, shortlist=None) -> list[list[str]]:
     """docs: per document, per line, source ids ending in ``</s>`` (None for an empty line) →
     per document, per line, target token strings ("" for empty lines). See the module doc for
     the two schedules. ``context_cache`` False: without the model's ``inference_cache`` (every
     batch computes its context rows again; the same translations, slower: for benchmarks and
-    tests). Raises ValueError if the model reads no context."""
+    tests). ``shortlist``: a ``Shortlist`` for every ``beam_search``. Raises ValueError if the
+    model reads no context."""
     doc = model.document
     n, block = doc.context_sents, doc.context_block
     if not doc.reads_documents:
@@ -161,14 +162,15 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
         steps = [sorted(sents, key=lambda s: len(sents[s]))]
     bar = tqdm(total=len(sents), unit="sent", disable=not progress or bars_off(), desc="translate documents")
     if block > 0:                                       # source-side sub-documents: no 1-best context
-        search = (beam, lenpen, max_len_ratio, max_len_extra)
+        search = dict(beam=beam, lenpen=lenpen, max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
+                      shortlist=shortlist)
         pending: list = []
         model.eval()                                    # as beam_search would: encoding comes first here
         for rows, batch in block_batches(model, sents, order, block, batch_sentences, vocab, device):
             with torch.no_grad():
                 enc = model.encode(batch)
             if enc.extra or enc.shared:                 # rows that cannot be regrouped: decode them here
-                res = beam_search(model, batch, vocab, *search, encoded=enc)
+                res = beam_search(model, batch, vocab, **search, encoded=enc)
                 hyps.update(zip(rows, res.tokens))
                 bar.update(len(rows))
                 continue
@@ -185,7 +187,7 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
             for start in range(0, len(step), batch_sentences):
                 chunk = step[start:start + batch_sentences]
                 batch = build_batch(chunk, sents, order, position, n, hyps, vocab, device)
-                res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra)
+                res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra, shortlist=shortlist)
                 hyps.update(zip(chunk, res.tokens))
                 bar.update(len(chunk))
     bar.close()

@@ -40,6 +40,7 @@ from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
 from doctrans.inference.collection import GROUP_LINES, CollectionSummary, translate_collection
 from doctrans.inference.documents import translate_documents
+from doctrans.inference.shortlist import Shortlist
 from doctrans.inference.long_lines import split_long_lines
 from doctrans.inference.transform import InputSetup, InputTransform
 from doctrans.models.build import build_model
@@ -95,6 +96,8 @@ class TranslateConfig:
     engine: str = "native"            # native (torch) | ctranslate2 (checkpoint: a `doctrans export` directory)
     compute_type: str = "default"     # ctranslate2: float32 | int8 | int8_float32 | … (default: as exported, float32)
     quantize: str = "none"            # native: none | int8 (dynamic int8 output layer + FFN, CPU)
+    shortlist: str = ""               # native: lexical shortlist file (doctrans shortlist): the output layer over
+                                      # each batch's candidate target tokens only (inference/shortlist.py)
     # the reconstructor at test time (docs/models.md §2.8 "Decoding", §2.10–2.11; inference/reconstruction.py)
     rerank: str = ""                  # "reconstructor": rerank the k-best by s_beam + λ·log R(x̂|s(y))/|x̂|
     rerank_k: int = 0                 # candidates per sentence reranked (0 = beam)
@@ -106,7 +109,7 @@ class TranslateConfig:
 def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, beam: int,
                   lenpen: float, max_len_ratio: float, max_len_extra: int, batch_sentences: int,
                   progress: bool = False, weights: list[list[float]] | None = None,
-                  return_scores: bool = False, nbest: int = 0):
+                  return_scores: bool = False, nbest: int = 0, shortlist=None):
     """Translate id sequences (each ending in ``</s>``) → target token strings, in input order.
 
     Sentences are sorted by length and batched ``batch_sentences`` at a time to limit padding.
@@ -115,7 +118,7 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
     are dropped first and sentences are grouped by their number of remaining variants, so a
     sentence with one completion costs one decoder row per hypothesis, not R (the result is the
     same: a zero-weight variant adds exactly nothing to the mixture). A batch then holds about
-    ``batch_sentences`` variant rows. With ``return_scores`` also the normalised scores. With
+    ``batch_sentences`` variant rows. ``shortlist``: a ``Shortlist`` for ``beam_search``. With ``return_scores`` also the normalised scores. With
     ``nbest`` > 0 returns (translations, n-best lists): per sentence its ``nbest`` best
     hypotheses as (target token string, normalised score), best first (the translations are the
     same as without it).
@@ -147,7 +150,7 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
                     batch[n * r_var + v, :len(x)] = torch.from_numpy(x)
             w = torch.tensor([wts[i] for i in idx]) if r_var > 1 else None
             res = beam_search(model, batch.to(device), tgt_vocab, beam, lenpen, max_len_ratio, max_len_extra,
-                              variants=r_var, weights=w, nbest=nbest)
+                              variants=r_var, weights=w, nbest=nbest, shortlist=shortlist)
             for n, i in enumerate(idx):
                 out[i] = tgt_vocab.decode(res.tokens[n])
                 scores[i] = res.scores[n]
@@ -215,16 +218,17 @@ class LoadedModel:
     def max_target_len(self) -> int:
         return self.model.max_target_len
 
-    def decode(self, ids: list[np.ndarray], cfg: TranslateConfig, progress: bool = False, nbest: int = 0):
-        """``decode_corpus`` of ``ids`` with ``cfg``'s search settings."""
+    def decode(self, ids: list[np.ndarray], cfg: TranslateConfig, progress: bool = False, nbest: int = 0,
+               shortlist=None):
+        """``decode_corpus`` of ``ids`` with ``cfg``'s search settings (and ``shortlist``)."""
         return decode_corpus(self.model, ids, self.tgt_vocab, cfg.beam, cfg.lenpen, cfg.max_len_ratio,
-                             cfg.max_len_extra, cfg.batch_sentences, progress, nbest=nbest)
+                             cfg.max_len_extra, cfg.batch_sentences, progress, nbest=nbest, shortlist=shortlist)
 
     def decode_documents(self, docs: list[list[np.ndarray]], cfg: TranslateConfig,
-                         progress: bool = False) -> list[list[str]]:
-        """``documents.translate_documents`` of ``docs`` with ``cfg``'s search settings."""
+                         progress: bool = False, shortlist=None) -> list[list[str]]:
+        """``documents.translate_documents`` of ``docs`` with ``cfg``'s search settings (and ``shortlist``)."""
         return translate_documents(self.model, docs, self.tgt_vocab, cfg.beam, cfg.lenpen, cfg.max_len_ratio,
-                                   cfg.max_len_extra, cfg.batch_sentences, progress)
+                                   cfg.max_len_extra, cfg.batch_sentences, progress, shortlist=shortlist)
 
     @classmethod
     def load(cls, cfg: TranslateConfig) -> "LoadedModel":
@@ -296,19 +300,20 @@ def load_model(cfg: TranslateConfig):
         raise ValueError(f"engine must be native or ctranslate2, got {cfg.engine!r}")
     from doctrans.inference.ct2 import CT2Model, export_command, is_exported
 
-    if not is_exported(path):
-        what = "a checkpoint" if path.is_file() else "not an exported model directory"
-        raise ValueError(f"--engine ctranslate2 translates with an exported model directory; {path} is {what}: "
-                         f"export it first with `{export_command(str(path))}` and pass -c DIR")
     unsupported = [(cfg.quantize != "none", "--quantize (use --compute-type int8)"),
                    (bool(cfg.dp_generator), "--dp-generator"), (cfg.nbest > 0, "--nbest"),
                    (bool(cfg.rerank), "--rerank"), (bool(cfg.dp_out), "--dp-out"),
                    (cfg.dp_threshold is not None, "--dp-threshold"),
                    (cfg.explain_context > 0, "--explain-context"), (bool(cfg.context_options), "--context-option"),
-                   (bool(cfg.prepared), "--prepared (the export carries its BPE codes)")]
+                   (bool(cfg.prepared), "--prepared (the export carries its BPE codes)"),
+                   (bool(cfg.shortlist), "--shortlist")]
     given = [name for on, name in unsupported if on]
     if given:
         raise ValueError(f"--engine ctranslate2 does not support {', '.join(given)}: use --engine native")
+    if not is_exported(path):
+        what = "a checkpoint" if path.is_file() else "not an exported model directory"
+        raise ValueError(f"--engine ctranslate2 translates with an exported model directory; {path} is {what}: "
+                         f"export it first with `{export_command(str(path))}` and pass -c DIR")
     return CT2Model(cfg.checkpoint, cfg.device, cfg.compute_type, cfg.threads)
 
 
@@ -353,6 +358,8 @@ class Translator:
             raise ValueError("--nbest is not supported with --dp-generator (several input variants per sentence)")
         self._cfg, self._inputs = cfg, inputs
         self._loaded = loaded or load_model(cfg)
+        self._shortlist = (Shortlist.load(cfg.shortlist, self._loaded.src_vocab, self._loaded.tgt_vocab)
+                           if cfg.shortlist else None)
         if cfg.nbest and self._loaded.reads_documents:
             raise ValueError(f"--nbest is for sentence-level models; {cfg.checkpoint} is a context model, whose "
                              "documents are translated with their 1-best context: translate without --nbest")
@@ -362,6 +369,11 @@ class Translator:
         if cfg.rerank or cfg.dp_out or cfg.rerank_k or cfg.dp_threshold is not None or (
                 cfg.dp_generator and self._loaded.model.reconstruction.encoder_input == "original"):
             self._check_reconstruction(cfg)
+
+    def _search_extra(self) -> dict:
+        """Keyword arguments of the loaded model's ``decode``/``decode_documents`` beyond the
+        config: the shortlist (native engine only; ``load_model`` refuses it for ctranslate2)."""
+        return {} if self._shortlist is None else {"shortlist": self._shortlist}
 
     def _check_reconstruction(self, cfg: TranslateConfig) -> None:
         """ValueError for a ``rerank`` / ``dp_out`` request the model or the options cannot serve."""
@@ -506,7 +518,7 @@ class Translator:
             split = split_long_lines([bpe[i] for i in plain], limit, chunk_len=self._loaded.chunk_len,
                                      locations=[at[i] for i in plain])
             ids = [self.src_vocab.encode(s) for s in split.pieces]
-            res = self._loaded.decode(ids, c, progress, nbest=c.nbest)
+            res = self._loaded.decode(ids, c, progress, nbest=c.nbest, **self._search_extra())
             if c.nbest:
                 res, lists = res
             hyps.update(zip(plain, split.join(res, len(plain))))
@@ -575,7 +587,7 @@ class Translator:
             hyps = self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress)
             best = [hyps[i] for i in ok]
         elif c.rerank:
-            _, lists = decode_corpus(model, src, v, *args, nbest=c.rerank_k or c.beam)
+            _, lists = decode_corpus(model, src, v, *args, nbest=c.rerank_k or c.beam, shortlist=self._shortlist)
             cands = [[v.encode(t, add_eos=False).tolist() for t, _ in hl] for hl in lists]
             chosen: list[int] = []
             for b in range(0, len(ok), c.batch_sentences):
@@ -584,7 +596,7 @@ class Translator:
                                        rec[part], spec.weight, v.pad_id, v.bos_id)[0]
             best = [lists[n][j][0] for n, j in enumerate(chosen)]
         else:
-            best = decode_corpus(model, src, v, *args) if ok else []
+            best = decode_corpus(model, src, v, *args, shortlist=self._shortlist) if ok else []
         if not documents:
             hyps = dict(zip(ok, best))
         if not c.dp_out:
@@ -631,7 +643,7 @@ class Translator:
                 docs.append([])
             docs[-1].append(self.src_vocab.encode(piece))
             last = d
-        out = self._loaded.decode_documents(docs, self.cfg, progress)
+        out = self._loaded.decode_documents(docs, self.cfg, progress, **self._search_extra())
         return dict(zip(nonempty, split.join([h for doc in out for h in doc], len(nonempty))))
 
     def _translate_variants(self, transform: InputTransform, lines: list[str], nonempty: list[int],
@@ -656,11 +668,12 @@ class Translator:
         weights = [[w for _, w in vs] for vs in variants]
         args = (self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio, c.max_len_extra, c.batch_sentences, progress)
         if transform.combine == "1best":
-            return decode_corpus(self.model, [s[0] for s in src], *args)
+            return decode_corpus(self.model, [s[0] for s in src], *args, shortlist=self._shortlist)
         if transform.combine == "mixture":
-            return decode_corpus(self.model, src, *args, weights=weights)
+            return decode_corpus(self.model, src, *args, weights=weights, shortlist=self._shortlist)
         real = [(k, v) for k, w in enumerate(weights) for v, wv in enumerate(w) if wv > 0]
-        hyps, scores = decode_corpus(self.model, [src[k][v] for k, v in real], *args, return_scores=True)
+        hyps, scores = decode_corpus(self.model, [src[k][v] for k, v in real], *args, return_scores=True,
+                                     shortlist=self._shortlist)
         best: dict[int, tuple[float, str]] = {}
         for (k, _), h, s in zip(real, hyps, scores):
             if k not in best or s > best[k][0]:

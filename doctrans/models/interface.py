@@ -165,10 +165,13 @@ class Seq2SeqModel(Protocol):
         """Decoder state before the first step for every row of ``enc`` (B rows)."""
         ...
 
-    def decode_step(self, state: Any, prev_tokens: Tensor) -> tuple[Tensor, Any]:
+    def decode_step(self, state: Any, prev_tokens: Tensor, vocab: Tensor | None = None) -> tuple[Tensor, Any]:
         """One incremental step. prev_tokens: (B,) ids emitted last (``<s>`` first) →
         (log-probabilities (B, V) in float32, the advanced state). May update ``state`` in place.
-        Equals ``log_softmax(output_logits(h))`` for ``h, state = decode_step_hidden(state, prev_tokens)``."""
+        Equals ``log_softmax(output_logits(h, vocab))`` for ``h, state = decode_step_hidden(state,
+        prev_tokens)``: with ``vocab`` (C,) target ids (a lexical shortlist,
+        ``inference/shortlist.py``) the output layer runs for those ids only and the result is
+        (B, C), normalised over them."""
         ...
 
     # -- the decoder's states ----------------------------------------------------------------
@@ -183,8 +186,9 @@ class Seq2SeqModel(Protocol):
         the model's context adds to them."""
         ...
 
-    def output_logits(self, hidden: Tensor) -> Tensor:
-        """(…, D) decoder states → unnormalised scores (…, V)."""
+    def output_logits(self, hidden: Tensor, vocab: Tensor | None = None) -> Tensor:
+        """(…, D) decoder states → unnormalised scores (…, V); with ``vocab`` (C,) target ids
+        only their scores, (…, C) (``layers.output.project``)."""
         ...
 
     def decode_step_hidden(self, state: Any, prev_tokens: Tensor) -> tuple[Tensor, Any]:
@@ -395,8 +399,8 @@ class BackboneParts(Protocol):
         """Teacher forcing: tgt_in (B, T) → top decoder states (B, T, H), H = ``hidden_size``."""
         ...
 
-    def output_logits(self, hidden: Tensor) -> Tensor:
-        """(…, H) → unnormalised scores (…, V)."""
+    def output_logits(self, hidden: Tensor, vocab: Tensor | None = None) -> Tensor:
+        """(…, H) → unnormalised scores (…, V), or (…, C) for the target ids ``vocab`` (C,)."""
         ...
 
     def decode_step_hidden(self, state: Any, prev_tokens: Tensor) -> tuple[Tensor, Any]:

@@ -411,14 +411,14 @@ class ReconstructedModel(nn.Module):
     def init_state(self, enc: EncoderOutput):
         return self.backbone.init_state(enc)
 
-    def decode_step(self, state, prev_tokens: Tensor):
-        return self.backbone.decode_step(state, prev_tokens)
+    def decode_step(self, state, prev_tokens: Tensor, vocab: Tensor | None = None):
+        return self.backbone.decode_step(state, prev_tokens, vocab)
 
     def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
         return self.backbone.decode_hidden(enc, tgt_in)
 
-    def output_logits(self, hidden: Tensor) -> Tensor:
-        return self.backbone.output_logits(hidden)
+    def output_logits(self, hidden: Tensor, vocab: Tensor | None = None) -> Tensor:
+        return self.backbone.output_logits(hidden, vocab)
 
     def decode_step_hidden(self, state, prev_tokens: Tensor):
         return self.backbone.decode_step_hidden(state, prev_tokens)

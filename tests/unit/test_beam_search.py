@@ -163,7 +163,7 @@ def _loop_reference_search(m, src, vocab, beam, lenpen, max_len_ratio, max_len_e
     row per sentence); otherwise from one, as ``beam_search``."""
     import math
 
-    from doctrans.inference.beam_search import SearchResult, VariantMixture, _mask_specials, _max_lengths
+    from doctrans.inference.beam_search import SearchResult, VariantMixture, _Columns, _max_lengths
     enc = m.encode(SearchBatch(src))
     r, dev = variants, src.device
     b, k = src.size(0) // r, beam
@@ -180,7 +180,7 @@ def _loop_reference_search(m, src, vocab, beam, lenpen, max_len_ratio, max_len_e
     step = 0
     while active.numel():
         lprobs, state = m.decode_step(state, mix.expand_tokens(history[:, -1]))
-        lprobs = _mask_specials(mix(lprobs, active, kk), vocab, (max_len[active] <= step).repeat_interleave(kk))
+        lprobs = _Columns(vocab, None).mask_specials(mix(lprobs, active, kk), (max_len[active] <= step).repeat_interleave(kk))
         n_active, vsize = active.numel(), lprobs.size(1)
         top_s, top_i = (scores.view(-1, 1) + lprobs).view(n_active, kk * vsize).topk(2 * k, dim=1)
         top_beam, top_tok = top_i // vsize, top_i % vsize

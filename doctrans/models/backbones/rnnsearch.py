@@ -64,6 +64,7 @@ from torch import Tensor, nn
 
 from doctrans.layers.init import init_rnn_weights
 from doctrans.layers.masks import pad_mask
+from doctrans.layers.output import project
 from doctrans.models.interface import (DecoderHook, EncoderOutput, SentenceModelDefaults, SourceBatch, StepExtra,
                                        StepInputs)
 
@@ -326,9 +327,10 @@ class RNNSearch(SentenceModelDefaults, nn.Module):
                 rs.append(extra.readout)
         return torch.stack(ss, 1), torch.stack(cs, 1), emb, torch.stack(rs, 1) if rs else None
 
-    def output_logits(self, hidden: Tensor) -> Tensor:
-        """hidden: (…, E) readouts → W_out dropout(o) + b_out, unnormalised scores (…, V)."""
-        return self.out_proj(self.drop(hidden))
+    def output_logits(self, hidden: Tensor, vocab: Tensor | None = None) -> Tensor:
+        """hidden: (…, E) readouts → W_out dropout(o) + b_out, unnormalised scores (…, V), or
+        (…, C) for the target ids ``vocab`` (C,) only (``layers.output.project``)."""
+        return project(self.out_proj, self.drop(hidden), vocab)
 
     def decode_step_hidden(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
         """One step. prev_tokens: (B,) → (readout o_t (B, E), state); updates ``state`` in place
@@ -362,8 +364,10 @@ class RNNSearch(SentenceModelDefaults, nn.Module):
         return DecoderState(s0, self.attn_key(states), states, self._score_bias(enc.src_pad_mask, states.dtype), 0,
                             hook, torch.arange(states.size(0), device=states.device))
 
-    def decode_step(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
+    def decode_step(self, state: DecoderState, prev_tokens: Tensor,
+                    vocab: Tensor | None = None) -> tuple[Tensor, DecoderState]:
         """One step. prev_tokens: (B,) last emitted ids (``<s>`` first) → (log-probs (B, V)
-        float32, state); updates ``state`` in place."""
+        float32, or (B, C) normalised over the target ids ``vocab`` (C,), state); updates
+        ``state`` in place."""
         hidden, state = self.decode_step_hidden(state, prev_tokens)
-        return F.log_softmax(self.output_logits(hidden).float(), dim=-1), state
+        return F.log_softmax(self.output_logits(hidden, vocab).float(), dim=-1), state

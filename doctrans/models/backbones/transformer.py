@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from doctrans.layers.attention import attention
 from doctrans.layers.masks import attn_keep_mask, pad_mask
+from doctrans.layers.output import project
 from doctrans.models.interface import EncoderOutput, PortableTransformer, SentenceModelDefaults, SourceBatch
 
 
@@ -370,9 +371,10 @@ class Transformer(SentenceModelDefaults, nn.Module):
             y = layer(y, k, v, keep)
         return self.dec_norm(y)
 
-    def output_logits(self, hidden: Tensor) -> Tensor:
-        """hidden: (…, H) top decoder states → unnormalised scores (…, V)."""
-        return self.out_proj(hidden)
+    def output_logits(self, hidden: Tensor, vocab: Tensor | None = None) -> Tensor:
+        """hidden: (…, H) top decoder states → unnormalised scores (…, V), or (…, C) for the
+        target ids ``vocab`` (C,) only (``layers.output.project``)."""
+        return project(self.out_proj, hidden, vocab)
 
     def decode_step_hidden(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
         """One incremental step. prev_tokens: (B,) → (top decoder state (B, H), state); updates
@@ -399,13 +401,15 @@ class Transformer(SentenceModelDefaults, nn.Module):
         return DecoderState(layers, attn_keep_mask(enc.src_pad_mask), 0,
                             torch.arange(enc.states.size(0), device=enc.states.device))
 
-    def decode_step(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
-        """One incremental step. prev_tokens: (B,) last emitted ids → (log-probs (B, V), state).
+    def decode_step(self, state: DecoderState, prev_tokens: Tensor,
+                    vocab: Tensor | None = None) -> tuple[Tensor, DecoderState]:
+        """One incremental step. prev_tokens: (B,) last emitted ids → (log-probs (B, V), or
+        (B, C) normalised over the target ids ``vocab`` (C,), state).
 
         Updates ``state`` in place (appends self-attention keys/values, advances ``step``).
         """
         hidden, state = self.decode_step_hidden(state, prev_tokens)
-        return F.log_softmax(self.out_proj(hidden).float(), dim=-1), state
+        return F.log_softmax(self.output_logits(hidden, vocab).float(), dim=-1), state
 
     # -- deployment (models.interface: portable, quantizable_linears) ------------------------
     def portable(self) -> PortableTransformer:

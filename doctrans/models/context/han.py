@@ -363,11 +363,11 @@ class HAN(ContextModel):
         sent = enc.extra["han_dec_sent"]                                           # (B',) one row per sentence
         return HANDecoderState(inner, sent, enc.extra["han_dec_rows"], enc.shared, _rows_per_sentence(sent))
 
-    def decode_step(self, state, prev_tokens: Tensor):
+    def decode_step(self, state, prev_tokens: Tensor, vocab: Tensor | None = None):
         if self.han_dec is None:
-            return self.backbone.decode_step(state, prev_tokens)
+            return self.backbone.decode_step(state, prev_tokens, vocab)
         hidden, state = self.decode_step_hidden(state, prev_tokens)
-        return F.log_softmax(self.backbone.output_logits(hidden).float(), dim=-1), state
+        return F.log_softmax(self.backbone.output_logits(hidden, vocab).float(), dim=-1), state
 
     def decode_step_hidden(self, state, prev_tokens: Tensor):
         """One step's top decoder state (B', H), the decoder-side HAN's context added."""
