@@ -40,7 +40,8 @@ NAME=CKPT`` (repeatable, the first one is the reference, e.g. the context table'
 runs; or a YAML: a freshly initialised model) translates with those models instead, ``--repeats R`` times each, interleaved, and
 ``--updates 0`` skips the training part. ``--uncached`` adds, per context model, a row with its
 ``inference_cache`` off (``translate_documents(context_cache=False)``; a warning if the
-translations differ).
+translations differ). ``--shortlist FILE``: every system translates with that lexical shortlist
+(``doctrans shortlist``).
 """
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ from doctrans.data.context_usage import apply_context_usage, usage_generator  # 
 from doctrans.data.documents import collate_doc, load_doc_split, make_doc_batches  # noqa: E402
 from doctrans.data.vocab import Vocab  # noqa: E402
 from doctrans.inference.documents import translate_documents  # noqa: E402
+from doctrans.inference.shortlist import Shortlist  # noqa: E402
 from doctrans.inference.translate import decode_corpus  # noqa: E402
 from doctrans.models.build import build_model  # noqa: E402
 from doctrans.training.loss import forward_loss  # noqa: E402
@@ -175,6 +177,7 @@ def translate_speed(prep: Path, systems: list[System], sv: Vocab, tv: Vocab, a) 
         if int(pos) < a.translate_lines and (keep is None or d in keep) and line.strip():
             by_doc.setdefault(d, []).append(sv.encode(line))
     flat = [x for doc in by_doc.values() for x in doc]
+    shortlist = Shortlist.load(a.shortlist, sv, tv) if a.shortlist else None
     runs = [(s, True) for s in systems]                      # (system, inference cache on)
     if a.uncached:
         runs += [(s, False) for s in systems if s.model.document.reads_documents]
@@ -187,9 +190,10 @@ def translate_speed(prep: Path, systems: list[System], sv: Vocab, tv: Vocab, a) 
                 if s.model.document.reads_documents:          # HGC: context_block, no context_sents
                     hyps = [h for doc in translate_documents(s.model, list(by_doc.values()), tv, a.beam, 1.0,
                                                              a.max_len_ratio, a.max_len_extra, 64,
-                                                             context_cache=cache) for h in doc]
+                                                             context_cache=cache, shortlist=shortlist) for h in doc]
                 else:
-                    hyps = decode_corpus(s.model, flat, tv, a.beam, 1.0, a.max_len_ratio, a.max_len_extra, 64)
+                    hyps = decode_corpus(s.model, flat, tv, a.beam, 1.0, a.max_len_ratio, a.max_len_extra, 64,
+                                         shortlist=shortlist)
             dt = time.perf_counter() - t0
             seconds[i] += dt
             cpu[i] += time.process_time() - c0
@@ -213,6 +217,7 @@ def main() -> None:
     ap.add_argument("--models", default="concat,han_encoder,han_decoder,han_joint")
     ap.add_argument("--modes", default="runs,sorted")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--shortlist", default="", help="translate (--translate-docs) with this lexical shortlist")
     ap.add_argument("--max-tokens", type=int, default=4096)
     ap.add_argument("--translate-lines", type=int, default=150, help="per test document; 0: no translation")
     ap.add_argument("--translate-split", default="test", choices=["test", "train"],

@@ -283,3 +283,36 @@ def test_recorder_keeps_the_gate_that_made_the_output():
     block.recorder = None
     with torch.no_grad():
         block(h, ctx, word_mask, slot_missing)          # recorder off: nothing kept, no error
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_sentence_attention_equals_projected_keys_and_values(train):
+    """d_t (eq. 5–6), the block's written-out sentence-level attention, equals a multi-head
+    attention computed by hand over the N projected summaries W_k s_j + b_k, W_v s_j + b_v
+    (biases non-zero), values and gradients, for every row kind of ``_inputs``."""
+    block = _block(detach_context=False)
+    with torch.no_grad():
+        for p in (block.attn_s.k_proj.bias, block.attn_s.v_proj.bias):
+            p.copy_(torch.linspace(-1.0, 1.0, H))
+    block.train(train)                                                 # dropout 0: the same either way
+    h, ctx, word_mask, slot_missing = _inputs()
+    h.requires_grad_(True)
+    mem = block.prepare(ctx, word_mask, slot_missing)
+    got = block.context_vector_memory(h, mem)
+    s = block.word_summaries_memory(h, mem)                            # (B,N,T,H)
+    mha, dh = block.attn_s, H // HEADS
+    q = mha.heads_of(mha.q_proj(block.ln_qs(h)))                       # (B,T,A,D)
+    k, v = mha.heads_of(mha.k_proj(s)), mha.heads_of(mha.v_proj(s))    # (B,N,T,A,D)
+    scores = torch.einsum("btad,bntad->btan", q, k) / dh ** 0.5
+    keep = ~mem.slot_gone | mem.no_context[:, None]
+    p = scores.masked_fill(~keep[:, None, None, :], float("-inf")).softmax(-1)
+    a = torch.einsum("btan,bntad->btad", p, v).reshape(B, T, H)
+    ref = block.ffn(mha.out_proj(a)).masked_fill(mem.no_context[:, None, None], 0.0)
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    probe = _probe()
+    g_got = torch.autograd.grad((got * probe).sum(), [h, mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight,
+                                                      mha.v_proj.bias, block.attn_w.q_proj.weight])
+    g_ref = torch.autograd.grad((ref * probe).sum(), [h, mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight,
+                                                      mha.v_proj.bias, block.attn_w.q_proj.weight])
+    for x, y in zip(g_got, g_ref):
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5)
