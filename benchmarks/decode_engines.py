@@ -3,7 +3,7 @@ int8_float32 and int8 on an export of the same checkpoint; sentences/s and BLEU 
 
     .venv/bin/python benchmarks/decode_engines.py CKPT PREP REF [--beam 5] [--threads 1] [--rounds 2]
         [--work DIR] [--systems native,native-int8,ct2-float32,ct2-int8_float32,ct2-int8]
-        [--shortlist FILE]    (then also systems native-shortlist, native-int8-shortlist)
+        [--shortlist FILE]    (then also systems native-shortlist, native-int8-shortlist, ct2-TYPE-shortlist)
 
 CKPT: a sentence-level (or concatenation) checkpoint; PREP: its prepared dataset (``test.tok.zh``,
 translated as doctrans' tables do: tokenized input, tokenized output, test documents as
@@ -61,13 +61,16 @@ def main() -> None:
                   threads=args.threads)
     systems = {}
     for n in names:
+        short = n.endswith("-shortlist")
+        if short and not args.shortlist:
+            ap.error(f"system {n} needs --shortlist FILE")
+        sl = args.shortlist if short else ""
         if n.startswith("ct2-"):
-            cfg = TranslateConfig(checkpoint=str(ct2_dir), engine="ctranslate2", compute_type=n[4:], **common)
+            cfg = TranslateConfig(checkpoint=str(ct2_dir), engine="ctranslate2", compute_type=n[4:].removesuffix("-shortlist"),
+                                  shortlist=sl, **common)
         else:
-            if n.endswith("-shortlist") and not args.shortlist:
-                ap.error(f"system {n} needs --shortlist FILE")
             cfg = TranslateConfig(checkpoint=args.checkpoint, quantize="int8" if n.startswith("native-int8") else "none",
-                                  shortlist=args.shortlist if n.endswith("-shortlist") else "", **common)
+                                  shortlist=sl, **common)
         systems[n] = Translator(cfg)
         systems[n].translate(lines[:32], doc_ids=doc_ids[:32])             # warm-up
     best = {n: float("inf") for n in names}

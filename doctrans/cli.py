@@ -213,8 +213,9 @@ def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | N
 @click.option("--quantize", type=click.Choice(["none", "int8"]), default="none", show_default=True,
               help="--engine native on CPU: int8 dynamic quantization of the output layer and feed-forward layers.")
 @click.option("--shortlist", default="", metavar="FILE", type=click.Path(dir_okay=False),
-              help="--engine native: a lexical shortlist (`doctrans shortlist`): each batch's output layer runs over "
-                   "the likely translations of its source tokens only (faster; scores normalised over them).")
+              help="A lexical shortlist (`doctrans shortlist`): each batch's output layer runs over the likely "
+                   "translations of its source tokens only (faster; scores normalised over them; with --engine "
+                   "ctranslate2 it is CTranslate2's vocabulary map).")
 @click.option("-i", "--input", "input_", default="-", show_default=True,
               help="Input file, a directory of document files (mirrored under --output), or - for stdin.")
 @click.option("-o", "--output", default="-", show_default=True, help="Output file or directory, or - for stdout.")

@@ -26,6 +26,11 @@ differ), and CTranslate2's beam search stops and normalises by length in its own
 ones up to float rounding (``tests/integration/test_ct2_export.py``); on the TVsub test the
 quickstart model's beam-5 float32 translations were native's exactly (benchmarks/RESULTS.md,
 "decode engines").
+
+Shortlists. ``--shortlist FILE`` (a ``doctrans shortlist`` vocabulary map, CTranslate2's own
+``vmap`` format) is checked against the export's vocabularies and given to CTranslate2 as the
+model's ``vmap.txt``: the export is loaded from a temporary directory of links to its files plus
+the map (the export itself is not changed), and every batch is translated with ``use_vmap``.
 """
 from __future__ import annotations
 
@@ -48,6 +53,22 @@ FORMAT = "doctrans-ctranslate2"
 FORMAT_VERSION = 1
 COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
                  "int16", "float16", "bfloat16")
+
+
+def _with_vmap(ct2, path: Path, vmap: Path, **kwargs):
+    """``ct2.Translator`` of the export ``path`` with ``vmap`` as its vocabulary map: loaded from
+    a temporary directory of symbolic links to the export's files and a copy of the map as
+    ``vmap.txt`` (CTranslate2 reads the directory when the translator is built; the directory
+    is removed right after)."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="doctrans-ct2-") as tmp:
+        for f in path.iterdir():
+            if f.name != "vmap.txt":
+                (Path(tmp) / f.name).symlink_to(f.resolve())
+        shutil.copyfile(vmap, Path(tmp) / "vmap.txt")
+        return ct2.Translator(tmp, **kwargs)
 
 
 class MissingCTranslate2(ImportError, RuntimeError):
@@ -87,7 +108,8 @@ class CT2Model:
 
     model = None
 
-    def __init__(self, path: str, device: str = "auto", compute_type: str = "default", threads: int = 0):
+    def __init__(self, path: str, device: str = "auto", compute_type: str = "default", threads: int = 0,
+                 shortlist: str = ""):
         ct2 = require_ctranslate2()
         meta_path = Path(path) / META
         try:
@@ -98,18 +120,26 @@ class CT2Model:
             raise ValueError(f"{meta_path}: not a doctrans CTranslate2 export of a version this doctrans reads")
         if compute_type not in COMPUTE_TYPES:
             raise ValueError(f"compute type must be one of {', '.join(COMPUTE_TYPES)}, got {compute_type!r}")
-        self.key = (path, device, compute_type, threads)          # translate.LoadedModel.key_of
+        self.key = (path, device, compute_type, threads, shortlist)   # translate.LoadedModel.key_of
         if device == "auto":
             device = "cuda" if ct2.get_cuda_device_count() > 0 else "cpu"
         import torch
 
         # threads: this process's budget, as torch's (``translate.run`` and collection workers set it)
         n_threads = threads or torch.get_num_threads()
-        self.translator = ct2.Translator(str(path), device=device, compute_type=compute_type,
-                                         intra_threads=n_threads)
-        log.info("CTranslate2 %s: %s on %s, compute type %s, %d thread(s)", ct2.__version__, path, device,
-                 compute_type, n_threads)
         self.src_vocab, self.tgt_vocab = Vocab(meta["src_vocab"]), Vocab(meta["tgt_vocab"])
+        self.use_vmap = bool(shortlist)
+        if shortlist:
+            from doctrans.inference.shortlist import Shortlist
+
+            Shortlist.load(shortlist, self.src_vocab, self.tgt_vocab)          # a clear error for a wrong map
+            self.translator = _with_vmap(ct2, Path(path), Path(shortlist), device=device, compute_type=compute_type,
+                                         intra_threads=n_threads)
+        else:
+            self.translator = ct2.Translator(str(path), device=device, compute_type=compute_type,
+                                             intra_threads=n_threads)
+        log.info("CTranslate2 %s: %s on %s, compute type %s, %d thread(s)%s", ct2.__version__, path, device,
+                 compute_type, n_threads, f", shortlist {shortlist}" if shortlist else "")
         self.src_proc = TextProcessor.from_settings(meta["text"]["src"])
         self.tgt_proc = TextProcessor.from_settings(meta["text"]["tgt"])
         self.chunk_len, self.protect_dp = int(meta["chunk_len"]), bool(meta["protect_dp"])
@@ -139,7 +169,8 @@ class CT2Model:
             src = [[tokens[j] for j in ids[i][:-1]] for i in idx]          # </s> added by the model (add_source_eos)
             res = self.translator.translate_batch(
                 src, beam_size=cfg.beam, length_penalty=cfg.lenpen, max_decoding_length=max(limits[i] for i in idx) + 1,
-                min_decoding_length=0, max_input_length=self.max_target_len, num_hypotheses=1)
+                min_decoding_length=0, max_input_length=self.max_target_len, num_hypotheses=1,
+                use_vmap=self.use_vmap)
             for i, r in zip(idx, res):
                 out[i] = " ".join(r.hypotheses[0][:limits[i]])
             bar.update(len(idx))

@@ -206,7 +206,7 @@ class LoadedModel:
     @staticmethod
     def key_of(cfg: TranslateConfig) -> tuple:
         if cfg.engine == "ctranslate2":
-            return cfg.checkpoint, cfg.device, cfg.compute_type, cfg.threads
+            return cfg.checkpoint, cfg.device, cfg.compute_type, cfg.threads, cfg.shortlist
         return cfg.checkpoint, tuple(cfg.context_options), cfg.device, cfg.prepared, cfg.quantize
 
     @property
@@ -305,8 +305,7 @@ def load_model(cfg: TranslateConfig):
                    (bool(cfg.rerank), "--rerank"), (bool(cfg.dp_out), "--dp-out"),
                    (cfg.dp_threshold is not None, "--dp-threshold"),
                    (cfg.explain_context > 0, "--explain-context"), (bool(cfg.context_options), "--context-option"),
-                   (bool(cfg.prepared), "--prepared (the export carries its BPE codes)"),
-                   (bool(cfg.shortlist), "--shortlist")]
+                   (bool(cfg.prepared), "--prepared (the export carries its BPE codes)")]
     given = [name for on, name in unsupported if on]
     if given:
         raise ValueError(f"--engine ctranslate2 does not support {', '.join(given)}: use --engine native")
@@ -314,7 +313,7 @@ def load_model(cfg: TranslateConfig):
         what = "a checkpoint" if path.is_file() else "not an exported model directory"
         raise ValueError(f"--engine ctranslate2 translates with an exported model directory; {path} is {what}: "
                          f"export it first with `{export_command(str(path))}` and pass -c DIR")
-    return CT2Model(cfg.checkpoint, cfg.device, cfg.compute_type, cfg.threads)
+    return CT2Model(cfg.checkpoint, cfg.device, cfg.compute_type, cfg.threads, cfg.shortlist)
 
 
 @dataclass(frozen=True)
@@ -359,7 +358,7 @@ class Translator:
         self._cfg, self._inputs = cfg, inputs
         self._loaded = loaded or load_model(cfg)
         self._shortlist = (Shortlist.load(cfg.shortlist, self._loaded.src_vocab, self._loaded.tgt_vocab)
-                           if cfg.shortlist else None)
+                           if cfg.shortlist and cfg.engine == "native" else None)   # ctranslate2: its vmap
         if cfg.nbest and self._loaded.reads_documents:
             raise ValueError(f"--nbest is for sentence-level models; {cfg.checkpoint} is a context model, whose "
                              "documents are translated with their 1-best context: translate without --nbest")
@@ -372,7 +371,7 @@ class Translator:
 
     def _search_extra(self) -> dict:
         """Keyword arguments of the loaded model's ``decode``/``decode_documents`` beyond the
-        config: the shortlist (native engine only; ``load_model`` refuses it for ctranslate2)."""
+        config: the shortlist (native engine; ``CT2Model`` holds its own as CTranslate2's vmap)."""
         return {} if self._shortlist is None else {"shortlist": self._shortlist}
 
     def _check_reconstruction(self, cfg: TranslateConfig) -> None:

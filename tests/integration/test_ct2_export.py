@@ -61,6 +61,32 @@ def test_greedy_outputs_equal_native(variant, pre_norm, tmp_path):
     assert len(beam) == len(LINES) and beam[4] == "" and beam[0]
 
 
+def test_shortlist_greedy_outputs_equal_native_shortlist(pre_norm, tmp_path):
+    """``--shortlist`` on CTranslate2 (its vocabulary map, ``use_vmap``) gives native's shortlisted
+    greedy outputs (the arg-max over the same candidates), only candidate words, and leaves the
+    export directory as it was."""
+    _ct2()
+    from doctrans.inference.shortlist import VocabularyMap, write_vmap
+
+    out = _export(pre_norm, tmp_path / "ct2")
+    files = sorted(p.name for p in out.iterdir())
+    prep = pre_norm.parent.parent / "prep"
+    src_words = [line.split("\t")[0] for line in (prep / "vocab.zh.txt").read_text().splitlines()]
+    vmap = tmp_path / "sl.vmap"
+    write_vmap(VocabularyMap(["v1", "v2"], {w: [f"v{w[1:]}"] for w in src_words}), vmap)
+    native = _tr(pre_norm, shortlist=str(vmap)).translate(LINES)
+    ct2 = _tr(out, "ctranslate2", shortlist=str(vmap)).translate(LINES)
+    assert ct2 == native and ct2[4] == "" and ct2[0]
+    assert native != _tr(pre_norm).translate(LINES)                    # the shortlist restricts this model
+    allowed = {f"v{w[1:]}" for line in LINES for w in line.split()} | {"v1", "v2", "<unk>"}   # one batch
+    assert {w for hyp in ct2 for w in hyp.split()} <= allowed
+    assert sorted(p.name for p in out.iterdir()) == files
+    bad = tmp_path / "bad.vmap"
+    bad.write_text("x\tq\ny\tq\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="another model or dataset"):
+        _tr(out, "ctranslate2", shortlist=str(bad))
+
+
 def test_concat_documents_equal_native(concat, tmp_path):
     _ct2()
     out = _export(concat, tmp_path / "ct2")
