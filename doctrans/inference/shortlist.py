@@ -24,16 +24,17 @@ reads one-token source keys only (it writes no others).
 p(t | s) = c(s, t) / Σ_t' c(s, t') (Moses' lexical table, ``lex.f2e``); each source token keeps
 its ``top_k`` targets by p (ties: more frequent first, then the vocabulary order), and the
 ``frequent`` most frequent target tokens are always candidates. ``</s>`` and ``<unk>`` are always
-candidates; ``<pad>``/``<s>`` never are (the search never emits them).
+candidates; ``<pad>``/``<s>`` never are (the search never emits them). So even a shortlist of
+every other token scores slightly differently from the full search, whose normaliser includes
+the (tiny) probability of ``<pad>``/``<s>``.
 """
 from __future__ import annotations
 
+import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
-
-import logging
 
 import torch
 from torch import Tensor
