@@ -184,13 +184,16 @@ class NMTTask:
                 "prepared": str(self.config.data.prepared), "text": self._text}
 
 
-def initialise_from(model: torch.nn.Module, path: str, freeze: tuple[str, ...] = ()) -> set[int]:
+def initialise_from(model: torch.nn.Module, path: str, freeze: tuple[str, ...] = (),
+                    load_weights: bool = True) -> set[int]:
     """Two-stage training (HAN recipe, Miculicich et al. 2018 §3.2; docs/models.md §2.5): copy the weights of checkpoint ``path``
     into ``model``; parameters it lacks (a context model's new ones) keep their fresh
     initialisation. A sentence-level checkpoint fits a context model's ``backbone.``. Then
     parameters matching a ``freeze`` pattern (fnmatch over names) stop training. Returns the ids
-    of the loaded parameters. Raises ValueError naming checkpoint keys the model does not have,
-    or a pattern that matches nothing."""
+    of the loaded parameters. ``load_weights`` False (``--resume``: the run's own checkpoint
+    restores the weights): only which parameters ``path`` covers, and the freeze, so the
+    optimizer gets the parameter groups it was saved with. Raises ValueError naming checkpoint
+    keys the model does not have, or a pattern that matches nothing."""
     import fnmatch
 
     state = load_checkpoint(path)["model"]
@@ -209,9 +212,10 @@ def initialise_from(model: torch.nn.Module, path: str, freeze: tuple[str, ...] =
             grown = o.detach().clone()
             grown[:v.shape[0]] = v
             state[k] = grown
-    model.load_state_dict(state, strict=False)
-    log.info("init_from %s: %d tensors loaded, %d new (%s)", path, len(state), len(missing),
-             ", ".join(sorted({k.split(".")[0] for k in missing})) or "-")
+    if load_weights:
+        model.load_state_dict(state, strict=False)
+        log.info("init_from %s: %d tensors loaded, %d new (%s)", path, len(state), len(missing),
+                 ", ".join(sorted({k.split(".")[0] for k in missing})) or "-")
     for pattern in freeze:
         hits = [p for n, p in model.named_parameters() if fnmatch.fnmatch(n, pattern)]
         if not hits:
@@ -413,12 +417,17 @@ def run(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | Non
         train, dev, dev_refs = _load_data(cfg, src_vocab, tgt_vocab)
         _attach_all(cfg, model, train, dev, src_vocab)
         task = NMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, dev_scorer)
-    if t.init_from and ckpt is None:
-        _check_init_vocab(t.init_from, src_vocab, tgt_vocab)
-        loaded = initialise_from(model, t.init_from, t.freeze)
+    if t.init_from and (ckpt is None or t.freeze or t.init_lr_scale != 1.0):
+        if ckpt is None:
+            _check_init_vocab(t.init_from, src_vocab, tgt_vocab)
+        elif not Path(t.init_from).is_file():
+            raise FileNotFoundError(f"cannot resume: the run's train.freeze / train.init_lr_scale apply to the "
+                                    f"parameters of its init_from checkpoint {t.init_from}, which is gone")
+        # on --resume only the freeze and the loaded parameters' LR factor: the weights come from last.pt
+        loaded = initialise_from(model, t.init_from, t.freeze, load_weights=ckpt is None)
         if t.init_lr_scale != 1.0:
             task.lr_scale = dict.fromkeys(loaded, t.init_lr_scale)
-    elif t.freeze:
+    elif t.freeze and not t.init_from:
         raise ValueError("train.freeze needs train.init_from")
     trainer = Trainer(task, t, run_dir, device)
     if ckpt is not None:

@@ -65,3 +65,23 @@ def test_lower_lr_for_pretrained_parameters(reversal_prepared, tmp_path):
     assert sorted(round(g["lr"] / groups[0]["lr"] * (1 / g["lr_scale"]) * groups[0]["lr_scale"], 6)
                   for g in groups) == [1.0, 1.0]
     assert sorted(g["lr_scale"] for g in groups) == [0.1, 1.0]
+
+
+@pytest.mark.parametrize("stage2", [("train.init_lr_scale=0.1",), ("train.freeze=[backbone.*]",),
+                                    ("train.init_lr_scale=0.1", "train.freeze=[backbone.encoder.*]")])
+def test_resume_of_a_two_stage_run_equals_the_uninterrupted_run(reversal_prepared, tmp_path, stage2):
+    """A stage-2 run with train.init_lr_scale and/or train.freeze, stopped and resumed, ends with
+    exactly the weights of the run that was not stopped (before the fix: resume rebuilt one
+    parameter group and refused the checkpoint's two, or said freeze "needs init_from")."""
+    stage1 = _run(reversal_prepared, tmp_path / "s1", "train.max_steps=2")
+    common = (HAN % "encoder", f"train.init_from={stage1 / 'last.pt'}", *stage2)
+    whole = _run(reversal_prepared, tmp_path / "whole", "train.max_steps=4", *common)
+    part = _run(reversal_prepared, tmp_path / "part", "train.max_steps=2", *common)
+    cfg = load_experiment(TINY, [f"data.prepared={reversal_prepared}", f"run_dir={part}", *QUIET_TRAIN,
+                                 "train.max_steps=4", *common])
+    stages.train(cfg, resume=True)
+    a, b = _weights(whole), _weights(part)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    if any("freeze" in x for x in stage2):
+        s1 = _weights(stage1)
+        assert all(torch.equal(b[f"backbone.{k}"], v) for k, v in s1.items() if k.startswith("encoder."))
