@@ -66,11 +66,11 @@ def main() -> None:
             ap.error(f"system {n} needs --shortlist FILE")
         sl = args.shortlist if short else ""
         if n.startswith("ct2-"):
-            cfg = TranslateConfig(checkpoint=str(ct2_dir), engine="ctranslate2", compute_type=n[4:].removesuffix("-shortlist"),
-                                  shortlist=sl, **common)
+            cfg = TranslateConfig(checkpoint=str(ct2_dir), engine="ctranslate2",
+                                  compute_type=n[4:].removesuffix("-shortlist"), shortlist=sl, **common)
         else:
-            cfg = TranslateConfig(checkpoint=args.checkpoint, quantize="int8" if n.startswith("native-int8") else "none",
-                                  shortlist=sl, **common)
+            cfg = TranslateConfig(checkpoint=args.checkpoint, shortlist=sl, **common,
+                                  quantize="int8" if n.startswith("native-int8") else "none")
         systems[n] = Translator(cfg)
         systems[n].translate(lines[:32], doc_ids=doc_ids[:32])             # warm-up
     best = {n: float("inf") for n in names}

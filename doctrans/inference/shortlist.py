@@ -164,6 +164,7 @@ class Shortlist:
 
     @classmethod
     def load(cls, path: str | Path, src_vocab: Vocab, tgt_vocab: Vocab) -> "Shortlist":
+        """``read_vmap(path)`` in the ids of ``src_vocab`` / ``tgt_vocab``; raises like both."""
         return cls(read_vmap(path), src_vocab, tgt_vocab, str(path))
 
     def candidates(self, src: Tensor) -> Tensor:

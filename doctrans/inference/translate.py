@@ -96,8 +96,8 @@ class TranslateConfig:
     engine: str = "native"            # native (torch) | ctranslate2 (checkpoint: a `doctrans export` directory)
     compute_type: str = "default"     # ctranslate2: float32 | int8 | int8_float32 | … (default: as exported, float32)
     quantize: str = "none"            # native: none | int8 (dynamic int8 output layer + FFN, CPU)
-    shortlist: str = ""               # native: lexical shortlist file (doctrans shortlist): the output layer over
-                                      # each batch's candidate target tokens only (inference/shortlist.py)
+    shortlist: str = ""               # lexical shortlist file (doctrans shortlist): the output layer over each
+                                      # batch's candidate target tokens only (inference/shortlist.py; ctranslate2: vmap)
     # the reconstructor at test time (docs/models.md §2.8 "Decoding", §2.10–2.11; inference/reconstruction.py)
     rerank: str = ""                  # "reconstructor": rerank the k-best by s_beam + λ·log R(x̂|s(y))/|x̂|
     rerank_k: int = 0                 # candidates per sentence reranked (0 = beam)
@@ -118,10 +118,10 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
     are dropped first and sentences are grouped by their number of remaining variants, so a
     sentence with one completion costs one decoder row per hypothesis, not R (the result is the
     same: a zero-weight variant adds exactly nothing to the mixture). A batch then holds about
-    ``batch_sentences`` variant rows. ``shortlist``: a ``Shortlist`` for ``beam_search``. With ``return_scores`` also the normalised scores. With
-    ``nbest`` > 0 returns (translations, n-best lists): per sentence its ``nbest`` best
-    hypotheses as (target token string, normalised score), best first (the translations are the
-    same as without it).
+    ``batch_sentences`` variant rows. ``shortlist``: a ``Shortlist`` for ``beam_search``. With
+    ``return_scores`` also the normalised scores. With ``nbest`` > 0 returns (translations, n-best
+    lists): per sentence its ``nbest`` best hypotheses as (target token string, normalised score),
+    best first (the translations are the same as without it).
     """
     mixture = weights is not None
     if mixture:
@@ -192,7 +192,9 @@ class LoadedModel:
     model: the ``Seq2SeqModel`` in eval mode on its device; src_vocab / tgt_vocab; src_proc /
     tgt_proc: the checkpoint's text processing; chunk_len: the training length (``data.max_len``,
     the pieces of an over-long line); protect_dp: the checkpoint was trained with
-    ``data.bpe_protect_dp``; key: (checkpoint, context options, device, prepared), what was loaded."""
+    ``data.bpe_protect_dp``; key: (checkpoint, context options, device, prepared, quantize,
+    shortlist), what was loaded; shortlist: the ``Shortlist`` every search of this model uses
+    (``TranslateConfig.shortlist``), or None."""
 
     model: torch.nn.Module
     src_vocab: Vocab
@@ -202,12 +204,13 @@ class LoadedModel:
     chunk_len: int
     protect_dp: bool
     key: tuple
+    shortlist: Shortlist | None = None
 
     @staticmethod
     def key_of(cfg: TranslateConfig) -> tuple:
         if cfg.engine == "ctranslate2":
             return cfg.checkpoint, cfg.device, cfg.compute_type, cfg.threads, cfg.shortlist
-        return cfg.checkpoint, tuple(cfg.context_options), cfg.device, cfg.prepared, cfg.quantize
+        return cfg.checkpoint, tuple(cfg.context_options), cfg.device, cfg.prepared, cfg.quantize, cfg.shortlist
 
     @property
     def reads_documents(self) -> bool:
@@ -218,17 +221,17 @@ class LoadedModel:
     def max_target_len(self) -> int:
         return self.model.max_target_len
 
-    def decode(self, ids: list[np.ndarray], cfg: TranslateConfig, progress: bool = False, nbest: int = 0,
-               shortlist=None):
-        """``decode_corpus`` of ``ids`` with ``cfg``'s search settings (and ``shortlist``)."""
+    def decode(self, ids: list[np.ndarray], cfg: TranslateConfig, progress: bool = False, nbest: int = 0):
+        """``decode_corpus`` of ``ids`` with ``cfg``'s search settings and the model's shortlist."""
         return decode_corpus(self.model, ids, self.tgt_vocab, cfg.beam, cfg.lenpen, cfg.max_len_ratio,
-                             cfg.max_len_extra, cfg.batch_sentences, progress, nbest=nbest, shortlist=shortlist)
+                             cfg.max_len_extra, cfg.batch_sentences, progress, nbest=nbest, shortlist=self.shortlist)
 
     def decode_documents(self, docs: list[list[np.ndarray]], cfg: TranslateConfig,
-                         progress: bool = False, shortlist=None) -> list[list[str]]:
-        """``documents.translate_documents`` of ``docs`` with ``cfg``'s search settings (and ``shortlist``)."""
+                         progress: bool = False) -> list[list[str]]:
+        """``documents.translate_documents`` of ``docs`` with ``cfg``'s search settings and the
+        model's shortlist."""
         return translate_documents(self.model, docs, self.tgt_vocab, cfg.beam, cfg.lenpen, cfg.max_len_ratio,
-                                   cfg.max_len_extra, cfg.batch_sentences, progress, shortlist=shortlist)
+                                   cfg.max_len_extra, cfg.batch_sentences, progress, shortlist=self.shortlist)
 
     @classmethod
     def load(cls, cfg: TranslateConfig) -> "LoadedModel":
@@ -247,8 +250,9 @@ class LoadedModel:
         if cfg.quantize != "none":
             model = quantize_int8(model, cfg.quantize)
         src_proc, tgt_proc = text_processors(ckpt, cfg.checkpoint, cfg.prepared)
+        shortlist = Shortlist.load(cfg.shortlist, src_vocab, tgt_vocab) if cfg.shortlist else None
         return cls(model, src_vocab, tgt_vocab, src_proc, tgt_proc, exp.data.max_len, exp.data.bpe_protect_dp,
-                   cls.key_of(cfg))
+                   cls.key_of(cfg), shortlist)
 
 
 QUANTIZE = ("none", "int8")
@@ -357,8 +361,6 @@ class Translator:
             raise ValueError("--nbest is not supported with --dp-generator (several input variants per sentence)")
         self._cfg, self._inputs = cfg, inputs
         self._loaded = loaded or load_model(cfg)
-        self._shortlist = (Shortlist.load(cfg.shortlist, self._loaded.src_vocab, self._loaded.tgt_vocab)
-                           if cfg.shortlist and cfg.engine == "native" else None)   # ctranslate2: its vmap
         if cfg.nbest and self._loaded.reads_documents:
             raise ValueError(f"--nbest is for sentence-level models; {cfg.checkpoint} is a context model, whose "
                              "documents are translated with their 1-best context: translate without --nbest")
@@ -368,11 +370,6 @@ class Translator:
         if cfg.rerank or cfg.dp_out or cfg.rerank_k or cfg.dp_threshold is not None or (
                 cfg.dp_generator and self._loaded.model.reconstruction.encoder_input == "original"):
             self._check_reconstruction(cfg)
-
-    def _search_extra(self) -> dict:
-        """Keyword arguments of the loaded model's ``decode``/``decode_documents`` beyond the
-        config: the shortlist (native engine; ``CT2Model`` holds its own as CTranslate2's vmap)."""
-        return {} if self._shortlist is None else {"shortlist": self._shortlist}
 
     def _check_reconstruction(self, cfg: TranslateConfig) -> None:
         """ValueError for a ``rerank`` / ``dp_out`` request the model or the options cannot serve."""
@@ -517,7 +514,7 @@ class Translator:
             split = split_long_lines([bpe[i] for i in plain], limit, chunk_len=self._loaded.chunk_len,
                                      locations=[at[i] for i in plain])
             ids = [self.src_vocab.encode(s) for s in split.pieces]
-            res = self._loaded.decode(ids, c, progress, nbest=c.nbest, **self._search_extra())
+            res = self._loaded.decode(ids, c, progress, nbest=c.nbest)
             if c.nbest:
                 res, lists = res
             hyps.update(zip(plain, split.join(res, len(plain))))
@@ -586,7 +583,8 @@ class Translator:
             hyps = self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress)
             best = [hyps[i] for i in ok]
         elif c.rerank:
-            _, lists = decode_corpus(model, src, v, *args, nbest=c.rerank_k or c.beam, shortlist=self._shortlist)
+            _, lists = decode_corpus(model, src, v, *args, nbest=c.rerank_k or c.beam,
+                                     shortlist=self._loaded.shortlist)
             cands = [[v.encode(t, add_eos=False).tolist() for t, _ in hl] for hl in lists]
             chosen: list[int] = []
             for b in range(0, len(ok), c.batch_sentences):
@@ -595,7 +593,7 @@ class Translator:
                                        rec[part], spec.weight, v.pad_id, v.bos_id)[0]
             best = [lists[n][j][0] for n, j in enumerate(chosen)]
         else:
-            best = decode_corpus(model, src, v, *args, shortlist=self._shortlist) if ok else []
+            best = decode_corpus(model, src, v, *args, shortlist=self._loaded.shortlist) if ok else []
         if not documents:
             hyps = dict(zip(ok, best))
         if not c.dp_out:
@@ -642,7 +640,7 @@ class Translator:
                 docs.append([])
             docs[-1].append(self.src_vocab.encode(piece))
             last = d
-        out = self._loaded.decode_documents(docs, self.cfg, progress, **self._search_extra())
+        out = self._loaded.decode_documents(docs, self.cfg, progress)
         return dict(zip(nonempty, split.join([h for doc in out for h in doc], len(nonempty))))
 
     def _translate_variants(self, transform: InputTransform, lines: list[str], nonempty: list[int],
@@ -667,12 +665,12 @@ class Translator:
         weights = [[w for _, w in vs] for vs in variants]
         args = (self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio, c.max_len_extra, c.batch_sentences, progress)
         if transform.combine == "1best":
-            return decode_corpus(self.model, [s[0] for s in src], *args, shortlist=self._shortlist)
+            return decode_corpus(self.model, [s[0] for s in src], *args, shortlist=self._loaded.shortlist)
         if transform.combine == "mixture":
-            return decode_corpus(self.model, src, *args, weights=weights, shortlist=self._shortlist)
+            return decode_corpus(self.model, src, *args, weights=weights, shortlist=self._loaded.shortlist)
         real = [(k, v) for k, w in enumerate(weights) for v, wv in enumerate(w) if wv > 0]
         hyps, scores = decode_corpus(self.model, [src[k][v] for k, v in real], *args, return_scores=True,
-                                     shortlist=self._shortlist)
+                                     shortlist=self._loaded.shortlist)
         best: dict[int, tuple[float, str]] = {}
         for (k, _), h, s in zip(real, hyps, scores):
             if k not in best or s > best[k][0]:
