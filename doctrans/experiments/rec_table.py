@@ -43,7 +43,7 @@ from doctrans.utils.provenance import provenance_line
 
 logger = logging.getLogger(__name__)
 
-ROW_OPTIONS = ("dp_generator", "dp_input", "rerank", "rerank_k", "dp_threshold")
+ROW_OPTIONS = ("dp_generator", "dp_input", "rerank", "rerank_k", "rerank_vocab", "dp_threshold")
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def parse_row_options(pairs: list[str]) -> dict:
         key, sep, value = kv.partition("=")
         if not sep or key not in ROW_OPTIONS:
             raise ValueError(f"row option {kv!r}: expected KEY=VALUE with KEY one of {', '.join(ROW_OPTIONS)}")
-        out[key] = int(value) if key == "rerank_k" else float(value) if key == "dp_threshold" else value
+        out[key] = int(value) if key in ("rerank_k", "rerank_vocab") else float(value) if key == "dp_threshold" else value
     return out
 
 

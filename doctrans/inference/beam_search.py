@@ -18,6 +18,13 @@ together. With R = 1 this is exactly the plain search.
 **Lexical shortlist** (``shortlist``, ``inference/shortlist.py``): the output layer runs for the
 batch's candidate target ids only (``decode_step(…, vocab=…)``), the step's scores are normalised
 over them, and the search works in candidate columns, mapped back to vocabulary ids.
+
+**Decoder states of the n-best** (``keep_states``, for reranking with a reconstructor,
+``inference/reconstruction.py``): each step runs ``decode_step_hidden`` + ``output_logits`` (what
+``decode_step`` is, by the contract), keeps every live hypothesis' top decoder states beside its
+token history, and returns with each finished hypothesis its states for ``<s> y_1 … y_n`` —
+``decode_hidden``'s teacher-forced states of that candidate, so a reranker need not run the
+decoder again.
 """
 from __future__ import annotations
 
@@ -25,6 +32,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from doctrans.data.vocab import Vocab
@@ -35,11 +43,14 @@ from doctrans.models.interface import EncoderOutput, SearchBatch
 class SearchResult:
     """Best hypothesis per input sentence: ids without ``</s>`` and the normalised score; with
     ``beam_search(nbest=N)`` also ``nbest``: per sentence its N (or fewer) best finished
-    hypotheses, (normalised score, ids), best first (ties in the order they finished)."""
+    hypotheses, (normalised score, ids), best first (ties in the order they finished); with
+    ``keep_states`` also ``nbest_states``: for each of them the decoder states (len(ids) + 1, D)
+    of ``<s> ids`` (the rows ``decode_hidden`` gives when teacher-forced)."""
 
     tokens: list[list[int]]
     scores: list[float]
     nbest: list[list[tuple[float, list[int]]]] | None = None
+    nbest_states: list[list[Tensor]] | None = None
 
 
 def _max_lengths(src: Tensor, pad_id: int, ratio: float, extra: int, cap: int) -> Tensor:
@@ -82,7 +93,7 @@ class VariantMixture:
 def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
                 max_len_ratio: float = 1.5, max_len_extra: int = 10, variants: int = 1,
                 weights: Tensor | None = None, nbest: int = 0, encoded: EncoderOutput | None = None,
-                shortlist=None) -> SearchResult:
+                shortlist=None, keep_states: bool = False) -> SearchResult:
     """Translate a batch. src: (B·R, S) padded source ids (ending in ``</s>``), the R variants
     of sentence b in rows b·R … b·R + R - 1 (R = ``variants``, 1 = plain beam search), on the
     model's device — or a batch object with ``src`` (and, for a context model, ``ctx``,
@@ -99,10 +110,16 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     and decoded in length-sorted batches: ``inference/documents.py``); ``encode`` is then not
     called. ``shortlist``: a ``Shortlist``; the search emits only ``shortlist.candidates`` of the
     batch's (target-row) sources, with the log-probabilities normalised over them (module doc).
-    Raises ``ValueError`` if the rows are not a multiple of R or ``nbest`` exceeds ``beam``.
+    ``keep_states``: also return the n-best's decoder states (``SearchResult.nbest_states``;
+    needs ``nbest`` > 0 and R = 1; the hypotheses and scores are the same).
+    Raises ``ValueError`` if the rows are not a multiple of R, ``nbest`` exceeds ``beam``, or
+    ``keep_states`` comes without ``nbest`` or with R > 1.
     """
     if nbest > beam:
         raise ValueError(f"nbest={nbest} exceeds the beam size {beam}: the search keeps {beam} hypotheses")
+    if keep_states and (nbest < 1 or variants != 1):
+        raise ValueError("keep_states returns the n-best's decoder states: it needs nbest ≥ 1 and one input "
+                         f"variant per sentence (got nbest={nbest}, variants={variants})")
     model.eval()
     batch = SearchBatch(src) if isinstance(src, Tensor) else src
     enc = model.encode(batch) if encoded is None else encoded
@@ -133,10 +150,15 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     history = torch.full((b * kk, 1), vocab.bos_id, dtype=torch.long, device=dev)   # (nA*kk, t+1)
     active = torch.arange(b, device=dev)                                   # sentence ids still searching
     n_finished = torch.zeros(b, dtype=torch.long, device=dev)              # (B,) finished hypotheses
-    records: list[tuple[Tensor, Tensor, Tensor, int]] = []                 # per step: what finished
+    records: list[tuple] = []                                              # per step: what finished
+    kept: Tensor | None = None                                             # (nA*kk, t+1, D) keep_states
     step = 0
     while active.numel():
-        if out_ids is None:
+        if keep_states:
+            hidden, state = model.decode_step_hidden(state, history[:, -1])
+            lprobs = F.log_softmax(model.output_logits(hidden, out_ids).float(), dim=-1)
+            kept = hidden[:, None] if kept is None else torch.cat([kept, hidden[:, None]], 1)
+        elif out_ids is None:
             lprobs, state = model.decode_step(state, mix.expand_tokens(history[:, -1]))
         else:
             lprobs, state = model.decode_step(state, mix.expand_tokens(history[:, -1]), out_ids)
@@ -148,7 +170,7 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
         top_beam, top_tok = top_i // vsize, cols.ids(top_i % vsize)
         is_eos = top_tok.eq(vocab.eos_id) & torch.isfinite(top_s)
         had = n_finished.index_select(0, active)                           # (nA,)
-        took = _finish(records, active, had, history, top_s, top_beam, is_eos, k, kk, step)
+        took = _finish(records, active, had, history, top_s, top_beam, is_eos, k, kk, step, kept)
         done = (had + took).ge(k) | at_max                                 # (nA,)
         n_finished.index_copy_(0, active, had + took)
         cont_s, pos = top_s.masked_fill(is_eos, -math.inf).topk(k, dim=1)  # (nA, K)
@@ -156,6 +178,8 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
         rows = (keep_rows[:, None] * kk + top_beam.gather(1, pos)[keep_rows]).reshape(-1)
         history = torch.cat([history.index_select(0, rows),
                              top_tok.gather(1, pos)[keep_rows].reshape(-1, 1)], dim=1)
+        if kept is not None:
+            kept = kept.index_select(0, rows)
         scores = cont_s[keep_rows]
         active = active[keep_rows]
         state = state.reorder(mix.state_rows(rows))
@@ -163,8 +187,10 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
         step += 1
     finished = _finished_lists(records, b, lenpen)
     best = [max(f, key=lambda h: h[0]) for f in finished]
-    lists = [sorted(f, key=lambda h: -h[0])[:nbest] for f in finished] if nbest > 0 else None
-    return SearchResult([h[1] for h in best], [h[0] for h in best], lists)
+    ranked = [sorted(f, key=lambda h: -h[0])[:nbest] for f in finished] if nbest > 0 else None
+    lists = None if ranked is None else [[(h[0], h[1]) for h in f] for f in ranked]
+    states = [[h[2] for h in f] for f in ranked] if keep_states else None
+    return SearchResult([h[1] for h in best], [h[0] for h in best], lists, states)
 
 
 class _Columns:
@@ -202,28 +228,30 @@ class _Columns:
 
 
 def _finish(records: list, active: Tensor, had: Tensor, history: Tensor, top_s: Tensor, top_beam: Tensor,
-            is_eos: Tensor, k: int, kk: int, step: int) -> Tensor:
+            is_eos: Tensor, k: int, kk: int, step: int, kept: Tensor | None = None) -> Tensor:
     """Record the hypotheses ending in ``</s>`` within the first K candidates of each sentence,
     in candidate order, until the sentence has K (``had`` (nA,) finished before this step;
     ``history`` holds kk hypotheses per sentence): one
-    (sentences (n,), raw scores (n,), ids without ``<s>`` (n, step), step) entry in ``records``
-    for all of them, no loop over hypotheses. Returns how many each sentence took (nA,)."""
+    (sentences (n,), raw scores (n,), ids without ``<s>`` (n, step), step, their decoder states
+    (n, step + 1, D) from ``kept`` or None) entry in ``records`` for all of them, no loop over
+    hypotheses. Returns how many each sentence took (nA,)."""
     first_k = is_eos[:, :k]                                                # (nA, K)
     take = first_k & (had[:, None] + first_k.long().cumsum(1)).le(k)       # the first K − had of them
     took = take.sum(1)
     if bool(took.any()):
         a, j = take.nonzero(as_tuple=True)                                 # row-major: candidate order
         rows = a * kk + top_beam[a, j]
-        records.append((active[a], top_s[a, j], history.index_select(0, rows)[:, 1:], step))
+        records.append((active[a], top_s[a, j], history.index_select(0, rows)[:, 1:], step,
+                        None if kept is None else kept.index_select(0, rows)))
     return took
 
 
-def _finished_lists(records: list, b: int, lenpen: float) -> list[list[tuple[float, list[int]]]]:
+def _finished_lists(records: list, b: int, lenpen: float) -> list[list[tuple[float, list[int], Tensor | None]]]:
     """Per sentence its finished hypotheses (normalised score ``log p / (step + 1)^lenpen``,
-    ids), in the order they finished; one ``tolist`` per step of ``records``."""
-    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
-    for sents, raw, ids, step in records:
+    ids, decoder states or None), in the order they finished; one ``tolist`` per step of ``records``."""
+    finished: list[list[tuple[float, list[int], Tensor | None]]] = [[] for _ in range(b)]
+    for sents, raw, ids, step, states in records:
         norm = (step + 1) ** lenpen if lenpen else 1.0
-        for sent, score, toks in zip(sents.tolist(), raw.tolist(), ids.tolist()):
-            finished[sent].append((score / norm, toks))
+        for n, (sent, score, toks) in enumerate(zip(sents.tolist(), raw.tolist(), ids.tolist())):
+            finished[sent].append((score / norm, toks, None if states is None else states[n]))
     return finished

@@ -18,7 +18,12 @@ Dividing log R by |x̂|, the same for all candidates of a sentence, only rescale
 The model is used only through the contract (``doctrans.models.interface``): ``encode`` (once per
 chunk of its sources), ``EncoderOutput.select`` to repeat it per candidate, and one teacher-forced
 ``reconstruction_score`` pass over all candidates of all sentences of a batch, so reranking costs
-one extra decoder + reconstructor pass over k·B rows, not k decodes. The k·B rows are sorted by
+one extra decoder + reconstructor pass over k·B rows, not k decodes — and no decoder pass when
+the beam search kept each candidate's decoder states (``states``: ``beam_search(keep_states=True)``,
+what ``translate --rerank`` does). ``top_words`` K > 0 normalises log R over the K most frequent
+source words and the reconstructed word instead of the whole source vocabulary
+(``translate --rerank-vocab``: an approximation, the reconstructor's softmax being most of the
+remaining cost; ``Reconstructor._top_log_probs``). The k·B rows are sorted by
 (|x̂|, |y|) and scored in chunks of ``rows_per_pass``, each chunk's sources encoded together, so
 that a chunk's padding (source, candidate and x̂), and the reconstructor's recurrence over |x̂|
 steps, follow its own longest row rather than the batch's (measured: the candidates of a
@@ -45,14 +50,17 @@ def _padded(rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
 @torch.no_grad()
 def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequence[Sequence[int]]],
                  beam_scores: Sequence[Sequence[float]], targets: Sequence[np.ndarray], weight: float,
-                 pad_id: int, bos_id: int, rows_per_pass: int = 64) -> tuple[list[int], list[list[float]]]:
+                 pad_id: int, bos_id: int, rows_per_pass: int = 64, states: Sequence[Sequence[torch.Tensor]] | None = None,
+                 top_words: int = 0) -> tuple[list[int], list[list[float]]]:
     """Choose one candidate per sentence (module doc).
 
     sources: B source id arrays ending in ``</s>`` (what the encoder reads); candidates: per
     sentence its k_b ≥ 1 candidate translations, target ids without ``<s>``/``</s>``;
     beam_scores: their normalised beam scores, same shape; targets: B reconstruction targets
     x̂ (source-vocabulary ids ending in ``</s>``); weight: λ; rows_per_pass: candidates per
-    ``reconstruction_score`` call, taken in (|x̂|, |y|) order (the scores do not depend on it).
+    ``reconstruction_score`` call, taken in (|x̂|, |y|) order (the scores do not depend on it);
+    states: per sentence, per candidate, its decoder states (|y| + 1, D) of ``<s> y`` (None: the
+    decoder runs teacher-forced); top_words: ``reconstruction_score``'s (0 = the full softmax).
     Returns (index of the chosen candidate per sentence — ties go to the earlier, i.e. the
     beam's, order —, the combined scores per candidate). Raises ``ValueError`` from
     ``model.reconstruction_score`` for a model without a reconstructor, for a sentence without
@@ -63,6 +71,9 @@ def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequ
         raise ValueError(f"rows_per_pass must be ≥ 1, got {rows_per_pass}")
     device = next(model.parameters()).device
     owner = [b for b, cands in enumerate(candidates) for _ in cands]
+    first = np.cumsum([0] + [len(c) for c in candidates]).tolist()                    # sentence → its first row
+    if states is not None and [len(s) for s in states] != [len(c) for c in candidates]:
+        raise ValueError("states must hold one decoder-state tensor per candidate")
     flat = [c for cands in candidates for c in cands]
     order = sorted(range(len(flat)), key=lambda i: (len(targets[owner[i]]), len(flat[i])))
     log_r = [0.0] * len(flat)                                                         # (Σ k_b,)
@@ -74,7 +85,12 @@ def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequ
         rows = enc.select(torch.tensor([at[owner[i]] for i in part], dtype=torch.long, device=device))
         tgt_in = _padded([[bos_id, *flat[i]] for i in part], pad_id).to(device)
         rec = _padded([targets[owner[i]] for i in part], pad_id).to(device)
-        for i, score in zip(part, model.reconstruction_score(rows, tgt_in, rec).float().cpu().tolist()):
+        hidden = None
+        if states is not None:
+            flat_states = [states[owner[i]][i - first[owner[i]]] for i in part]
+            hidden = torch.nn.utils.rnn.pad_sequence(flat_states, batch_first=True).to(device)
+        scores = model.reconstruction_score(rows, tgt_in, rec, hidden=hidden, top_words=top_words)
+        for i, score in zip(part, scores.float().cpu().tolist()):
             log_r[i] = score
     chosen, combined, n = [], [], 0
     for b, cands in enumerate(candidates):

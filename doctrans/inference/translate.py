@@ -54,6 +54,7 @@ from doctrans.utils.io import atomic_write_lines, atomic_write_text, decode_line
 log = logging.getLogger(__name__)
 
 SGML_SUFFIXES = (".sgm", ".sgml", ".xml")        # an input read as SGML (its <DOC> blocks are documents)
+RERANK_BLOCK = 16     # --rerank: batches decoded before they are reranked (bounds the decoder states held)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,8 @@ class TranslateConfig:
     # the reconstructor at test time (docs/models.md §2.8 "Decoding", §2.10–2.11; inference/reconstruction.py)
     rerank: str = ""                  # "reconstructor": rerank the k-best by s_beam + λ·log R(x̂|s(y))/|x̂|
     rerank_k: int = 0                 # candidates per sentence reranked (0 = beam)
+    rerank_vocab: int = 0             # log R normalised over the N most frequent source words + the word itself
+                                      # (0 = the whole source vocabulary, exact; an approximation for speed)
     dp_out: str = ""                  # write the DP-completed source a joint DP model predicts here
     dp_threshold: float | None = None  # dp_out: τ of the DP decision (pronoun where P(NONE) < τ; 0 = arg-max;
                                        # None = the model's model.reconstructor.dp_threshold)
@@ -109,7 +112,7 @@ class TranslateConfig:
 def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, beam: int,
                   lenpen: float, max_len_ratio: float, max_len_extra: int, batch_sentences: int,
                   progress: bool = False, weights: list[list[float]] | None = None,
-                  return_scores: bool = False, nbest: int = 0, shortlist=None):
+                  return_scores: bool = False, nbest: int = 0, shortlist=None, keep_states: bool = False):
     """Translate id sequences (each ending in ``</s>``) → target token strings, in input order.
 
     Sentences are sorted by length and batched ``batch_sentences`` at a time to limit padding.
@@ -121,7 +124,9 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
     ``batch_sentences`` variant rows. ``shortlist``: a ``Shortlist`` for ``beam_search``. With
     ``return_scores`` also the normalised scores. With ``nbest`` > 0 returns (translations, n-best
     lists): per sentence its ``nbest`` best hypotheses as (target token string, normalised score),
-    best first (the translations are the same as without it).
+    best first (the translations are the same as without it); with ``keep_states`` as well
+    (translations, n-best lists, their decoder states): per sentence, per hypothesis of its list,
+    the states (len + 1, D) of ``<s> y`` (``beam_search(keep_states=True)``).
     """
     mixture = weights is not None
     if mixture:
@@ -132,6 +137,7 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
     out: list[str] = [""] * len(src)
     scores: list[float] = [0.0] * len(src)
     lists: list[list[tuple[str, float]]] = [[] for _ in src]
+    states: list[list[torch.Tensor]] = [[] for _ in src]
     pad = tgt_vocab.pad_id
     device = next(model.parameters()).device
     bar = tqdm(total=len(src), unit="sent", disable=not progress or bars_off(), desc="translate")
@@ -150,14 +156,18 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
                     batch[n * r_var + v, :len(x)] = torch.from_numpy(x)
             w = torch.tensor([wts[i] for i in idx]) if r_var > 1 else None
             res = beam_search(model, batch.to(device), tgt_vocab, beam, lenpen, max_len_ratio, max_len_extra,
-                              variants=r_var, weights=w, nbest=nbest, shortlist=shortlist)
+                              variants=r_var, weights=w, nbest=nbest, shortlist=shortlist, keep_states=keep_states)
             for n, i in enumerate(idx):
                 out[i] = tgt_vocab.decode(res.tokens[n])
                 scores[i] = res.scores[n]
                 if nbest > 0:
                     lists[i] = [(tgt_vocab.decode(t), sc) for sc, t in res.nbest[n]]
+                if keep_states:
+                    states[i] = res.nbest_states[n]
             bar.update(len(idx))
     bar.close()
+    if keep_states:
+        return out, lists, states
     if nbest > 0:
         return out, lists
     return (out, scores) if return_scores else out
@@ -367,7 +377,7 @@ class Translator:
         if self._loaded.protect_dp and cfg.input_format == "tok" and not inputs.protect:
             raise ValueError(f"{cfg.checkpoint} was trained with data.bpe_protect_dp: tok input needs the DP "
                              "tokens BPE keeps whole (doctrans.dp.apply.dp_inputs(cfg), as the CLI gives)")
-        if cfg.rerank or cfg.dp_out or cfg.rerank_k or cfg.dp_threshold is not None or (
+        if cfg.rerank or cfg.dp_out or cfg.rerank_k or cfg.rerank_vocab or cfg.dp_threshold is not None or (
                 cfg.dp_generator and self._loaded.model.reconstruction.encoder_input == "original"):
             self._check_reconstruction(cfg)
 
@@ -378,6 +388,10 @@ class Translator:
             raise ValueError(f"--rerank must be 'reconstructor', got {cfg.rerank!r}")
         if cfg.rerank_k and not cfg.rerank:
             raise ValueError("--rerank-k needs --rerank reconstructor")
+        if cfg.rerank_vocab and not cfg.rerank:
+            raise ValueError("--rerank-vocab needs --rerank reconstructor")
+        if cfg.rerank_vocab < 0:
+            raise ValueError(f"--rerank-vocab must be ≥ 0 (0 = the whole source vocabulary), got {cfg.rerank_vocab}")
         if cfg.rerank_k > cfg.beam:
             raise ValueError(f"--rerank-k {cfg.rerank_k} exceeds --beam {cfg.beam}: the search keeps {cfg.beam} "
                              "hypotheses")
@@ -583,15 +597,19 @@ class Translator:
             hyps = self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress)
             best = [hyps[i] for i in ok]
         elif c.rerank:
-            _, lists = decode_corpus(model, src, v, *args, nbest=c.rerank_k or c.beam,
-                                     shortlist=self._loaded.shortlist)
-            cands = [[v.encode(t, add_eos=False).tolist() for t, _ in hl] for hl in lists]
-            chosen: list[int] = []
-            for b in range(0, len(ok), c.batch_sentences):
-                part = slice(b, b + c.batch_sentences)
-                chosen += rerank_batch(model, src[part], cands[part], [[s for _, s in hl] for hl in lists[part]],
-                                       rec[part], spec.weight, v.pad_id, v.bos_id)[0]
-            best = [lists[n][j][0] for n, j in enumerate(chosen)]
+            best = []
+            block = RERANK_BLOCK * c.batch_sentences  # the n-best's decoder states are held for a block at a time
+            for a in range(0, len(ok), block):
+                _, lists, states = decode_corpus(model, src[a:a + block], v, *args, nbest=c.rerank_k or c.beam,
+                                                 shortlist=self._loaded.shortlist, keep_states=True)
+                cands = [[v.encode(t, add_eos=False).tolist() for t, _ in hl] for hl in lists]
+                chosen: list[int] = []
+                for b in range(0, len(lists), c.batch_sentences):
+                    part, whole = slice(b, b + c.batch_sentences), slice(a + b, a + b + c.batch_sentences)
+                    chosen += rerank_batch(model, src[whole], cands[part], [[s for _, s in hl] for hl in lists[part]],
+                                           rec[whole], spec.weight, v.pad_id, v.bos_id, states=states[part],
+                                           top_words=c.rerank_vocab)[0]
+                best += [lists[n][j][0] for n, j in enumerate(chosen)]
         else:
             best = decode_corpus(model, src, v, *args, shortlist=self._loaded.shortlist) if ok else []
         if not documents:

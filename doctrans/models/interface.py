@@ -242,13 +242,19 @@ class Seq2SeqModel(Protocol):
         model predicts (``doctrans/dp/pronouns.py``); [] for a model that predicts no DPs."""
         ...
 
-    def reconstruction_score(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
+    def reconstruction_score(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor,
+                             hidden: Tensor | None = None, top_words: int = 0) -> Tensor:
         """log R(x̂ | states) per row, summed over x̂'s tokens incl. </s>, float32 (B,).
         enc: B rows (e.g. each source repeated once per k-best candidate); tgt_in (B, T) the
         candidate ``<s> y_1 … y_n`` teacher-forced (padded with pad_id); rec_target (B, S')
         x̂ in SOURCE-vocabulary ids ending in </s>, padded with pad_id (what spec.target says).
-        One teacher-forced pass for all B rows. Raises ValueError for a model without a
-        reconstructor."""
+        ``hidden`` (B, T, D): the decoder states of tgt_in (``decode_hidden``'s, e.g. kept by the
+        beam search that produced the candidates, ``beam_search(keep_states=True)``), so the
+        decoder does not run again; None = one teacher-forced pass for all B rows. ``top_words``
+        K > 0: each token's log-probability normalised over the K most frequent source words
+        (ids below K) and the token itself, not the whole source vocabulary (a reranking
+        approximation; 0 = exact). Raises ValueError for a model without a reconstructor, or
+        for ``hidden`` whose first two dimensions are not tgt_in's."""
         ...
 
     def predict_dps(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor,
@@ -324,7 +330,8 @@ class NoReconstruction:
     reconstruction = ReconstructionSpec()
     dp_labels: list[str] = []
 
-    def reconstruction_score(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
+    def reconstruction_score(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor,
+                             hidden: Tensor | None = None, top_words: int = 0) -> Tensor:
         raise ValueError(no_reconstructor_message(self))
 
     def predict_dps(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor,

@@ -219,13 +219,15 @@ class Reconstructor(nn.Module):
         return torch.cat([emb.new_zeros(emb.size(0), 1, emb.size(2)), emb], 1)
 
     def forward(self, embedding: nn.Embedding, memories: list[tuple[Tensor, Tensor]], target: Tensor,
-                pad_id: int, r0_extra: Tensor | None = None) -> tuple[Tensor, Tensor]:
+                pad_id: int, r0_extra: Tensor | None = None, top_words: int = 0) -> tuple[Tensor, Tensor]:
         """Teacher-forced reconstruction. memories: [(states (B, L_k, D_k), pad (B, L_k) True at
         padding)]; target: x̂ (B, S') source ids ending in ``</s>``, padded with ``pad_id``;
         r0_extra (B, H) is added to r_0's pre-activation or None → (log R(x̂_j | ·) (B, S') float32,
         0 at padding; the states r_j (B, S', H) that emit x̂_j). GRU_1's input projection, the
         attention keys, the readout and the softmax run once over all positions; only the
-        recurrence loops over j."""
+        recurrence loops over j. ``top_words`` K > 0 (scoring only, ``_top_log_probs``): each
+        log R(x̂_j) is normalised over the source ids below K and x̂_j itself instead of the whole
+        vocabulary (0, or K ≥ V: the full softmax)."""
         r, prepared = self._prepare(memories, r0_extra)
         emb = self._prev_embed(embedding, target)                          # (B, S', E)
         gi1 = F.linear(emb, self.gru1.weight_ih, self.gru1.bias_ih)        # (B, S', 3H)
@@ -245,11 +247,28 @@ class Reconstructor(nn.Module):
             logits = F.linear(o, self.out.weight.index_select(0, cand), self.out.bias.index_select(0, cand))
             gold = torch.searchsorted(cand, gold)
             lp = -F.cross_entropy(logits.float(), gold, reduction="none")  # (N,)
+        elif 0 < top_words < self.out.out_features:                        # (N, K + 1) in chunks
+            lp = torch.cat([self._top_log_probs(o[i:i + SOFTMAX_CHUNK], gold[i:i + SOFTMAX_CHUNK], top_words)
+                            for i in range(0, o.size(0), SOFTMAX_CHUNK)] or [o.new_zeros(0, dtype=torch.float32)])
         else:                                                              # (N, V) in chunks: bounded memory
             lp = torch.cat([-F.cross_entropy(self.out(o[i:i + SOFTMAX_CHUNK]).float(), gold[i:i + SOFTMAX_CHUNK],
                                              reduction="none") for i in range(0, o.size(0), SOFTMAX_CHUNK)]
                            or [o.new_zeros(0, dtype=torch.float32)])
         return lp.new_zeros(target.shape).masked_scatter(keep, lp), states
+
+    def _top_log_probs(self, o: Tensor, gold: Tensor, k: int) -> Tensor:
+        """log softmax(W_out o + b_out)[gold] normalised over the ids {0 … k−1} ∪ {gold} only: o (N, E),
+        gold (N,) → (N,) float32. The reranking approximation of ``translate --rerank-vocab K``
+        [I, not the thesis, which normalises over the whole source vocabulary]: the vocabularies
+        are frequency-ordered (``data/vocab.py``), so ids below K are the K most frequent source
+        words (and the specials); every candidate translation of a sentence shares x̂ and so the
+        same normalisation set, and the set does not depend on the batch."""
+        head = F.linear(o, self.out.weight[:k], self.out.bias[:k]).float()               # (N, K)
+        inside = gold < k
+        own = (o * self.out.weight.index_select(0, gold)).sum(-1) + self.out.bias.index_select(0, gold)
+        g = torch.where(inside, head.gather(1, gold.clamp(max=k - 1)[:, None]).squeeze(1), own.float())
+        extra = g.masked_fill(inside, float("-inf"))                                       # x̂_j ∉ the K
+        return g - torch.logsumexp(torch.cat([head, extra[:, None]], 1), 1)
 
     def init_state(self, memories: list[tuple[Tensor, Tensor]], r0_extra: Tensor | None = None) -> RecState:
         """The state before x̂_1 (for ``step``)."""
@@ -491,19 +510,25 @@ class ReconstructedModel(nn.Module):
             return rec_target.ne(self.pad_id)
         return rec_target.eq(int(self.placeholder_id))
 
-    def reconstruction_score(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor) -> Tensor:
+    def reconstruction_score(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor,
+                             hidden: Tensor | None = None, top_words: int = 0) -> Tensor:
         """log R(x̂ | ·) per row (B,) float32: dec-rec's (modes dec, both: eq. 5.4's η term), the
         shared reconstructor's, or enc-rec's (mode enc, the same for every candidate of a source).
-        One teacher-forced decoder pass and one reconstructor pass over all B rows."""
+        One teacher-forced decoder pass (none when ``hidden``, the decoder states of tgt_in, is
+        given) and one reconstructor pass over all B rows; ``top_words``: ``Reconstructor.forward``."""
         key = {"enc": "enc", "dec": "dec", "both": "dec", "shared": "shared"}[self.cfg.mode]
         rec = {"enc": self.rec_enc, "dec": self.rec_dec, "shared": self.rec_shared}[key]
         emb = self.backbone.source_embedding
         if key == "enc":
-            lp, _ = rec(emb, [(enc.states, enc.src_pad_mask)], rec_target, self.pad_id)
+            lp, _ = rec(emb, [(enc.states, enc.src_pad_mask)], rec_target, self.pad_id, top_words=top_words)
         else:
-            dec = self._dec_memory(enc, self.backbone.decode_hidden(enc, tgt_in), tgt_in)
+            if hidden is None:
+                hidden = self.backbone.decode_hidden(enc, tgt_in)
+            elif hidden.shape[:2] != tgt_in.shape:
+                raise ValueError(f"hidden states {tuple(hidden.shape)} do not match tgt_in {tuple(tgt_in.shape)}")
+            dec = self._dec_memory(enc, hidden, tgt_in)
             mems = [dec] if key == "dec" else [(enc.states, enc.src_pad_mask), dec]
-            lp, _ = rec(emb, mems, rec_target, self.pad_id)
+            lp, _ = rec(emb, mems, rec_target, self.pad_id, top_words=top_words)
         return lp.sum(1)
 
     def predict_dps(self, enc: EncoderOutput, tgt_in: Tensor, rec_target: Tensor,

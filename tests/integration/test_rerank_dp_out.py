@@ -38,7 +38,7 @@ class FakeReconstructor(torch.nn.Module):
         src = batch.src
         return EncoderOutput(src[:, :1, None].float(), src[:, :1].eq(0))
 
-    def reconstruction_score(self, enc, tgt_in, rec_target):
+    def reconstruction_score(self, enc, tgt_in, rec_target, hidden=None, top_words=0):
         self.calls.append(tgt_in.size(0))
         keys = [(int(enc.states[b, 0, 0]), tuple(t for t in tgt_in[b, 1:].tolist() if t)) for b in range(tgt_in.size(0))]
         return torch.tensor([self.log_r.get(k, -50.0) for k in keys])
@@ -71,6 +71,43 @@ def test_rerank_scores_do_not_depend_on_the_length_sorted_chunks():
     assert len({round(x, 3) for sc in one[1] for x in sc}) > 5        # the candidates' scores differ
     with pytest.raises(ValueError, match="rows_per_pass"):
         rerank_batch(model, src, cands, beam, tgt, 1.0, 0, 1, rows_per_pass=0)
+
+
+def test_rerank_with_the_search_states_equals_the_teacher_forced_pass():
+    """Issue 28 (reranked decoding ≤ 1.5× plain): the n-best's decoder states kept by the beam
+    search give the scores and choices of the teacher-forced decoder pass, and the decoder does
+    not run again; a states list that does not match the candidates is refused."""
+    from doctrans.data.vocab import Vocab
+    from doctrans.inference.beam_search import beam_search
+
+    cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml",
+                          ["model.dropout=0.0", "model.reconstructor.mode=both"])
+    torch.manual_seed(5)
+    model = build_model(cfg.model, 24, 24, 0).eval()
+    vocab = Vocab(["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(20)])
+    assert len(vocab) == 24
+    g = np.random.default_rng(1)
+    src = [np.append(g.integers(4, 24, n), 2) for n in (3, 9, 5, 6)]
+    tgt = [np.append(g.integers(4, 24, n), 2) for n in (4, 10, 6, 7)]
+    batch = torch.zeros(4, 10, dtype=torch.long)
+    for b, x in enumerate(src):
+        batch[b, :len(x)] = torch.from_numpy(x)
+    with torch.no_grad():
+        res = beam_search(model, batch, vocab, beam=4, nbest=4, keep_states=True)
+    cands = [[ids for _, ids in lst] for lst in res.nbest]
+    beam = [[sc for sc, _ in lst] for lst in res.nbest]
+    assert len({len(c) for cs in cands for c in cs}) > 1
+    plain = rerank_batch(model, src, cands, beam, tgt, 1.0, 0, 1, rows_per_pass=5)
+    calls = []
+    real = model.backbone.decode_hidden
+    model.backbone.decode_hidden = lambda *a: calls.append(1) or real(*a)
+    kept = rerank_batch(model, src, cands, beam, tgt, 1.0, 0, 1, rows_per_pass=5, states=res.nbest_states)
+    assert not calls                                                  # no second decoder pass
+    assert kept[0] == plain[0]
+    for a, b in zip(kept[1], plain[1]):
+        assert a == pytest.approx(b, abs=1e-4)
+    with pytest.raises(ValueError, match="one decoder-state tensor per candidate"):
+        rerank_batch(model, src, cands, beam, tgt, 1.0, 0, 1, states=[s[:1] for s in res.nbest_states])
 
 
 def test_rerank_chooses_the_best_combined_score_in_one_call():
@@ -116,7 +153,7 @@ def _fake_contract(monkeypatch, model_cls, spec, per_token: float):
     preference for short or long translations); DP labels as FakeReconstructor's."""
     calls = []
 
-    def score(self, enc, tgt_in, rec_target):
+    def score(self, enc, tgt_in, rec_target, hidden=None, top_words=0):
         calls.append((tgt_in.size(0), rec_target.clone()))
         return per_token * tgt_in[:, 1:].ne(0).sum(1).float()
 
@@ -204,6 +241,12 @@ def test_clear_errors_for_models_and_options_that_cannot(trained, tmp_path, monk
     assert r.exit_code != 0 and "give --dp-generator" in str(r.exception)
     r = CliRunner().invoke(cli, [*args, "--rerank", "reconstructor", "--beam", "2", "--rerank-k", "3"])
     assert r.exit_code != 0 and "exceeds --beam" in str(r.exception)
+    r = CliRunner().invoke(cli, [*args, "--rerank-vocab", "100"])
+    assert r.exit_code != 0 and "--rerank-vocab needs --rerank reconstructor" in str(r.exception)
+    _fake_contract(monkeypatch, type(loaded.model), ReconstructionSpec("original", "original", True, 1.0), 0.0)
+    with pytest.raises(ValueError, match="--rerank-vocab must be ≥ 0"):
+        Translator(TranslateConfig(checkpoint=str(trained), input_format="tok", rerank="reconstructor",
+                                   rerank_vocab=-1), loaded=loaded)
 
 
 def test_dp_threshold_reaches_the_models_dp_decision(trained, tmp_path, monkeypatch):

@@ -36,7 +36,7 @@ def _dp_labels(prep: Path) -> None:
 def _fake_contract(monkeypatch, cls):
     """The contract members on the backbone class: a shared reconstructor with a joint labeler
     (target "original"); log R prefers shorter candidates; 我 predicted before the first word."""
-    def score(self, enc, tgt_in, rec_target):
+    def score(self, enc, tgt_in, rec_target, hidden=None, top_words=0):
         return -10.0 * tgt_in[:, 1:].ne(0).sum(1).float()
 
     def predict(self, enc, tgt_in, rec_target, threshold=None):

@@ -268,8 +268,8 @@ def test_finish_takes_finished_hypotheses_in_candidate_order_up_to_the_beam():
     took = _finish(records, active, had, history, top_s, top_beam, is_eos, k, k, step=2)
     assert took.tolist() == [1, 1]
     lists = _finished_lists(records, 10, lenpen=1.0)
-    assert lists[7] == [(-1.0 / 3, history[0 * k + 2, 1:].tolist())]
-    assert lists[9] == [(-2.5 / 3, history[1 * k + 0, 1:].tolist())]
+    assert lists[7] == [(-1.0 / 3, history[0 * k + 2, 1:].tolist(), None)]
+    assert lists[9] == [(-2.5 / 3, history[1 * k + 0, 1:].tolist(), None)]
     assert all(not f for i, f in enumerate(lists) if i not in (7, 9))
 
 
@@ -317,3 +317,45 @@ def test_a_vocabulary_smaller_than_two_beams_starts_from_k_copies(backbone):
         ref = _loop_reference_search(m.model, src, VOCAB, beam, 1.0, 1.2, 3, nbest=beam, copies=True)
     assert m.rows[0] == 4 * beam
     assert got.tokens == ref.tokens and got.scores == ref.scores and got.nbest == ref.nbest
+
+
+@each_backbone
+@pytest.mark.parametrize("shortlist", [False, True])
+def test_kept_states_are_the_teacher_forced_states_of_each_nbest_hypothesis(backbone, shortlist):
+    """Issue 28 (reranking without a second decoder pass): ``keep_states`` returns the same
+    hypotheses and scores, and each n-best hypothesis' states equal ``decode_hidden`` of
+    ``<s> y`` teacher-forced — sentences finishing at different steps, hypotheses reordered."""
+    from doctrans.inference.shortlist import Shortlist, VocabularyMap
+
+    m = model(backbone, 3)
+    src = _random_src(5, 2, 7, seed=4)
+    sl = None
+    if shortlist:                                       # every source word's candidates: 4 target words
+        rules = {f"t{w}": [f"t{(w * 3 + j) % 12}" for j in range(4)] for w in range(12)}
+        sl = Shortlist(VocabularyMap([], rules), VOCAB, VOCAB)
+    with torch.no_grad():
+        plain = beam_search(m, src, VOCAB, beam=4, lenpen=1.0, nbest=4, shortlist=sl)
+        res = beam_search(m, src, VOCAB, beam=4, lenpen=1.0, nbest=4, shortlist=sl, keep_states=True)
+        assert plain.nbest_states is None
+        assert res.tokens == plain.tokens and res.nbest == plain.nbest
+        assert all(abs(a - b) < 1e-5 for a, b in zip(res.scores, plain.scores))
+        lengths = set()
+        for r in range(src.size(0)):
+            enc = m.encode(SearchBatch(src[r:r + 1]))
+            assert len(res.nbest_states[r]) == len(res.nbest[r])
+            for (_, ids), states in zip(res.nbest[r], res.nbest_states[r]):
+                tgt_in = torch.tensor([[VOCAB.bos_id, *ids]])
+                ref = m.decode_hidden(enc, tgt_in)[0]
+                assert states.shape == ref.shape
+                assert torch.allclose(states, ref, atol=1e-5)
+                lengths.add(len(ids))
+    assert len(lengths) > 1                             # hypotheses of different lengths were checked
+
+
+def test_keep_states_needs_an_nbest_and_one_variant():
+    m = model("transformer")
+    src = torch.tensor([[5, 6, 2, 5, 6, 2]]).view(2, 3)
+    with pytest.raises(ValueError, match="needs nbest ≥ 1"):
+        beam_search(m, src, VOCAB, beam=2, keep_states=True)
+    with pytest.raises(ValueError, match="variants=2"):
+        beam_search(m, src, VOCAB, beam=2, nbest=2, variants=2, keep_states=True)

@@ -339,3 +339,42 @@ def test_predict_dps_threshold_argument_overrides_the_configured_one():
         assert m.predict_dps(enc, b.tgt_in, b.rec_tgt, 1.0).tolist() == pronoun
         with pytest.raises(ValueError, match=r"\[0, 1\]"):
             m.predict_dps(enc, b.tgt_in, b.rec_tgt, 1.5)
+
+
+@pytest.mark.parametrize("mode", ["dec", "shared"])
+def test_score_from_given_states_and_over_the_top_words(mode):
+    """Issue 28's reranking speed: ``reconstruction_score(hidden=…)`` with the step-by-step decoder
+    states equals the teacher-forced pass; ``top_words`` K normalises each token's log-probability
+    over the ids below K and the token itself — the full distribution of ``Reconstructor.step``
+    renormalised over that set —, K ≥ V is the full softmax; states of the wrong shape are refused."""
+    m = tiny_model(mode=mode).eval()
+    b = toy_batch()
+    k = 9
+    with torch.no_grad():
+        enc = m.encode(b)
+        state, hs = m.init_state(enc), []
+        for t in range(b.tgt_in.size(1)):
+            h, state = m.decode_step_hidden(state, b.tgt_in[:, t])
+            hs.append(h)
+        hidden = torch.stack(hs, 1)
+        full = m.reconstruction_score(enc, b.tgt_in, b.rec_tgt)
+        assert torch.allclose(m.reconstruction_score(enc, b.tgt_in, b.rec_tgt, hidden=hidden), full, atol=1e-5)
+        assert torch.allclose(m.reconstruction_score(enc, b.tgt_in, b.rec_tgt, top_words=24), full, atol=1e-6)
+        top = m.reconstruction_score(enc, b.tgt_in, b.rec_tgt, hidden=hidden, top_words=k)
+        dec = (hidden, b.tgt_in.eq(0))
+        rec = m.rec_dec if mode != "shared" else m.rec_shared
+        mems = [dec] if mode != "shared" else [(enc.states, enc.src_pad_mask), dec]
+        st = rec.init_state(mems)
+        want = torch.zeros(b.src.size(0))
+        for j in range(b.rec_tgt.size(1)):
+            lp, _, st = rec.step(m.backbone.source_embedding, st, b.rec_tgt[:, j - 1] if j else b.rec_tgt[:, 0])
+            for r in range(b.src.size(0)):
+                gold = int(b.rec_tgt[r, j])
+                if gold:
+                    allowed = sorted(set(range(k)) | {gold})
+                    want[r] += lp[r, gold] - torch.logsumexp(lp[r, allowed], 0)
+        with pytest.raises(ValueError, match="do not match tgt_in"):
+            m.reconstruction_score(enc, b.tgt_in, b.rec_tgt, hidden=hidden[:, :-1])
+    assert torch.allclose(top, want, atol=1e-4)
+    assert bool((top > full + 1e-3).all())            # a smaller normaliser: every row's log R rises
+    assert int(b.rec_tgt.ge(k).sum()) > 0 and int((b.rec_tgt.lt(k) & b.rec_tgt.gt(0)).sum()) > 0   # both cases
