@@ -55,7 +55,7 @@ from torch import Tensor, nn
 
 from doctrans.models.backbones.rnnsearch import gru_step
 from doctrans.models.context.base import context_rows
-from doctrans.models.interface import DocumentSpec, EncoderOutput, ReconstructionSpec, no_dp_message
+from doctrans.models.interface import DocumentSpec, EncoderOutput, ReconstructionSpec, SearchBatch, no_dp_message
 
 MODES = ("enc", "dec", "both", "shared")
 ATTENTIONS = ("independent", "enc2dec", "dec2enc")
@@ -66,6 +66,8 @@ HEAD_FORMS = ("linear", "mlp")
 FUSE_INTO = ("labeler", "decoder")
 SOFTMAX = ("full", "batch")
 SOFTMAX_CHUNK = 2048            # positions per full-softmax chunk (reranking k candidates × B sentences)
+ENCODE_BUCKETS = 4              # training: a batch of very unequal rows (document batches) is encoded in this
+                                # many length buckets (``ReconstructedModel._backbone_encode``)
 NO_DP = "NONE"                  # label 0 of ``dp_labels``
 PLACEHOLDER = "#DP#"            # the DPP placeholder token (docs/models.md §3.2)
 # Table 4.3's 30 Chinese forms (10 basic, + 的, + 自己), in the order of doctrans/dp/pronouns.py:
@@ -225,21 +227,42 @@ class Reconstructor(nn.Module):
         r0_extra (B, H) is added to r_0's pre-activation or None → (log R(x̂_j | ·) (B, S') float32,
         0 at padding; the states r_j (B, S', H) that emit x̂_j). GRU_1's input projection, the
         attention keys, the readout and the softmax run once over all positions; only the
-        recurrence loops over j. ``top_words`` K > 0 (scoring only, ``_top_log_probs``): each
-        log R(x̂_j) is normalised over the source ids below K and x̂_j itself instead of the whole
-        vocabulary (0, or K ≥ V: the full softmax)."""
+        recurrence loops over j, and at step j only over the rows whose x̂ is longer than j (rows
+        taken longest first, as a packed sequence: the states at padding positions are zeros).
+        ``top_words`` K > 0 (scoring only, ``_top_log_probs``): each log R(x̂_j) is normalised
+        over the source ids below K and x̂_j itself instead of the whole vocabulary (0, or K ≥ V:
+        the full softmax)."""
+        keep = target.ne(pad_id)
+        lengths = keep.sum(1)                                              # (B,)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        permuted = bool((order != torch.arange(order.numel(), device=order.device)).any())
+        if permuted:
+            memories = [(m.index_select(0, order), p.index_select(0, order)) for m, p in memories]
+            r0_extra = None if r0_extra is None else r0_extra.index_select(0, order)
         r, prepared = self._prepare(memories, r0_extra)
         emb = self._prev_embed(embedding, target)                          # (B, S', E)
         gi1 = F.linear(emb, self.gru1.weight_ih, self.gru1.bias_ih)        # (B, S', 3H)
+        if permuted:
+            gi1 = gi1.index_select(0, order)
+        live = torch.bincount(lengths, minlength=target.size(1) + 1).flip(0).cumsum(0).flip(0)[1:].tolist()
+        b = target.size(0)                                                 # live[j]: rows with length > j
         rs, cs = [], []
         for j in range(target.size(1)):
-            r_tilde = gru_step(self.gru1, gi1[:, j], r)
-            c = self._contexts(r_tilde, prepared)
+            n = live[j]
+            if n == 0:                                                     # (only a padding column is left)
+                rs.append(r.new_zeros(b, r.size(1)))
+                cs.append(rs[-1].new_zeros(b, sum(self.sizes)))
+                continue
+            r_tilde = gru_step(self.gru1, gi1[:n, j], r[:n])
+            c = self._contexts(r_tilde, [(m[:n], k[:n], bias[:n]) for m, k, bias in prepared])
             r = self.gru2(c, r_tilde)
-            rs.append(r)
-            cs.append(c)
+            rs.append(F.pad(r, (0, 0, 0, b - n)))
+            cs.append(F.pad(c, (0, 0, 0, b - n)))
         states, ctx = torch.stack(rs, 1), torch.stack(cs, 1)
-        keep = target.ne(pad_id)
+        if permuted:
+            inverse = torch.empty_like(order)
+            inverse[order] = torch.arange(order.numel(), device=order.device)
+            states, ctx = states.index_select(0, inverse), ctx.index_select(0, inverse)
         o = self.drop(torch.tanh(self.readout(torch.cat([states[keep], ctx[keep], emb[keep]], -1))))   # (N, E)
         gold = target[keep]
         if self.softmax == "batch" and self.training and torch.is_grad_enabled():
@@ -392,9 +415,36 @@ class ReconstructedModel(nn.Module):
     def hidden_size(self) -> int:
         return self.backbone.hidden_size
 
+    def _backbone_encode(self, batch) -> EncoderOutput:
+        """The backbone's encoding of ``batch.src`` (B, S). In training, a batch whose real tokens
+        fill under 3/4 of it — §2.12's document batches, runs of consecutive sentences of mixed
+        lengths — is encoded in ``ENCODE_BUCKETS`` length buckets, each at its own width, and the
+        states put back at width S (zeros past a bucket's width): the same states at every real
+        position (both backbones' rows do not depend on their padding: the Transformer masks it,
+        RNNSearch packs it; padding is masked downstream), less padding encoded (measured:
+        benchmarks/RESULTS.md). Otherwise, and for a backbone whose output has ``extra``/``shared``
+        parts, one call."""
+        src = batch.src
+        pad = src.eq(self.pad_id)
+        lengths = (~pad).sum(1)
+        b, width = src.shape
+        if not (self.training and torch.is_grad_enabled()) or b < 2 * ENCODE_BUCKETS \
+                or int(lengths.sum()) > 0.75 * b * width:
+            return self.backbone.encode(batch)
+        order = torch.argsort(lengths, stable=True)
+        parts = [(rows, self.backbone.encode(SearchBatch(src.index_select(0, rows)[:, :max(1, int(lengths[rows].max()))])))
+                 for rows in order.tensor_split(ENCODE_BUCKETS)]
+        if any(e.extra or e.shared for _, e in parts):
+            return self.backbone.encode(batch)
+        states = parts[0][1].states.new_zeros(b, width, parts[0][1].states.size(-1))
+        for rows, e in parts:
+            states = states.index_copy(0, rows, F.pad(e.states, (0, 0, 0, width - e.states.size(1))))
+        return EncoderOutput(states, pad)
+
     def encode(self, batch) -> EncoderOutput:
-        """The backbone's encoding; with §2.12's context, C (B, H) in ``extra["dp_context"]``."""
-        enc = self.backbone.encode(batch)
+        """The backbone's encoding (``_backbone_encode``); with §2.12's context, C (B, H) in
+        ``extra["dp_context"]``."""
+        enc = self._backbone_encode(batch)
         if self.ctx_gru is not None:
             enc.extra = {**(enc.extra or {}), "dp_context": self._sentence_context(enc, batch)}
         self._dec_cache = []

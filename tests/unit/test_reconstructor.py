@@ -13,7 +13,7 @@ from doctrans.config import load_experiment
 from doctrans.data.batching import Batch
 from doctrans.data.reconstruction import dp_label_ids
 from doctrans.models.build import build_model
-from doctrans.models.interface import EncoderOutput
+from doctrans.models.interface import EncoderOutput, SearchBatch
 from doctrans.models.reconstructor import TABLE_4_3, Reconstructor
 from doctrans.training.loss import forward_loss
 
@@ -378,3 +378,55 @@ def test_score_from_given_states_and_over_the_top_words(mode):
     assert torch.allclose(top, want, atol=1e-4)
     assert bool((top > full + 1e-3).all())            # a smaller normaliser: every row's log R rises
     assert int(b.rec_tgt.ge(k).sum()) > 0 and int((b.rec_tgt.lt(k) & b.rec_tgt.gt(0)).sum()) > 0   # both cases
+
+
+def test_packed_recurrence_equals_each_row_alone():
+    """The recurrence runs at step j only over the rows whose x̂ is longer than j (longest first):
+    rows of different lengths, in no particular order, give each row's own log-probs and states
+    — computed alone at its own width — and zeros at padding."""
+    torch.manual_seed(2)
+    rec = Reconstructor((4,), emb_size=3, hidden=5, attn=4, vocab=9).eval()
+    emb = torch.nn.Embedding(9, 3)
+    lens, mem_lens = [3, 6, 1, 6, 4], [2, 5, 3, 1, 4]
+    target = torch.zeros(5, 6, dtype=torch.long)
+    for b, n in enumerate(lens):
+        target[b, :n] = torch.randint(3, 9, (n,))
+        target[b, n - 1] = 2
+    v = torch.randn(5, 5, 4)
+    pad = torch.arange(5)[None, :] >= torch.tensor(mem_lens)[:, None]
+    extra = torch.randn(5, 5)
+    with torch.no_grad():
+        lp, states = rec(emb, [(v, pad)], target, 0, r0_extra=extra)
+        for b, (n, m) in enumerate(zip(lens, mem_lens)):
+            lp_b, st_b = rec(emb, [(v[b:b + 1, :m], pad[b:b + 1, :m])], target[b:b + 1, :n], 0, r0_extra=extra[b:b + 1])
+            assert torch.allclose(lp[b, :n], lp_b[0], atol=1e-6)
+            assert torch.allclose(states[b, :n], st_b[0], atol=1e-6)
+            assert not lp[b, n:].any() and not states[b, n:].any()
+
+
+@pytest.mark.parametrize("backbone", ["transformer", "rnnsearch"])
+def test_training_encodes_unequal_rows_in_length_buckets_with_the_same_states(backbone):
+    """§2.12's document batches hold sentences of mixed lengths: in training the backbone encodes
+    them in length buckets at their own widths (``_backbone_encode``) — the states of every real
+    position are the one-call encoding's (padding is masked downstream)."""
+    m = tiny_model(backbone, mode="shared").train()
+    g = torch.Generator().manual_seed(3)
+    lens = [2, 12, 3, 12, 1, 5, 2, 9, 4, 11]
+    src = torch.zeros(len(lens), 12, dtype=torch.long)
+    for b, n in enumerate(lens):
+        src[b, :n] = torch.randint(4, 24, (n,), generator=g)
+        src[b, n - 1] = 2
+    batch = SearchBatch(src)
+    calls = []
+    real = m.backbone.encode
+    m.backbone.encode = lambda bt, *a: calls.append(tuple(bt.src.shape)) or real(bt, *a)
+    enc = m.encode(batch)
+    assert len(calls) == 4 and max(w for _, w in calls) == 12 and min(w for _, w in calls) < 5
+    ref = real(batch)
+    keep = src.ne(0)
+    assert torch.equal(enc.src_pad_mask, ref.src_pad_mask)
+    assert torch.allclose(enc.states[keep], ref.states[keep], atol=1e-5)
+    with torch.no_grad():
+        calls.clear()
+        m.encode(batch)
+        assert calls == [tuple(src.shape)]                       # not in evaluation: one call
