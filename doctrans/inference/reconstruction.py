@@ -71,10 +71,10 @@ def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequ
         raise ValueError(f"rows_per_pass must be ≥ 1, got {rows_per_pass}")
     device = next(model.parameters()).device
     owner = [b for b, cands in enumerate(candidates) for _ in cands]
-    first = np.cumsum([0] + [len(c) for c in candidates]).tolist()                    # sentence → its first row
     if states is not None and [len(s) for s in states] != [len(c) for c in candidates]:
         raise ValueError("states must hold one decoder-state tensor per candidate")
     flat = [c for cands in candidates for c in cands]
+    flat_states = None if states is None else [h for hs in states for h in hs]        # aligned with ``flat``
     order = sorted(range(len(flat)), key=lambda i: (len(targets[owner[i]]), len(flat[i])))
     log_r = [0.0] * len(flat)                                                         # (Σ k_b,)
     for start in range(0, len(order), rows_per_pass):
@@ -85,10 +85,8 @@ def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequ
         rows = enc.select(torch.tensor([at[owner[i]] for i in part], dtype=torch.long, device=device))
         tgt_in = _padded([[bos_id, *flat[i]] for i in part], pad_id).to(device)
         rec = _padded([targets[owner[i]] for i in part], pad_id).to(device)
-        hidden = None
-        if states is not None:
-            flat_states = [states[owner[i]][i - first[owner[i]]] for i in part]
-            hidden = torch.nn.utils.rnn.pad_sequence(flat_states, batch_first=True).to(device)
+        hidden = None if flat_states is None else \
+            torch.nn.utils.rnn.pad_sequence([flat_states[i] for i in part], batch_first=True).to(device)
         scores = model.reconstruction_score(rows, tgt_in, rec, hidden=hidden, top_words=top_words)
         for i, score in zip(part, scores.float().cpu().tolist()):
             log_r[i] = score

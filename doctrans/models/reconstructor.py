@@ -55,7 +55,8 @@ from torch import Tensor, nn
 
 from doctrans.models.backbones.rnnsearch import gru_step
 from doctrans.models.context.base import context_rows
-from doctrans.models.interface import DocumentSpec, EncoderOutput, ReconstructionSpec, SearchBatch, no_dp_message
+from doctrans.models.interface import DocumentSpec, EncoderOutput, ReconstructionSpec, no_dp_message
+from doctrans.models.rows import split_encode
 
 MODES = ("enc", "dec", "both", "shared")
 ATTENTIONS = ("independent", "enc2dec", "dec2enc")
@@ -66,8 +67,6 @@ HEAD_FORMS = ("linear", "mlp")
 FUSE_INTO = ("labeler", "decoder")
 SOFTMAX = ("full", "batch")
 SOFTMAX_CHUNK = 2048            # positions per full-softmax chunk (reranking k candidates × B sentences)
-ENCODE_BUCKETS = 4              # training: a batch of very unequal rows (document batches) is encoded in this
-                                # many length buckets (``ReconstructedModel._backbone_encode``)
 NO_DP = "NONE"                  # label 0 of ``dp_labels``
 PLACEHOLDER = "#DP#"            # the DPP placeholder token (docs/models.md §3.2)
 # Table 4.3's 30 Chinese forms (10 basic, + 的, + 自己), in the order of doctrans/dp/pronouns.py:
@@ -415,36 +414,13 @@ class ReconstructedModel(nn.Module):
     def hidden_size(self) -> int:
         return self.backbone.hidden_size
 
-    def _backbone_encode(self, batch) -> EncoderOutput:
-        """The backbone's encoding of ``batch.src`` (B, S). In training, a batch whose real tokens
-        fill under 3/4 of it — §2.12's document batches, runs of consecutive sentences of mixed
-        lengths — is encoded in ``ENCODE_BUCKETS`` length buckets, each at its own width, and the
-        states put back at width S (zeros past a bucket's width): the same states at every real
-        position (both backbones' rows do not depend on their padding: the Transformer masks it,
-        RNNSearch packs it; padding is masked downstream), less padding encoded (measured:
-        benchmarks/RESULTS.md). Otherwise, and for a backbone whose output has ``extra``/``shared``
-        parts, one call."""
-        src = batch.src
-        pad = src.eq(self.pad_id)
-        lengths = (~pad).sum(1)
-        b, width = src.shape
-        if not (self.training and torch.is_grad_enabled()) or b < 2 * ENCODE_BUCKETS \
-                or int(lengths.sum()) > 0.75 * b * width:
-            return self.backbone.encode(batch)
-        order = torch.argsort(lengths, stable=True)
-        parts = [(rows, self.backbone.encode(SearchBatch(src.index_select(0, rows)[:, :max(1, int(lengths[rows].max()))])))
-                 for rows in order.tensor_split(ENCODE_BUCKETS)]
-        if any(e.extra or e.shared for _, e in parts):
-            return self.backbone.encode(batch)
-        states = parts[0][1].states.new_zeros(b, width, parts[0][1].states.size(-1))
-        for rows, e in parts:
-            states = states.index_copy(0, rows, F.pad(e.states, (0, 0, 0, width - e.states.size(1))))
-        return EncoderOutput(states, pad)
-
     def encode(self, batch) -> EncoderOutput:
-        """The backbone's encoding (``_backbone_encode``); with §2.12's context, C (B, H) in
-        ``extra["dp_context"]``."""
-        enc = self._backbone_encode(batch)
+        """The backbone's encoding; with §2.12's context, C (B, H) in ``extra["dp_context"]``. A
+        document batch (§2.12) is encoded as the context models encode theirs when gradients are
+        on (``models.rows.split_encode``: target rows in length buckets, context-only rows
+        apart, each cut to its own width — the same states at real positions, less padding;
+        benchmarks/RESULTS.md); a sentence batch in one call."""
+        enc = split_encode(self.backbone, batch, context_grad=True)
         if self.ctx_gru is not None:
             enc.extra = {**(enc.extra or {}), "dp_context": self._sentence_context(enc, batch)}
         self._dec_cache = []

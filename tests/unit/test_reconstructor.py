@@ -4,6 +4,8 @@ step by step, the contract's defaults, the DP labels (the ``</s>`` slot), a tiny
 learns, and a synthetic task that only a model carrying DP information solves."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -405,27 +407,33 @@ def test_packed_recurrence_equals_each_row_alone():
 
 
 @pytest.mark.parametrize("backbone", ["transformer", "rnnsearch"])
-def test_training_encodes_unequal_rows_in_length_buckets_with_the_same_states(backbone):
-    """§2.12's document batches hold sentences of mixed lengths: in training the backbone encodes
-    them in length buckets at their own widths (``_backbone_encode``) — the states of every real
-    position are the one-call encoding's (padding is masked downstream)."""
+def test_training_encodes_a_document_batch_in_length_buckets_with_the_same_states(backbone):
+    """§2.12's document batches hold sentences of mixed lengths: with gradients on, the model
+    encodes them as the context models do (``models.rows.split_encode``: target rows in length
+    buckets at their own widths, context-only rows apart) — the states of every real position
+    are the one-call encoding's; a sentence batch (no ``is_target``) and evaluation: one call."""
     m = tiny_model(backbone, mode="shared").train()
     g = torch.Generator().manual_seed(3)
-    lens = [2, 12, 3, 12, 1, 5, 2, 9, 4, 11]
+    lens = [2, 12, 3, 12, 1, 5, 2, 9, 4, 11, 3, 7, 6, 2, 10, 8, 5, 3] * 3
     src = torch.zeros(len(lens), 12, dtype=torch.long)
     for b, n in enumerate(lens):
         src[b, :n] = torch.randint(4, 24, (n,), generator=g)
         src[b, n - 1] = 2
-    batch = SearchBatch(src)
+    is_target = torch.ones(len(lens), dtype=torch.bool)
+    is_target[[0, 9]] = False                                    # two context-only rows
+    batch = SimpleNamespace(src=src, is_target=is_target)
     calls = []
     real = m.backbone.encode
     m.backbone.encode = lambda bt, *a: calls.append(tuple(bt.src.shape)) or real(bt, *a)
     enc = m.encode(batch)
-    assert len(calls) == 4 and max(w for _, w in calls) == 12 and min(w for _, w in calls) < 5
-    ref = real(batch)
+    assert len(calls) > 2 and max(w for _, w in calls) == 12 and min(w for _, w in calls) < 5
+    ref = real(SearchBatch(src))
     keep = src.ne(0)
     assert torch.equal(enc.src_pad_mask, ref.src_pad_mask)
     assert torch.allclose(enc.states[keep], ref.states[keep], atol=1e-5)
+    calls.clear()
+    m.encode(SearchBatch(src))
+    assert calls == [tuple(src.shape)]                           # a sentence batch: one call
     with torch.no_grad():
         calls.clear()
         m.encode(batch)
