@@ -102,8 +102,11 @@ def split_encode(backbone: nn.Module, batch, context_grad: bool) -> EncoderOutpu
     (``is_target`` False) as two sub-batches, each cut to its own longest source, the
     context-only ones without gradient unless ``context_grad``. Same states at real positions
     as one call (zeros at padding); a plain call when gradients are off, the batch has no
-    ``is_target`` or one kind of row only, or the backbone returns ``extra``. The target rows
-    are encoded in length buckets (``length_buckets``). batch.src: (B, S) → states (B, S, H)."""
+    ``is_target`` or one kind of row only, or the backbone returns ``extra``. Both kinds are
+    encoded in length buckets (``length_buckets``): context-only rows are many in a batch with
+    CoWord dropout's unmasked originals (``data.context_usage``), and one sub-batch padded to
+    the longest of them spent most of its encoder time on padding (benchmarks/RESULTS.md,
+    "context-usage training: cost"). batch.src: (B, S) → states (B, S, H)."""
     is_target = getattr(batch, "is_target", None)
     src = batch.src
     if is_target is None or not torch.is_grad_enabled() or bool(is_target.all()) or not bool(is_target.any()):
@@ -112,7 +115,7 @@ def split_encode(backbone: nn.Module, batch, context_grad: bool) -> EncoderOutpu
     t_rows, c_rows = is_target.nonzero().squeeze(1), (~is_target).nonzero().squeeze(1)
     parts = encode_bucketed(backbone, src, t_rows)
     with torch.set_grad_enabled(context_grad):
-        enc_c = backbone.encode(SearchBatch(_cut_rows(src, c_rows, backbone.pad_id)))
-    if parts is None or enc_c.extra:
+        parts_c = encode_bucketed(backbone, src, c_rows)
+    if parts is None or parts_c is None:
         return backbone.encode(batch)
-    return scatter_rows(parts + [(c_rows, enc_c)], src.size(0), src.size(1))
+    return scatter_rows(parts + parts_c, src.size(0), src.size(1))

@@ -571,3 +571,38 @@ def test_sub_document_model_in_training_mode_translates_as_in_eval_mode():
         ref = translate_documents(m.eval(), docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
         out = translate_documents(m.train(), docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
     assert out == ref
+
+
+def test_split_encode_encodes_context_only_rows_in_length_buckets_without_gradient():
+    """``models.rows.split_encode`` (the HAN models' training encode): the context-only rows —
+    many, with CoWord dropout's unmasked originals — are encoded in length buckets, each cut to
+    its own longest row, without gradient when ``context_grad`` is off; the states of every real
+    position equal one encoder call over all rows."""
+    from doctrans.models.rows import split_encode
+
+    b = _long_doc_batch(3)
+    b.is_target = torch.arange(40) % 2 == 1                               # 20 context-only rows
+    m = model("han_encoder").train()
+    for mod in m.modules():                                              # deterministic states
+        if isinstance(mod, torch.nn.Dropout):
+            mod.p = 0.0
+    backbone, calls = m.backbone, []
+    real_encode = backbone.encode
+
+    def spy(batch):
+        enc = real_encode(batch)
+        calls.append((batch.src.size(0), batch.src.size(1), enc.states.requires_grad))
+        return enc
+
+    backbone.encode = spy
+    out = split_encode(backbone, b, context_grad=False)
+    backbone.encode = real_encode
+    context_calls = [c for c in calls if not c[2]]
+    assert sum(c[0] for c in context_calls) == 20 and len(context_calls) >= 2       # ≥ 2 buckets
+    widths = sorted(c[1] for c in context_calls)
+    assert widths[0] < int(b.src[~b.is_target].ne(0).sum(1).max())      # the short bucket is cut
+    with torch.no_grad():
+        ref = real_encode(SearchBatch(b.src))
+    real = b.src.ne(0)
+    assert torch.allclose(out.states[real], ref.states[real], atol=1e-5)
+    assert torch.equal(out.src_pad_mask, ~real)
