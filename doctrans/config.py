@@ -76,6 +76,10 @@ class TrainConfig:
     coword_dropout: float = 0.0         # p: current-sentence source tokens → <unk> (Fernandes et al. 2021 §5;
                                         # data/context_usage.py); for a sentence model: source word dropout
     context_dropout: float = 0.0        # q: a training row sees the empty context (context models only)
+    pronoun_dropout: float = 0.0        # p: each whole-word source pronoun of the current sentence is deleted
+                                        # (a synthetic dropped pronoun; data/context_usage.py) [I]
+    pronoun_dropout_words: tuple[str, ...] = ("我", "你", "他", "她", "它", "我们", "你们", "他们", "她们", "它们")
+                                        # the pronouns it deletes: thesis Table 4.3's basic forms (dp.pronouns)
     split_sentences: float = 0.0        # r: a target row is split in two, its first half becoming its context
                                         # (Lupo et al. 2022 §3; data/context_usage.py; document batches only)
     context_margin: float = 0.0         # δ > 0: Jean & Cho 2019's context ranking loss, log p(y|x,C) should beat

@@ -45,6 +45,21 @@ Rows whose source or target has fewer than 4 real tokens are not split; with sub
 a batch with reconstruction targets (``rec_tgt``) is refused (ValueError). ``n_targets`` is
 recounted (the split rows have fewer target tokens).
 
+Pronoun dropout [I: synthetic dropped pronouns; ``train.pronoun_dropout: p``]: every whole-word
+source pronoun of the *current* sentence (``train.pronoun_dropout_words``, by default the ten
+basic Chinese pronouns of the thesis' Table 4.3: 我 你 他 她 它 我们 你们 他们 她们 它们) is
+**deleted** with probability p, the target unchanged — the sentence becomes what a pro-drop
+speaker would have said (thesis §4.1: the pronoun is absent, not masked), and the English
+pronoun the reference still has must come from the context (a 他/她 in the previous lines)
+or, for a sentence model, from the model's own prior. It is CoWord dropout aimed at the words
+issue 28/29's measurements say the models fail on (dropped pronouns whose form the previous
+sentences decide), with deletion instead of ``<unk>`` so the training source looks like a real
+DP source. The copy rule is CoWord dropout's (a row another row reads is copied; its context
+copy keeps the pronoun); a row is never left without a real token (its pronouns then stay);
+a sentence-level ``Batch`` gets it on every row; a batch with reconstruction targets
+(``rec_tgt``: DP labels are aligned to source positions) is refused (ValueError). Its draws
+come after CoWord and context dropout's, so p = 0 leaves their masks unchanged.
+
 Randomness comes from a ``torch.Generator`` the caller seeds per batch (``usage_generator``), so
 a resumed run draws the same masks.
 """
@@ -75,45 +90,93 @@ def coword_positions(src: Tensor, p: float, generator: torch.Generator) -> Tenso
     return draw.to(src.device) & real
 
 
+def pronoun_positions(src: Tensor, p: float, pronoun_ids: Tensor, generator: torch.Generator,
+                      src_joins: np.ndarray | None = None) -> Tensor:
+    """src (B, S) ids → bool (B, S): the positions pronoun dropout deletes — tokens whose id is in
+    ``pronoun_ids`` (K,) and that are a whole word (the token before does not continue into
+    them: ``src_joins[id]`` False, i.e. no ``@@``; None: every match), each independently with
+    probability ``p``, never every real token of a row (such a row keeps its pronouns). Raises
+    ValueError unless 0 ≤ p < 1."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"train.pronoun_dropout must be in [0, 1), got {p}")
+    draw = (torch.rand(src.shape, generator=generator) < p).to(src.device)
+    hit = torch.isin(src, pronoun_ids.to(src.device))
+    if src_joins is not None and src.size(1) > 1:
+        joins = torch.as_tensor(src_joins, device=src.device)
+        hit[:, 1:] &= ~joins[src[:, :-1]]
+    drop = draw & hit
+    real = (src.ne(PAD_ID) & src.ne(BOS_ID) & src.ne(EOS_ID)).sum(1)
+    return drop & drop.sum(1).lt(real)[:, None]
+
+
+def delete_positions(src: Tensor, drop: Tensor) -> Tensor:
+    """src (B, S) ids, drop (B, S) bool → (B, S): each row without its dropped positions, the
+    rest in order and ``<pad>`` after it (the width is kept)."""
+    if not bool(drop.any()):
+        return src
+    order = torch.sort(drop.to(torch.int8), dim=1, stable=True).indices
+    out = src.gather(1, order)
+    pos = torch.arange(src.size(1), device=src.device)[None, :]
+    return out.masked_fill(pos >= src.size(1) - drop.sum(1, keepdim=True), PAD_ID)
+
+
 def apply_context_usage(batch, coword_dropout: float = 0.0, context_dropout: float = 0.0,
-                        generator: torch.Generator | None = None):
+                        generator: torch.Generator | None = None, pronoun_dropout: float = 0.0,
+                        pronoun_ids: Tensor | None = None, src_joins: np.ndarray | None = None):
     """A training batch with CoWord dropout (rate p = ``coword_dropout``) on its target rows'
-    sources and context dropout (rate q = ``context_dropout``) on its target rows' context
-    (see the module docstring for the rules). ``batch``: ``batching.Batch`` (src (B, S) …) or
-    ``documents.DocBatch`` (… is_target (B,), ctx (B, N), block (B,) or None) on the CPU or a
-    device; returns a new batch (``batch`` is not modified) with B' ≥ B rows, the same
-    ``n_targets`` and the same targets. p = q = 0 returns ``batch`` itself. Raises ValueError
-    unless 0 ≤ p, q < 1."""
+    sources, context dropout (rate q = ``context_dropout``) on its target rows' context and
+    pronoun dropout (rate ``pronoun_dropout`` on the ids ``pronoun_ids`` (K,), whole words by
+    ``src_joins`` (V,) bool) on its target rows' sources (see the module docstring for the
+    rules). ``batch``: ``batching.Batch`` (src (B, S) …) or ``documents.DocBatch`` (…
+    is_target (B,), ctx (B, N), block (B,) or None) on the CPU or a device; returns a new batch
+    (``batch`` is not modified) with B' ≥ B rows, the same ``n_targets`` and the same targets.
+    All rates 0 returns ``batch`` itself. Raises ValueError unless every rate is in [0, 1), for
+    a pronoun dropout without ``pronoun_ids`` or on a batch with ``rec_tgt``."""
     if not 0.0 <= context_dropout < 1.0:
         raise ValueError(f"train.context_dropout must be in [0, 1), got {context_dropout}")
     if not 0.0 <= coword_dropout < 1.0:
         raise ValueError(f"train.coword_dropout must be in [0, 1), got {coword_dropout}")
-    if coword_dropout == 0.0 and context_dropout == 0.0:
+    if not 0.0 <= pronoun_dropout < 1.0:
+        raise ValueError(f"train.pronoun_dropout must be in [0, 1), got {pronoun_dropout}")
+    if pronoun_dropout and pronoun_ids is None:
+        raise ValueError("train.pronoun_dropout needs the pronouns' source ids (pronoun_ids)")
+    if pronoun_dropout and getattr(batch, "rec_tgt", None) is not None:
+        raise ValueError("train.pronoun_dropout: a batch with reconstruction targets (rec_tgt, DP labels "
+                         "aligned to source positions) cannot have source words deleted")
+    if coword_dropout == 0.0 and context_dropout == 0.0 and pronoun_dropout == 0.0:
         return batch
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
     is_target, ctx = getattr(batch, "is_target", None), getattr(batch, "ctx", None)
+
+    def pronouns(src: Tensor) -> Tensor:
+        if not pronoun_dropout:
+            return torch.zeros_like(src, dtype=torch.bool)
+        return pronoun_positions(src, pronoun_dropout, pronoun_ids, gen, src_joins)
+
     if is_target is None or ctx is None:                          # sentence-level: every row current
         masked = batch.src.masked_fill(coword_positions(batch.src, coword_dropout, gen), UNK_ID)
-        return replace(batch, src=masked)
+        return replace(batch, src=delete_positions(masked, pronouns(batch.src)))
     src, dev = batch.src, batch.src.device
     b = src.size(0)
     targets = is_target.to(dev)
     drop_ctx = (torch.rand(b, generator=gen) < context_dropout).to(dev) & targets
     cow = coword_positions(src, coword_dropout, gen) & targets[:, None]
+    pro = pronouns(src) & targets[:, None]
     block = getattr(batch, "block", None)
     ctx = ctx.clone()
     read = torch.zeros(b, dtype=torch.bool, device=dev)           # rows another row reads through ctx
     read[ctx[ctx.ge(0)]] = True
-    copy = cow.any(1) & read
+    copy = (cow | pro).any(1) & read
     if block is not None:                                         # sub-documents: rows are each other's context
         copy |= drop_ctx
     ctx[drop_ctx] = -1
     rows = copy.nonzero().squeeze(1)                              # (C,) rows to copy
-    in_place = cow & ~copy[:, None]
-    new_src = src.masked_fill(in_place, UNK_ID)
+    in_place = ~copy[:, None]
+    new_src = delete_positions(src.masked_fill(cow & in_place, UNK_ID), pro & in_place)
     if rows.numel() == 0:
         return replace(batch, src=new_src, ctx=ctx)
-    copy_src = src.index_select(0, rows).masked_fill(cow.index_select(0, rows), UNK_ID)
+    copy_src = delete_positions(src.index_select(0, rows).masked_fill(cow.index_select(0, rows), UNK_ID),
+                                pro.index_select(0, rows))
     new_ctx = batch.ctx.clone()                                   # copied originals keep their pointers
     new_ctx[drop_ctx & ~copy] = -1
     new_target = targets.clone()

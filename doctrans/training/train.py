@@ -120,7 +120,21 @@ class NMTTask:
                              f"experiment {cfg.name!r} has a sentence-level model")
         # (src, tgt) (V,) bool: BPE units that continue a word ("@@"), where split_sentences never cuts
         self._joins = tuple(np.array([t.endswith("@@") for t in v.tokens]) for v in (src_vocab, tgt_vocab))
+        self._pronoun_ids = self._pronoun_dropout_ids(cfg.train, src_vocab)
         self._plan_batches()
+
+    @staticmethod
+    def _pronoun_dropout_ids(t, src_vocab: Vocab) -> torch.Tensor | None:
+        """(K,) source ids of ``train.pronoun_dropout_words`` (None when pronoun dropout is off).
+        Raises ValueError when none of the words is a source vocabulary token."""
+        if not t.pronoun_dropout:
+            return None
+        ids = [src_vocab.index[w] for w in t.pronoun_dropout_words if w in src_vocab.index]
+        if not ids:
+            raise ValueError(f"train.pronoun_dropout: none of train.pronoun_dropout_words "
+                             f"{list(t.pronoun_dropout_words)} is a source vocabulary token")
+        log.info("pronoun dropout p=%g over %d source pronouns", t.pronoun_dropout, len(ids))
+        return torch.tensor(ids, dtype=torch.long)
 
     def _plan_batches(self) -> None:
         self.batches = make_batches(self.train, self.t.max_tokens, self.t.seed)
@@ -141,14 +155,17 @@ class NMTTask:
         return self._to_device(self._usage(collate(self.train, key, self.tgt_vocab), epoch, index))
 
     def _usage(self, batch, epoch: int, index: int):
-        """``train.split_sentences``, then ``train.coword_dropout`` / ``train.context_dropout`` on a
-        training batch (``data.context_usage``), draws from (seed, epoch, index): resume stays exact."""
-        if not (self.t.coword_dropout or self.t.context_dropout or self.t.split_sentences):
+        """``train.split_sentences``, then ``train.coword_dropout`` / ``train.context_dropout`` /
+        ``train.pronoun_dropout`` on a training batch (``data.context_usage``), draws from (seed,
+        epoch, index): resume stays exact."""
+        t = self.t
+        if not (t.coword_dropout or t.context_dropout or t.split_sentences or t.pronoun_dropout):
             return batch
-        gen = usage_generator(self.t.seed, epoch, index)
-        if self.t.split_sentences:
-            batch = split_sentences(batch, self.t.split_sentences, gen, *self._joins)
-        return apply_context_usage(batch, self.t.coword_dropout, self.t.context_dropout, gen)
+        gen = usage_generator(t.seed, epoch, index)
+        if t.split_sentences:
+            batch = split_sentences(batch, t.split_sentences, gen, *self._joins)
+        return apply_context_usage(batch, t.coword_dropout, t.context_dropout, gen, t.pronoun_dropout,
+                                   self._pronoun_ids, self._joins[0])
 
     def loss(self, batch) -> StepLoss:
         out = forward_loss(self.model, batch, self.tgt_vocab.pad_id, self.t.label_smoothing)
@@ -254,6 +271,19 @@ class DocNMTTask(NMTTask):
             raise ValueError("train.context_margin: sub-document models (model.context_block, e.g. HGC) have no "
                              "per-sentence context to swap for a random one")
         super().__init__(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, dev_scorer)
+
+    @staticmethod
+    def _pronoun_dropout_ids(t, src_vocab: Vocab) -> torch.Tensor | None:
+        """(K,) source ids of ``train.pronoun_dropout_words`` (None when pronoun dropout is off).
+        Raises ValueError when none of the words is a source vocabulary token."""
+        if not t.pronoun_dropout:
+            return None
+        ids = [src_vocab.index[w] for w in t.pronoun_dropout_words if w in src_vocab.index]
+        if not ids:
+            raise ValueError(f"train.pronoun_dropout: none of train.pronoun_dropout_words "
+                             f"{list(t.pronoun_dropout_words)} is a source vocabulary token")
+        log.info("pronoun dropout p=%g over %d source pronouns", t.pronoun_dropout, len(ids))
+        return torch.tensor(ids, dtype=torch.long)
 
     def _plan_batches(self) -> None:
         mode = self.config.data.doc_batching
