@@ -18,7 +18,9 @@
 #                     context model of CTX_MODELS, CTX_STEPS updates each (HAN joint: CTX_STEPS more after
 #                     HAN encoder, as the paper) → results/context_table.md (reuses the quickstart's runs), with
 #                     the discourse columns (DP recall, contrastive pronouns, CXMI: docs/discourse.md); a row
-#                     NAME_usage is NAME trained with CTX_USAGE (CoWord + context dropout, issue 29)
+#                     NAME_usage is NAME trained with CTX_USAGE (CoWord + context dropout, issue 29), a row
+#                     NAME_pd NAME trained with CTX_PD (pronoun dropout: synthetic dropped pronouns;
+#                     transformer_pd is the sentence model with it)
 #   make rec-table    issue 28 (thesis ch. 5-6): from the quickstart's stage 1, REC_STEPS updates each, the
 #                     Transformer continued, +DPs, +DPs (predicted: annotate-dp --jackknife REC_FOLDS), +DPPs and
 #                     every reconstructor of REC_MODELS whose pipelines/dp YAML exists (enc+dec also reranked)
@@ -171,7 +173,8 @@ results/dp_table.md: $(DPRUNS)/baseline/best.pt $(DPRUNS)/nmt_dp/best.pt $(DPRUN
 
 # --- context models: stage 2 from the sentence-level quickstart model, equal updates ------------
 CTX_RUNS  ?= runs/context
-CTX_MODELS ?= concat concat_usage han_encoder han_encoder_usage han_decoder han_joint qcn_reg qcn_only qcn hgc_word hgc
+CTX_MODELS ?= concat concat_usage han_encoder han_encoder_usage han_encoder_pd transformer_pd han_decoder han_joint \
+	qcn_reg qcn_only qcn hgc_word hgc
 # Context-usage training (docs/discourse.md): the NAME_usage rows train NAME with these options.
 CTX_USAGE ?= train.coword_dropout=0.1 train.context_dropout=0.2
 CTX_THREADS ?= 0
@@ -191,6 +194,17 @@ $(CTX_RUNS)/han_joint/.done: $(CTX_RUNS)/han_encoder/.done
 $(CTX_RUNS)/%/.done: $(RUN)/.done
 	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) run_dir=$(CTX_RUNS)/$* \
 	  train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/$*)
+	touch $@
+# Pronoun dropout (docs/discourse.md): the NAME_pd rows train NAME with CTX_PD; transformer_pd is the
+# Transformer continued with it (a sentence model: synthetic DPs with no context to resolve them).
+CTX_PD ?= train.pronoun_dropout=0.5
+$(CTX_RUNS)/transformer_pd/.done: $(RUN)/.done
+	$(BIN)/doctrans train pipelines/quickstart.yaml $(CTX_TRAIN) $(CTX_PD) run_dir=$(CTX_RUNS)/transformer_pd \
+	  train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/transformer_pd)
+	touch $@
+$(CTX_RUNS)/%_pd/.done: $(RUN)/.done
+	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) $(CTX_PD) run_dir=$(CTX_RUNS)/$*_pd \
+	  train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/$*_pd)
 	touch $@
 $(CTX_RUNS)/%_usage/.done: $(RUN)/.done
 	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) $(CTX_USAGE) run_dir=$(CTX_RUNS)/$*_usage \
