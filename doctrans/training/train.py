@@ -272,19 +272,6 @@ class DocNMTTask(NMTTask):
                              "per-sentence context to swap for a random one")
         super().__init__(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, dev_scorer)
 
-    @staticmethod
-    def _pronoun_dropout_ids(t, src_vocab: Vocab) -> torch.Tensor | None:
-        """(K,) source ids of ``train.pronoun_dropout_words`` (None when pronoun dropout is off).
-        Raises ValueError when none of the words is a source vocabulary token."""
-        if not t.pronoun_dropout:
-            return None
-        ids = [src_vocab.index[w] for w in t.pronoun_dropout_words if w in src_vocab.index]
-        if not ids:
-            raise ValueError(f"train.pronoun_dropout: none of train.pronoun_dropout_words "
-                             f"{list(t.pronoun_dropout_words)} is a source vocabulary token")
-        log.info("pronoun dropout p=%g over %d source pronouns", t.pronoun_dropout, len(ids))
-        return torch.tensor(ids, dtype=torch.long)
-
     def _plan_batches(self) -> None:
         mode = self.config.data.doc_batching
         if mode not in DOC_BATCHING:
