@@ -77,7 +77,8 @@ class TrainConfig:
                                         # data/context_usage.py); for a sentence model: source word dropout
     context_dropout: float = 0.0        # q: a training row sees the empty context (context models only)
     pronoun_dropout: float = 0.0        # p: each whole-word source pronoun of the current sentence is deleted
-                                        # (a synthetic dropped pronoun; data/context_usage.py) [I]
+                                        # (a synthetic dropped pronoun; with a reconstructor also a DP of x̂ and
+                                        # of the DP labels; data/context_usage.py) [I]
     pronoun_dropout_words: tuple[str, ...] = ("我", "你", "他", "她", "它", "我们", "你们", "他们", "她们", "它们")
                                         # the pronouns it deletes: thesis Table 4.3's basic forms (dp.pronouns)
     split_sentences: float = 0.0        # r: a target row is split in two, its first half becoming its context

@@ -56,16 +56,28 @@ issue 28/29's measurements say the models fail on (dropped pronouns whose form t
 sentences decide), with deletion instead of ``<unk>`` so the training source looks like a real
 DP source. The copy rule is CoWord dropout's (a row another row reads is copied; its context
 copy keeps the pronoun); a row is never left without a real token (its pronouns then stay);
-a sentence-level ``Batch`` gets it on every row; a batch with reconstruction targets
-(``rec_tgt``: DP labels are aligned to source positions) is refused (ValueError). Its draws
-come after CoWord and context dropout's, so p = 0 leaves their masks unchanged.
+a sentence-level ``Batch`` gets it on every row. Its draws come after CoWord and context
+dropout's, so p = 0 leaves their masks unchanged.
+
+Pronoun dropout on a reconstructor's batch (``rec_tgt``, thesis ch. 5–6) [I: synthetic DPs for
+the reconstructors; ``ReconstructionDrop``]: a deleted pronoun *is* a dropped pronoun, so the
+reconstruction target x̂ and the DP labels are rewritten as ``annotate-dp`` would have written
+them for the pro-drop sentence — target ``dp`` (x̂ with the DPs inserted): x̂ unchanged (it keeps
+the pronoun the source lost: one more DP to restore); ``dpp`` (#DP# placeholders): the pronoun
+becomes a ``#DP#`` in x̂, labelled with the pronoun (a second ``#DP#`` before the same word gets
+label 0: ``data/reconstruction.py``'s "keep the first"); ``original`` (x itself, the end-to-end
+labeler): x̂ loses the pronoun too and the slot of the next remaining token (the ``</s>`` slot at
+the end) is labelled with it, unless a DP before it already is (keep the first). A row whose x̂
+does not align token by token with its source (outside ``#DP#``: e.g. a pronoun BPE split in one
+and not the other) keeps its pronouns. CoWord dropout and context dropout leave x̂ and the labels
+as they are; the copies the copy rule makes carry their rows' x̂ and labels.
 
 Randomness comes from a ``torch.Generator`` the caller seeds per batch (``usage_generator``), so
 a resumed run draws the same masks.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -120,18 +132,107 @@ def delete_positions(src: Tensor, drop: Tensor) -> Tensor:
     return out.masked_fill(pos >= src.size(1) - drop.sum(1, keepdim=True), PAD_ID)
 
 
+@dataclass(frozen=True)
+class ReconstructionDrop:
+    """What pronoun dropout does to a reconstructor's targets (module doc). target: the model's
+    ``ReconstructionSpec.target`` ("dp" | "dpp" | "original"); labels: (V,) int64, the DP label
+    id (into the model's ``dp_labels``, 0 = NONE) of each source-vocabulary id — needed for the
+    labelled targets ``dpp`` / ``original`` when the batch has ``dp_tgt``; placeholder_id: the
+    source id of ``#DP#`` (target ``dpp``; −1 otherwise)."""
+
+    target: str
+    labels: np.ndarray | None = None
+    placeholder_id: int = -1
+
+
+def _dpp_row(x: np.ndarray, xr: np.ndarray, lab: np.ndarray | None, drop: np.ndarray,
+             spec: ReconstructionDrop) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """One row of target ``dpp``: each dropped source token becomes ``#DP#`` in x̂ (labelled with
+    its pronoun). None when x̂'s non-placeholder tokens are not the source's (outside its own
+    placeholders)."""
+    ph = spec.placeholder_id
+    src_at = np.flatnonzero(x != ph)                   # source positions of the words x̂ also has
+    rec_at = np.flatnonzero(xr != ph)
+    if len(src_at) != len(rec_at) or not np.array_equal(x[src_at], xr[rec_at]):
+        return None
+    out, out_lab = xr.copy(), None if lab is None else lab.copy()
+    hit = rec_at[drop[src_at]]
+    out[hit] = ph
+    if out_lab is not None:
+        out_lab[hit] = spec.labels[xr[hit]]
+        second = np.flatnonzero((out[1:] == ph) & (out[:-1] == ph)) + 1
+        out_lab[second] = 0                            # keep the first #DP# before a word
+    return out, out_lab
+
+
+def _original_row(x: np.ndarray, xr: np.ndarray, lab: np.ndarray | None, drop: np.ndarray,
+                  spec: ReconstructionDrop) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """One row of target ``original``: x̂ loses the dropped tokens, their labels move to the next
+    kept slot (keep the first). None when x̂ is not the source."""
+    if not np.array_equal(x, xr):
+        return None
+    keep = ~drop
+    if lab is None:
+        return xr[keep], None
+    out_lab, pending = [], 0
+    for j in range(len(xr)):
+        if drop[j]:
+            pending = pending or int(lab[j]) or int(spec.labels[xr[j]])
+            continue
+        out_lab.append(pending or int(lab[j]))
+        pending = 0
+    return xr[keep], np.asarray(out_lab, dtype=lab.dtype)
+
+
+def reconstruction_targets(src: Tensor, rec_tgt: Tensor, dp_tgt: Tensor | None, drop: Tensor,
+                           spec: ReconstructionDrop) -> tuple[Tensor, Tensor | None, Tensor]:
+    """The reconstruction targets after pronoun dropout deletes ``drop`` (B, S) bool from ``src``
+    (B, S) (the sources before any CoWord masking): → (rec_tgt (B, S'), dp_tgt (B, S') or None,
+    drop (B, S)) with the rules of the module doc; rows whose x̂ does not align with their
+    source lose their ``drop`` (they keep their pronouns). Widths are kept (padding 0). Raises
+    ValueError for an unknown target, or for a labelled batch without ``spec.labels``."""
+    if spec.target not in ("dp", "dpp", "original"):
+        raise ValueError(f"pronoun dropout: unknown reconstruction target {spec.target!r}")
+    if spec.target == "dp" or not bool(drop.any()):
+        return rec_tgt, dp_tgt, drop
+    if dp_tgt is not None and spec.labels is None:
+        raise ValueError("pronoun dropout on DP-labelled targets needs the pronouns' label ids (labels)")
+    row_fn = _dpp_row if spec.target == "dpp" else _original_row
+    s_np, r_np, d_np = src.cpu().numpy(), rec_tgt.cpu().numpy(), drop.cpu().numpy()
+    l_np = None if dp_tgt is None else dp_tgt.cpu().numpy()
+    new_r, new_l, new_d = r_np.copy(), None if l_np is None else l_np.copy(), d_np.copy()
+    for b in np.flatnonzero(d_np.any(1)):
+        n, nr = int((s_np[b] != PAD_ID).sum()), int((r_np[b] != PAD_ID).sum())
+        got = row_fn(s_np[b, :n], r_np[b, :nr], None if l_np is None else l_np[b, :nr], d_np[b, :n], spec)
+        if got is None:
+            new_d[b] = False
+            continue
+        xr, lab = got
+        new_r[b] = PAD_ID
+        new_r[b, :len(xr)] = xr
+        if lab is not None:
+            new_l[b] = 0
+            new_l[b, :len(lab)] = lab
+    dev = rec_tgt.device
+    return (torch.from_numpy(new_r).to(dev), None if new_l is None else torch.from_numpy(new_l).to(dp_tgt.device),
+            torch.from_numpy(new_d).to(drop.device))
+
+
 def apply_context_usage(batch, coword_dropout: float = 0.0, context_dropout: float = 0.0,
                         generator: torch.Generator | None = None, pronoun_dropout: float = 0.0,
-                        pronoun_ids: Tensor | None = None, src_joins: np.ndarray | None = None):
+                        pronoun_ids: Tensor | None = None, src_joins: np.ndarray | None = None,
+                        reconstruction: ReconstructionDrop | None = None):
     """A training batch with CoWord dropout (rate p = ``coword_dropout``) on its target rows'
     sources, context dropout (rate q = ``context_dropout``) on its target rows' context and
     pronoun dropout (rate ``pronoun_dropout`` on the ids ``pronoun_ids`` (K,), whole words by
     ``src_joins`` (V,) bool) on its target rows' sources (see the module docstring for the
     rules). ``batch``: ``batching.Batch`` (src (B, S) …) or ``documents.DocBatch`` (…
-    is_target (B,), ctx (B, N), block (B,) or None) on the CPU or a device; returns a new batch
-    (``batch`` is not modified) with B' ≥ B rows, the same ``n_targets`` and the same targets.
-    All rates 0 returns ``batch`` itself. Raises ValueError unless every rate is in [0, 1), for
-    a pronoun dropout without ``pronoun_ids`` or on a batch with ``rec_tgt``."""
+    is_target (B,), ctx (B, N), block (B,) or None), with a reconstructor's ``rec_tgt`` /
+    ``dp_tgt`` (B, S') or not, on the CPU or a device; ``reconstruction``: how pronoun dropout
+    rewrites ``rec_tgt`` / ``dp_tgt`` (``ReconstructionDrop``). Returns a new batch (``batch`` is
+    not modified) with B' ≥ B rows, the same ``n_targets`` and the same targets. All rates 0
+    returns ``batch`` itself. Raises ValueError unless every rate is in [0, 1), for a pronoun
+    dropout without ``pronoun_ids``, or on a batch with ``rec_tgt`` without ``reconstruction``."""
     if not 0.0 <= context_dropout < 1.0:
         raise ValueError(f"train.context_dropout must be in [0, 1), got {context_dropout}")
     if not 0.0 <= coword_dropout < 1.0:
@@ -140,28 +241,37 @@ def apply_context_usage(batch, coword_dropout: float = 0.0, context_dropout: flo
         raise ValueError(f"train.pronoun_dropout must be in [0, 1), got {pronoun_dropout}")
     if pronoun_dropout and pronoun_ids is None:
         raise ValueError("train.pronoun_dropout needs the pronouns' source ids (pronoun_ids)")
-    if pronoun_dropout and getattr(batch, "rec_tgt", None) is not None:
-        raise ValueError("train.pronoun_dropout: a batch with reconstruction targets (rec_tgt, DP labels "
-                         "aligned to source positions) cannot have source words deleted")
+    rec_tgt, dp_tgt = getattr(batch, "rec_tgt", None), getattr(batch, "dp_tgt", None)
+    if pronoun_dropout and rec_tgt is not None and reconstruction is None:
+        raise ValueError("train.pronoun_dropout: a batch with reconstruction targets (rec_tgt) needs to know "
+                         "how the deletion changes them (reconstruction: ReconstructionDrop)")
     if coword_dropout == 0.0 and context_dropout == 0.0 and pronoun_dropout == 0.0:
         return batch
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
     is_target, ctx = getattr(batch, "is_target", None), getattr(batch, "ctx", None)
 
-    def pronouns(src: Tensor) -> Tensor:
+    def pronouns(src: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """(drop (B, S), rec_tgt, dp_tgt after it) for the rows ``rows`` (B,) bool (None: all)."""
         if not pronoun_dropout:
-            return torch.zeros_like(src, dtype=torch.bool)
-        return pronoun_positions(src, pronoun_dropout, pronoun_ids, gen, src_joins)
+            return torch.zeros_like(src, dtype=torch.bool), rec_tgt, dp_tgt
+        drop = pronoun_positions(src, pronoun_dropout, pronoun_ids, gen, src_joins)
+        if rows is not None:
+            drop &= rows[:, None]
+        if rec_tgt is None:
+            return drop, rec_tgt, dp_tgt
+        rec, dp, drop = reconstruction_targets(src, rec_tgt, dp_tgt, drop, reconstruction)
+        return drop, rec, dp
 
     if is_target is None or ctx is None:                          # sentence-level: every row current
         masked = batch.src.masked_fill(coword_positions(batch.src, coword_dropout, gen), UNK_ID)
-        return replace(batch, src=delete_positions(masked, pronouns(batch.src)))
+        pro, rec, dp = pronouns(batch.src)
+        return replace(batch, src=delete_positions(masked, pro), rec_tgt=rec, dp_tgt=dp)
     src, dev = batch.src, batch.src.device
     b = src.size(0)
     targets = is_target.to(dev)
     drop_ctx = (torch.rand(b, generator=gen) < context_dropout).to(dev) & targets
     cow = coword_positions(src, coword_dropout, gen) & targets[:, None]
-    pro = pronouns(src) & targets[:, None]
+    pro, rec_del, dp_del = pronouns(src, targets)
     block = getattr(batch, "block", None)
     ctx = ctx.clone()
     read = torch.zeros(b, dtype=torch.bool, device=dev)           # rows another row reads through ctx
@@ -173,8 +283,18 @@ def apply_context_usage(batch, coword_dropout: float = 0.0, context_dropout: flo
     rows = copy.nonzero().squeeze(1)                              # (C,) rows to copy
     in_place = ~copy[:, None]
     new_src = delete_positions(src.masked_fill(cow & in_place, UNK_ID), pro & in_place)
+    rec_kw = {}                                                   # x̂ and labels: the rows in place, then the copies
+    if rec_tgt is not None:
+        own = ~copy[:, None].to(rec_tgt.device)
+        rec_kw["rec_tgt"] = torch.where(own, rec_del, rec_tgt)
+        if dp_tgt is not None:
+            rec_kw["dp_tgt"] = torch.where(own.to(dp_tgt.device), dp_del, dp_tgt)
     if rows.numel() == 0:
-        return replace(batch, src=new_src, ctx=ctx)
+        return replace(batch, src=new_src, ctx=ctx, **rec_kw)
+    if rec_tgt is not None:
+        rec_kw["rec_tgt"] = torch.cat([rec_kw["rec_tgt"], rec_del.index_select(0, rows.to(rec_tgt.device))])
+        if dp_tgt is not None:
+            rec_kw["dp_tgt"] = torch.cat([rec_kw["dp_tgt"], dp_del.index_select(0, rows.to(dp_tgt.device))])
     copy_src = delete_positions(src.index_select(0, rows).masked_fill(cow.index_select(0, rows), UNK_ID),
                                 pro.index_select(0, rows))
     new_ctx = batch.ctx.clone()                                   # copied originals keep their pointers
@@ -190,6 +310,7 @@ def apply_context_usage(batch, coword_dropout: float = 0.0, context_dropout: flo
         is_target=torch.cat([new_target, torch.ones(rows.numel(), dtype=torch.bool, device=dev)]).to(
             batch.is_target.device),
         ctx=torch.cat([new_ctx, ctx.index_select(0, rows)]),
+        **rec_kw,
     )
     if block is not None:                                         # a dropped copy: a sub-document of its own
         fresh = int(block.max()) + 1 + torch.arange(rows.numel(), device=block.device)

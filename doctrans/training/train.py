@@ -20,11 +20,11 @@ import torch
 import yaml
 
 from doctrans.config import ExperimentConfig, to_dict
-from doctrans.data.context_usage import apply_context_usage, split_sentences, usage_generator
+from doctrans.data.context_usage import ReconstructionDrop, apply_context_usage, split_sentences, usage_generator
 from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches
 from doctrans.data.documents import (DOC_BATCHING, DOC_BUDGETS, DocBatchSpec, DocData, collate_doc,
                                      filter_context_tuples, load_doc_split, make_doc_batches)
-from doctrans.data.reconstruction import load_dp_labels, load_rec_lines, rec_target_path
+from doctrans.data.reconstruction import PLACEHOLDER, load_dp_labels, load_rec_lines, rec_target_path
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
 from doctrans.models.build import build_model
@@ -121,6 +121,7 @@ class NMTTask:
         # (src, tgt) (V,) bool: BPE units that continue a word ("@@"), where split_sentences never cuts
         self._joins = tuple(np.array([t.endswith("@@") for t in v.tokens]) for v in (src_vocab, tgt_vocab))
         self._pronoun_ids = self._pronoun_dropout_ids(cfg.train, src_vocab)
+        self._rec_drop = self._reconstruction_drop(cfg.train, model, src_vocab)
         self._plan_batches()
 
     @staticmethod
@@ -135,6 +136,27 @@ class NMTTask:
                              f"{list(t.pronoun_dropout_words)} is a source vocabulary token")
         log.info("pronoun dropout p=%g over %d source pronouns", t.pronoun_dropout, len(ids))
         return torch.tensor(ids, dtype=torch.long)
+
+    @staticmethod
+    def _reconstruction_drop(t, model, src_vocab: Vocab) -> ReconstructionDrop | None:
+        """How pronoun dropout rewrites the model's reconstruction targets (``data.context_usage``:
+        ``ReconstructionDrop``; None without pronoun dropout or without a reconstructor). Raises
+        ValueError when a DP-labelling model's ``dp_labels`` lack one of the dropped words."""
+        spec = model.reconstruction
+        if not t.pronoun_dropout or not spec.target:
+            return None
+        labels = None
+        if spec.predicts_dps:
+            index = {w: k for k, w in enumerate(model.dp_labels) if k}
+            missing = [w for w in t.pronoun_dropout_words if w in src_vocab.index and w not in index]
+            if missing:
+                raise ValueError(f"train.pronoun_dropout: {missing} are not DP labels of the model "
+                                 f"(model.reconstructor.dp_vocab); a deleted pronoun must be a label it can predict")
+            labels = np.zeros(len(src_vocab), dtype=np.int64)
+            for w in t.pronoun_dropout_words:
+                if w in src_vocab.index:
+                    labels[src_vocab.index[w]] = index[w]
+        return ReconstructionDrop(spec.target, labels, src_vocab.index.get(PLACEHOLDER, -1))
 
     def _plan_batches(self) -> None:
         self.batches = make_batches(self.train, self.t.max_tokens, self.t.seed)
@@ -165,7 +187,7 @@ class NMTTask:
         if t.split_sentences:
             batch = split_sentences(batch, t.split_sentences, gen, *self._joins)
         return apply_context_usage(batch, t.coword_dropout, t.context_dropout, gen, t.pronoun_dropout,
-                                   self._pronoun_ids, self._joins[0])
+                                   self._pronoun_ids, self._joins[0], self._rec_drop)
 
     def loss(self, batch) -> StepLoss:
         out = forward_loss(self.model, batch, self.tgt_vocab.pad_id, self.t.label_smoothing)

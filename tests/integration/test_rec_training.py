@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 import pytest
 import torch
 import yaml
@@ -96,3 +98,25 @@ def test_init_from_accepts_an_extended_source_vocabulary_only(stage1, tmp_path):
     with pytest.raises(ValueError, match="vocabularies differ"):
         stages.train(load_experiment(TINY["transformer"], [*base, f"run_dir={tmp_path / 'bad'}",
                                                            f"data.src_vocab={tmp_path / 'reordered.txt'}"]))
+
+
+@pytest.mark.parametrize("name", ["rec_enc", "rec_joint_predictor", "rec_joint_labeler", "rec_joint_context"])
+def test_pronoun_dropout_trains_every_reconstruction_target(stage1, name):
+    """train.pronoun_dropout on a reconstructor (x̂ dp / dpp / original; document batches for the
+    cross-sentence labeler): the deleted words become DPs of x̂ and the labels, every loss term trains."""
+    prep, ckpts, root = stage1
+    shipped = load_experiment(REPO / "pipelines" / "dp" / f"{name}.yaml")
+    rec = to_dict(shipped.model.reconstructor)
+    rec["dp_vocab"] = ["他", "它", "w1", "w2", "w3"]      # the dropped "pronouns" must be DP labels
+    flow = yaml.safe_dump(rec, default_flow_style=True, allow_unicode=True, width=10**6).strip()
+    run = root / f"{name}_pd"
+    cfg = load_experiment(TINY["transformer"], [f"data.prepared={prep}", f"run_dir={run}", "train.max_steps=3",
+                                                "train.log_every=1", f"train.init_from={ckpts['transformer']}",
+                                                f"model.reconstructor={flow}", "data.src_vocab_extra=[他, 它, '#DP#']",
+                                                "train.pronoun_dropout=0.9", "train.pronoun_dropout_words=[w1, w2, w3]",
+                                                "train.coword_dropout=0.1", *QUIET_TRAIN])
+    stages.train(cfg)
+    train = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    train = [x for x in train if x["kind"] == "train"]
+    expect = TERMS[rec["mode"]] | ({"dp"} if rec["dp_head"] != "none" else set())
+    assert len(train) == 3 and all(expect <= set(x) and np.isfinite(x["xent_nats"]) for x in train)
