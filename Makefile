@@ -235,8 +235,10 @@ REC_JK_EPOCHS ?= 1
 REC_GEN   ?= $(DPRUNS)/dp_labeler/best.pt
 REC_JK    := $(PREP)/dp_jk$(REC_FOLDS)
 REC_MODELS ?= rec_enc rec_dec rec_both rec_shared rec_shared_independent rec_shared_dec2enc rec_joint_predictor \
-	rec_joint_labeler rec_joint_context
-rec_yaml = pipelines/dp/$(if $(filter rec_shared_%,$(1)),rec_shared,$(1)).yaml
+	rec_joint_labeler rec_joint_context rec_joint_labeler_pd
+# NAME_pd: NAME trained with REC_PD (pronoun dropout: a deleted pronoun is a DP of x̂ and of the labels; docs/dp.md)
+REC_PD ?= train.pronoun_dropout=0.5
+rec_yaml = pipelines/dp/$(if $(filter rec_shared_%,$(1)),rec_shared,$(patsubst %_pd,%,$(1))).yaml
 REC_PRESENT := $(foreach m,$(REC_MODELS),$(if $(wildcard $(call rec_yaml,$(m))),$(m)))
 REC_TRAIN = data.prepared=$(PREP) train.max_steps=$(REC_STEPS) train.max_time_min=$(CAP) \
 	  train.init_from=$(RUN)/last.pt train.threads=$(CTX_THREADS)
@@ -250,6 +252,7 @@ REC_NAME_rec_shared_dec2enc := shared dec→enc
 REC_NAME_rec_joint_predictor := + joint DP predictor
 REC_NAME_rec_joint_labeler := + joint DP labeler
 REC_NAME_rec_joint_context := + cross-sentence context
+REC_NAME_rec_joint_labeler_pd := + joint DP labeler + PD
 REC_DPGEN := dp_generator=$(REC_GEN)
 REC_OPT_rec_enc := $(REC_DPGEN)
 REC_OPT_rec_dec := $(REC_DPGEN)
@@ -288,6 +291,10 @@ $(REC_RUNS)/nmt_dp_predicted/.done: $(RUN)/.done $(REC_JK)/meta.json
 $(REC_RUNS)/rec_shared_%/.done: $(RUN)/.done $(PREP)/dp/meta.json
 	$(BIN)/doctrans train pipelines/dp/rec_shared.yaml $(REC_TRAIN) model.reconstructor.attention=$* \
 	  run_dir=$(REC_RUNS)/rec_shared_$* $(call resume,$(REC_RUNS)/rec_shared_$*)
+	touch $@
+$(REC_RUNS)/%_pd/.done: $(RUN)/.done $(PREP)/dp/meta.json
+	$(BIN)/doctrans train pipelines/dp/$*.yaml $(REC_TRAIN) $(REC_PD) run_dir=$(REC_RUNS)/$*_pd \
+	  $(call resume,$(REC_RUNS)/$*_pd)
 	touch $@
 $(REC_RUNS)/%/.done: $(RUN)/.done $(PREP)/dp/meta.json
 	$(BIN)/doctrans train pipelines/dp/$*.yaml $(REC_TRAIN) run_dir=$(REC_RUNS)/$* $(call resume,$(REC_RUNS)/$*)

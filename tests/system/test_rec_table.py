@@ -138,3 +138,21 @@ def test_make_rec_table_recipe(tmp_path):
     systems = [table[i + 1].rpartition("=")[0] for i, a in enumerate(table) if a == "--system"]
     assert systems[:4] == ["Baseline (continued)", "+DPs", "+DPs (predicted)", "Baseline (+DPPs)"]
     assert ("enc-rec" in systems) == ("rec_enc" in present) and len(systems) == 4 + ("rec_enc" in present)
+
+
+def test_make_rec_table_pd_rows_train_the_base_yaml_with_pronoun_dropout(tmp_path):
+    """A REC_MODELS name NAME_pd is NAME's YAML trained with REC_PD, in its own run directory, as its own row."""
+    import shlex
+    import subprocess
+    out = subprocess.run(["make", "-n", "rec-table", f"PREP={tmp_path}/prep", f"RUN={tmp_path}/run",
+                          f"REC_RUNS={tmp_path}/runs", f"DATA={tmp_path}/data", "REC_STEPS=7",
+                          "REC_MODELS=rec_joint_labeler rec_joint_labeler_pd", "REC_PD=train.pronoun_dropout=0.3"],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout.replace("\\\n", " ")
+    trains = [shlex.split(line) for line in out.splitlines() if "pipelines/dp/rec_joint_labeler.yaml" in line]
+    by_dir = {next(a for a in cmd if a.startswith("run_dir=")): cmd for cmd in trains}
+    assert set(by_dir) == {f"run_dir={tmp_path}/runs/rec_joint_labeler", f"run_dir={tmp_path}/runs/rec_joint_labeler_pd"}
+    assert "train.pronoun_dropout=0.3" in by_dir[f"run_dir={tmp_path}/runs/rec_joint_labeler_pd"]
+    assert not any("pronoun_dropout" in a for a in by_dir[f"run_dir={tmp_path}/runs/rec_joint_labeler"])
+    table = shlex.split(next(line for line in out.splitlines() if "doctrans table rec" in line).replace("$(<", "("))
+    systems = [table[i + 1] for i, a in enumerate(table) if a == "--system"]
+    assert f"+ joint DP labeler + PD={tmp_path}/runs/rec_joint_labeler_pd" in systems
