@@ -155,3 +155,71 @@ def test_task_maps_the_dropped_words_to_the_model_dp_labels():
     with pytest.raises(ValueError, match="not DP labels"):
         NMTTask._reconstruction_drop(t, SimpleNamespace(reconstruction=labeler.reconstruction,
                                                         dp_labels=["NONE", "我"]), vocab)
+
+
+# --- a synthetic task: DPs the training data never drops --------------------------------------------
+# Every training source states its pronoun (他 吃 饭 / 她 喝 茶 …, the English "he eat rice"), so the
+# corpus has no DP label at all; the test sources drop it (吃 饭). Only pronoun dropout makes the
+# deleted 他/她 a labelled DP, so only the labeler trained with it predicts the test DPs — the slot
+# from the sentence, the pronoun from the decoder states of the English ("he" / "she").
+SYN_WORDS = ["他", "她", "吃", "喝", "饭", "茶", "he", "she", "eat", "drink", "rice", "tea"]
+SYN_VOCAB = Vocab(["<pad>", "<s>", "</s>", "<unk>"] + SYN_WORDS)
+SYN_EN = {"他": "he", "她": "she", "吃": "eat", "喝": "drink", "饭": "rice", "茶": "tea"}
+
+
+def _syn_batch(n: int, rng: np.random.Generator, labels: list[str], dropped: bool) -> Batch:
+    """n sentences 他|她 吃|喝 饭|茶 (the pronoun deleted when ``dropped``, then labelled at the verb)."""
+    index = {s: k for k, s in enumerate(labels)}
+    src, tgt, dp = [], [], []
+    for _ in range(n):
+        words = [str(rng.choice(["他", "她"])), str(rng.choice(["吃", "喝"])), str(rng.choice(["饭", "茶"]))]
+        en = [SYN_EN[w] for w in words]
+        lab = [0, 0, 0, 0]
+        if dropped:
+            lab = [index.get(words[0], 0), 0, 0]
+            words = words[1:]
+        src.append([SYN_VOCAB.index[w] for w in words] + [2])
+        tgt.append([SYN_VOCAB.index[w] for w in en] + [2])
+        dp.append(lab)
+    s, d, t = _t(src), _t(dp), _t(tgt)
+    tgt_in = torch.cat([torch.ones(n, 1, dtype=torch.long), t[:, :-1]], 1)
+    return Batch(s, tgt_in, t, np.arange(n), int(t.ne(0).sum()), rec_tgt=s.clone(), dp_tgt=d)
+
+
+def _train_labeler(pronoun_dropout: float, steps: int = 80):
+    from doctrans.config import load_experiment
+    from doctrans.models.build import build_model
+    from doctrans.training.loss import forward_loss
+    from conftest import REPO
+    torch.manual_seed(0)
+    opts = ["model.dropout=0.0", "model.reconstructor.mode=shared", "model.reconstructor.target=original",
+            "model.reconstructor.dp_head=labeler"]
+    m = build_model(load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml", opts).model,
+                    len(SYN_VOCAB), len(SYN_VOCAB), 0)
+    spec = NMTTask._reconstruction_drop(TrainConfig(pronoun_dropout=pronoun_dropout or 0.5), m, SYN_VOCAB)
+    pronouns = torch.tensor([SYN_VOCAB.index["他"], SYN_VOCAB.index["她"]])
+    rng = np.random.default_rng(0)
+    opt = torch.optim.Adam(m.parameters(), lr=5e-3)
+    m.train()
+    for step in range(steps):
+        b = _syn_batch(32, rng, m.dp_labels, dropped=False)
+        assert not bool(b.dp_tgt.any())                           # the corpus has no DP
+        b = apply_context_usage(b, generator=usage_generator(0, 0, step), pronoun_dropout=pronoun_dropout,
+                                pronoun_ids=pronouns, reconstruction=spec)
+        out = forward_loss(m, b, 0, 0.0)
+        opt.zero_grad()
+        (out.total / out.n_tokens).backward()
+        opt.step()
+    m.eval()
+    b = _syn_batch(200, np.random.default_rng(1), m.dp_labels, dropped=True)
+    with torch.no_grad():
+        pred = m.predict_dps(m.encode(b), b.tgt_in, b.rec_tgt)
+    gold = b.dp_tgt
+    return float((pred == gold).all(1).float().mean()), int(pred.ne(0).sum())
+
+
+def test_only_the_labeler_trained_with_pronoun_dropout_labels_dps_the_corpus_never_drops():
+    right_pd, n_pd = _train_labeler(0.5)
+    right_plain, n_plain = _train_labeler(0.0)
+    assert right_pd > 0.9, (right_pd, n_pd)          # slot and pronoun right in > 90% of the sentences
+    assert n_plain == 0 and right_plain == 0.0, (right_plain, n_plain)   # never saw a DP: predicts none
