@@ -42,7 +42,8 @@ DP_TRAIN_LOOP: dict[str, Any] = {
 # no BLEU, one batch per update (the pseudo-DP sampling fixes the target count in the forward pass)
 DP_TRAIN_FIXED: dict[str, Any] = {"device": "cpu", "eval_bleu": False, "accum": 1}
 # loop fields that do not apply to a DP generator: they must keep the TrainConfig default
-DP_TRAIN_UNUSED = ("label_smoothing", "max_tokens", "eval_beam", "eval_max_sentences")
+DP_TRAIN_UNUSED = ("label_smoothing", "max_tokens", "eval_beam", "eval_max_sentences",
+                   "coword_dropout", "context_dropout", "pronoun_dropout", "split_sentences", "context_margin")
 DP_TRAIN_DEFAULTS: dict[str, Any] = {**DP_TRAIN_READ, **DP_TRAIN_LOOP, **DP_TRAIN_FIXED}
 
 

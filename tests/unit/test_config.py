@@ -67,7 +67,13 @@ def test_dp_config_sections_defaults_and_errors(tmp_path):
                      (["model.det_emb=8"], "model.det_emb"), (["model.name=nope"], "model.name"),
                      (["data.tune_on=test"], "tune_on"), (["train.label_smoothing=0.2"], "train.label_smoothing"),
                      (["train.device=cuda"], "train.device"), (["train.accum=2"], "train.accum"),
-                     (["train.max_epochs=0"], "max_epochs")):
+                     (["train.max_epochs=0"], "max_epochs"),
+                     # the NMT task's context-usage options: the DP trainer would silently ignore them
+                     (["train.pronoun_dropout=0.3"], "train.pronoun_dropout"),
+                     (["train.coword_dropout=0.1"], "train.coword_dropout"),
+                     (["train.context_dropout=0.2"], "train.context_dropout"),
+                     (["train.split_sentences=0.2"], "train.split_sentences"),
+                     (["train.context_margin=1.0"], "train.context_margin")):
         with pytest.raises(ConfigError, match=key):
             load_dp_config(PIPELINES / "dp" / "labeler.yaml", bad)
     with pytest.raises(ConfigError, match="model.emb"):          # labeler keys are not thesis keys
