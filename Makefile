@@ -23,7 +23,8 @@
 #                     transformer_pd is the sentence model with it)
 #   make rec-table    issue 28 (thesis ch. 5-6): from the quickstart's stage 1, REC_STEPS updates each, the
 #                     Transformer continued, +DPs, +DPs (predicted: annotate-dp --jackknife REC_FOLDS), +DPPs and
-#                     every reconstructor of REC_MODELS whose pipelines/dp YAML exists (enc+dec also reranked)
+#                     every reconstructor of REC_MODELS whose pipelines/dp YAML exists (enc+dec also reranked;
+#                     NAME_pd: NAME trained with pronoun dropout, REC_PD)
 #                     → results/rec_table.md (BLEU, pronouns, DP recall, contrastive, DP P/R/F, speed; docs/dp.md)
 #   make rnn-context-table  the RNNSearch small baseline, then its context models (HRNN strategies,
 #                     MULTI, CACHE, NMT_ISG; RNN_STEPS updates each) → results/rnn_context_table.md
