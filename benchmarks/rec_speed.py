@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/rec_speed.py PREPARED_DIR CHECKPOINT [--updates 10] [--warmup 3]
        [--systems baseline,rec_both,rec_both:full,rec_shared,rec_joint_labeler] [--threads 1]
+       [--pronoun-dropout P]
 
 Every system starts from CHECKPOINT (the quickstart's stage-1 ``last.pt``, ``train.init_from`` as
 in ``pipelines/dp/rec_*.yaml``): ``baseline`` is ``pipelines/quickstart.yaml`` continued, NAME is
@@ -17,6 +18,9 @@ loss terms (nats per target token) of the first and last timed update.
 A document model (``rec_joint_context``) trains on its document batches (``make_doc_batches``,
 runs of consecutive sentences with their N context rows, ``data.doc_batching`` of its YAML):
 other batches than the sentence systems', so compare its target tok/s, not s/update.
+``NAME+pd`` (with ``--pronoun-dropout P``, default 0.5) is NAME trained with ``train.pronoun_dropout``:
+its batches pass through the training task's context-usage step (``data.context_usage``: the
+deletions and, for a reconstructor, the rewritten x̂ / DP labels), whose time counts in its update.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,15 +41,19 @@ from doctrans.data.documents import collate_doc, load_doc_split, make_doc_batche
 from doctrans.models.build import build_model  # noqa: E402
 from doctrans.models.interface import bind_vocabularies  # noqa: E402
 from doctrans.training.loss import forward_loss  # noqa: E402
-from doctrans.training.train import _vocabs, attach_reconstruction, initialise_from  # noqa: E402
+from doctrans.data.context_usage import apply_context_usage, usage_generator  # noqa: E402
+from doctrans.training.train import NMTTask, _vocabs, attach_reconstruction, initialise_from  # noqa: E402
 
 
-def system(name: str, prep: Path, ckpt: str, cache: dict):
+def system(name: str, prep: Path, ckpt: str, cache: dict, pronoun_dropout: float = 0.5):
+    name, pd = (name[:-3], True) if name.endswith("+pd") else (name, False)
     base, _, variant = name.partition(":")
     path = REPO / "pipelines" / ("quickstart.yaml" if base == "baseline" else f"dp/{base}.yaml")
     opts = [f"data.prepared={prep}", f"data.rec_dir={prep / 'dp'}", f"train.init_from={ckpt}"]
     if variant:
         opts.append(f"model.reconstructor.softmax={variant}")
+    if pd:
+        opts.append(f"train.pronoun_dropout={pronoun_dropout}")
     cfg = load_experiment(path, opts)
     src_vocab, tgt_vocab = _vocabs(cfg)
     torch.manual_seed(cfg.train.seed)
@@ -63,7 +72,17 @@ def system(name: str, prep: Path, ckpt: str, cache: dict):
     initialise_from(model, ckpt)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
-    return cfg, model, opt, data, tgt_vocab
+    usage = None
+    if pd:                                         # the training task's own usage step (no model named)
+        t = cfg.train
+        ids = NMTTask._pronoun_dropout_ids(t, src_vocab)
+        rec = NMTTask._reconstruction_drop(t, model, src_vocab)
+        joins = np.array([w.endswith("@@") for w in src_vocab.tokens])
+
+        def usage(batch, k):
+            return apply_context_usage(batch, t.coword_dropout, t.context_dropout, usage_generator(t.seed, 0, k),
+                                       t.pronoun_dropout, ids, joins, rec)
+    return cfg, model, opt, data, tgt_vocab, usage
 
 
 def main() -> None:
@@ -74,15 +93,16 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--systems", default="baseline,rec_both,rec_both:full,rec_shared,rec_joint_labeler")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--pronoun-dropout", type=float, default=0.5, help="p of the NAME+pd systems")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     cache: dict = {}
     names = args.systems.split(",")
-    systems = {n: system(n, args.prepared, args.checkpoint, cache) for n in names}
-    cfg0, _, _, data0, _ = systems[names[0]]
+    systems = {n: system(n, args.prepared, args.checkpoint, cache, args.pronoun_dropout) for n in names}
+    cfg0, _, _, data0, _, _ = systems[names[0]]
     order = epoch_batches(make_batches(data0, cfg0.train.max_tokens, cfg0.train.seed), cfg0.train.seed, 0)
     doc_order = {}
-    for n, (cfg, model, _, data, _) in systems.items():
+    for n, (cfg, model, _, data, _, _) in systems.items():
         if model.document.reads_documents:
             doc_order[n] = make_doc_batches(data, cfg.train.max_tokens, model.document.context_sents, cfg.train.seed, 0,
                                             mode=cfg.data.doc_batching, budget=cfg.data.doc_budget)
@@ -91,9 +111,11 @@ def main() -> None:
     terms: dict[str, list[dict]] = {n: [] for n in names}
     for k in range(args.warmup + args.updates):
         for n in names:
-            cfg, model, opt, data, tgt_vocab = systems[n]
+            cfg, model, opt, data, tgt_vocab, usage = systems[n]
             batch = collate_doc(data, doc_order[n][k], tgt_vocab) if n in doc_order else collate(data, order[k], tgt_vocab)
             t0 = time.perf_counter()
+            if usage is not None:
+                batch = usage(batch, k)
             out = forward_loss(model, batch, tgt_vocab.pad_id, cfg.train.label_smoothing)
             opt.zero_grad(set_to_none=True)
             (out.total / out.n_tokens).backward()
