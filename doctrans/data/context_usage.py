@@ -174,14 +174,15 @@ def _original_row(x: np.ndarray, xr: np.ndarray, lab: np.ndarray | None, drop: n
     keep = ~drop
     if lab is None:
         return xr[keep], None
-    out_lab, pending = [], 0
-    for j in range(len(xr)):
-        if drop[j]:
-            pending = pending or int(lab[j]) or int(spec.labels[xr[j]])
-            continue
-        out_lab.append(pending or int(lab[j]))
-        pending = 0
-    return xr[keep], np.asarray(out_lab, dtype=lab.dtype)
+    # every position's label in sentence order: its own (a DP before it), else a dropped token's pronoun
+    cand = np.where(lab != 0, lab, np.where(drop, spec.labels[xr], 0))
+    slot = np.cumsum(keep) - keep                      # the kept slot a position's label moves to
+    nz = np.flatnonzero(cand)
+    out = np.zeros(int(keep.sum()), dtype=lab.dtype)
+    slots, first = np.unique(slot[nz], return_index=True)
+    inside = slots < len(out)                          # (</s> is never dropped: always inside)
+    out[slots[inside]] = cand[nz[first[inside]]]       # keep the first label before each slot
+    return xr[keep], out
 
 
 def reconstruction_targets(src: Tensor, rec_tgt: Tensor, dp_tgt: Tensor | None, drop: Tensor,
