@@ -36,12 +36,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from doctrans.config import load_experiment  # noqa: E402
+from doctrans.data.context_usage import apply_context_usage, usage_generator  # noqa: E402
 from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches  # noqa: E402
 from doctrans.data.documents import collate_doc, load_doc_split, make_doc_batches  # noqa: E402
 from doctrans.models.build import build_model  # noqa: E402
 from doctrans.models.interface import bind_vocabularies  # noqa: E402
 from doctrans.training.loss import forward_loss  # noqa: E402
-from doctrans.data.context_usage import apply_context_usage, usage_generator  # noqa: E402
 from doctrans.training.train import NMTTask, _vocabs, attach_reconstruction, initialise_from  # noqa: E402
 
 
