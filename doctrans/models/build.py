@@ -57,18 +57,22 @@ def build_model(cfg, src_vocab: int, tgt_vocab: int, pad_id: int = 0, context=No
     when ``context`` is given. Raises ValueError for an unknown name, a mismatched config, or a
     context model whose ``backbone_parts`` the backbone does not provide (naming the model, the
     backbone and the missing members). A ``cfg.reconstructor`` (``RECONSTRUCTOR``'s config) wraps
-    the backbone in ``ReconstructedModel`` (not combinable with a context model)."""
+    the backbone — or the context model — in ``ReconstructedModel``."""
     backbone = _row(BACKBONES, cfg.backbone, cfg, "backbone")(cfg, src_vocab, tgt_vocab, pad_id)
     rec = getattr(cfg, "reconstructor", None)
     if rec is not None:
         if not isinstance(rec, RECONSTRUCTOR[0]):
             raise ValueError(f"model.reconstructor needs a {RECONSTRUCTOR[0].__name__}, got {type(rec).__name__}")
-        if context is not None:
-            raise ValueError("model.reconstructor cannot be combined with a context model (it has its own "
-                             "cross-sentence context: model.reconstructor.context_sents)")
+        if context is not None:                 # a reconstructor over a context model (models/reconstructor.py)
+            return RECONSTRUCTOR[1](_context_model(backbone, cfg, context), rec)
         return RECONSTRUCTOR[1](backbone, rec)
     if context is None:
         return backbone
+    return _context_model(backbone, cfg, context)
+
+
+def _context_model(backbone: nn.Module, cfg, context) -> nn.Module:
+    """The context model ``context.type`` over ``backbone``, its ``backbone_parts`` checked."""
     model_cls = _row(CONTEXT_MODELS, context.type, context, "context model")
     for parts in model_cls.backbone_parts:
         missing = missing_members(backbone, parts)

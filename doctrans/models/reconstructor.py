@@ -41,6 +41,14 @@ puts C in ``EncoderOutput.extra["dp_context"]`` so it follows the rows through `
 ``fuse_into: labeler`` (eq. 6.16 [form I]): P(dp_t) = softmax(W_l tanh(W_h r_t + W_c C + b) + b_l);
 ``decoder`` (eq. 6.15 [I]): C is added (W_d C) to every decoder state the reconstructor reads.
 
+**Over a context model** [I: a composition the thesis does not build]: the wrapped model may be a
+context model (``context:`` section, e.g. the HAN encoder) instead of a sentence backbone; then its
+``encode`` (which reads ``batch.ctx``) gives the encoder states the reconstructors read, its
+``decode_hidden`` the decoder states, its ``document`` the batches, its ``auxiliary_losses`` (e.g.
+QCN's PCC term) are added to the reconstructors', and the reconstructors share the embedding of
+the sentence backbone inside it. §2.12's own context (``context_sents``) is refused there: the
+context model already reads the previous sentences.
+
 Shape legend: B rows, S source length, T target length, S' reconstruction length (incl. ``</s>``),
 D memory width, H reconstructor size, E embedding size, V source vocabulary, L labels (1 + |V_dp|).
 """
@@ -54,7 +62,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from doctrans.models.backbones.rnnsearch import gru_step
-from doctrans.models.context.base import context_rows
+from doctrans.models.context.base import ContextModel, context_rows
 from doctrans.models.interface import DocumentSpec, EncoderOutput, ReconstructionSpec, no_dp_message
 from doctrans.models.rows import split_encode
 
@@ -340,9 +348,9 @@ class ReconstructedModel(nn.Module):
     and heads only add ``auxiliary_losses`` in training, ``reconstruction_score`` (reranking) and
     ``predict_dps``. Training batches carry ``rec_tgt`` (B, S') (source-vocabulary ids of x̂, ending
     in ``</s>``) and, with a DP head, ``dp_tgt`` (B, S') label ids (``data/reconstruction.py``).
-    Raises ValueError for an invalid ``ReconstructorConfig``."""
-
-    sentence_weights_prefix = "backbone."
+    ``backbone``: a sentence backbone or a context model over one (module docstring, "Over a context
+    model"). Raises ValueError for an invalid ``ReconstructorConfig``, or ``context_sents`` > 0 over
+    a context model."""
 
     def __init__(self, backbone: nn.Module, cfg: ReconstructorConfig):
         super().__init__()
@@ -368,10 +376,14 @@ class ReconstructedModel(nn.Module):
                              f"[0, 1], got {cfg.dp_weight}, {cfg.dp_none_weight} and {cfg.dp_threshold}")
         if not cfg.dp_vocab or len(set(cfg.dp_vocab)) != len(cfg.dp_vocab) or NO_DP in cfg.dp_vocab:
             raise ValueError("model.reconstructor.dp_vocab must be non-empty, without duplicates or 'NONE'")
+        if cfg.context_sents and isinstance(backbone, ContextModel):
+            raise ValueError("model.reconstructor.context_sents > 0 cannot be combined with a context model "
+                             "(it reads the previous sentences already): set one of them")
         self.backbone, self.cfg, self.pad_id = backbone, cfg, backbone.pad_id
-        emb = backbone.source_embedding
+        sentence = self._sentence_model
+        emb = sentence.source_embedding
         e, vocab = emb.embedding_dim, emb.num_embeddings
-        d_enc, d_dec = backbone.encoder_size, backbone.hidden_size
+        d_enc, d_dec = sentence.encoder_size, backbone.hidden_size
         h = cfg.hidden_size or backbone.hidden_size
         a = cfg.attn_size or h
 
@@ -402,9 +414,24 @@ class ReconstructedModel(nn.Module):
 
     # -- the contract, delegated ---------------------------------------------------------------
     @property
+    def _wraps_context(self) -> bool:
+        return isinstance(self.backbone, ContextModel)
+
+    @property
+    def _sentence_model(self) -> nn.Module:
+        """The sentence backbone: ``backbone`` itself, or the one inside the context model."""
+        return self.backbone.backbone if self._wraps_context else self.backbone
+
+    @property
+    def sentence_weights_prefix(self) -> str:
+        """"backbone." (+ the context model's own "backbone." when it wraps one)."""
+        return "backbone." + self.backbone.sentence_weights_prefix
+
+    @property
     def document(self) -> DocumentSpec:
-        """``DocumentSpec(context_sents)``: document batches only with §2.12's context."""
-        return DocumentSpec(self.cfg.context_sents)
+        """The context model's ``document``; over a sentence backbone ``DocumentSpec(context_sents)``:
+        document batches only with §2.12's context."""
+        return self.backbone.document if self._wraps_context else DocumentSpec(self.cfg.context_sents)
 
     @property
     def max_target_len(self) -> int:
@@ -420,7 +447,8 @@ class ReconstructedModel(nn.Module):
         on (``models.rows.split_encode``: target rows in length buckets, context-only rows
         apart, each cut to its own width — the same states at real positions, less padding;
         benchmarks/RESULTS.md); a sentence batch in one call."""
-        enc = split_encode(self.backbone, batch, context_grad=True)
+        enc = self.backbone.encode(batch) if self._wraps_context else split_encode(self.backbone, batch,
+                                                                                   context_grad=True)
         if self.ctx_gru is not None:
             enc.extra = {**(enc.extra or {}), "dp_context": self._sentence_context(enc, batch)}
         self._dec_cache = []
@@ -469,13 +497,13 @@ class ReconstructedModel(nn.Module):
         return self.backbone.decode_step_hidden(state, prev_tokens)
 
     def context_filter(self, src_len, tgt_len, ctx_len) -> dict:
-        return {}
+        return self.backbone.context_filter(src_len, tgt_len, ctx_len)
 
     def inference_cache(self, capacity: int = 4096) -> AbstractContextManager:
         return self.backbone.inference_cache(capacity)
 
     def explain_blocks(self) -> list:
-        return []
+        return self.backbone.explain_blocks() if self._wraps_context else []
 
     def portable(self):
         """None: a model with reconstructors is no standard Transformer for another engine (its
@@ -506,7 +534,7 @@ class ReconstructedModel(nn.Module):
              ) -> dict[str, tuple[Tensor, Tensor]]:
         """{"enc" | "dec" | "shared": (token log-probs (B, S'), states (B, S', H))} of the model's
         reconstructors on rec_target (B, S'); ``hidden`` (B, T, D) the decoder states of tgt_in."""
-        emb = self.backbone.source_embedding
+        emb = self._sentence_model.source_embedding
         out = {}
         enc_mem = (enc.states, enc.src_pad_mask)
         if self.rec_enc is not None:
@@ -544,7 +572,7 @@ class ReconstructedModel(nn.Module):
         given) and one reconstructor pass over all B rows; ``top_words``: ``Reconstructor.forward``."""
         key = {"enc": "enc", "dec": "dec", "both": "dec", "shared": "shared"}[self.cfg.mode]
         rec = {"enc": self.rec_enc, "dec": self.rec_dec, "shared": self.rec_shared}[key]
-        emb = self.backbone.source_embedding
+        emb = self._sentence_model.source_embedding
         if key == "enc":
             lp, _ = rec(emb, [(enc.states, enc.src_pad_mask)], rec_target, self.pad_id, top_words=top_words)
         else:
@@ -606,8 +634,9 @@ class ReconstructedModel(nn.Module):
         so the total is J of eq. 5.4 / 6.10 / 6.12 (every term summed over the same sentences,
         weights λ, η, 1) and the logged terms are nats per target token [I: a per-sentence mean,
         the AuxiliaryLosses default, would weigh log R ≈ 10× more than the thesis' J against the
-        per-token cross-entropy]. Needs ``batch.rec_tgt`` (and ``batch.dp_tgt`` with a DP head);
-        raises ValueError naming what is missing."""
+        per-token cross-entropy]. Over a context model, its own terms too. Needs ``batch.rec_tgt`` (and
+        ``batch.dp_tgt`` with a DP head); raises ValueError naming what is missing."""
+        inner = self.backbone.auxiliary_losses(enc, batch) if self._wraps_context else {}
         rec_tgt = getattr(batch, "rec_tgt", None)
         if rec_tgt is None:
             raise ValueError("a reconstructor model's training batches need rec_tgt (the reconstruction target; "
@@ -644,4 +673,7 @@ class ReconstructedModel(nn.Module):
             if c.dp_none_weight != 1.0:
                 weight = weight * torch.where(dp_tgt.eq(0), c.dp_none_weight, 1.0)
             out["dp"] = -c.dp_weight * (lp * weight).sum() / tokens
-        return out
+        clash = set(inner) & set(out)
+        if clash:
+            raise ValueError(f"the context model's loss terms {sorted(clash)} clash with the reconstructor's")
+        return {**inner, **out}
