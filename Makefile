@@ -236,7 +236,7 @@ REC_JK_EPOCHS ?= 1
 REC_GEN   ?= $(DPRUNS)/dp_labeler/best.pt
 REC_JK    := $(PREP)/dp_jk$(REC_FOLDS)
 REC_MODELS ?= rec_enc rec_dec rec_both rec_shared rec_shared_independent rec_shared_dec2enc rec_joint_predictor \
-	rec_joint_labeler rec_joint_context rec_joint_labeler_pd
+	rec_joint_labeler rec_joint_context rec_joint_labeler_pd rec_joint_labeler_han_pd
 # NAME_pd: NAME trained with REC_PD (pronoun dropout: a deleted pronoun is a DP of x̂ and of the labels; docs/dp.md)
 REC_PD ?= train.pronoun_dropout=0.5
 rec_yaml = pipelines/dp/$(if $(filter rec_shared_%,$(1)),rec_shared,$(patsubst %_pd,%,$(1))).yaml
@@ -254,6 +254,7 @@ REC_NAME_rec_joint_predictor := + joint DP predictor
 REC_NAME_rec_joint_labeler := + joint DP labeler
 REC_NAME_rec_joint_context := + cross-sentence context
 REC_NAME_rec_joint_labeler_pd := + joint DP labeler + PD
+REC_NAME_rec_joint_labeler_han_pd := + joint DP labeler over the HAN encoder + PD
 REC_DPGEN := dp_generator=$(REC_GEN)
 REC_OPT_rec_enc := $(REC_DPGEN)
 REC_OPT_rec_dec := $(REC_DPGEN)

@@ -120,3 +120,48 @@ def test_pronoun_dropout_trains_every_reconstruction_target(stage1, name):
     train = [x for x in train if x["kind"] == "train"]
     expect = TERMS[rec["mode"]] | ({"dp"} if rec["dp_head"] != "none" else set())
     assert len(train) == 3 and all(expect <= set(x) and np.isfinite(x["xent_nats"]) for x in train)
+
+
+def test_labeler_over_the_han_encoder_trains_and_writes_dps_for_documents(stage1, tmp_path):
+    """pipelines/dp/rec_joint_labeler_han.yaml (tiny-sized context): `doctrans train` from the
+    sentence checkpoint (its weights two prefixes deep), document batches with pronoun dropout,
+    rec + dp + xent logged; then `translate --docs --dp-out` keeps every line."""
+    from click.testing import CliRunner
+
+    from doctrans.cli import cli
+
+    prep, ckpts, root = stage1
+    shipped = load_experiment(REPO / "pipelines" / "dp" / "rec_joint_labeler_han.yaml")
+    rec = to_dict(shipped.model.reconstructor)
+    rec["dp_vocab"] = ["他", "它", "w1", "w2", "w3"]
+    ctx = {**to_dict(shipped.context), "heads": 2, "d_ff": 32}
+    flow = {k: yaml.safe_dump(v, default_flow_style=True, allow_unicode=True, width=10**6).strip()
+            for k, v in (("rec", rec), ("ctx", ctx))}
+    run = root / "labeler_han"
+    cfg = load_experiment(TINY["transformer"], [f"data.prepared={prep}", f"run_dir={run}", "train.max_steps=3",
+                                                "train.log_every=1", f"train.init_from={ckpts['transformer']}",
+                                                f"model.reconstructor={flow['rec']}", f"context={flow['ctx']}",
+                                                "data.src_vocab_extra=[他, 它, '#DP#']", "train.pronoun_dropout=0.9",
+                                                "train.pronoun_dropout_words=[w1, w2, w3]", *QUIET_TRAIN])
+    stages.train(cfg)
+    train = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    train = [x for x in train if x["kind"] == "train"]
+    assert len(train) == 3 and all({"rec", "dp", "xent_nats"} <= set(x) and np.isfinite(x["rec"]) for x in train)
+    new = torch.load(run / "last.pt", weights_only=True)["model"]
+    old = torch.load(ckpts["transformer"], weights_only=True)["model"]
+    assert set(old) <= {k.removeprefix("backbone.backbone.") for k in new}
+    assert any(k.startswith("backbone.han_enc.gate_proj") for k in new) and any(k.startswith("dp_head.") for k in new)
+    src = (prep / "dev.bpe.zh").read_text(encoding="utf-8").splitlines()[:6]
+    lines = src[:2] + [""] + src[2:]
+    (tmp_path / "in.bpe").write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
+    (tmp_path / "in.docs").write_text("".join(f"d{int(i > 3)}\t{i}\n" for i in range(len(lines))), encoding="utf-8")
+    r = CliRunner().invoke(cli, ["translate", "-c", str(run / "last.pt"), "-i", str(tmp_path / "in.bpe"),
+                                 "--input-format", "bpe", "--docs", str(tmp_path / "in.docs"),
+                                 "-o", str(tmp_path / "out.en"), "--dp-out", str(tmp_path / "dp.zh")])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    dp = (tmp_path / "dp.zh").read_text(encoding="utf-8").splitlines()
+    out = (tmp_path / "out.en").read_text(encoding="utf-8").splitlines()
+    assert len(dp) == len(out) == len(lines) and dp[2] == out[2] == ""
+    for line, completed in zip(lines, dp):                       # the source words, in order, DPs added
+        words = iter(completed.split())
+        assert all(w in words for w in line.replace("@@ ", "").split())

@@ -156,3 +156,18 @@ def test_make_rec_table_pd_rows_train_the_base_yaml_with_pronoun_dropout(tmp_pat
     table = shlex.split(next(line for line in out.splitlines() if "doctrans table rec" in line).replace("$(<", "("))
     systems = [table[i + 1] for i, a in enumerate(table) if a == "--system"]
     assert f"+ joint DP labeler + PD={tmp_path}/runs/rec_joint_labeler_pd" in systems
+
+
+def test_make_rec_table_has_the_labeler_over_the_han_encoder_by_default(tmp_path):
+    """The default REC_MODELS row rec_joint_labeler_han_pd: its YAML (a context section) with REC_PD."""
+    import shlex
+    import subprocess
+    out = subprocess.run(["make", "-n", "rec-table", f"PREP={tmp_path}/prep", f"RUN={tmp_path}/run",
+                          f"REC_RUNS={tmp_path}/runs", f"DATA={tmp_path}/data"],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout.replace("\\\n", " ")
+    trains = [shlex.split(line) for line in out.splitlines() if "pipelines/dp/rec_joint_labeler_han.yaml" in line]
+    assert len(trains) == 1 and f"run_dir={tmp_path}/runs/rec_joint_labeler_han_pd" in trains[0]
+    assert "train.pronoun_dropout=0.5" in trains[0]
+    table = shlex.split(next(line for line in out.splitlines() if "doctrans table rec" in line).replace("$(<", "("))
+    systems = [table[i + 1] for i, a in enumerate(table) if a == "--system"]
+    assert f"+ joint DP labeler over the HAN encoder + PD={tmp_path}/runs/rec_joint_labeler_han_pd" in systems
