@@ -17,7 +17,10 @@ timed ones after ``--warmup`` untimed), target tok/s, the ratio to the baseline,
 loss terms (nats per target token) of the first and last timed update.
 A document model (``rec_joint_context``) trains on its document batches (``make_doc_batches``,
 runs of consecutive sentences with their N context rows, ``data.doc_batching`` of its YAML):
-other batches than the sentence systems', so compare its target tok/s, not s/update.
+other batches than the sentence systems', so compare its target tok/s, not s/update — or compare
+it with a context model of the same N: ``DIR/NAME`` is ``pipelines/DIR/NAME.yaml`` (e.g.
+``context/han_encoder+pd,rec_joint_labeler_han+pd``: the HAN encoder and the joint labeler over
+it, the same document batches).
 ``NAME+pd`` (with ``--pronoun-dropout P``, default 0.5) is NAME trained with ``train.pronoun_dropout``:
 its batches pass through the training task's context-usage step (``data.context_usage``: the
 deletions and, for a reconstructor, the rewritten x̂ / DP labels), whose time counts in its update.
@@ -48,7 +51,8 @@ from doctrans.training.train import NMTTask, _vocabs, attach_reconstruction, ini
 def system(name: str, prep: Path, ckpt: str, cache: dict, pronoun_dropout: float = 0.5):
     name, pd = (name[:-3], True) if name.endswith("+pd") else (name, False)
     base, _, variant = name.partition(":")
-    path = REPO / "pipelines" / ("quickstart.yaml" if base == "baseline" else f"dp/{base}.yaml")
+    path = REPO / "pipelines" / ("quickstart.yaml" if base == "baseline" else
+                                 f"{base}.yaml" if "/" in base else f"dp/{base}.yaml")
     opts = [f"data.prepared={prep}", f"data.rec_dir={prep / 'dp'}", f"train.init_from={ckpt}"]
     if variant:
         opts.append(f"model.reconstructor.softmax={variant}")
