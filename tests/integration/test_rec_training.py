@@ -165,3 +165,8 @@ def test_labeler_over_the_han_encoder_trains_and_writes_dps_for_documents(stage1
     for line, completed in zip(lines, dp):                       # the source words, in order, DPs added
         words = iter(completed.split())
         assert all(w in words for w in line.replace("@@ ", "").split())
+    r = CliRunner().invoke(cli, ["translate", "-c", str(run / "last.pt"), "-i", str(tmp_path / "in.bpe"),
+                                 "--input-format", "bpe", "--docs", str(tmp_path / "in.docs"), "-o",
+                                 str(tmp_path / "rr.en"), "--rerank", "reconstructor", "--rerank-k", "3"])
+    assert r.exit_code != 0 and "--rerank is for sentence-level models" in str(r.exception)   # a clear refusal
+    assert not (tmp_path / "rr.en").exists()
