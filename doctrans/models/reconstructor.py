@@ -446,7 +446,8 @@ class ReconstructedModel(nn.Module):
         document batch (§2.12) is encoded as the context models encode theirs when gradients are
         on (``models.rows.split_encode``: target rows in length buckets, context-only rows
         apart, each cut to its own width — the same states at real positions, less padding;
-        benchmarks/RESULTS.md); a sentence batch in one call."""
+        benchmarks/RESULTS.md); a sentence batch in one call. Over a context model, its own
+        ``encode`` (it reads ``batch.ctx`` and splits the batch itself)."""
         enc = self.backbone.encode(batch) if self._wraps_context else split_encode(self.backbone, batch,
                                                                                    context_grad=True)
         if self.ctx_gru is not None:
@@ -503,7 +504,7 @@ class ReconstructedModel(nn.Module):
         return self.backbone.inference_cache(capacity)
 
     def explain_blocks(self) -> list:
-        return self.backbone.explain_blocks() if self._wraps_context else []
+        return self.backbone.explain_blocks()
 
     def portable(self):
         """None: a model with reconstructors is no standard Transformer for another engine (its
@@ -636,7 +637,7 @@ class ReconstructedModel(nn.Module):
         the AuxiliaryLosses default, would weigh log R ≈ 10× more than the thesis' J against the
         per-token cross-entropy]. Over a context model, its own terms too. Needs ``batch.rec_tgt`` (and
         ``batch.dp_tgt`` with a DP head); raises ValueError naming what is missing."""
-        inner = self.backbone.auxiliary_losses(enc, batch) if self._wraps_context else {}
+        inner = self.backbone.auxiliary_losses(enc, batch)        # a context model's own terms ({} for a backbone)
         rec_tgt = getattr(batch, "rec_tgt", None)
         if rec_tgt is None:
             raise ValueError("a reconstructor model's training batches need rec_tgt (the reconstruction target; "
