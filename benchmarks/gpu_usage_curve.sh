@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Issue 29, item 3's usage curve past what this project's CPUs reach: stage-2 training side by side
+# on one lent GPU (the `device` tool; nothing here needs one — on a CPU it runs, slowly), then the
+# context table at equal updates.
+#
+#   bash benchmarks/gpu_usage_curve.sh CARRY OUT [MINUTES] [EVAL_EVERY] [TABLE_SECONDS]
+#
+# CARRY holds what the GPU machine lacks (built on this machine; never committed):
+#   prep.tar.xz   a prepared dataset (doctrans preprocess; train/dev/test .bpe, .docs, train.target,
+#                 test.tok, vocab, BPE codes, meta.json) — the quickstart slice
+#   stage1.pt     the stage-1 sentence Transformer every run starts from (train.init_from)
+#   tvsub/test/   test.ref.sgm, test.seg.zh, test.oracle-dp.seg.zh (for 3-ref BLEU and DP recall)
+#   contrastive/  the contrastive pronoun set (doctrans contrastive)
+#   whl/*.whl     optional: wheels of packages missing there (sacremoses), installed to /tmp/site
+# Runs (each MINUTES of wall time, `train.max_time_min`; updates differ by model speed):
+#   transformer   the continued sentence Transformer (pipelines/quickstart.yaml)
+#   qcn_usage     QCN + CoWord 0.3 + context dropout 0.2 (the recipe of docs/discourse.md's 3,000-update curve)
+#   han_usage     HAN encoder + CoWord 0.3 + context dropout 0.2
+# every one from stage1.pt, dev cross-entropy and (context models) dev CXMI vs empty/random on the
+# trainer's first 200 dev lines every EVAL_EVERY updates, a weights-only checkpoint at each of them.
+# Then the largest update count S all three reached is translated and scored
+# (`doctrans table context --usage`, TVsub test as documents, beam 5, 3 references; at most
+# TABLE_SECONDS). OUT receives runs.tgz (metrics.jsonl, logs, configs), table.tgz (table.md,
+# rows.json, hypotheses) and the S-update Transformer and QCN checkpoints in fp16, split in 15 MiB
+# parts (NAME.fp16.pt.part-aa …; `cat` them back) for scoring elsewhere.
+set -uo pipefail
+C=$(realpath "${1:?CARRY}"); OUTD=$(realpath "${2:?OUT}"); MIN=${3:-5.3}; EVAL=${4:-500}; TABLE_S=${5:-170}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+export PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}          # the interpreter that holds torch (the GPU image's python3)
+if ls "$C"/whl/*.whl >/dev/null 2>&1 && ! $PY -c "import sacremoses" 2>/dev/null; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$C"/whl/*.whl \
+    && export PYTHONPATH=/tmp/site:${PYTHONPATH:-} || exit 1
+fi
+DT="$PY $ROOT/bin/doctrans"
+W=${WORK:-/tmp/gpu_usage}; PREP=$W/prep; R=$W/runs; E=$W/eval
+mkdir -p "$PREP" "$R" "$E"
+tar xJf "$C/prep.tar.xz" -C "$PREP" || exit 1
+nvidia-smi -L 2>/dev/null; $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+git -C "$ROOT" rev-parse --short HEAD 2>/dev/null; date -u
+
+COMMON="data.prepared=$PREP train.init_from=$C/stage1.pt train.max_steps=1000000 train.max_time_min=$MIN \
+  train.eval_every=$EVAL train.save_every=$EVAL train.keep_last=200 train.eval_bleu=false train.metric=xent_nats \
+  train.metric_mode=min train.threads=2 train.tensorboard=false"
+USAGE="train.coword_dropout=0.3 train.context_dropout=0.2"
+declare -A CFG=([transformer]="pipelines/quickstart.yaml" [qcn_usage]="pipelines/context/qcn.yaml $USAGE"
+                [han_usage]="pipelines/context/han_encoder.yaml $USAGE")
+declare -A PID
+for n in transformer qcn_usage han_usage; do
+  (cd "$ROOT" && exec $DT train ${CFG[$n]} $COMMON run_dir=$R/$n) >"$R/$n.log" 2>&1 &
+  PID[$n]=$!
+done
+collect() {                  # the runs' small files → OUT/runs.tgz (again after every phase)
+  (cd "$W" && tar czf "$OUTD/runs.tgz" runs/*.log runs/*/metrics.jsonl runs/*/config.yaml runs/*/train.log \
+     runs/*/learning_curves.png 2>/dev/null)
+}
+sleep 75                     # fail fast: a run that dies at start (a device bug) stops everything
+for n in "${!PID[@]}"; do
+  if ! kill -0 "${PID[$n]}" 2>/dev/null && ! wait "${PID[$n]}"; then
+    echo "== $n died at start:"; tail -30 "$R/$n.log"; kill "${PID[@]}" 2>/dev/null; collect; exit 1
+  fi
+done
+echo "== all three training after 75 s"; grep -h "update" "$R"/*/train.log 2>/dev/null | tail -3
+for n in "${!PID[@]}"; do wait "${PID[$n]}"; echo "== $n exit $?"; tail -3 "$R/$n.log"; done
+collect
+
+S=$(for n in transformer qcn_usage han_usage; do ls "$R/$n" | sed -n 's/^checkpoint\([0-9]*\)\.pt$/\1/p' | sort -n | tail -1; done | sort -n | head -1)
+echo "== equal updates: S=$S"; [ -n "$S" ] || exit 1
+for n in transformer qcn_usage han_usage; do
+  mkdir -p "$E/$n"; ln -sf "$R/$n/checkpoint$S.pt" "$E/$n/last.pt"
+  ln -sf "$R/$n/config.yaml" "$E/$n/config.yaml"; ln -sf "$R/$n/metrics.jsonl" "$E/$n/metrics.jsonl"
+done
+$PY - "$R" "$S" "$OUTD" <<'EOF'
+import sys, torch
+R, S, OUT = sys.argv[1:]
+for n in ("transformer", "qcn_usage"):
+    ck = torch.load(f"{R}/{n}/checkpoint{S}.pt", map_location="cpu", weights_only=False)
+    ck["model"] = {k: (v.half() if v.is_floating_point() else v) for k, v in ck["model"].items()}
+    torch.save(ck, f"{OUT}/{n}.fp16.pt")
+EOF
+(cd "$OUTD" && for f in *.fp16.pt; do split -b 15M "$f" "$f.part-" && rm "$f"; done)
+timeout "$TABLE_S" $DT table context --prepared "$PREP" --data "$C/tvsub" --usage --contrastive "$C/contrastive" \
+  --work "$E/work" --out "$E/work/table.md" --system "Transformer=$E/transformer" \
+  --system "QCN + CoWord 0.3 + context dropout 0.2=$E/qcn_usage" \
+  --system "HAN encoder + CoWord 0.3 + context dropout 0.2=$E/han_usage"
+echo "== table exit $?"; cat "$E/work/table.md" 2>/dev/null
+(cd "$E" && tar czf "$OUTD/table.tgz" work 2>/dev/null)
+collect; ls -la "$OUTD"
