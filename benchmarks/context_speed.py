@@ -4,7 +4,7 @@ Usage: python benchmarks/context_speed.py PREPARED_DIR [--updates 30] [--warmup 
        [--models concat,han_encoder,han_decoder,han_joint] [--modes runs,sorted] [--threads 2]
        [--max-tokens 4096] [--translate-lines 150] [--beam 5] [--max-len-ratio 1.5]
        [--max-len-extra 10] [--checkpoint NAME=CKPT ...] [--repeats 1] [--base YAML] [--usage P,Q]
-       [--autocast none|bf16]
+       [--autocast none|bf16|bf16-only] [--device cpu|cuda] [--cudnn-sdp]
 
 Training: the sentence model (``--base``, default ``pipelines/quickstart.yaml``; the RNN context
 models of issue 15 compare against ``pipelines/rnnsearch/small.yaml``) and every context model
@@ -23,7 +23,11 @@ a system ``…+usage`` trained on the same batches after ``train.coword_dropout`
 the trainer does; its time is counted in the update): the cost of context-usage training.
 ``--autocast bf16`` (issue 30) adds every system again as ``NAME+bf16``, the same batches under
 bf16 autocast (what ``train.autocast: auto`` picks on a CPU with native bf16); the table also
-gives target tokens per CPU second of the process (steadier than wall time on a shared machine).
+gives target tokens per CPU second of the process (steadier than wall time on a shared machine);
+``bf16-only``: the bf16 systems alone. ``--device cuda`` trains on the GPU (each timed update ends
+with a synchronize); ``--cudnn-sdp`` adds every system again as ``NAME+cudnn-sdp``, its updates
+with PyTorch's cuDNN attention backend on (``doctrans.runtime.device.configure_cuda`` turns it
+off for every doctrans run on a GPU; the other systems run with it off): what that setting buys.
 
 Translation (``--translate-lines 0``: skipped): the first ``--translate-lines`` lines of each
 TVsub test document (``PREP/test.bpe.zh`` + ``PREP/test.docs``; ``--translate-split train
@@ -87,19 +91,27 @@ class System:
     usage: tuple[float, float] | None = None      # (coword_dropout, context_dropout) applied per update
     bf16: bool = False                            # the update under bf16 autocast (``--autocast``)
     cpu_seconds: float = 0.0                      # process CPU time of the timed updates
+    device: torch.device = torch.device("cpu")
+    cudnn_sdp: bool = False                       # this system's updates with cuDNN's SDPA backend on
 
     def update(self, k: int, timed: bool) -> None:
         """Update ``k``: [context-usage transform,] forward_loss, backward, clip 1.0, Adam step."""
         b = self.batches[k]
+        cuda = self.device.type == "cuda"
+        if cuda:
+            torch.backends.cuda.enable_cudnn_sdp(self.cudnn_sdp)
+            torch.cuda.synchronize()
         t0, c0 = time.perf_counter(), time.process_time()
         if self.usage is not None:
             b = apply_context_usage(b, *self.usage, generator=usage_generator(1, 0, k))
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             out = forward_loss(self.model, b, 0, 0.1)
         (out.total / out.n_tokens).backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
+        if cuda:
+            torch.cuda.synchronize()
         if timed:
             self.seconds += time.perf_counter() - t0
             self.cpu_seconds += time.process_time() - c0
@@ -127,18 +139,36 @@ def build_systems(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
     usage = tuple(float(x) for x in a.usage.split(",")) if a.usage else None
     if a.autocast == "bf16":                  # every system again, on the same batches, under bf16 autocast
         specs = [x for spec in specs for x in (spec, (spec[0] + "+bf16", spec[1], spec[2]))]
+    elif a.autocast == "bf16-only":
+        specs = [(spec[0] + "+bf16", spec[1], spec[2]) for spec in specs]
+    if a.cudnn_sdp:
+        specs = [x for spec in specs for x in (spec, (spec[0] + "+cudnn-sdp", spec[1], spec[2]))]
+    device = torch.device(a.device)
     out = []
     for name, c, batches in specs:
         torch.manual_seed(c.train.seed)
-        m = build_model(c.model, len(sv), len(tv), sv.pad_id, c.context).train()
+        m = build_model(c.model, len(sv), len(tv), sv.pad_id, c.context).train().to(device)
+        batches = [_to(b, device) for b in batches]
         for pname, p in m.named_parameters():                  # train.freeze (HGC's stage 2: backbone.*)
             if any(fnmatch.fnmatchcase(pname, pat) for pat in c.train.freeze):
                 p.requires_grad_(False)
         params = [p for p in m.parameters() if p.requires_grad]
         out.append(System(name, m, torch.optim.Adam(params, lr=1e-4, fused=True), batches,
-                          usage=usage if "+usage" in name else None, bf16=name.endswith("+bf16")))
+                          usage=usage if "+usage" in name else None, bf16="+bf16" in name, device=device,
+                          cudnn_sdp=name.endswith("+cudnn-sdp")))
         log.info("%s: %.2fM parameters, %d batches", name, sum(p.numel() for p in m.parameters()) / 1e6, len(batches))
     return out
+
+
+def _to(batch, device: torch.device):
+    """A collated batch (``batching.Batch`` or ``documents.DocBatch``) on ``device``."""
+    if device.type == "cpu":
+        return batch
+    if hasattr(batch, "to"):
+        return batch.to(device)
+    for name in ("src", "tgt_in", "tgt_out"):
+        setattr(batch, name, getattr(batch, name).to(device))
+    return batch
 
 
 def load_systems(specs: list[str], sv: Vocab, tv: Vocab) -> list[System]:
@@ -234,8 +264,12 @@ def main() -> None:
                     help="also translate with every context model's inference cache off (rows '(no cache)')")
     ap.add_argument("--usage", default="", metavar="P,Q",
                     help="also train every context model with coword_dropout P and context_dropout Q")
-    ap.add_argument("--autocast", default="none", choices=["none", "bf16"],
-                    help="bf16: add every system again as NAME+bf16, trained on the same batches under bf16 autocast")
+    ap.add_argument("--autocast", default="none", choices=["none", "bf16", "bf16-only"],
+                    help="bf16: add every system again as NAME+bf16, trained on the same batches under bf16 "
+                         "autocast; bf16-only: the bf16 systems alone")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="train on this device")
+    ap.add_argument("--cudnn-sdp", action="store_true",
+                    help="--device cuda: add every system again as NAME+cudnn-sdp, with cuDNN's attention backend on")
     ap.add_argument("--base", default="pipelines/quickstart.yaml",
                     help="the sentence model's YAML, relative to the repository (the reference row)")
     a = ap.parse_args()
@@ -243,7 +277,12 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     prep = a.prepared.resolve()
     sv, tv = Vocab.from_counts_file(prep / "vocab.zh.txt"), Vocab.from_counts_file(prep / "vocab.en.txt")
-    print(f"\ntorch {torch.__version__}, threads {torch.get_num_threads()}, max_tokens {a.max_tokens}")
+    if a.cudnn_sdp and a.device != "cuda":
+        ap.error("--cudnn-sdp needs --device cuda")
+    if a.device == "cuda" and a.translate_lines:
+        ap.error("--device cuda: training speed only (add --translate-lines 0)")
+    gpu = f", {torch.cuda.get_device_name()}" if a.device == "cuda" else ""
+    print(f"\ntorch {torch.__version__}, threads {torch.get_num_threads()}, max_tokens {a.max_tokens}{gpu}")
     if a.updates:
         systems = train_speed(a, prep, sv, tv)
     if a.translate_lines:
