@@ -64,8 +64,11 @@ echo "== all three training after 75 s"; grep -h "update" "$R"/*/train.log 2>/de
 for n in "${!PID[@]}"; do wait "${PID[$n]}"; echo "== $n exit $?"; tail -3 "$R/$n.log"; done
 collect
 
-S=$(for n in transformer qcn_usage han_usage; do ls "$R/$n" | sed -n 's/^checkpoint\([0-9]*\)\.pt$/\1/p' | sort -n | tail -1; done | sort -n | head -1)
-echo "== equal updates: S=$S"; [ -n "$S" ] || exit 1
+# the largest update count with a checkpoint in every run (save points are multiples of EVAL; a
+# run stopped by the clock also saves where it stopped, which the others need not have)
+S=$(for n in transformer qcn_usage han_usage; do ls "$R/$n" | sed -n 's/^checkpoint\([0-9]*\)\.pt$/\1/p' | sort -u; done \
+    | sort -n | uniq -c | awk '$1 == 3 {print $2}' | tail -1)
+echo "== equal updates: S=${S:-none}"; [ -n "$S" ] || { echo "no update count has a checkpoint in all three runs"; exit 1; }
 for n in transformer qcn_usage han_usage; do
   mkdir -p "$E/$n"; ln -sf "$R/$n/checkpoint$S.pt" "$E/$n/last.pt"
   ln -sf "$R/$n/config.yaml" "$E/$n/config.yaml"; ln -sf "$R/$n/metrics.jsonl" "$E/$n/metrics.jsonl"
