@@ -301,7 +301,8 @@ def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | N
                    "model's reconstructor rebuilding the source x̂ from each candidate's decoder states (docs/"
                    "models.md §2.8 Decoding; λ: the model's weight). x̂: the source itself (joint labeler) or the "
                    "--dp-generator's completion (--dp-input as the model reconstructs). Models trained with a "
-                   "decoder-side reconstructor only (pipelines/dp/rec_*.yaml).")
+                   "decoder-side reconstructor only (pipelines/dp/rec_*.yaml); one over a context model (e.g. "
+                   "rec_joint_labeler_han.yaml) reranks each document batch on its context-aware states.")
 @click.option("--rerank-k", type=NON_NEGATIVE, default=0, show_default=True, metavar="K",
               help="--rerank: candidates per line (≤ --beam; 0 = --beam).")
 @click.option("--rerank-vocab", type=NON_NEGATIVE, default=0, show_default=True, metavar="N",

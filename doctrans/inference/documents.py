@@ -32,6 +32,7 @@ previous N *sentences*]. Output keeps every line in place.
 from __future__ import annotations
 
 from contextlib import nullcontext
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -43,6 +44,18 @@ from doctrans.models.interface import EncoderOutput
 from doctrans.utils import bars_off
 
 Sentence = tuple[int, int]        # (document, line) of a non-empty line
+
+
+class DocumentReranker(Protocol):
+    """Chooses one of each sentence's ``k`` best translations (``translate_documents(rerank=…)``):
+    called per batch with the batch (its first rows the target sentences ``chunk``, in order),
+    per sentence its n-best [(normalised score, ids)] best first and their decoder states
+    (``beam_search(keep_states=True)``); returns the chosen index per sentence."""
+
+    k: int
+
+    def __call__(self, batch, chunk: list[Sentence], nbest: list[list[tuple[float, list[int]]]],
+                 states: list[list[torch.Tensor]]) -> list[int]: ...
 
 
 class _Batch:
@@ -140,17 +153,23 @@ def _decode_encoded(model, pending: list, vocab: Vocab, search: dict, batch_sent
 
 def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab, beam: int, lenpen: float,
                         max_len_ratio: float, max_len_extra: int, batch_sentences: int,
-                        progress: bool = False, context_cache: bool = True, shortlist=None) -> list[list[str]]:
+                        progress: bool = False, context_cache: bool = True, shortlist=None,
+                        rerank: DocumentReranker | None = None) -> list[list[str]]:
     """docs: per document, per line, source ids ending in ``</s>`` (None for an empty line) →
     per document, per line, target token strings ("" for empty lines). See the module doc for
     the two schedules. ``context_cache`` False: without the model's ``inference_cache`` (every
     batch computes its context rows again; the same translations, slower: for benchmarks and
-    tests). ``shortlist``: a ``Shortlist`` for every ``beam_search``. Raises ValueError if the
-    model reads no context."""
+    tests). ``shortlist``: a ``Shortlist`` for every ``beam_search``. ``rerank``: each batch's
+    search keeps its ``rerank.k`` best hypotheses with their decoder states and ``rerank`` chooses
+    one per sentence (``translate --rerank reconstructor``; a target-side model's later context
+    rows then carry the chosen translation). Raises ValueError if the model reads no context, or
+    for ``rerank`` with a sub-document model (``context_block``)."""
     doc = model.document
     n, block = doc.context_sents, doc.context_block
     if not doc.reads_documents:
         raise ValueError("translate_documents needs a context model (model.context_sents or context_block > 0)")
+    if rerank is not None and block > 0:
+        raise ValueError("reranking is not supported for sub-document models (context_block > 0, e.g. HGC)")
     device = next(model.parameters()).device
     sents = {(d, i): x for d, lines in enumerate(docs) for i, x in enumerate(lines) if x is not None}
     order = {d: [i for i, x in enumerate(lines) if x is not None] for d, lines in enumerate(docs)}
@@ -187,8 +206,15 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
             for start in range(0, len(step), batch_sentences):
                 chunk = step[start:start + batch_sentences]
                 batch = build_batch(chunk, sents, order, position, n, hyps, vocab, device)
-                res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra, shortlist=shortlist)
-                hyps.update(zip(chunk, res.tokens))
+                if rerank is None:
+                    res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra,
+                                      shortlist=shortlist)
+                    hyps.update(zip(chunk, res.tokens))
+                else:
+                    res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra,
+                                      nbest=rerank.k, shortlist=shortlist, keep_states=True)
+                    chosen = rerank(batch, chunk, res.nbest, res.nbest_states)
+                    hyps.update((s, res.nbest[r][j][1]) for r, (s, j) in enumerate(zip(chunk, chosen)))
                 bar.update(len(chunk))
     bar.close()
     return [["" if x is None else vocab.decode(hyps[(d, i)]) for i, x in enumerate(lines)]

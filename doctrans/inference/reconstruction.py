@@ -36,7 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from doctrans.models.interface import SearchBatch
+from doctrans.models.interface import EncoderOutput, SearchBatch
 
 
 def _padded(rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
@@ -51,7 +51,7 @@ def _padded(rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
 def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequence[Sequence[int]]],
                  beam_scores: Sequence[Sequence[float]], targets: Sequence[np.ndarray], weight: float,
                  pad_id: int, bos_id: int, rows_per_pass: int = 64, states: Sequence[Sequence[torch.Tensor]] | None = None,
-                 top_words: int = 0) -> tuple[list[int], list[list[float]]]:
+                 top_words: int = 0, encoded: EncoderOutput | None = None) -> tuple[list[int], list[list[float]]]:
     """Choose one candidate per sentence (module doc).
 
     sources: B source id arrays ending in ``</s>`` (what the encoder reads); candidates: per
@@ -60,7 +60,10 @@ def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequ
     x̂ (source-vocabulary ids ending in ``</s>``); weight: λ; rows_per_pass: candidates per
     ``reconstruction_score`` call, taken in (|x̂|, |y|) order (the scores do not depend on it);
     states: per sentence, per candidate, its decoder states (|y| + 1, D) of ``<s> y`` (None: the
-    decoder runs teacher-forced); top_words: ``reconstruction_score``'s (0 = the full softmax).
+    decoder runs teacher-forced); top_words: ``reconstruction_score``'s (0 = the full softmax);
+    encoded: the B sentences' encoder output (B rows, in ``candidates``' order), used instead of
+    encoding ``sources`` (which may then be None) — a context model's, encoded with each
+    sentence's document context as the beam search encoded it (``rerank_documents``).
     Returns (index of the chosen candidate per sentence — ties go to the earlier, i.e. the
     beam's, order —, the combined scores per candidate). Raises ``ValueError`` from
     ``model.reconstruction_score`` for a model without a reconstructor, for a sentence without
@@ -69,6 +72,8 @@ def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequ
         raise ValueError("every sentence needs at least one candidate to rerank")
     if rows_per_pass < 1:
         raise ValueError(f"rows_per_pass must be ≥ 1, got {rows_per_pass}")
+    if encoded is not None and encoded.states.size(0) != len(candidates):
+        raise ValueError(f"encoded holds {encoded.states.size(0)} rows for {len(candidates)} sentences")
     device = next(model.parameters()).device
     owner = [b for b, cands in enumerate(candidates) for _ in cands]
     if states is not None and [len(s) for s in states] != [len(c) for c in candidates]:
@@ -79,10 +84,13 @@ def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequ
     log_r = [0.0] * len(flat)                                                         # (Σ k_b,)
     for start in range(0, len(order), rows_per_pass):
         part = order[start:start + rows_per_pass]
-        sents = sorted({owner[i] for i in part})          # the chunk's sources, encoded at their own width
-        enc = model.encode(SearchBatch(_padded([sources[b] for b in sents], pad_id).to(device)))
-        at = {b: n for n, b in enumerate(sents)}
-        rows = enc.select(torch.tensor([at[owner[i]] for i in part], dtype=torch.long, device=device))
+        if encoded is not None:
+            rows = encoded.select(torch.tensor([owner[i] for i in part], dtype=torch.long, device=device))
+        else:
+            sents = sorted({owner[i] for i in part})      # the chunk's sources, encoded at their own width
+            enc = model.encode(SearchBatch(_padded([sources[b] for b in sents], pad_id).to(device)))
+            at = {b: n for n, b in enumerate(sents)}
+            rows = enc.select(torch.tensor([at[owner[i]] for i in part], dtype=torch.long, device=device))
         tgt_in = _padded([[bos_id, *flat[i]] for i in part], pad_id).to(device)
         rec = _padded([targets[owner[i]] for i in part], pad_id).to(device)
         hidden = None if flat_states is None else \
@@ -98,6 +106,51 @@ def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequ
         chosen.append(int(np.argmax(sc)))                  # first maximum: the beam's order breaks ties
         combined.append(sc)
     return chosen, combined
+
+
+class DocumentRerank:
+    """``documents.DocumentReranker`` for a context model with a reconstructor (``translate
+    --rerank reconstructor`` on a model that reads documents): each batch's target rows are
+    encoded as the beam search encoded them — with their document context rows — and their k
+    best are reranked by ``rerank_batch`` on those encoder states and the kept decoder states,
+    so log R reads the same context-aware states the translation was made from.
+
+    targets: per document, per non-empty line in order, its x̂ (source-vocabulary ids ending in
+    ``</s>``) or None (that sentence keeps the beam's 1-best); weight: λ; k: hypotheses kept per
+    sentence; top_words: ``rerank_batch``'s."""
+
+    def __init__(self, model, targets: Sequence[Sequence[np.ndarray | None]], weight: float, k: int,
+                 pad_id: int, bos_id: int, top_words: int = 0):
+        self.model, self.targets, self.weight, self.k = model, targets, weight, k
+        self.pad_id, self.bos_id, self.top_words = pad_id, bos_id, top_words
+
+    def __call__(self, batch, chunk, nbest, states) -> list[int]:
+        """batch: the document batch (its first len(chunk) rows the targets); chunk: their
+        ``translate_documents`` keys (document, line), which index ``targets``; nbest / states:
+        ``beam_search``'s per target row. → the chosen index per row (0 for a row without x̂)."""
+        return [0 if sc is None else int(np.argmax(sc)) for sc in self.scores(batch, chunk, nbest, states)]
+
+    @torch.no_grad()
+    def scores(self, batch, chunk, nbest, states) -> list[list[float] | None]:
+        """``__call__``'s combined scores s_beam + λ·log R / |x̂| per row and candidate (None for a
+        row without x̂ or candidates)."""
+        out: list[list[float] | None] = [None] * len(chunk)
+        rows = [r for r, (d, i) in enumerate(chunk) if self._target(d, i) is not None and nbest[r]]
+        if not rows:
+            return out
+        enc = self.model.encode(batch)
+        index = torch.tensor(rows, dtype=torch.long, device=enc.states.device)
+        _, combined = rerank_batch(self.model, None, [[ids for _, ids in nbest[r]] for r in rows],
+                                   [[score for score, _ in nbest[r]] for r in rows],
+                                   [self._target(*chunk[r]) for r in rows], self.weight, self.pad_id, self.bos_id,
+                                   states=[states[r] for r in rows], top_words=self.top_words,
+                                   encoded=enc.select(index))
+        for r, sc in zip(rows, combined):
+            out[r] = sc
+        return out
+
+    def _target(self, d: int, i: int):
+        return self.targets[d][i]
 
 
 @torch.no_grad()

@@ -237,11 +237,12 @@ class LoadedModel:
                              cfg.max_len_extra, cfg.batch_sentences, progress, nbest=nbest, shortlist=self.shortlist)
 
     def decode_documents(self, docs: list[list[np.ndarray]], cfg: TranslateConfig,
-                         progress: bool = False) -> list[list[str]]:
+                         progress: bool = False, rerank=None) -> list[list[str]]:
         """``documents.translate_documents`` of ``docs`` with ``cfg``'s search settings and the
-        model's shortlist."""
+        model's shortlist (``rerank``: a ``documents.DocumentReranker``)."""
         return translate_documents(self.model, docs, self.tgt_vocab, cfg.beam, cfg.lenpen, cfg.max_len_ratio,
-                                   cfg.max_len_extra, cfg.batch_sentences, progress, shortlist=self.shortlist)
+                                   cfg.max_len_extra, cfg.batch_sentences, progress, shortlist=self.shortlist,
+                                   rerank=rerank)
 
     @classmethod
     def load(cls, cfg: TranslateConfig) -> "LoadedModel":
@@ -395,9 +396,9 @@ class Translator:
         if cfg.rerank_k > cfg.beam:
             raise ValueError(f"--rerank-k {cfg.rerank_k} exceeds --beam {cfg.beam}: the search keeps {cfg.beam} "
                              "hypotheses")
-        if reads_documents(model) and cfg.rerank:
-            raise ValueError(f"--rerank is for sentence-level models; {cfg.checkpoint} reads documents "
-                             "(its --dp-out works: DP labels with each document's context)")
+        if reads_documents(model) and cfg.rerank and model.document.context_block > 0:
+            raise ValueError(f"--rerank: {cfg.checkpoint} reads sub-documents (context_block); reranking "
+                             "supports sentence models and models with N previous sentences as context")
         if reads_documents(model) and spec.target in ("dp", "dpp"):
             raise ValueError(f"{cfg.checkpoint} reads documents and reconstructs the {spec.target.upper()}-completed "
                              "source: translate supports a document model's --dp-out for the joint labeler "
@@ -594,7 +595,8 @@ class Translator:
         v, args = self.tgt_vocab, (c.beam, c.lenpen, c.max_len_ratio, c.max_len_extra, c.batch_sentences, progress)
         documents = reads_documents(model)
         if documents:                               # every line, as documents (long ones split)
-            hyps = self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress)
+            hyps = self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress,
+                                             rec=dict(zip(ok, rec)) if c.rerank else None)
             best = [hyps[i] for i in ok]
         elif c.rerank:
             best = []
@@ -645,20 +647,38 @@ class Translator:
         return merged if self.cfg.tokenized else self.tgt_proc.detokenize(merged)
 
     def _translate_documents(self, bpe: dict[int, str], nonempty: list[int], doc_ids: list[str] | None,
-                             limit: int, at: list[str], progress: bool) -> dict[int, str]:
-        """Line index → translation of the non-empty lines, each document with its context."""
+                             limit: int, at: list[str], progress: bool,
+                             rec: dict[int, np.ndarray] | None = None) -> dict[int, str]:
+        """Line index → translation of the non-empty lines, each document with its context.
+        ``rec``: line index → its reconstruction target x̂ (ids): the k best of each such line
+        are reranked by the reconstructor (``--rerank reconstructor``;
+        ``reconstruction.DocumentRerank``) with the encoder states of its own document batch; a
+        line split for length, or one without x̂, keeps the beam's 1-best."""
         split = split_long_lines([bpe[i] for i in nonempty], limit, chunk_len=self._loaded.chunk_len,
                                  locations=[at[i] for i in nonempty])
         doc_of = doc_ids if doc_ids is not None else [""] * (max(nonempty, default=0) + 1)
+        pieces_of: dict[int, int] = {}
+        for k in split.owner:
+            pieces_of[k] = pieces_of.get(k, 0) + 1
         docs: list[list] = []
+        targets: list[list] = []                    # per document, per piece: x̂ or None
         last = None
         for piece, k in zip(split.pieces, split.owner):
             d = doc_of[nonempty[k]]
             if not docs or d != last:
                 docs.append([])
+                targets.append([])
             docs[-1].append(self.src_vocab.encode(piece))
+            targets[-1].append(rec.get(nonempty[k]) if rec is not None and pieces_of[k] == 1 else None)
             last = d
-        out = self._loaded.decode_documents(docs, self.cfg, progress)
+        reranker = None
+        if rec is not None:
+            from doctrans.inference.reconstruction import DocumentRerank
+
+            c = self.cfg
+            reranker = DocumentRerank(self.model, targets, self.model.reconstruction.weight, c.rerank_k or c.beam,
+                                      self.tgt_vocab.pad_id, self.tgt_vocab.bos_id, c.rerank_vocab)
+        out = self._loaded.decode_documents(docs, self.cfg, progress, rerank=reranker)
         return dict(zip(nonempty, split.join([h for doc in out for h in doc], len(nonempty))))
 
     def _translate_variants(self, transform: InputTransform, lines: list[str], nonempty: list[int],

@@ -125,7 +125,8 @@ def test_pronoun_dropout_trains_every_reconstruction_target(stage1, name):
 def test_labeler_over_the_han_encoder_trains_and_writes_dps_for_documents(stage1, tmp_path):
     """pipelines/dp/rec_joint_labeler_han.yaml (tiny-sized context): `doctrans train` from the
     sentence checkpoint (its weights two prefixes deep), document batches with pronoun dropout,
-    rec + dp + xent logged; then `translate --docs --dp-out` keeps every line."""
+    rec + dp + xent logged; then `translate --docs --dp-out` keeps every line, and so does
+    `translate --docs --rerank reconstructor` (with --rerank-k 1: the plain translation)."""
     from click.testing import CliRunner
 
     from doctrans.cli import cli
@@ -165,8 +166,11 @@ def test_labeler_over_the_han_encoder_trains_and_writes_dps_for_documents(stage1
     for line, completed in zip(lines, dp):                       # the source words, in order, DPs added
         words = iter(completed.split())
         assert all(w in words for w in line.replace("@@ ", "").split())
-    r = CliRunner().invoke(cli, ["translate", "-c", str(run / "last.pt"), "-i", str(tmp_path / "in.bpe"),
-                                 "--input-format", "bpe", "--docs", str(tmp_path / "in.docs"), "-o",
-                                 str(tmp_path / "rr.en"), "--rerank", "reconstructor", "--rerank-k", "3"])
-    assert r.exit_code != 0 and "--rerank is for sentence-level models" in str(r.exception)   # a clear refusal
-    assert not (tmp_path / "rr.en").exists()
+    for k in (1, 3):                        # reranked with each document's context; k = 1: the plain 1-best
+        r = CliRunner().invoke(cli, ["translate", "-c", str(run / "last.pt"), "-i", str(tmp_path / "in.bpe"),
+                                     "--input-format", "bpe", "--docs", str(tmp_path / "in.docs"), "-o",
+                                     str(tmp_path / f"rr{k}.en"), "--rerank", "reconstructor", "--rerank-k", str(k)])
+        assert r.exit_code == 0, r.output + repr(r.exception)
+        reranked = (tmp_path / f"rr{k}.en").read_text(encoding="utf-8").splitlines()
+        assert len(reranked) == len(lines) and reranked[2] == ""
+    assert (tmp_path / "rr1.en").read_text(encoding="utf-8") == (tmp_path / "out.en").read_text(encoding="utf-8")

@@ -361,7 +361,8 @@ def test_dp_out_of_a_document_model_labels_with_each_documents_context(trained, 
     """A document reconstructor (§2.12) through `translate --docs … --dp-out`: translated as
     documents, each line labelled with its own document's previous line as context (a
     document's first line reads none, even after another document), line count and empty lines
-    kept; --rerank refused for it."""
+    kept; --rerank reconstructor hands each line's x̂ to the document translation (which reranks:
+    tests/unit/test_rec_over_context.py)."""
     from doctrans.models.interface import DocumentSpec
 
     lines = ["w1 w2", "w3", "", "w4 w5", "w6"]
@@ -388,14 +389,19 @@ def test_dp_out_of_a_document_model_labels_with_each_documents_context(trained, 
     monkeypatch.setattr(cls, "document", DocumentSpec(1))          # reads the previous sentence
     calls = []
     monkeypatch.setattr("doctrans.inference.translate.Translator._translate_documents",
-                        lambda self, bpe, nonempty, doc_ids, *a: calls.append(doc_ids) or {i: "x" for i in nonempty})
+                        lambda self, bpe, nonempty, doc_ids, *a, rec=None: calls.append((doc_ids, rec))
+                        or {i: "x" for i in nonempty})
     args = ["translate", "-c", str(trained), "-i", str(tmp_path / "in.tok"), "--input-format", "tok",
             "--docs", str(tmp_path / "in.docs"), "-o", str(tmp_path / "out.en")]
     for window in ("1", "64"):
         r = CliRunner().invoke(cli, [*args, "--batch-sentences", window, "--dp-out", str(tmp_path / "dp.zh")])
         assert r.exit_code == 0, r.output + repr(r.exception)
-        assert calls[-1] == ["a", "a", "a", "b", "b"]              # translated as documents
+        assert calls[-1] == (["a", "a", "a", "b", "b"], None)      # translated as documents
         assert (tmp_path / "dp.zh").read_text(encoding="utf-8").splitlines() == ["我 w1 w2", "你 w3", "", "我 w4 w5", "你 w6"]
         assert (tmp_path / "out.en").read_text(encoding="utf-8").splitlines() == ["x", "x", "", "x", "x"]
-    r = CliRunner().invoke(cli, [*args, "--rerank", "reconstructor"])
-    assert r.exit_code != 0 and "reads documents" in str(r.exception)
+    monkeypatch.setattr(cls, "reconstruction", ReconstructionSpec("original", "original", True, 1.0, True))
+    r = CliRunner().invoke(cli, [*args, "--rerank", "reconstructor"])      # a decoder-side reconstructor
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    doc_ids, rec = calls[-1]
+    assert doc_ids == ["a", "a", "a", "b", "b"] and sorted(rec) == [0, 1, 3, 4]   # x̂ of every non-empty line
+    assert [len(rec[i]) for i in (0, 1, 3, 4)] == [3, 2, 3, 2]                    # the source itself + </s>

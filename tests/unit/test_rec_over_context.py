@@ -76,3 +76,75 @@ def test_loss_terms_of_the_context_model_are_kept_beside_the_reconstructors():
 def test_own_cross_sentence_context_beside_a_context_model_is_refused():
     with pytest.raises(ValueError, match="context_sents > 0 cannot be combined with a context model"):
         _build("han_encoder", {**REC, "context_sents": 2})
+
+
+class _Recorder:
+    """A ``documents.DocumentReranker`` that records each call of the wrapped reranker."""
+
+    def __init__(self, inner):
+        self.inner, self.k, self.calls = inner, inner.k, []
+
+    def __call__(self, batch, chunk, nbest, states):
+        chosen = self.inner(batch, chunk, nbest, states)
+        self.calls.append((batch, list(chunk), nbest, chosen, self.inner.scores(batch, chunk, nbest, states)))
+        return chosen
+
+
+def test_reranking_documents_scores_each_candidate_with_its_document_context():
+    """`translate --rerank reconstructor` on a model that reads documents: every candidate of a
+    sentence is scored s_beam + λ·log R(x̂ | s(y)) / |x̂| with the encoder states of its own document
+    batch (the previous sentences read) — recomputed here teacher-forced, without the beam's kept
+    decoder states — the best one is the translation, and k = 1 gives the plain translation."""
+    import numpy as np
+
+    from doctrans.inference.documents import translate_documents
+    from doctrans.inference.reconstruction import DocumentRerank
+    from doctrans.models.interface import SearchBatch
+
+    m = _build("han_encoder", REC, seed=3)
+    gen = torch.Generator().manual_seed(0)
+    docs = [[np.array([*torch.randint(4, len(VOCAB), (int(n),), generator=gen).tolist(), 2]) for n in lens]
+            for lens in ([3, 4, 2, 5], [4, 3])]
+    targets = [list(d) for d in docs]                              # x̂ = the source (the joint labeler's)
+    args = (VOCAB, 4, 1.0, 1.5, 3, 8)
+    plain = translate_documents(m, docs, *args)
+    assert translate_documents(m, docs, *args, rerank=DocumentRerank(m, targets, 0.3, 1, 0, 1)) == plain
+    rec = _Recorder(DocumentRerank(m, targets, 5.0, 4, 0, 1))      # λ large: log R decides
+    out = translate_documents(m, docs, *args, rerank=rec)
+    assert sum(len(c[1]) for c in rec.calls) == 6
+    moved = 0
+    with torch.no_grad():
+        for batch, chunk, nbest, chosen, scores in rec.calls:
+            enc = m.encode(batch)
+            for r, (d, i) in enumerate(chunk):
+                rows = enc.select(torch.tensor([r] * len(nbest[r])))
+                tgt_in = torch.nn.utils.rnn.pad_sequence([torch.tensor([1, *ids]) for _, ids in nbest[r]],
+                                                         batch_first=True)
+                x_hat = torch.tensor(targets[d][i]).expand(len(nbest[r]), -1)
+                log_r = m.reconstruction_score(rows, tgt_in, x_hat)
+                combined = [s + 5.0 * float(lr) / len(targets[d][i]) for (s, _), lr in zip(nbest[r], log_r)]
+                assert np.allclose(scores[r], combined, atol=1e-4)   # states kept by the beam = teacher-forced
+                assert chosen[r] == int(np.argmax(combined))
+                assert out[d][i] == VOCAB.decode(nbest[r][chosen[r]][1])
+                moved += chosen[r] != 0
+                alone = m.encode(SearchBatch(torch.tensor(docs[d][i])[None]))    # no context: other states
+                if i > 0:
+                    assert not torch.allclose(alone.states[0], enc.states[r, :len(docs[d][i])], atol=1e-4)
+    assert moved > 0                                               # the reconstructor changed some choice
+
+
+def test_reranking_sub_document_models_is_refused_clearly():
+    import numpy as np
+
+    from doctrans.inference.documents import translate_documents
+
+    class Any:
+        k = 2
+
+        def __call__(self, *a):
+            return [0]
+
+    hgc = _build("hgc", None)
+    docs = [[np.array([4, 5, 2]), np.array([6, 2])]]
+    with pytest.raises(ValueError, match="sub-document"):
+        translate_documents(hgc, docs, VOCAB, 2, 1.0, 1.5, 3, 8, rerank=Any())
