@@ -177,11 +177,15 @@ class CT2Model:
         bar.close()
         return out
 
-    def decode_documents(self, docs: list[list[np.ndarray]], cfg, progress: bool = False) -> list[list[str]]:
+    def decode_documents(self, docs: list[list[np.ndarray]], cfg, progress: bool = False,
+                         rerank=None) -> list[list[str]]:
         """Per document, per sentence, source ids → target BPE strings; each source is the
         concatenation the model reads (its previous ``source_context`` sentences, cut to the
         newest ``max_context_tokens``, then itself; the oldest context tokens also dropped where
-        the whole would exceed the model's positions)."""
+        the whole would exceed the model's positions). ``rerank`` (a reconstructor's, the native
+        engine's ``LoadedModel.decode_documents``) is not supported: ValueError."""
+        if rerank is not None:
+            raise ValueError("--rerank reconstructor needs the native engine (a CTranslate2 export has no reconstructor)")
         n, m = self.source_context, self.max_context_tokens
         srcs, own = [], []
         for doc in docs:
