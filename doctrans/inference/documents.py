@@ -48,14 +48,15 @@ Sentence = tuple[int, int]        # (document, line) of a non-empty line
 
 class DocumentReranker(Protocol):
     """Chooses one of each sentence's ``k`` best translations (``translate_documents(rerank=…)``):
-    called per batch with the batch (its first rows the target sentences ``chunk``, in order),
-    per sentence its n-best [(normalised score, ids)] best first and their decoder states
+    called per batch with the batch (its first rows the target sentences ``chunk``, in order), its
+    ``model.encode`` (every row; the one the search decoded from, so nothing is encoded twice), per
+    sentence its n-best [(normalised score, ids)] best first and their decoder states
     (``beam_search(keep_states=True)``); returns the chosen index per sentence."""
 
     k: int
 
-    def __call__(self, batch, chunk: list[Sentence], nbest: list[list[tuple[float, list[int]]]],
-                 states: list[list[torch.Tensor]]) -> list[int]: ...
+    def __call__(self, batch, encoded: EncoderOutput, chunk: list[Sentence],
+                 nbest: list[list[tuple[float, list[int]]]], states: list[list[torch.Tensor]]) -> list[int]: ...
 
 
 class _Batch:
@@ -210,10 +211,13 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
                     res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra,
                                       shortlist=shortlist)
                     hyps.update(zip(chunk, res.tokens))
-                else:
+                else:                           # encoded once: the search and the reranker read it
+                    model.eval()
+                    with torch.no_grad():
+                        enc = model.encode(batch)
                     res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra,
-                                      nbest=rerank.k, shortlist=shortlist, keep_states=True)
-                    chosen = rerank(batch, chunk, res.nbest, res.nbest_states)
+                                      nbest=rerank.k, encoded=enc, shortlist=shortlist, keep_states=True)
+                    chosen = rerank(batch, enc, chunk, res.nbest, res.nbest_states)
                     hyps.update((s, res.nbest[r][j][1]) for r, (s, j) in enumerate(zip(chunk, chosen)))
                 bar.update(len(chunk))
     bar.close()

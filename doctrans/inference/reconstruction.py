@@ -63,7 +63,7 @@ def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequ
     decoder runs teacher-forced); top_words: ``reconstruction_score``'s (0 = the full softmax);
     encoded: the B sentences' encoder output (B rows, in ``candidates``' order), used instead of
     encoding ``sources`` (which may then be None) — a context model's, encoded with each
-    sentence's document context as the beam search encoded it (``rerank_documents``).
+    sentence's document context as the beam search encoded it (``DocumentRerank``).
     Returns (index of the chosen candidate per sentence — ties go to the earlier, i.e. the
     beam's, order —, the combined scores per candidate). Raises ``ValueError`` from
     ``model.reconstruction_score`` for a model without a reconstructor, for a sentence without
@@ -110,10 +110,10 @@ def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequ
 
 class DocumentRerank:
     """``documents.DocumentReranker`` for a context model with a reconstructor (``translate
-    --rerank reconstructor`` on a model that reads documents): each batch's target rows are
-    encoded as the beam search encoded them — with their document context rows — and their k
-    best are reranked by ``rerank_batch`` on those encoder states and the kept decoder states,
-    so log R reads the same context-aware states the translation was made from.
+    --rerank reconstructor`` on a model that reads documents): the k best of each batch's target
+    rows are reranked by ``rerank_batch`` on the encoder states the search decoded from (encoded
+    with their document context rows; not recomputed) and the kept decoder states, so log R reads
+    the same context-aware states the translation was made from.
 
     targets: per document, per non-empty line in order, its x̂ (source-vocabulary ids ending in
     ``</s>``) or None (that sentence keeps the beam's 1-best); weight: λ; k: hypotheses kept per
@@ -124,27 +124,27 @@ class DocumentRerank:
         self.model, self.targets, self.weight, self.k = model, targets, weight, k
         self.pad_id, self.bos_id, self.top_words = pad_id, bos_id, top_words
 
-    def __call__(self, batch, chunk, nbest, states) -> list[int]:
-        """batch: the document batch (its first len(chunk) rows the targets); chunk: their
-        ``translate_documents`` keys (document, line), which index ``targets``; nbest / states:
-        ``beam_search``'s per target row. → the chosen index per row (0 for a row without x̂)."""
-        return [0 if sc is None else int(np.argmax(sc)) for sc in self.scores(batch, chunk, nbest, states)]
+    def __call__(self, batch, encoded: EncoderOutput, chunk, nbest, states) -> list[int]:
+        """batch: the document batch (its first len(chunk) rows the targets); encoded: its
+        ``model.encode`` (B rows, states (B, S, H)); chunk: the targets' ``translate_documents``
+        keys (document, line), which index ``targets``; nbest / states: ``beam_search``'s per
+        target row. → the chosen index per row (0 for a row without x̂)."""
+        return [0 if sc is None else int(np.argmax(sc)) for sc in self.scores(batch, encoded, chunk, nbest, states)]
 
     @torch.no_grad()
-    def scores(self, batch, chunk, nbest, states) -> list[list[float] | None]:
+    def scores(self, batch, encoded: EncoderOutput, chunk, nbest, states) -> list[list[float] | None]:
         """``__call__``'s combined scores s_beam + λ·log R / |x̂| per row and candidate (None for a
-        row without x̂ or candidates)."""
+        row without x̂ or candidates). Raises ValueError as ``rerank_batch``."""
         out: list[list[float] | None] = [None] * len(chunk)
         rows = [r for r, (d, i) in enumerate(chunk) if self._target(d, i) is not None and nbest[r]]
         if not rows:
             return out
-        enc = self.model.encode(batch)
-        index = torch.tensor(rows, dtype=torch.long, device=enc.states.device)
+        index = torch.tensor(rows, dtype=torch.long, device=encoded.states.device)
         _, combined = rerank_batch(self.model, None, [[ids for _, ids in nbest[r]] for r in rows],
                                    [[score for score, _ in nbest[r]] for r in rows],
                                    [self._target(*chunk[r]) for r in rows], self.weight, self.pad_id, self.bos_id,
                                    states=[states[r] for r in rows], top_words=self.top_words,
-                                   encoded=enc.select(index))
+                                   encoded=encoded.select(index))
         for r, sc in zip(rows, combined):
             out[r] = sc
         return out

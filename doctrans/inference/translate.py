@@ -25,6 +25,7 @@ import os
 import sys
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -657,9 +658,7 @@ class Translator:
         split = split_long_lines([bpe[i] for i in nonempty], limit, chunk_len=self._loaded.chunk_len,
                                  locations=[at[i] for i in nonempty])
         doc_of = doc_ids if doc_ids is not None else [""] * (max(nonempty, default=0) + 1)
-        pieces_of: dict[int, int] = {}
-        for k in split.owner:
-            pieces_of[k] = pieces_of.get(k, 0) + 1
+        pieces_of = Counter(split.owner)            # a line split for length: > 1 piece
         docs: list[list] = []
         targets: list[list] = []                    # per document, per piece: x̂ or None
         last = None

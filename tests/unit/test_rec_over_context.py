@@ -84,9 +84,9 @@ class _Recorder:
     def __init__(self, inner):
         self.inner, self.k, self.calls = inner, inner.k, []
 
-    def __call__(self, batch, chunk, nbest, states):
-        chosen = self.inner(batch, chunk, nbest, states)
-        self.calls.append((batch, list(chunk), nbest, chosen, self.inner.scores(batch, chunk, nbest, states)))
+    def __call__(self, batch, encoded, chunk, nbest, states):
+        chosen = self.inner(batch, encoded, chunk, nbest, states)
+        self.calls.append((batch, list(chunk), nbest, chosen, self.inner.scores(batch, encoded, chunk, nbest, states)))
         return chosen
 
 
