@@ -167,7 +167,8 @@ def test_make_rec_table_has_the_labeler_over_the_han_encoder_by_default(tmp_path
                          cwd=REPO, capture_output=True, text=True, check=True).stdout.replace("\\\n", " ")
     trains = [shlex.split(line) for line in out.splitlines() if "pipelines/dp/rec_joint_labeler_han.yaml" in line]
     assert len(trains) == 1 and f"run_dir={tmp_path}/runs/rec_joint_labeler_han_pd" in trains[0]
-    assert "train.pronoun_dropout=0.5" in trains[0]
+    assert "train.pronoun_dropout=0.25" in trains[0]          # REC_PD's default (docs/dp.md, seventh measurement)
+    assert "train.max_steps=800" in trains[0]                 # REC_STEPS's default (ninth measurement)
     table = shlex.split(next(line for line in out.splitlines() if "doctrans table rec" in line).replace("$(<", "("))
     systems = [table[i + 1] for i, a in enumerate(table) if a == "--system"]
     assert f"+ joint DP labeler over the HAN encoder + PD={tmp_path}/runs/rec_joint_labeler_han_pd" in systems

@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# Issue 28's rec table at a budget this project's CPUs do not reach in a session: every row of
+# `make rec-table` trained side by side on one lent GPU (the `device` tool; nothing here needs one —
+# on a CPU it runs, slowly), each STEPS updates from the same stage-1 checkpoint, then `doctrans
+# table rec --discourse` over all rows (TVsub test as documents, beam 5, 3 references).
+#
+#   bash benchmarks/gpu_rec_table.sh CARRY OUT [STEPS] [TRAIN_MINUTES] [TABLE_SECONDS] [PD]
+#
+# CARRY holds what the GPU machine lacks (built on this machine; never committed):
+#   prep.tar.xz   the prepared quickstart slice (doctrans preprocess) with dp/ (annotate-dp -p and
+#                 --source-bpe: train/dev .dp/.dpp .bpe.zh/.srcbpe.zh, .dplabel, vocab.dp*.txt, meta.json)
+#                 and dp_jk3/ (annotate-dp --jackknife 3: the training files only)
+#   stage1.pt     the stage-1 sentence Transformer every row starts from (train.init_from)
+#   gen.pt        the external DP generator (annotate-dp's labeler; weights only is enough)
+#   tvsub/test/   test.ref.sgm, test.seg.zh, test.oracle-dp.seg.zh
+#   contrastive/  the contrastive pronoun set (doctrans contrastive)
+#   whl/*.whl, site/   wheels / pure-Python packages missing there (sacremoses, subword_nmt)
+# Rows (the Makefile's REC_MODELS, pronoun dropout PD for the _pd rows): baseline, nmt_dp_continued,
+# nmt_dpp_continued, nmt_dp_predicted (trained here; its test input needs the jackknife's fold
+# ensemble, which is not carried: translated elsewhere from the fp16 checkpoint that comes back),
+# rec_enc, rec_dec, rec_both, rec_shared (enc2dec), rec_shared_independent, rec_shared_dec2enc,
+# rec_joint_predictor, rec_joint_labeler, rec_joint_context, rec_joint_labeler_pd,
+# rec_joint_labeler_han_pd. All train at once (one thread each, fp32, no dev evaluation), capped
+# at TRAIN_MINUTES (a row stopped by the clock keeps the updates it made: the table's `updates`
+# column says so). The table runs as parallel `doctrans table rec` groups, each headed by the
+# baseline (bootstrap against it), merged into one table (OUT/table.md). Train tok/s and decode
+# sent/s are measured with 15 runs / 7 groups sharing the GPU: not speed figures.
+# OUT receives log.txt, table.tgz (table.md, rows.json, each group's work dir: hypotheses, --dp-out
+# files), runs.tgz (metrics.jsonl, configs, logs) and the baseline's and nmt_dp_predicted's
+# weights in fp16, split in 15 MiB parts (NAME.fp16.pt.part-aa …; `cat` them back).
+set -uo pipefail
+C=$(realpath "${1:?CARRY}"); OUTD=$(realpath "${2:?OUT}"); STEPS=${3:-800}; MIN=${4:-4.5}; TABLE_S=${5:-200}
+PD=${6:-0.25}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+export PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+if ls "$C"/whl/*.whl >/dev/null 2>&1 && ! $PY -c "import sacremoses" 2>/dev/null; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$C"/whl/*.whl \
+    && export PYTHONPATH=/tmp/site:${PYTHONPATH:-} || exit 1
+fi
+[ -d "$C/site" ] && export PYTHONPATH=$C/site:${PYTHONPATH:-}
+export PYTHONPATH=$ROOT:${PYTHONPATH:-}
+$PY -c "import subword_nmt, sacremoses, click, sacrebleu" || exit 1
+DT="$PY $ROOT/bin/doctrans"
+W=${WORK:-/tmp/gpu_rec}; PREP=$W/prep; R=$W/runs; E=$W/eval
+mkdir -p "$PREP" "$R" "$E"
+tar xJf "$C/prep.tar.xz" -C "$PREP" || exit 1
+# stage1.pt / gen.pt may come in fp16 (the carry's size limit): fp32 again before anything reads them
+$PY - "$C" "$W" <<'EOF' || exit 1
+import sys, torch
+C, W = sys.argv[1:]
+for n in ("stage1", "gen"):
+    ck = torch.load(f"{C}/{n}.pt", map_location="cpu", weights_only=False)
+    ck["model"] = {k: (v.float() if v.is_floating_point() else v) for k, v in ck["model"].items()}
+    torch.save(ck, f"{W}/{n}.pt")
+EOF
+nvidia-smi -L 2>/dev/null; $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+git -C "$ROOT" rev-parse --short HEAD 2>/dev/null; date -u
+
+COMMON="data.prepared=$PREP train.init_from=$W/stage1.pt train.max_steps=$STEPS train.max_time_min=$MIN \
+  train.save_every=200 train.keep_last=20 train.eval_every=0 train.eval_bleu=false train.metric=xent_nats train.metric_mode=min train.threads=1 \
+  train.tensorboard=false train.plot=false"
+D=pipelines/dp
+declare -A CFG=(
+  [baseline]="pipelines/quickstart.yaml"
+  [nmt_dp_continued]="$D/nmt_dp_continued.yaml data.src_dir=$PREP/dp"
+  [nmt_dpp_continued]="$D/nmt_dpp_continued.yaml data.src_dir=$PREP/dp"
+  [nmt_dp_predicted]="$D/nmt_dp_predicted.yaml data.src_dir=$PREP/dp_jk3"
+  [rec_enc]="$D/rec_enc.yaml" [rec_dec]="$D/rec_dec.yaml" [rec_both]="$D/rec_both.yaml"
+  [rec_shared]="$D/rec_shared.yaml"
+  [rec_shared_independent]="$D/rec_shared.yaml model.reconstructor.attention=independent"
+  [rec_shared_dec2enc]="$D/rec_shared.yaml model.reconstructor.attention=dec2enc"
+  [rec_joint_predictor]="$D/rec_joint_predictor.yaml" [rec_joint_labeler]="$D/rec_joint_labeler.yaml"
+  [rec_joint_context]="$D/rec_joint_context.yaml"
+  [rec_joint_labeler_pd]="$D/rec_joint_labeler.yaml train.pronoun_dropout=$PD"
+  [rec_joint_labeler_han_pd]="$D/rec_joint_labeler_han.yaml train.pronoun_dropout=$PD")
+# slowest first, so they start first
+ORDER=${ROWS:-"rec_joint_labeler_han_pd rec_joint_context rec_both rec_shared rec_shared_independent rec_shared_dec2enc
+  rec_joint_predictor rec_joint_labeler rec_joint_labeler_pd rec_enc rec_dec nmt_dp_continued nmt_dpp_continued
+  nmt_dp_predicted baseline"}      # ROWS: a subset (a smoke test on a CPU)
+declare -A PID
+for n in $ORDER; do
+  (cd "$ROOT" && exec $DT train ${CFG[$n]} $COMMON run_dir=$R/$n) >"$R/$n.log" 2>&1 &
+  PID[$n]=$!
+done
+collect() {                  # the runs' small files → OUT/runs.tgz (again after every phase)
+  (cd "$W" && tar czf "$OUTD/runs.tgz" runs/*.log runs/*/metrics.jsonl runs/*/config.yaml runs/*/train.log 2>/dev/null)
+}
+sleep 60                     # fail fast: a run that dies at start stops everything
+dead=0
+for n in $ORDER; do
+  if ! kill -0 "${PID[$n]}" 2>/dev/null && ! wait "${PID[$n]}"; then echo "== $n died at start:"; tail -20 "$R/$n.log"; dead=1; fi
+done
+[ $dead = 0 ] || { kill "${PID[@]}" 2>/dev/null; collect; exit 1; }
+echo "== all training after 60 s"; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv 2>/dev/null
+for n in $ORDER; do wait "${PID[$n]}"; echo "== $n exit $? $(tail -1 "$R/$n/metrics.jsonl" 2>/dev/null | cut -c1-120)"; done
+date -u; collect
+
+# equal updates: STEPS when every run reached it, else the largest multiple of 200 all reached
+# (train.save_every); each row is read from E/runs/NAME (last.pt -> that checkpoint)
+S=$(for n in $ORDER; do
+      $PY -c "import torch,sys; print(torch.load(sys.argv[1],map_location='cpu',weights_only=False)['state']['step'])" \
+        "$R/$n/last.pt" 2>/dev/null || echo 0; done | sort -n | head -1)
+[ "$S" -ge "$STEPS" ] && S=$STEPS || S=$(( S / 200 * 200 ))
+echo "== equal updates: S=$S"
+[ "$S" -gt 0 ] || { echo "no common update count"; exit 1; }
+for n in $ORDER; do
+  mkdir -p "$E/runs/$n"; ln -sf "$R/$n/config.yaml" "$E/runs/$n/config.yaml"; ln -sf "$R/$n/metrics.jsonl" "$E/runs/$n/metrics.jsonl"
+  if [ "$S" = "$STEPS" ]; then ln -sf "$R/$n/last.pt" "$E/runs/$n/last.pt"; else ln -sf "$R/$n/checkpoint$S.pt" "$E/runs/$n/last.pt"; fi
+done
+R=$E/runs
+$PY - "$R" "$OUTD" $ORDER <<'EOF'
+import sys, torch
+R, OUT, *names = sys.argv[1:]
+for n in ("baseline", "nmt_dp_predicted"):
+    if n not in names:
+        continue
+    ck = torch.load(f"{R}/{n}/last.pt", map_location="cpu", weights_only=False)
+    ck.pop("optimizer", None)
+    ck["model"] = {k: (v.half() if v.is_floating_point() else v) for k, v in ck["model"].items()}
+    torch.save(ck, f"{OUT}/{n}.fp16.pt")
+EOF
+(cd "$OUTD" && for f in *.fp16.pt; do split -b 15M "$f" "$f.part-" && rm "$f"; done)
+
+G="dp_generator=$W/gen.pt"
+declare -A NAME=([nmt_dp_continued]="+DPs" [nmt_dpp_continued]="Baseline (+DPPs)" [rec_enc]="enc-rec"
+  [rec_dec]="dec-rec" [rec_both]="enc+dec-rec" [rec_shared]="shared enc→dec" [rec_shared_independent]="shared independent"
+  [rec_shared_dec2enc]="shared dec→enc" [rec_joint_predictor]="+ joint DP predictor" [rec_joint_labeler]="+ joint DP labeler"
+  [rec_joint_context]="+ cross-sentence context" [rec_joint_labeler_pd]="+ joint DP labeler + PD $PD"
+  [rec_joint_labeler_han_pd]="+ joint DP labeler over the HAN encoder + PD $PD")
+declare -A OPT=([nmt_dp_continued]="$G" [nmt_dpp_continued]="$G dp_input=dpp" [rec_enc]="$G" [rec_dec]="$G"
+  [rec_both]="$G" [rec_shared]="$G dp_input=dpp" [rec_shared_independent]="$G dp_input=dpp"
+  [rec_shared_dec2enc]="$G dp_input=dpp" [rec_joint_predictor]="$G dp_input=dpp")
+GROUPS_=("nmt_dp_continued rec_joint_labeler_han_pd" "nmt_dpp_continued rec_joint_context" "rec_both"
+  "rec_enc rec_dec" "rec_shared rec_shared_independent" "rec_shared_dec2enc rec_joint_predictor"
+  "rec_joint_labeler rec_joint_labeler_pd")
+i=0; TP=()
+for g in "${GROUPS_[@]}"; do
+  args=(--system "Baseline (continued)=$R/baseline"); any=0
+  for n in $g; do
+    [[ " $(echo $ORDER) " == *" $n "* ]] || continue; any=1
+    args+=(--system "${NAME[$n]}=$R/$n"); for o in ${OPT[$n]:-}; do args+=(--row-option "${NAME[$n]}:$o"); done
+    if [ "$n" = rec_both ]; then
+      args+=(--system "enc+dec-rec (reranked)=$R/$n" --row-option "enc+dec-rec (reranked):rerank=reconstructor")
+      for o in ${OPT[$n]}; do args+=(--row-option "enc+dec-rec (reranked):$o"); done
+    fi
+  done
+  [ $any = 1 ] || continue
+  (cd "$ROOT" && exec timeout "$TABLE_S" $DT table rec --prepared "$PREP" --data "$C/tvsub" --discourse \
+     --contrastive "$C/contrastive" --generator "$W/gen.pt" --skip-missing --work "$E/g$i" --out "$E/g$i/table.md" \
+     "${args[@]}") >"$E/g$i.log" 2>&1 &
+  TP+=($!); i=$((i + 1))
+done
+for p in "${TP[@]}"; do wait "$p"; done
+for j in $(seq 0 $((i - 1))); do echo "== group $j: $(tail -1 "$E/g$j.log" | cut -c1-200)"; done
+# one table: the baseline row once (every group's; they must agree), the groups' rows in order
+$PY - "$E" "$i" <<'EOF' || true
+import json, sys
+from pathlib import Path
+from doctrans.experiments.rec_table import render
+E, n = Path(sys.argv[1]), int(sys.argv[2])
+rows, ext, base = [], None, []
+for j in range(n):
+    f = E / f"g{j}" / "rows.json"
+    if not f.is_file():
+        print(f"group {j}: no rows.json"); continue
+    d = json.loads(f.read_text())
+    base.append(d["rows"][0]["bleu"]); ext = ext or d["external"]
+    rows += d["rows"][1:] if rows else d["rows"]
+print("baseline BLEU per group:", base)
+(E / "rows.json").write_text(json.dumps({"rows": rows, "external": ext}, indent=1) + "\n")
+(E / "table.md").write_text(render(rows, ext) + "\n")
+print((E / "table.md").read_text())
+EOF
+(cd "$W" && tar czf "$OUTD/table.tgz" --exclude=eval/runs eval 2>/dev/null)
+collect; date -u
+
+# speed, the machine otherwise idle: reranked vs plain beam-10 decoding of the whole test set (wall
+# seconds of the command, model loading included), the labeler over HAN as documents first, then
+# enc+dec-rec (x̂ from the external generator); plain and reranked alternate (SPEED_REPEATS each)
+speed() {   # NAME RUN [translate options]
+  local n=$1 run=$2; shift 2
+  for r in $(seq "${SPEED_REPEATS:-1}"); do
+    for mode in plain reranked; do
+      extra=(); [ $mode = reranked ] && extra=(--rerank reconstructor)
+      t0=$(date +%s%N)
+      $DT -q translate -c "$run/last.pt" -i "$PREP/test.tok.zh" --input-format tok --beam 10 --threads 2 \
+        -o "$E/speed.$n.$mode.hyp" "$@" "${extra[@]}" || echo "$n $mode failed"
+      echo "$n $mode $(( ($(date +%s%N) - t0) / 1000000 )) ms" | tee -a "$OUTD/speed.txt"
+    done
+  done
+}
+if [[ " $(echo $ORDER) " == *" rec_joint_labeler_han_pd "* ]]; then
+  speed labeler_han "$R/rec_joint_labeler_han_pd" --docs "$PREP/test.docs"; fi
+if [[ " $(echo $ORDER) " == *" rec_both "* ]]; then
+  speed rec_both "$R/rec_both" --dp-generator "$W/gen.pt" --docs "$PREP/test.docs"; fi
+date -u; ls -la "$OUTD"
