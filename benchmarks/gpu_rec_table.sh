@@ -2,35 +2,41 @@
 # Issue 28's rec table at a budget this project's CPUs do not reach in a session: every row of
 # `make rec-table` trained side by side on one lent GPU (the `device` tool; nothing here needs one —
 # on a CPU it runs, slowly), each STEPS updates from the same stage-1 checkpoint, then `doctrans
-# table rec --discourse` over all rows (TVsub test as documents, beam 5, 3 references).
+# table rec --discourse` over all rows (TVsub test as documents, beam 5, 3 references), then the
+# speed of reranked against plain beam-10 decoding with nothing else running.
 #
-#   bash benchmarks/gpu_rec_table.sh CARRY OUT [STEPS] [TRAIN_MINUTES] [TABLE_SECONDS] [PD]
+#   bash benchmarks/gpu_rec_table.sh CARRY OUT [STEPS] [TRAIN_MINUTES] [TABLE_SECONDS] [PD] [SLOW_MINUTES]
 #
-# CARRY holds what the GPU machine lacks (built on this machine; never committed):
+# CARRY holds what the GPU machine lacks (built on this machine; never committed; ≤ 64 MiB with the
+# repository, hence fp16 weights):
 #   prep.tar.xz   the prepared quickstart slice (doctrans preprocess) with dp/ (annotate-dp -p and
 #                 --source-bpe: train/dev .dp/.dpp .bpe.zh/.srcbpe.zh, .dplabel, vocab.dp*.txt, meta.json)
-#                 and dp_jk3/ (annotate-dp --jackknife 3: the training files only)
-#   stage1.pt     the stage-1 sentence Transformer every row starts from (train.init_from)
-#   gen.pt        the external DP generator (annotate-dp's labeler; weights only is enough)
+#                 and dp_jk3/ (annotate-dp --jackknife 3: train/dev .dp.srcbpe.zh, meta.json, docs)
+#   stage1.pt     the stage-1 sentence Transformer every row starts from (train.init_from; fp16 is
+#                 enough: cast to fp32 here before anything reads it)
+#   gen.pt        the external DP generator (annotate-dp's labeler; weights only, fp16 is enough)
 #   tvsub/test/   test.ref.sgm, test.seg.zh, test.oracle-dp.seg.zh
-#   contrastive/  the contrastive pronoun set (doctrans contrastive)
-#   whl/*.whl, site/   wheels / pure-Python packages missing there (sacremoses, subword_nmt)
+#   contrastive/  the contrastive pronoun set (doctrans contrastive; its sources are raw text)
+#   jieba.tgz     jieba without posseg/analyse/lac_small (2.6 MB): the contrastive set is segmented
+#   whl/*.whl, site/   wheels / pure-Python packages missing there (sacremoses; site/subword_nmt)
 # Rows (the Makefile's REC_MODELS, pronoun dropout PD for the _pd rows): baseline, nmt_dp_continued,
 # nmt_dpp_continued, nmt_dp_predicted (trained here; its test input needs the jackknife's fold
 # ensemble, which is not carried: translated elsewhere from the fp16 checkpoint that comes back),
 # rec_enc, rec_dec, rec_both, rec_shared (enc2dec), rec_shared_independent, rec_shared_dec2enc,
-# rec_joint_predictor, rec_joint_labeler, rec_joint_context, rec_joint_labeler_pd,
-# rec_joint_labeler_han_pd. All train at once (one thread each, fp32, no dev evaluation), capped
-# at TRAIN_MINUTES (a row stopped by the clock keeps the updates it made: the table's `updates`
-# column says so). The table runs as parallel `doctrans table rec` groups, each headed by the
-# baseline (bootstrap against it), merged into one table (OUT/table.md). Train tok/s and decode
-# sent/s are measured with 15 runs / 7 groups sharing the GPU: not speed figures.
-# OUT receives log.txt, table.tgz (table.md, rows.json, each group's work dir: hypotheses, --dp-out
-# files), runs.tgz (metrics.jsonl, configs, logs) and the baseline's and nmt_dp_predicted's
+# rec_joint_predictor, rec_joint_labeler, rec_joint_labeler_pd, and the two document models
+# rec_joint_labeler_han_pd, rec_joint_context (SLOW). All train at once (one thread each, fp32, no
+# dev evaluation but the last); the sentence rows are capped at TRAIN_MINUTES, the slow rows at
+# SLOW_MINUTES (they go on while the sentence rows are tabulated). A row set that does not reach
+# STEPS is tabulated at the largest multiple of 200 all its rows reached (the `updates` column).
+# The table runs as parallel `doctrans table rec` groups, each headed by the baseline (bootstrap
+# against it), merged into one table (OUT/table.md). Train tok/s and decode sent/s in it are
+# measured with the runs / groups sharing the GPU: not speed figures (the speed step is).
+# OUT receives log.txt (from the caller's tee), table.tgz (table.md, rows.json, each group's work
+# dir), runs.tgz (metrics.jsonl, configs, logs), speed.txt, and the baseline's and nmt_dp_predicted's
 # weights in fp16, split in 15 MiB parts (NAME.fp16.pt.part-aa …; `cat` them back).
 set -uo pipefail
 C=$(realpath "${1:?CARRY}"); OUTD=$(realpath "${2:?OUT}"); STEPS=${3:-800}; MIN=${4:-4.5}; TABLE_S=${5:-200}
-PD=${6:-0.25}
+PD=${6:-0.25}; SLOW_MIN=${7:-8}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
@@ -39,8 +45,10 @@ if ls "$C"/whl/*.whl >/dev/null 2>&1 && ! $PY -c "import sacremoses" 2>/dev/null
     && export PYTHONPATH=/tmp/site:${PYTHONPATH:-} || exit 1
 fi
 [ -d "$C/site" ] && export PYTHONPATH=$C/site:${PYTHONPATH:-}
+if [ -f "$C/jieba.tgz" ]; then mkdir -p /tmp/site_jieba && tar xzf "$C/jieba.tgz" -C /tmp/site_jieba \
+  && export PYTHONPATH=/tmp/site_jieba:$PYTHONPATH; fi
 export PYTHONPATH=$ROOT:${PYTHONPATH:-}
-$PY -c "import subword_nmt, sacremoses, click, sacrebleu" || exit 1
+$PY -c "import subword_nmt, sacremoses, click, sacrebleu, jieba" || exit 1
 DT="$PY $ROOT/bin/doctrans"
 W=${WORK:-/tmp/gpu_rec}; PREP=$W/prep; R=$W/runs; E=$W/eval
 mkdir -p "$PREP" "$R" "$E"
@@ -57,9 +65,9 @@ EOF
 nvidia-smi -L 2>/dev/null; $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
 git -C "$ROOT" rev-parse --short HEAD 2>/dev/null; date -u
 
-COMMON="data.prepared=$PREP train.init_from=$W/stage1.pt train.max_steps=$STEPS train.max_time_min=$MIN \
-  train.save_every=200 train.keep_last=20 train.eval_every=0 train.eval_bleu=false train.metric=xent_nats train.metric_mode=min train.threads=1 \
-  train.tensorboard=false train.plot=false"
+COMMON="data.prepared=$PREP train.init_from=$W/stage1.pt train.max_steps=$STEPS \
+  train.save_every=200 train.keep_last=20 train.eval_every=0 train.eval_bleu=false train.metric=xent_nats \
+  train.metric_mode=min train.threads=1 train.tensorboard=false train.plot=false"
 D=pipelines/dp
 declare -A CFG=(
   [baseline]="pipelines/quickstart.yaml"
@@ -74,13 +82,17 @@ declare -A CFG=(
   [rec_joint_context]="$D/rec_joint_context.yaml"
   [rec_joint_labeler_pd]="$D/rec_joint_labeler.yaml train.pronoun_dropout=$PD"
   [rec_joint_labeler_han_pd]="$D/rec_joint_labeler_han.yaml train.pronoun_dropout=$PD")
-# slowest first, so they start first
-ORDER=${ROWS:-"rec_joint_labeler_han_pd rec_joint_context rec_both rec_shared rec_shared_independent rec_shared_dec2enc
+ALL="rec_joint_labeler_han_pd rec_joint_context rec_both rec_shared rec_shared_independent rec_shared_dec2enc
   rec_joint_predictor rec_joint_labeler rec_joint_labeler_pd rec_enc rec_dec nmt_dp_continued nmt_dpp_continued
-  nmt_dp_predicted baseline"}      # ROWS: a subset (a smoke test on a CPU)
+  nmt_dp_predicted baseline"
+ORDER=$(echo ${ROWS:-$ALL})      # ROWS: a subset (a smoke test on a CPU); baseline must be in it
+has() { [[ " $ORDER " == *" $1 "* ]]; }
+SLOW=""; FAST=""
+for n in $ORDER; do case $n in rec_joint_labeler_han_pd|rec_joint_context) SLOW="$SLOW $n";; *) FAST="$FAST $n";; esac; done
 declare -A PID
-for n in $ORDER; do
-  (cd "$ROOT" && exec $DT train ${CFG[$n]} $COMMON run_dir=$R/$n) >"$R/$n.log" 2>&1 &
+for n in $SLOW $FAST; do   # the slowest first
+  cap=$MIN; [[ " $SLOW " == *" $n "* ]] && cap=$SLOW_MIN
+  (cd "$ROOT" && exec $DT train ${CFG[$n]} $COMMON train.max_time_min=$cap run_dir=$R/$n) >"$R/$n.log" 2>&1 &
   PID[$n]=$!
 done
 collect() {                  # the runs' small files → OUT/runs.tgz (again after every phase)
@@ -93,23 +105,24 @@ for n in $ORDER; do
 done
 [ $dead = 0 ] || { kill "${PID[@]}" 2>/dev/null; collect; exit 1; }
 echo "== all training after 60 s"; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv 2>/dev/null
-for n in $ORDER; do wait "${PID[$n]}"; echo "== $n exit $? $(tail -1 "$R/$n/metrics.jsonl" 2>/dev/null | cut -c1-120)"; done
-date -u; collect
-
-# equal updates: STEPS when every run reached it, else the largest multiple of 200 all reached
-# (train.save_every); each row is read from E/runs/NAME (last.pt -> that checkpoint)
-S=$(for n in $ORDER; do
-      $PY -c "import torch,sys; print(torch.load(sys.argv[1],map_location='cpu',weights_only=False)['state']['step'])" \
-        "$R/$n/last.pt" 2>/dev/null || echo 0; done | sort -n | head -1)
-[ "$S" -ge "$STEPS" ] && S=$STEPS || S=$(( S / 200 * 200 ))
-echo "== equal updates: S=$S"
-[ "$S" -gt 0 ] || { echo "no common update count"; exit 1; }
-for n in $ORDER; do
-  mkdir -p "$E/runs/$n"; ln -sf "$R/$n/config.yaml" "$E/runs/$n/config.yaml"; ln -sf "$R/$n/metrics.jsonl" "$E/runs/$n/metrics.jsonl"
-  if [ "$S" = "$STEPS" ]; then ln -sf "$R/$n/last.pt" "$E/runs/$n/last.pt"; else ln -sf "$R/$n/checkpoint$S.pt" "$E/runs/$n/last.pt"; fi
-done
-R=$E/runs
-$PY - "$R" "$OUTD" $ORDER <<'EOF'
+# equal updates within a row set: STEPS when every run reached it, else the largest multiple of 200
+# all reached (train.save_every); each row is read from E/runs/NAME (last.pt -> that checkpoint)
+finish() {   # rows… : wait for them, pick their common update count, link E/runs/NAME
+  local n S
+  for n in "$@"; do wait "${PID[$n]}"; echo "== $n exit $? $(tail -n 1 "$R/$n/metrics.jsonl" 2>/dev/null | cut -c1-100)"; done
+  S=$(for n in "$@"; do
+        $PY -c "import torch,sys; print(torch.load(sys.argv[1],map_location='cpu',weights_only=False)['state']['step'])" \
+          "$R/$n/last.pt" 2>/dev/null || echo 0; done | sort -n | head -n 1)
+  [ "$S" -ge "$STEPS" ] && S=$STEPS || S=$(( S / 200 * 200 ))
+  echo "== equal updates of $*: S=$S"; date -u
+  for n in "$@"; do
+    mkdir -p "$E/runs/$n"; ln -sf "$R/$n/config.yaml" "$E/runs/$n/config.yaml"; ln -sf "$R/$n/metrics.jsonl" "$E/runs/$n/metrics.jsonl"
+    if [ "$S" = "$STEPS" ]; then ln -sf "$R/$n/last.pt" "$E/runs/$n/last.pt"
+    elif [ "$S" -gt 0 ]; then ln -sf "$R/$n/checkpoint$S.pt" "$E/runs/$n/last.pt"; fi
+  done
+}
+finish $FAST; collect
+$PY - "$E/runs" "$OUTD" $ORDER <<'EOF'
 import sys, torch
 R, OUT, *names = sys.argv[1:]
 for n in ("baseline", "nmt_dp_predicted"):
@@ -121,7 +134,7 @@ for n in ("baseline", "nmt_dp_predicted"):
     torch.save(ck, f"{OUT}/{n}.fp16.pt")
 EOF
 (cd "$OUTD" && for f in *.fp16.pt; do split -b 15M "$f" "$f.part-" && rm "$f"; done)
-
+R=$E/runs
 G="dp_generator=$W/gen.pt"
 declare -A NAME=([nmt_dp_continued]="+DPs" [nmt_dpp_continued]="Baseline (+DPPs)" [rec_enc]="enc-rec"
   [rec_dec]="dec-rec" [rec_both]="enc+dec-rec" [rec_shared]="shared enc→dec" [rec_shared_independent]="shared independent"
@@ -131,14 +144,16 @@ declare -A NAME=([nmt_dp_continued]="+DPs" [nmt_dpp_continued]="Baseline (+DPPs)
 declare -A OPT=([nmt_dp_continued]="$G" [nmt_dpp_continued]="$G dp_input=dpp" [rec_enc]="$G" [rec_dec]="$G"
   [rec_both]="$G" [rec_shared]="$G dp_input=dpp" [rec_shared_independent]="$G dp_input=dpp"
   [rec_shared_dec2enc]="$G dp_input=dpp" [rec_joint_predictor]="$G dp_input=dpp")
-GROUPS_=("nmt_dp_continued rec_joint_labeler_han_pd" "nmt_dpp_continued rec_joint_context" "rec_both"
-  "rec_enc rec_dec" "rec_shared rec_shared_independent" "rec_shared_dec2enc rec_joint_predictor"
-  "rec_joint_labeler rec_joint_labeler_pd")
+GROUPS_=("nmt_dp_continued nmt_dpp_continued" "rec_both" "rec_enc rec_dec" "rec_shared rec_shared_independent"
+  "rec_shared_dec2enc rec_joint_predictor" "rec_joint_labeler rec_joint_labeler_pd" "rec_joint_labeler_han_pd rec_joint_context")
 i=0; TP=()
 for g in "${GROUPS_[@]}"; do
   args=(--system "Baseline (continued)=$R/baseline"); any=0
+  if [ "$g" = "rec_joint_labeler_han_pd rec_joint_context" ]; then
+    [ -n "$SLOW" ] && finish $SLOW; collect
+  fi
   for n in $g; do
-    [[ " $(echo $ORDER) " == *" $n "* ]] || continue; any=1
+    has "$n" || continue; any=1
     args+=(--system "${NAME[$n]}=$R/$n"); for o in ${OPT[$n]:-}; do args+=(--row-option "${NAME[$n]}:$o"); done
     if [ "$n" = rec_both ]; then
       args+=(--system "enc+dec-rec (reranked)=$R/$n" --row-option "enc+dec-rec (reranked):rerank=reconstructor")
@@ -180,7 +195,7 @@ collect; date -u
 # enc+dec-rec (x̂ from the external generator); plain and reranked alternate (SPEED_REPEATS each)
 speed() {   # NAME RUN [translate options]
   local n=$1 run=$2; shift 2
-  for r in $(seq "${SPEED_REPEATS:-1}"); do
+  for r in $(seq "${SPEED_REPEATS:-2}"); do
     for mode in plain reranked; do
       extra=(); [ $mode = reranked ] && extra=(--rerank reconstructor)
       t0=$(date +%s%N)
@@ -190,8 +205,8 @@ speed() {   # NAME RUN [translate options]
     done
   done
 }
-if [[ " $(echo $ORDER) " == *" rec_joint_labeler_han_pd "* ]]; then
+if has rec_joint_labeler_han_pd; then
   speed labeler_han "$R/rec_joint_labeler_han_pd" --docs "$PREP/test.docs"; fi
-if [[ " $(echo $ORDER) " == *" rec_both "* ]]; then
+if has rec_both; then
   speed rec_both "$R/rec_both" --dp-generator "$W/gen.pt" --docs "$PREP/test.docs"; fi
 date -u; ls -la "$OUTD"
