@@ -1029,7 +1029,8 @@ def table_context_cmd(systems, context_options, tables, **kw) -> None:
     decoding sentences/s, peak training memory and the update count; with DP annotation in DATA
     also DP translation recall, with --discourse CXMI and contrastive pronoun accuracy. A row's
     translation (WORK/test.NAME.hyp) is reused by a later call while its checkpoint, beam and
-    options are unchanged, so an interrupted table resumes.
+    options are unchanged, so an interrupted table resumes; contrastive scores likewise (kept in
+    the contrastive set's scores/ directory per checkpoint and source).
 
     \b
     Example:
@@ -1084,7 +1085,8 @@ def table_rec_cmd(systems, row_options, **kw) -> None:
     accuracy (--discourse), parameters, training tok/s, decoding sent/s (a reranked row also
     against the same run decoded plainly) and updates; then the DP prediction table: the
     external generator's and every joint DP model's (translate --dp-out) position and pronoun
-    P/R/F against the hand oracle. Writes --out and WORK/rows.json; translations are reused.
+    P/R/F against the hand oracle. Writes --out and WORK/rows.json; translations and
+    contrastive scores are reused.
 
     \b
     Example:

@@ -52,6 +52,7 @@ overt), by pronoun and by class.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections import Counter
@@ -260,25 +261,54 @@ def score_set(checkpoint: str, set_dir: Path, max_tokens: int = 3000, progress: 
             **score_items_of(s, ref, items, max_tokens=max_tokens, progress=progress)}
 
 
-def table_columns(checkpoint: str, set_dir: Path, data: Path, source: list[str] | None = None) -> dict:
-    """The contrastive columns of the context and DP tables: the TVsub test set built into
+SCORES_VERSION = 1          # bump when score_set's results change: cached scores are then recomputed
+
+
+def _scores_key(checkpoint: str, set_dir: Path, source: list[str] | None) -> str:
+    """The identity of one scoring: the checkpoint file (resolved path, size, mtime), the set's
+    items (size, mtime of items.jsonl) and the scored source (its SHA-1, or none)."""
+    ck, items = Path(checkpoint).resolve(), set_dir / "items.jsonl"
+    st, it = ck.stat(), items.stat()
+    src = None if source is None else hashlib.sha1("\n".join(source).encode("utf-8")).hexdigest()
+    key = {"v": SCORES_VERSION, "checkpoint": str(ck), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+           "items_size": it.st_size, "items_mtime_ns": it.st_mtime_ns, "source": src}
+    return hashlib.sha1(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def table_columns(checkpoint: str, set_dir: Path, data: Path, source: list[str] | None = None,
+                  reuse: bool = True) -> dict:
+    """The contrastive columns of the context, DP and rec tables: the TVsub test set built into
     ``set_dir`` from ``data`` when it is not there yet (``build_set``), scored with ``checkpoint``
     (``score_set``, ``source`` as there) → {contrastive, contrastive_dp, contrastive_overt,
     contrastive_context_needed: accuracies in [0, 1] (NaN for a kind without items),
     contrastive_items, contrastive_context_needed_items, contrastive_per_item (1/0 per item,
     for McNemar's test between rows)}. A set built before the context-needed items existed is
-    rebuilt."""
+    rebuilt. With ``reuse`` the columns are kept in ``set_dir/scores/KEY.json`` (KEY: the
+    checkpoint file, the set's items and the source, ``_scores_key``) and a later call with the
+    same key reads them instead of scoring again (minutes a row on a CPU); a set directory that
+    cannot be written to only loses the reuse."""
     set_dir = Path(set_dir)
     summary = set_dir / "summary.json"
     if not (set_dir / "items.jsonl").is_file() or "context_needed" not in json.loads(
             summary.read_text(encoding="utf-8") if summary.is_file() else "{}"):
         build_set(Path(data), "test", set_dir)
+    cached = set_dir / "scores" / f"{_scores_key(checkpoint, set_dir, source)}.json" if reuse else None
+    if cached is not None and cached.is_file():
+        log.info("contrastive scores of %s: reusing %s", checkpoint, cached)
+        return json.loads(cached.read_text(encoding="utf-8"))
     c = score_set(checkpoint, set_dir, source=source)
-    return {"contrastive": c["accuracy"], "contrastive_dp": c["by_kind"].get("dp", {}).get("accuracy", float("nan")),
+    cols = {"contrastive": c["accuracy"], "contrastive_dp": c["by_kind"].get("dp", {}).get("accuracy", float("nan")),
             "contrastive_overt": c["by_kind"].get("overt", {}).get("accuracy", float("nan")),
             "contrastive_context_needed": c["context_needed"]["accuracy"],
             "contrastive_context_needed_items": c["context_needed"]["items"],
             "contrastive_items": c["items"], "contrastive_per_item": c["per_item"]}
+    if cached is not None:
+        try:
+            cached.parent.mkdir(exist_ok=True)
+            atomic_write_text(cached, json.dumps(cols) + "\n")
+        except OSError as e:
+            log.warning("contrastive scores not kept for reuse (%s): %s", cached, e)
+    return cols
 
 
 def score_items_of(s, ref: list[str], items: list[dict], max_tokens: int = 3000, progress: bool = False) -> dict:

@@ -24,7 +24,8 @@ x̂, ``dp_input``, ``rerank=reconstructor``, ``rerank_k``, ``dp_threshold``: a j
 
 A row's translation (``WORK/test.NAME.hyp``, ``.dp.zh``) is reused when its stamp (``.json``:
 checkpoint path and time, beam, options, line count, decoding seconds) matches, as in ``table
-context``. A ``--system`` whose run has no checkpoint yet is skipped with a warning when
+context``, and its contrastive scores while the checkpoint file and the source it reads are
+unchanged (``contrastive.table_columns``). A ``--system`` whose run has no checkpoint yet is skipped with a warning when
 ``skip_missing`` (``make rec-table`` lists only the rows whose YAML exists). The file ends with the
 ``provenance_line``.
 """
