@@ -50,7 +50,7 @@ if [ -f "$C/jieba.tgz" ]; then mkdir -p /tmp/site_jieba && tar xzf "$C/jieba.tgz
 export PYTHONPATH=$ROOT:${PYTHONPATH:-}
 $PY -c "import subword_nmt, sacremoses, click, sacrebleu, jieba" || exit 1
 DT="$PY $ROOT/bin/doctrans"
-W=${WORK:-/tmp/gpu_rec}; PREP=$W/prep; R=$W/runs; E=$W/eval
+W=${WORK:-/tmp/gpu_rec}; PREP=$W/prep; R=$W/runs; TR=$R; E=$W/eval   # TR: the training runs (R becomes the tabulated links)
 mkdir -p "$PREP" "$R" "$E"
 tar xJf "$C/prep.tar.xz" -C "$PREP" || exit 1
 # stage1.pt / gen.pt may come in fp16 (the carry's size limit): fp32 again before anything reads them
@@ -109,16 +109,16 @@ echo "== all training after 60 s"; nvidia-smi --query-gpu=utilization.gpu,memory
 # all reached (train.save_every); each row is read from E/runs/NAME (last.pt -> that checkpoint)
 finish() {   # rows… : wait for them, pick their common update count, link E/runs/NAME
   local n S
-  for n in "$@"; do wait "${PID[$n]}"; echo "== $n exit $? $(tail -n 1 "$R/$n/metrics.jsonl" 2>/dev/null | cut -c1-100)"; done
+  for n in "$@"; do wait "${PID[$n]}"; echo "== $n exit $? $(tail -n 1 "$TR/$n/metrics.jsonl" 2>/dev/null | cut -c1-100)"; done
   S=$(for n in "$@"; do
         $PY -c "import torch,sys; print(torch.load(sys.argv[1],map_location='cpu',weights_only=False)['state']['step'])" \
-          "$R/$n/last.pt" 2>/dev/null || echo 0; done | sort -n | head -n 1)
+          "$TR/$n/last.pt" 2>/dev/null || echo 0; done | sort -n | head -n 1)
   [ "$S" -ge "$STEPS" ] && S=$STEPS || S=$(( S / 200 * 200 ))
   echo "== equal updates of $*: S=$S"; date -u
   for n in "$@"; do
-    mkdir -p "$E/runs/$n"; ln -sf "$R/$n/config.yaml" "$E/runs/$n/config.yaml"; ln -sf "$R/$n/metrics.jsonl" "$E/runs/$n/metrics.jsonl"
-    if [ "$S" = "$STEPS" ]; then ln -sf "$R/$n/last.pt" "$E/runs/$n/last.pt"
-    elif [ "$S" -gt 0 ]; then ln -sf "$R/$n/checkpoint$S.pt" "$E/runs/$n/last.pt"; fi
+    mkdir -p "$E/runs/$n"; ln -sf "$TR/$n/config.yaml" "$E/runs/$n/config.yaml"; ln -sf "$TR/$n/metrics.jsonl" "$E/runs/$n/metrics.jsonl"
+    if [ "$S" = "$STEPS" ]; then ln -sf "$TR/$n/last.pt" "$E/runs/$n/last.pt"
+    elif [ "$S" -gt 0 ]; then ln -sf "$TR/$n/checkpoint$S.pt" "$E/runs/$n/last.pt"; fi
   done
 }
 finish $FAST; collect
