@@ -479,7 +479,10 @@ def format_table(result: dict) -> str:
         d = result["dp_recall"]
         lines.append(f"DP translation recall: {100 * d['recall']:.1f}% ({d['realised']} of the {d['in_reference']} "
                      f"dropped pronouns the first reference realises; {d['dps']} hand-annotated DPs)"
-                     + (f", baseline {100 * d['baseline']:.1f}%" if "baseline" in d else "") + "; by class: "
+                     + (f", baseline {100 * d['baseline']:.1f}%" if "baseline" in d else "")
+                     + (f" (difference {100 * d['bootstrap']['delta']:+.1f} points, 95% interval "
+                        f"[{100 * d['bootstrap']['ci95'][0]:+.1f}, {100 * d['bootstrap']['ci95'][1]:+.1f}], paired "
+                        f"bootstrap p = {d['bootstrap']['p_value']:.4f})" if "bootstrap" in d else "") + "; by class: "
                      + ", ".join(f"{c} {100 * v['recall']:.0f}% of {v['in_reference']}" for c, v in d["by_class"].items()))
     if "apt" in result:
         a = result["apt"]
@@ -561,7 +564,10 @@ def score_files(cfg: ScoreConfig) -> dict:
         result["dp_recall"] = {"base": str(cfg.dp_base), "oracle": str(cfg.dp_oracle),
                                **dp_recall(hyp_prep, refs_prep[0], dp_src, dp_oracle)}
         if cfg.baseline:
+            from doctrans.evaluation.dp_recall import dp_recall_bootstrap
             result["dp_recall"]["baseline"] = dp_recall(base_prep, refs_prep[0], dp_src, dp_oracle)["recall"]
+            result["dp_recall"]["bootstrap"] = dp_recall_bootstrap(hyp_prep, base_prep, refs_prep[0], dp_src,
+                                                                   dp_oracle, max(cfg.bootstrap, 1))
     if cfg.cohesion or cfg.lsa:
         result.update(_text_discourse(cfg, hyp_prep, refs_prep[0], len(hyps)))
     if cfg.apt_src:

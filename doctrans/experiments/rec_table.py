@@ -198,6 +198,9 @@ def run(systems: list[tuple[str, Path]], args: RecTableConfig, row_options: dict
                "reranked": bool(opts.get("rerank"))}
         if dp:
             row["dp_recall"] = res["dp_recall"]["recall"]
+            boot = res["dp_recall"].get("bootstrap")
+            if boot:                                        # against the first row (paired bootstrap over lines)
+                row["dp_recall_p"], row["dp_recall_ci95"] = boot["p_value"], boot["ci95"]
         if "significance" in res:
             row.update(p_values(res))
         if args.discourse:
@@ -223,6 +226,14 @@ def _ratio(x: float, base: float) -> str:
     return "—" if not base or math.isnan(base) or math.isnan(x) else f"{x / base:.2f}×"
 
 
+def _recall_delta(r: dict, b: dict) -> str:
+    """`` (+6.2, p 0.004)``: a row's DP recall against the first row's, in points, with the paired
+    bootstrap p-value (empty for the first row or without one)."""
+    if r is b or r.get("dp_recall_p") is None or b.get("dp_recall") is None:
+        return ""
+    return f" ({(r['dp_recall'] - b['dp_recall']) * 100:+.1f}, p {r['dp_recall_p']:.3f})"
+
+
 def render(rows: list[dict], external: dict | None = None) -> str:
     """The markdown tables (module doc); ratios, Δ and significance against the first row."""
     b = rows[0]
@@ -242,7 +253,7 @@ def render(rows: list[dict], external: dict | None = None) -> str:
             f"| {r['system']} | {r['updates']} | {r['bleu']:.2f}{mark} | {r['bleu'] - b['bleu']:+.2f} "
             f"| {cell(r, 'bootstrap_p', '.3f')} | {cell(r, 'sign_p', '.3f')} | {cell(r, 'len_ratio', '.3f')} "
             f"| {r['pronouns']} "
-            f"| {cell(r, 'dp_recall', '.1%')} | {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
+            f"| {cell(r, 'dp_recall', '.1%')}{_recall_delta(r, b)} | {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
             f"| {r['params_m']:.2f} | {r['train_tok_s']:.0f} ({_ratio(r['train_tok_s'], b['train_tok_s'])}) "
             f"| {r['decode_sent_s']:.1f} ({_ratio(r['decode_sent_s'], b['decode_sent_s'])}) "
             f"| {_ratio(r['decode_sent_s'], same['decode_sent_s']) if same else '—'} |")
@@ -252,7 +263,8 @@ def render(rows: list[dict], external: dict | None = None) -> str:
                   "Length ratio: output tokens / reference tokens (BLEU's; the pronoun count and DP recall follow it, "
                   "docs/dp.md). "
                   "DP recall: share of the hand-annotated dropped pronouns the first reference realises that the output "
-                  "realises too (docs/discourse.md). Contrastive: each model scored on the source it reads. Decoding: "
+                  "realises too (docs/discourse.md), with its difference to the first row in points and a paired "
+                  "bootstrap p over lines. Contrastive: each model scored on the source it reads. Decoding: "
                   "the test set as documents; (× same run): a reranked row against the same run decoded plainly."]
     joint = [r for r in rows if "dp_pronoun" in r]
     if external is not None or joint:

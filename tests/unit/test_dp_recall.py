@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from doctrans.evaluation.dp_recall import dp_recall
+from doctrans.evaluation.dp_recall import dp_recall, dp_recall_bootstrap
 
 BASE = ["没 问题 , 都 办好 了", "罗斯 , 谢谢", "我 去 穿 毛衣", "走 吧"]
 ORACLE = ["没 问题 , 它 都 办好 了", "罗斯 , 谢谢 你", "我 去 穿 我的 毛衣", "走 吧"]
@@ -33,3 +33,33 @@ def test_a_dp_the_reference_does_not_realise_is_not_expected():
     assert (r["dps"], r["in_reference"]) == (1, 0) and math.isnan(r["recall"])
     with pytest.raises(ValueError, match="2 hypothesis, 1 reference"):
         dp_recall(["a", "b"], ["a"], ["x"], ["x"])
+
+
+def _realising(k: int) -> list[str]:
+    """The four hand lines repeated 10 times; the first k of the 30 reference-realised DPs
+    translated, the others lost."""
+    lost = ["no problems . all taken care of .", "ross , thanks .", "i 'll get the sweater .", "let 's go ."]
+    out, n = [], 0
+    for _ in range(10):
+        for ref, bad in zip(REF, lost):
+            keep = ref if n < k or ref == REF[3] else bad
+            n += ref != REF[3]
+            out.append(keep)
+    return out
+
+
+def test_recall_bootstrap_finds_a_real_gain_and_none_between_equals():
+    refs, base, oracle = REF * 10, BASE * 10, ORACLE * 10
+    assert dp_recall(_realising(30), refs, base, oracle)["recall"] == 1.0
+    assert dp_recall(_realising(6), refs, base, oracle)["recall"] == pytest.approx(0.2)
+    better = dp_recall_bootstrap(_realising(30), _realising(6), refs, base, oracle, samples=500)
+    assert better["delta"] == pytest.approx(0.8) and better["p_value"] < 0.01
+    assert 0.6 < better["ci95"][0] <= 0.8 <= better["ci95"][1] <= 1.0
+    worse = dp_recall_bootstrap(_realising(6), _realising(30), refs, base, oracle, samples=500)
+    assert worse["delta"] == pytest.approx(-0.8) and worse["p_value"] < 0.01 and worse["ci95"][1] < 0
+    same = dp_recall_bootstrap(_realising(12), _realising(12), refs, base, oracle, samples=200)
+    assert same["delta"] == 0 and same["ci95"] == [0.0, 0.0] and same["p_value"] == 1.0
+    close = dp_recall_bootstrap(_realising(13), _realising(12), refs, base, oracle, samples=500)
+    assert close["delta"] == pytest.approx(1 / 30) and close["p_value"] > 0.05     # one DP of 30: noise
+    with pytest.raises(ValueError, match="40 hypothesis, 4 baseline"):
+        dp_recall_bootstrap(_realising(1), REF, refs, base, oracle)
