@@ -53,6 +53,15 @@ def _peak_memory(run_dir: Path) -> float:
     return max(recs) if recs else float("nan")
 
 
+def recall_delta(r: dict, b: dict) -> str:
+    """`` (+6.2, p 0.004)``: a row's DP recall against the first row's ``b``, in points, with the
+    paired bootstrap p-value over lines (``evaluation.dp_recall.dp_recall_bootstrap``); empty for
+    the first row or a row without one."""
+    if r is b or r.get("dp_recall_p") is None or b.get("dp_recall") is None or r.get("dp_recall") is None:
+        return ""
+    return f" ({(r['dp_recall'] - b['dp_recall']) * 100:+.1f}, p {r['dp_recall_p']:.3f})"
+
+
 def slug(name: str) -> str:
     """A file-name-safe form of a row name (``+Gating Auxi`` → ``_Gating_Auxi``)."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
@@ -113,6 +122,9 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
            "peak_rss_gib": _peak_memory(run_dir)}
     if dp:
         row["dp_recall"] = res["dp_recall"]["recall"]
+        boot = res["dp_recall"].get("bootstrap")
+        if boot:                                            # against the first row (paired bootstrap over lines)
+            row["dp_recall_p"], row["dp_recall_ci95"] = boot["p_value"], boot["ci95"]
     row.update(discourse_columns(res))
     if args.discourse or args.usage:
         if options:
@@ -245,7 +257,7 @@ def render(rows: list[dict], title: str = "") -> str:
                       "context-needed | CXMI vs empty | CXMI vs random | lone-sentence BLEU |",
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for r in rows:
-            lines.append(f"| {r['system']} | {cell(r, 'dp_recall', '.1%')} | {cell(r, 'contrastive', '.1%')} "
+            lines.append(f"| {r['system']} | {cell(r, 'dp_recall', '.1%')}{recall_delta(r, b)} | {cell(r, 'contrastive', '.1%')} "
                          f"| {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
                          f"| {cell(r, 'contrastive_context_needed', '.1%')} "
                          f"| {cell(r, 'mcnemar_dp_p', '.3f')} / {cell(r, 'mcnemar_cn_p', '.3f')} "
@@ -264,7 +276,7 @@ def render(rows: list[dict], title: str = "") -> str:
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
 
         for r in rows:
-            lines.append(f"| {r['system']} | {r['pronouns']} | {cell(r, 'dp_recall', '.1%')} "
+            lines.append(f"| {r['system']} | {r['pronouns']} | {cell(r, 'dp_recall', '.1%')}{recall_delta(r, b)} "
                          f"| {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
                          f"| {cell(r, 'contrastive', '.1%')} | {cell(r, 'apt_pronoun', '.1%')} "
                          f"| {cell(r, 'apt_noun', '.1%')} | {cell(r, 'cxmi', '+.3f')} "
@@ -274,7 +286,8 @@ def render(rows: list[dict], title: str = "") -> str:
             lines.append(f"| reference 1 | {b['ref_pronouns'][0]} | — | — | — | — | — | — | — | — "
                          f"| {cell(b, 'ref_cohesion', '.4f')} | {cell(b, 'ref_coherence', '.4f')} |")
         lines += ["", "Discourse columns (docs/discourse.md): DP recall = share of the hand-annotated dropped pronouns "
-                      "the first reference realises that the translation realises too; contrastive = the model scores "
+                      "the first reference realises that the translation realises too (in brackets: the difference to the "
+                      "first row in points, paired bootstrap p over lines); contrastive = the model scores "
                       "the reference above every same-case pronoun swap (TVsub test set, DP vs overt items); APT = "
                       "source pronouns / nouns whose aligned hypothesis word matches the reference's (eflomal); CXMI = "
                       "mean log-likelihood gain of the reference from the real over an empty context (0: context "

@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctrans.experiments.context_table import p_values, references, slug, train_speed
+from doctrans.experiments.context_table import p_values, recall_delta, references, slug, train_speed
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
 from doctrans.utils.provenance import provenance_line
 
@@ -226,14 +226,6 @@ def _ratio(x: float, base: float) -> str:
     return "—" if not base or math.isnan(base) or math.isnan(x) else f"{x / base:.2f}×"
 
 
-def _recall_delta(r: dict, b: dict) -> str:
-    """`` (+6.2, p 0.004)``: a row's DP recall against the first row's, in points, with the paired
-    bootstrap p-value (empty for the first row or without one)."""
-    if r is b or r.get("dp_recall_p") is None or b.get("dp_recall") is None:
-        return ""
-    return f" ({(r['dp_recall'] - b['dp_recall']) * 100:+.1f}, p {r['dp_recall_p']:.3f})"
-
-
 def render(rows: list[dict], external: dict | None = None) -> str:
     """The markdown tables (module doc); ratios, Δ and significance against the first row."""
     b = rows[0]
@@ -253,7 +245,7 @@ def render(rows: list[dict], external: dict | None = None) -> str:
             f"| {r['system']} | {r['updates']} | {r['bleu']:.2f}{mark} | {r['bleu'] - b['bleu']:+.2f} "
             f"| {cell(r, 'bootstrap_p', '.3f')} | {cell(r, 'sign_p', '.3f')} | {cell(r, 'len_ratio', '.3f')} "
             f"| {r['pronouns']} "
-            f"| {cell(r, 'dp_recall', '.1%')}{_recall_delta(r, b)} | {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
+            f"| {cell(r, 'dp_recall', '.1%')}{recall_delta(r, b)} | {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
             f"| {r['params_m']:.2f} | {r['train_tok_s']:.0f} ({_ratio(r['train_tok_s'], b['train_tok_s'])}) "
             f"| {r['decode_sent_s']:.1f} ({_ratio(r['decode_sent_s'], b['decode_sent_s'])}) "
             f"| {_ratio(r['decode_sent_s'], same['decode_sent_s']) if same else '—'} |")

@@ -63,3 +63,16 @@ def test_recall_bootstrap_finds_a_real_gain_and_none_between_equals():
     assert close["delta"] == pytest.approx(1 / 30) and close["p_value"] > 0.05     # one DP of 30: noise
     with pytest.raises(ValueError, match="40 hypothesis, 4 baseline"):
         dp_recall_bootstrap(_realising(1), REF, refs, base, oracle)
+
+
+def test_the_tables_show_the_recall_difference_and_its_p():
+    from doctrans.experiments import context_table, rec_table
+    row = {"run": "r", "updates": 1, "bleu": 10.0, "pronouns": 5, "ref_pronouns": [5, 5, 5], "params_m": 1.0,
+           "train_tok_s": 1.0, "decode_sent_s": 1.0, "reranked": False, "sacrebleu": 9.0, "cxmi_random": 0.0}
+    rows = [{**row, "system": "base", "dp_recall": 0.30},
+            {**row, "system": "new", "run": "s", "dp_recall": 0.35, "dp_recall_p": 0.01, "bootstrap_p": 0.2, "sign_p": 0.3},
+            {**row, "system": "old", "run": "t", "dp_recall": 0.29}]
+    for text in (context_table.render(rows), rec_table.render(rows)):
+        lines = {ln.split(" | ")[0]: ln for ln in text.splitlines() if ln.startswith("| ") and "%" in ln}
+        assert "35.0% (+5.0, p 0.010)" in lines["| new"]
+        assert "(" not in lines["| base"].split("30.0%")[1].split("|")[0] and "29.0% |" in lines["| old"]
