@@ -238,10 +238,13 @@ REC_JK    := $(PREP)/dp_jk$(REC_FOLDS)
 REC_MODELS ?= rec_enc rec_dec rec_both rec_shared rec_shared_independent rec_shared_dec2enc rec_joint_predictor \
 	rec_joint_labeler rec_joint_context rec_joint_labeler_pd rec_joint_labeler_han_pd
 # NAME_pd: NAME trained with REC_PD (pronoun dropout: a deleted pronoun is a DP of x̂ and of the labels; docs/dp.md)
+# REC_CAP: minutes per rec row; the document rows take ≈ 9–14 s an update on one thread of this
+# project's 2-core CPU (docs/dp.md), so 800 updates need more than CAP's 120 to stay equal updates
+REC_CAP ?= 240
 REC_PD ?= train.pronoun_dropout=0.25   # 0.5 over-generates pronouns (docs/dp.md, seventh measurement)
 rec_yaml = pipelines/dp/$(if $(filter rec_shared_%,$(1)),rec_shared,$(patsubst %_pd,%,$(1))).yaml
 REC_PRESENT := $(foreach m,$(REC_MODELS),$(if $(wildcard $(call rec_yaml,$(m))),$(m)))
-REC_TRAIN = data.prepared=$(PREP) train.max_steps=$(REC_STEPS) train.max_time_min=$(CAP) \
+REC_TRAIN = data.prepared=$(PREP) train.max_steps=$(REC_STEPS) train.max_time_min=$(REC_CAP) \
 	  train.init_from=$(RUN)/last.pt train.threads=$(CTX_THREADS)
 # row names and translate options (doctrans table rec --row-option NAME:KEY=VALUE)
 REC_NAME_rec_enc := enc-rec

@@ -169,6 +169,7 @@ def test_make_rec_table_has_the_labeler_over_the_han_encoder_by_default(tmp_path
     assert len(trains) == 1 and f"run_dir={tmp_path}/runs/rec_joint_labeler_han_pd" in trains[0]
     assert "train.pronoun_dropout=0.25" in trains[0]          # REC_PD's default (docs/dp.md, seventh measurement)
     assert "train.max_steps=800" in trains[0]                 # REC_STEPS's default (ninth measurement)
+    assert "train.max_time_min=240" in trains[0]             # REC_CAP: 800 document-row updates on 2 cores
     table = shlex.split(next(line for line in out.splitlines() if "doctrans table rec" in line).replace("$(<", "("))
     systems = [table[i + 1] for i, a in enumerate(table) if a == "--system"]
     assert f"+ joint DP labeler over the HAN encoder + PD={tmp_path}/runs/rec_joint_labeler_han_pd" in systems
