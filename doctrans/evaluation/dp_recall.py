@@ -36,6 +36,18 @@ def english_counts(line: str) -> Counter:
     return Counter(english_class(t) for t in line.split() if t in ENGLISH_PRONOUNS)
 
 
+def _line_dps(h: str, r: str, b: str, o: str):
+    """One line's dropped pronouns per class: yields (class, dropped, in_reference, realised) for
+    every class the oracle line ``o`` drops relative to the source line ``b`` (module doc)."""
+    overt, full = root_counts(b), root_counts(o)
+    eh, er = english_counts(h), english_counts(r)
+    for c in full:
+        dropped = max(0, full[c] - overt[c])
+        if dropped:
+            in_ref = max(0, min(dropped, er[c] - overt[c]))
+            yield c, dropped, in_ref, max(0, min(in_ref, eh[c] - overt[c]))
+
+
 def dp_recall(hyps: Sequence[str], refs: Sequence[str], base: Sequence[str], oracle: Sequence[str]) -> dict:
     """hyps / refs: tokenized lower-cased lines; base / oracle: the segmented source without /
     with the hand-inserted DPs (same line count) → {dps, in_reference, realised, recall,
@@ -46,14 +58,7 @@ def dp_recall(hyps: Sequence[str], refs: Sequence[str], base: Sequence[str], ora
                          f"{len(oracle)} oracle lines")
     tot: dict[str, Counter] = {}
     for h, r, b, o in zip(hyps, refs, base, oracle):
-        overt, full = root_counts(b), root_counts(o)
-        eh, er = english_counts(h), english_counts(r)
-        for c in full:
-            dropped = max(0, full[c] - overt[c])
-            if not dropped:
-                continue
-            in_ref = max(0, min(dropped, er[c] - overt[c]))
-            got = max(0, min(in_ref, eh[c] - overt[c]))
+        for c, dropped, in_ref, got in _line_dps(h, r, b, o):
             t = tot.setdefault(c, Counter())
             t["dps"] += dropped
             t["in_reference"] += in_ref
@@ -70,23 +75,17 @@ def _line_counts(hyps: Sequence[str], refs: Sequence[str], base: Sequence[str],
                  oracle: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Per line: (DPs the reference realises, of them the ones the hypothesis realises), summed
     over classes as in ``dp_recall``."""
-    in_ref, got = np.zeros(len(hyps), dtype=np.int64), np.zeros(len(hyps), dtype=np.int64)
-    for i, (h, r, b, o) in enumerate(zip(hyps, refs, base, oracle)):
-        overt, full = root_counts(b), root_counts(o)
-        eh, er = english_counts(h), english_counts(r)
-        for c in full:
-            dropped = max(0, full[c] - overt[c])
-            if dropped:
-                n = max(0, min(dropped, er[c] - overt[c]))
-                in_ref[i] += n
-                got[i] += max(0, min(n, eh[c] - overt[c]))
-    return in_ref, got
+    counts = [[(n, g) for _, _, n, g in _line_dps(*line)] for line in zip(hyps, refs, base, oracle)]
+    return (np.array([sum(n for n, _ in x) for x in counts], dtype=np.int64),
+            np.array([sum(g for _, g in x) for x in counts], dtype=np.int64))
 
 
 def dp_recall_bootstrap(hyps: Sequence[str], baseline: Sequence[str], refs: Sequence[str], base: Sequence[str],
                         oracle: Sequence[str], samples: int = 1000, seed: int = 12345) -> dict:
-    """Paired bootstrap of DP recall(hyps) − DP recall(baseline) over lines (same inputs as
-    ``dp_recall``, plus the baseline's translation) → {delta: the observed difference (recall
+    """Paired bootstrap of DP recall(hyps) − DP recall(baseline): test lines resampled with
+    replacement, both systems on the same sample (Koehn 2004, "Statistical significance tests for
+    machine translation evaluation", as sacreBLEU's paired test for BLEU). Inputs as ``dp_recall``,
+    plus the baseline's translation → {delta: the observed difference (recall
     points as a fraction), ci95: [low, high] of the resampled differences (percentiles),
     p_value: (1 + resamples whose difference does not keep the observed sign) / (1 + samples),
     samples}. A resample without any reference-realised DP counts as a difference of 0. Raises
