@@ -15,13 +15,7 @@ set -uo pipefail
 C=$(realpath "${1:?CARRY}"); OUTD=$(realpath "${2:?OUT}"); MIN=${3:-4.5}; EVAL=${4:-500}; TABLE_S=${5:-100}
 SLOW=${6:-100}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-export PYTHONUNBUFFERED=1
-PY=${PYTHON:-python3}
-if ls "$C"/whl/*.whl >/dev/null 2>&1 && ! $PY -c "import sacremoses" 2>/dev/null; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$C"/whl/*.whl \
-    && export PYTHONPATH=/tmp/site:${PYTHONPATH:-} || exit 1
-fi
-DT="$PY $ROOT/bin/doctrans"
+. "$ROOT/benchmarks/gpu_carry_env.sh"   # PY, DT, PYTHONPATH: the packages the GPU image lacks
 W=${WORK:-/tmp/gpu_qcn}; PREP=$W/prep; R=$W/runs
 mkdir -p "$PREP" "$R"
 tar xJf "$C/prep.tar.xz" -C "$PREP" || exit 1

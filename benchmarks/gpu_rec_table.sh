@@ -38,18 +38,7 @@ set -uo pipefail
 C=$(realpath "${1:?CARRY}"); OUTD=$(realpath "${2:?OUT}"); STEPS=${3:-800}; MIN=${4:-4.5}; TABLE_S=${5:-200}
 PD=${6:-0.25}; SLOW_MIN=${7:-8}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-export PYTHONUNBUFFERED=1
-PY=${PYTHON:-python3}
-if ls "$C"/whl/*.whl >/dev/null 2>&1 && ! $PY -c "import sacremoses" 2>/dev/null; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$C"/whl/*.whl \
-    && export PYTHONPATH=/tmp/site:${PYTHONPATH:-} || exit 1
-fi
-[ -d "$C/site" ] && export PYTHONPATH=$C/site:${PYTHONPATH:-}
-if [ -f "$C/jieba.tgz" ]; then mkdir -p /tmp/site_jieba && tar xzf "$C/jieba.tgz" -C /tmp/site_jieba \
-  && export PYTHONPATH=/tmp/site_jieba:$PYTHONPATH; fi
-export PYTHONPATH=$ROOT:${PYTHONPATH:-}
-$PY -c "import subword_nmt, sacremoses, click, sacrebleu, jieba" || exit 1
-DT="$PY $ROOT/bin/doctrans"
+. "$ROOT/benchmarks/gpu_carry_env.sh"   # PY, DT, PYTHONPATH: the packages the GPU image lacks
 W=${WORK:-/tmp/gpu_rec}; PREP=$W/prep; R=$W/runs; TR=$R; E=$W/eval   # TR: the training runs (R becomes the tabulated links)
 mkdir -p "$PREP" "$R" "$E"
 tar xJf "$C/prep.tar.xz" -C "$PREP" || exit 1
@@ -183,6 +172,8 @@ for j in range(n):
     base.append(d["rows"][0]["bleu"]); ext = ext or d["external"]
     rows += d["rows"][1:] if rows else d["rows"]
 print("baseline BLEU per group:", base)
+if not rows:
+    sys.exit("no group wrote a table")
 (E / "rows.json").write_text(json.dumps({"rows": rows, "external": ext}, indent=1) + "\n")
 (E / "table.md").write_text(render(rows, ext) + "\n")
 print((E / "table.md").read_text())

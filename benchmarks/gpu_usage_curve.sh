@@ -11,7 +11,8 @@
 #   stage1.pt     the stage-1 sentence Transformer every run starts from (train.init_from)
 #   tvsub/test/   test.ref.sgm, test.seg.zh, test.oracle-dp.seg.zh (for 3-ref BLEU and DP recall)
 #   contrastive/  the contrastive pronoun set (doctrans contrastive)
-#   whl/*.whl     optional: wheels of packages missing there (sacremoses), installed to /tmp/site
+#   whl/*.whl, site/, jieba.tgz   the packages missing there (benchmarks/gpu_carry_env.sh: sacremoses,
+#                 subword_nmt, a trimmed jieba)
 # Runs (each MINUTES of wall time, `train.max_time_min`; updates differ by model speed):
 #   transformer   the continued sentence Transformer (pipelines/quickstart.yaml)
 #   qcn_usage     QCN + CoWord 0.3 + context dropout 0.2 (the recipe of docs/discourse.md's 3,000-update curve)
@@ -26,13 +27,7 @@
 set -uo pipefail
 C=$(realpath "${1:?CARRY}"); OUTD=$(realpath "${2:?OUT}"); MIN=${3:-5.3}; EVAL=${4:-500}; TABLE_S=${5:-170}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-export PYTHONUNBUFFERED=1
-PY=${PYTHON:-python3}          # the interpreter that holds torch (the GPU image's python3)
-if ls "$C"/whl/*.whl >/dev/null 2>&1 && ! $PY -c "import sacremoses" 2>/dev/null; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$C"/whl/*.whl \
-    && export PYTHONPATH=/tmp/site:${PYTHONPATH:-} || exit 1
-fi
-DT="$PY $ROOT/bin/doctrans"
+. "$ROOT/benchmarks/gpu_carry_env.sh"   # PY, DT, PYTHONPATH: the packages the GPU image lacks
 W=${WORK:-/tmp/gpu_usage}; PREP=$W/prep; R=$W/runs; E=$W/eval
 mkdir -p "$PREP" "$R" "$E"
 tar xJf "$C/prep.tar.xz" -C "$PREP" || exit 1
