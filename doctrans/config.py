@@ -83,6 +83,9 @@ class TrainConfig:
                                         # the pronouns it deletes: thesis Table 4.3's basic forms (dp.pronouns)
     split_sentences: float = 0.0        # r: a target row is split in two, its first half becoming its context
                                         # (Lupo et al. 2022 §3; data/context_usage.py; document batches only)
+    random_context: float = 0.0         # p: a target row with context reads the sentences before a line of
+                                        # another document instead — the random-context control of Li et al.
+                                        # 2020 (1.0: every row; data/context_usage.foreign_context)
     context_margin: float = 0.0         # δ > 0: Jean & Cho 2019's context ranking loss, log p(y|x,C) should beat
                                         # log p(y|x,C̃) (C̃ another row's context) by δ nats (training.loss.
                                         # context_margin_loss; one more forward/backward per batch); 0: off

@@ -454,3 +454,86 @@ def random_context(batch):
     swapped = torch.zeros_like(is_target)
     swapped[rows.to(is_target.device)] = True
     return replace(batch, ctx=new_ctx, is_target=swapped), rows
+
+
+
+def foreign_context(batch, data, rate: float, generator: torch.Generator, tries: int = 10):
+    """The **random-context control** (Li et al. 2020, "Does Multi-Encoder Help? A Case Study on
+    Context-Aware Neural Machine Translation", ACL, §3–4: a context encoder fed random sentences
+    instead of the real previous ones keeps most of the BLEU gain on small data — the gain is
+    robust training, not context) [``train.random_context: p``]: each target row of a
+    ``documents.DocBatch`` that has context (some ``ctx`` pointer ≥ 0) is chosen with probability
+    ``rate``; a chosen row at line i reads, instead of its own previous sentences, the N lines
+    before line q = (i + s) mod L of ``data`` (``documents.DocData``, L lines) inside q's
+    document — CXMI's "random context" condition (``evaluation.forced.random_context``: the
+    sentences before a position of another document). The shift s (1 ≤ s < L) is drawn once per
+    batch, so consecutive rows read consecutive foreign lines [I: one shift keeps the foreign
+    context a coherent run, and the extra rows few]; a shift that puts a chosen row in its own
+    document is redrawn (``tries`` times), a row still there keeps its context. The foreign lines
+    are appended as context-only rows (``is_target`` False, their own ``ctx`` −1 [I]; never
+    masked, as every context row), so the batch grows by about one row per chosen row and its
+    context encoding costs that much more. Sources and targets of the existing rows, ``n_targets``
+    and ``is_target`` stay. ``rate`` 1 trains a model that never sees a row's own previous
+    sentences: compared with the same model trained on them (equal updates), it tells how much of
+    a context model's gain is its context. Fewer than one chosen row: ``batch`` unchanged.
+    Returns a new batch (``batch`` is not modified). Raises ValueError unless 0 ≤ ``rate`` ≤ 1,
+    for a batch without documents (a sentence model), a sub-document batch (``block``, e.g. HGC:
+    no per-row context) and a batch with reconstruction targets (``rec_tgt``)."""
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"train.random_context must be in [0, 1], got {rate}")
+    is_target, ctx = getattr(batch, "is_target", None), getattr(batch, "ctx", None)
+    if is_target is None or ctx is None:
+        raise ValueError("train.random_context needs document batches (a context model)")
+    if getattr(batch, "block", None) is not None:
+        raise ValueError("train.random_context: sub-document batches (model.context_block, e.g. HGC) "
+                         "have no per-row context to swap")
+    if getattr(batch, "rec_tgt", None) is not None:
+        raise ValueError("train.random_context: batches with reconstruction targets are not supported")
+    has = (is_target.cpu() & ctx.cpu().ge(0).any(1))
+    chosen = has & (torch.rand(has.numel(), generator=generator) < rate)
+    rows = chosen.nonzero().squeeze(1).numpy()                                       # (m,)
+    if rows.size == 0:
+        return batch
+    n, n_ctx = len(data), ctx.size(1)
+    lines = np.asarray(batch.index)[rows]
+    own = data.doc[lines]
+    for _ in range(tries):
+        q = (lines + int(torch.randint(1, max(n, 2), (1,), generator=generator))) % n
+        if not (data.doc[q] == own).any():
+            break
+    ok = data.doc[q] != own                                                          # (m,)
+    prev = q[:, None] - (n_ctx - np.arange(n_ctx))[None, :]                          # (m, N) oldest first
+    valid = (prev >= 0) & (data.doc[np.clip(prev, 0, None)] == data.doc[q][:, None]) & ok[:, None]
+    foreign = np.unique(prev[valid])                                                 # (F,) lines to append
+    if foreign.size == 0:
+        return batch
+    b = batch.src.size(0)
+    row_of = np.full(n, -1, dtype=np.int64)
+    row_of[foreign] = b + np.arange(foreign.size)
+    new_ctx = ctx.clone()
+    pointers = torch.from_numpy(np.where(valid, row_of[np.clip(prev, 0, None)], -1)).to(ctx.device)
+    keep = torch.from_numpy(ok)
+    new_ctx[torch.from_numpy(rows[ok]).to(ctx.device)] = pointers[keep.to(ctx.device)]
+    src = [data.src[i] for i in foreign]
+    tgt = [data.tgt[i] for i in foreign]
+
+    def cat(old: Tensor, new: list[np.ndarray], prefix: int | None = None, drop_last: bool = False) -> Tensor:
+        width = max(len(x) for x in new) + (prefix is not None) - drop_last
+        out = torch.full((len(new), max(width, old.size(1))), PAD_ID, dtype=old.dtype)
+        for r, x in enumerate(new):
+            x = np.concatenate([[prefix], x]) if prefix is not None else x
+            x = x[:-1] if drop_last else x
+            out[r, :len(x)] = torch.from_numpy(np.asarray(x, dtype=np.int64))
+        if out.size(1) > old.size(1):
+            old = torch.nn.functional.pad(old, (0, out.size(1) - old.size(1)), value=PAD_ID)
+        return torch.cat([old, out.to(old.device)])
+
+    return replace(
+        batch,
+        src=cat(batch.src, src),
+        tgt_in=cat(batch.tgt_in, tgt, prefix=BOS_ID, drop_last=True),
+        tgt_out=cat(batch.tgt_out, tgt),
+        index=np.concatenate([np.asarray(batch.index), foreign]),
+        is_target=torch.cat([is_target, torch.zeros(foreign.size, dtype=torch.bool, device=is_target.device)]),
+        ctx=torch.cat([new_ctx, torch.full((foreign.size, n_ctx), -1, dtype=ctx.dtype, device=ctx.device)]),
+    )

@@ -20,7 +20,8 @@ import torch
 import yaml
 
 from doctrans.config import ExperimentConfig, to_dict
-from doctrans.data.context_usage import ReconstructionDrop, apply_context_usage, split_sentences, usage_generator
+from doctrans.data.context_usage import (ReconstructionDrop, apply_context_usage, foreign_context, split_sentences,
+                                         usage_generator)
 from doctrans.data.batching import ParallelData, collate, epoch_batches, load_parallel, make_batches
 from doctrans.data.documents import (DOC_BATCHING, DOC_BUDGETS, DocBatchSpec, DocData, collate_doc,
                                      filter_context_tuples, load_doc_split, make_doc_batches)
@@ -118,6 +119,11 @@ class NMTTask:
         if cfg.train.context_margin and type(self) is NMTTask:
             raise ValueError("train.context_margin needs a context model (document batches); "
                              f"experiment {cfg.name!r} has a sentence-level model")
+        if not 0.0 <= cfg.train.random_context <= 1.0:
+            raise ValueError(f"train.random_context must be in [0, 1], got {cfg.train.random_context}")
+        if cfg.train.random_context and type(self) is NMTTask:
+            raise ValueError("train.random_context needs a context model (document batches); "
+                             f"experiment {cfg.name!r} has a sentence-level model")
         # (src, tgt) (V,) bool: BPE units that continue a word ("@@"), where split_sentences never cuts
         self._joins = tuple(np.array([t.endswith("@@") for t in v.tokens]) for v in (src_vocab, tgt_vocab))
         self._pronoun_ids = self._pronoun_dropout_ids(cfg.train, src_vocab)
@@ -178,16 +184,18 @@ class NMTTask:
 
     def _usage(self, batch, epoch: int, index: int):
         """``train.split_sentences``, then ``train.coword_dropout`` / ``train.context_dropout`` /
-        ``train.pronoun_dropout`` on a training batch (``data.context_usage``), draws from (seed,
-        epoch, index): resume stays exact."""
+        ``train.pronoun_dropout``, then ``train.random_context`` on a training batch
+        (``data.context_usage``), draws from (seed, epoch, index): resume stays exact."""
         t = self.t
-        if not (t.coword_dropout or t.context_dropout or t.split_sentences or t.pronoun_dropout):
+        if not (t.coword_dropout or t.context_dropout or t.split_sentences or t.pronoun_dropout
+                or t.random_context):
             return batch
         gen = usage_generator(t.seed, epoch, index)
         if t.split_sentences:
             batch = split_sentences(batch, t.split_sentences, gen, *self._joins)
-        return apply_context_usage(batch, t.coword_dropout, t.context_dropout, gen, t.pronoun_dropout,
-                                   self._pronoun_ids, self._joins[0], self._rec_drop)
+        batch = apply_context_usage(batch, t.coword_dropout, t.context_dropout, gen, t.pronoun_dropout,
+                                    self._pronoun_ids, self._joins[0], self._rec_drop)
+        return foreign_context(batch, self.train, t.random_context, gen) if t.random_context else batch
 
     def loss(self, batch) -> StepLoss:
         out = forward_loss(self.model, batch, self.tgt_vocab.pad_id, self.t.label_smoothing)
@@ -291,6 +299,9 @@ class DocNMTTask(NMTTask):
         self.dev_context_scorer = dev_context_scorer
         if cfg.train.context_margin and context_block:
             raise ValueError("train.context_margin: sub-document models (model.context_block, e.g. HGC) have no "
+                             "per-sentence context to swap for a random one")
+        if cfg.train.random_context and context_block:
+            raise ValueError("train.random_context: sub-document models (model.context_block, e.g. HGC) have no "
                              "per-sentence context to swap for a random one")
         super().__init__(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, dev_scorer)
 
