@@ -20,7 +20,8 @@
 #                     the discourse columns (DP recall, contrastive pronouns, CXMI: docs/discourse.md); a row
 #                     NAME_usage is NAME trained with CTX_USAGE (CoWord + context dropout, issue 29), a row
 #                     NAME_pd NAME trained with CTX_PD (pronoun dropout: synthetic dropped pronouns;
-#                     transformer_pd is the sentence model with it)
+#                     transformer_pd is the sentence model with it), NAME_rand NAME trained on random
+#                     contexts (CTX_RAND: the control that says how much of NAME's gain is its context)
 #   make rec-table    issue 28 (thesis ch. 5-6): from the quickstart's stage 1, REC_STEPS updates each, the
 #                     Transformer continued, +DPs, +DPs (predicted: annotate-dp --jackknife REC_FOLDS), +DPPs and
 #                     every reconstructor of REC_MODELS whose pipelines/dp YAML exists (enc+dec also reranked;
@@ -174,8 +175,8 @@ results/dp_table.md: $(DPRUNS)/baseline/best.pt $(DPRUNS)/nmt_dp/best.pt $(DPRUN
 
 # --- context models: stage 2 from the sentence-level quickstart model, equal updates ------------
 CTX_RUNS  ?= runs/context
-CTX_MODELS ?= concat concat_usage han_encoder han_encoder_usage han_encoder_pd transformer_pd han_decoder han_joint \
-	qcn_reg qcn_only qcn hgc_word hgc
+CTX_MODELS ?= concat concat_usage han_encoder han_encoder_usage han_encoder_rand han_encoder_pd transformer_pd han_decoder \
+	han_joint qcn_reg qcn_only qcn hgc_word hgc
 # Context-usage training (docs/discourse.md): the NAME_usage rows train NAME with these options.
 CTX_USAGE ?= train.coword_dropout=0.1 train.context_dropout=0.2
 CTX_THREADS ?= 0
@@ -206,6 +207,13 @@ $(CTX_RUNS)/transformer_pd/.done: $(RUN)/.done
 $(CTX_RUNS)/%_pd/.done: $(RUN)/.done
 	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) $(CTX_PD) run_dir=$(CTX_RUNS)/$*_pd \
 	  train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/$*_pd)
+	touch $@
+# The random-context control (Li et al. 2020; docs/discourse.md): NAME_rand is NAME trained with the
+# sentences before a line of another episode as every row's context — what NAME gains over it is context.
+CTX_RAND ?= train.random_context=1.0
+$(CTX_RUNS)/%_rand/.done: $(RUN)/.done
+	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) $(CTX_RAND) run_dir=$(CTX_RUNS)/$*_rand \
+	  train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/$*_rand)
 	touch $@
 $(CTX_RUNS)/%_usage/.done: $(RUN)/.done
 	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) $(CTX_USAGE) run_dir=$(CTX_RUNS)/$*_usage \
