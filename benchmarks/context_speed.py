@@ -4,7 +4,7 @@ Usage: python benchmarks/context_speed.py PREPARED_DIR [--updates 30] [--warmup 
        [--models concat,han_encoder,han_decoder,han_joint] [--modes runs,sorted] [--threads 2]
        [--max-tokens 4096] [--translate-lines 150] [--beam 5] [--max-len-ratio 1.5]
        [--max-len-extra 10] [--checkpoint NAME=CKPT ...] [--repeats 1] [--base YAML] [--usage P,Q]
-       [--autocast none|bf16|bf16-only] [--device cpu|cuda] [--cudnn-sdp]
+       [--random-context P] [--autocast none|bf16|bf16-only] [--device cpu|cuda] [--cudnn-sdp]
 
 Training: the sentence model (``--base``, default ``pipelines/quickstart.yaml``; the RNN context
 models of issue 15 compare against ``pipelines/rnnsearch/small.yaml``) and every context model
@@ -21,6 +21,9 @@ ratio to the sentence model. ``--usage P,Q`` (issue 29) adds, for every context 
 a system ``…+usage`` trained on the same batches after ``train.coword_dropout`` P and
 ``train.context_dropout`` Q (``data.context_usage.apply_context_usage``, seeded per batch as
 the trainer does; its time is counted in the update): the cost of context-usage training.
+``--random-context P`` adds, likewise, a system ``…+random`` trained on the same batches with
+``train.random_context`` P (``data.context_usage.foreign_context``: the random-context control's
+foreign context rows, appended per update as the trainer does): the cost of the control.
 ``--autocast bf16`` (issue 30) adds every system again as ``NAME+bf16``, the same batches under
 bf16 autocast (what ``train.autocast: auto`` picks on a CPU with native bf16); the table also
 gives target tokens per CPU second of the process (steadier than wall time on a shared machine);
@@ -65,7 +68,7 @@ sys.path.insert(0, str(REPO))
 
 from doctrans.config import load_experiment  # noqa: E402
 from doctrans.data.batching import collate, epoch_batches, load_parallel, make_batches  # noqa: E402
-from doctrans.data.context_usage import apply_context_usage, usage_generator  # noqa: E402
+from doctrans.data.context_usage import apply_context_usage, foreign_context, usage_generator  # noqa: E402
 from doctrans.data.documents import collate_doc, load_doc_split, make_doc_batches  # noqa: E402
 from doctrans.data.vocab import Vocab  # noqa: E402
 from doctrans.inference.documents import translate_documents  # noqa: E402
@@ -93,6 +96,8 @@ class System:
     cpu_seconds: float = 0.0                      # process CPU time of the timed updates
     device: torch.device = torch.device("cpu")
     cudnn_sdp: bool = False                       # this system's updates with cuDNN's SDPA backend on
+    random_context: float = 0.0                   # train.random_context applied per update (``--random-context``)
+    docs: object = None                           # the DocData the control draws its foreign lines from
 
     def update(self, k: int, timed: bool) -> None:
         """Update ``k``: [context-usage transform,] forward_loss, backward, clip 1.0, Adam step."""
@@ -104,6 +109,8 @@ class System:
         t0, c0 = time.perf_counter(), time.process_time()
         if self.usage is not None:
             b = apply_context_usage(b, *self.usage, generator=usage_generator(1, 0, k))
+        if self.random_context:
+            b = _to(foreign_context(b, self.docs, self.random_context, usage_generator(1, 0, k)), self.device)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             out = forward_loss(self.model, b, 0, 0.1)
         (out.total / out.n_tokens).backward()
@@ -134,8 +141,11 @@ def build_systems(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
             plan = make_doc_batches(docs, c.train.max_tokens, getattr(c.context, "context_sents", 0), c.train.seed, 0,
                                     mode=mode, block=getattr(c.context, "block", 0))
             specs.append((f"{model}/{mode}", c, [collate_doc(docs, k, tv) for k in plan[:n]]))
+            batches = specs[-1][2]
             if a.usage:
-                specs.append((f"{model}/{mode}+usage", c, specs[-1][2]))
+                specs.append((f"{model}/{mode}+usage", c, batches))
+            if a.random_context:
+                specs.append((f"{model}/{mode}+random", c, batches))
     usage = tuple(float(x) for x in a.usage.split(",")) if a.usage else None
     if a.autocast == "bf16":                  # every system again, on the same batches, under bf16 autocast
         specs = [x for spec in specs for x in (spec, (spec[0] + "+bf16", spec[1], spec[2]))]
@@ -155,7 +165,8 @@ def build_systems(a, prep: Path, sv: Vocab, tv: Vocab) -> list[System]:
         params = [p for p in m.parameters() if p.requires_grad]
         out.append(System(name, m, torch.optim.Adam(params, lr=1e-4, fused=True), batches,
                           usage=usage if "+usage" in name else None, bf16="+bf16" in name, device=device,
-                          cudnn_sdp=name.endswith("+cudnn-sdp")))
+                          cudnn_sdp=name.endswith("+cudnn-sdp"),
+                          random_context=a.random_context if "+random" in name else 0.0, docs=docs))
         log.info("%s: %.2fM parameters, %d batches", name, sum(p.numel() for p in m.parameters()) / 1e6, len(batches))
     return out
 
@@ -262,6 +273,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="translations per system, interleaved")
     ap.add_argument("--uncached", action="store_true",
                     help="also translate with every context model's inference cache off (rows '(no cache)')")
+    ap.add_argument("--random-context", type=float, default=0.0, metavar="P",
+                    help="also train every context model with train.random_context P (the control's cost)")
     ap.add_argument("--usage", default="", metavar="P,Q",
                     help="also train every context model with coword_dropout P and context_dropout Q")
     ap.add_argument("--autocast", default="none", choices=["none", "bf16", "bf16-only"],
