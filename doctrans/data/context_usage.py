@@ -83,6 +83,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from doctrans.data.batching import pad_sequences
+
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3        # data/vocab.py
 
 
@@ -439,12 +441,7 @@ def random_context(batch):
     ``batch`` itself is then returned). Raises ValueError for a
     sub-document batch (``block``: its rows are each other's context, there is no ``ctx`` to
     swap) and for a batch without documents."""
-    is_target, ctx = getattr(batch, "is_target", None), getattr(batch, "ctx", None)
-    if is_target is None or ctx is None:
-        raise ValueError("train.context_margin needs document batches (a context model)")
-    if getattr(batch, "block", None) is not None:
-        raise ValueError("train.context_margin: sub-document batches (model.context_block, e.g. HGC) "
-                         "have no per-row context to swap")
+    is_target, ctx = _row_context(batch, "train.context_margin")
     rows = (is_target.to(ctx.device) & ctx.ge(0).any(1)).nonzero().squeeze(1)       # (n,)
     n = rows.numel()
     if n < 2:
@@ -455,6 +452,25 @@ def random_context(batch):
     swapped[rows.to(is_target.device)] = True
     return replace(batch, ctx=new_ctx, is_target=swapped), rows
 
+
+def _row_context(batch, option: str) -> tuple[Tensor, Tensor]:
+    """(is_target (B,), ctx (B, N)) of a document batch whose rows each have their own context;
+    ValueError naming ``option`` for a batch without documents (a sentence model) or a
+    sub-document batch (``block``, e.g. HGC: its rows are each other's context)."""
+    is_target, ctx = getattr(batch, "is_target", None), getattr(batch, "ctx", None)
+    if is_target is None or ctx is None:
+        raise ValueError(f"{option} needs document batches (a context model)")
+    if getattr(batch, "block", None) is not None:
+        raise ValueError(f"{option}: sub-document batches (model.context_block, e.g. HGC) "
+                         "have no per-row context to swap")
+    return is_target, ctx
+
+
+def _append_rows(old: Tensor, new: Tensor) -> Tensor:
+    """(B + F, max(S, S')) rows of ``old`` (B, S) then ``new`` (F, S'), the narrower padded."""
+    width = max(old.size(1), new.size(1))
+    old, new = (torch.nn.functional.pad(t, (0, width - t.size(1)), value=PAD_ID) for t in (old, new))
+    return torch.cat([old, new.to(old.device)])
 
 
 def foreign_context(batch, data, rate: float, generator: torch.Generator, tries: int = 10):
@@ -475,18 +491,14 @@ def foreign_context(batch, data, rate: float, generator: torch.Generator, tries:
     context encoding costs that much more. Sources and targets of the existing rows, ``n_targets``
     and ``is_target`` stay. ``rate`` 1 trains a model that never sees a row's own previous
     sentences: compared with the same model trained on them (equal updates), it tells how much of
-    a context model's gain is its context. Fewer than one chosen row: ``batch`` unchanged.
-    Returns a new batch (``batch`` is not modified). Raises ValueError unless 0 ≤ ``rate`` ≤ 1,
+    a context model's gain is its context. No chosen row: ``batch`` unchanged. Returns a new
+    batch (``batch`` is not modified) of B + F rows (F appended foreign lines; src / tgt_in /
+    tgt_out padded to the wider of the two parts, ctx (B + F, N)). Raises ValueError unless 0 ≤ ``rate`` ≤ 1,
     for a batch without documents (a sentence model), a sub-document batch (``block``, e.g. HGC:
     no per-row context) and a batch with reconstruction targets (``rec_tgt``)."""
     if not 0.0 <= rate <= 1.0:
         raise ValueError(f"train.random_context must be in [0, 1], got {rate}")
-    is_target, ctx = getattr(batch, "is_target", None), getattr(batch, "ctx", None)
-    if is_target is None or ctx is None:
-        raise ValueError("train.random_context needs document batches (a context model)")
-    if getattr(batch, "block", None) is not None:
-        raise ValueError("train.random_context: sub-document batches (model.context_block, e.g. HGC) "
-                         "have no per-row context to swap")
+    is_target, ctx = _row_context(batch, "train.random_context")
     if getattr(batch, "rec_tgt", None) is not None:
         raise ValueError("train.random_context: batches with reconstruction targets are not supported")
     has = (is_target.cpu() & ctx.cpu().ge(0).any(1))
@@ -507,32 +519,17 @@ def foreign_context(batch, data, rate: float, generator: torch.Generator, tries:
     foreign = np.unique(prev[valid])                                                 # (F,) lines to append
     if foreign.size == 0:
         return batch
-    b = batch.src.size(0)
-    row_of = np.full(n, -1, dtype=np.int64)
-    row_of[foreign] = b + np.arange(foreign.size)
+    b = batch.src.size(0)                                                            # foreign[k] → row b + k
     new_ctx = ctx.clone()
-    pointers = torch.from_numpy(np.where(valid, row_of[np.clip(prev, 0, None)], -1)).to(ctx.device)
+    pointers = torch.from_numpy(np.where(valid, b + np.searchsorted(foreign, prev), -1)).to(ctx.device)
     keep = torch.from_numpy(ok)
     new_ctx[torch.from_numpy(rows[ok]).to(ctx.device)] = pointers[keep.to(ctx.device)]
-    src = [data.src[i] for i in foreign]
     tgt = [data.tgt[i] for i in foreign]
-
-    def cat(old: Tensor, new: list[np.ndarray], prefix: int | None = None, drop_last: bool = False) -> Tensor:
-        width = max(len(x) for x in new) + (prefix is not None) - drop_last
-        out = torch.full((len(new), max(width, old.size(1))), PAD_ID, dtype=old.dtype)
-        for r, x in enumerate(new):
-            x = np.concatenate([[prefix], x]) if prefix is not None else x
-            x = x[:-1] if drop_last else x
-            out[r, :len(x)] = torch.from_numpy(np.asarray(x, dtype=np.int64))
-        if out.size(1) > old.size(1):
-            old = torch.nn.functional.pad(old, (0, out.size(1) - old.size(1)), value=PAD_ID)
-        return torch.cat([old, out.to(old.device)])
-
     return replace(
         batch,
-        src=cat(batch.src, src),
-        tgt_in=cat(batch.tgt_in, tgt, prefix=BOS_ID, drop_last=True),
-        tgt_out=cat(batch.tgt_out, tgt),
+        src=_append_rows(batch.src, pad_sequences([data.src[i] for i in foreign], PAD_ID)),
+        tgt_in=_append_rows(batch.tgt_in, pad_sequences(tgt, PAD_ID, prefix=BOS_ID, drop_last=True)),
+        tgt_out=_append_rows(batch.tgt_out, pad_sequences(tgt, PAD_ID)),
         index=np.concatenate([np.asarray(batch.index), foreign]),
         is_target=torch.cat([is_target, torch.zeros(foreign.size, dtype=torch.bool, device=is_target.device)]),
         ctx=torch.cat([new_ctx, torch.full((foreign.size, n_ctx), -1, dtype=ctx.dtype, device=ctx.device)]),
