@@ -97,6 +97,8 @@ class TrainConfig:
     max_steps: int = 0                  # updates; 0 = unlimited
     max_epochs: int = 0                 # 0 = unlimited
     max_time_min: float = 0.0           # wall-clock budget in minutes for this run; 0 = unlimited
+    max_cpu_min: float = 0.0            # CPU-time budget in minutes (all threads of the training
+                                        # process, all resumed runs): equal CPU-hours on a busy machine
     eval_every: int = 500               # updates between dev evaluations (0: only at the end)
     eval_every_epochs: int = 0          # also evaluate after every N-th epoch (0: off)
     eval_bleu: bool = True              # compute dev BLEU (greedy/beam) at each evaluation

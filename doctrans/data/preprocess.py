@@ -46,6 +46,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from doctrans.data.corpus import Sentence, read_doc_dir, read_sgml_aligned
+from doctrans.data.heldout import TVSUB_HELD_OUT
 from doctrans.data.text import LANGUAGES, TextProcessor, codes_path
 from doctrans.utils import bars_off
 from doctrans.utils.io import atomic_write_lines, atomic_write_text
@@ -85,6 +86,7 @@ class PreprocessConfig:
     max_len_ratio: float = 3.0         # train only: max longer/shorter token-count ratio
     workers: int = field(default_factory=_default_workers)  # processes
     chunk_lines: int = 5000            # lines per work item sent to a worker
+    held_out: tuple[str, ...] = ()     # document ids never read into train (TVsub: data/heldout.py)
 
     def __post_init__(self) -> None:
         if self.src == self.tgt or {self.src, self.tgt} - set(LANGUAGES):
@@ -106,6 +108,9 @@ class PreprocessConfig:
         unknown = set(d) - {f.name for f in fields(cls)}
         if unknown:
             raise ValueError(f"unknown preprocess config keys: {', '.join(sorted(unknown))}")
+        d = dict(d)
+        if "held_out" in d:
+            d["held_out"] = tuple(str(x) for x in d["held_out"])
         return cls(**d)
 
 
@@ -134,7 +139,9 @@ def tvsub_config(data_dir: str | Path, out: str | Path, **overrides) -> Preproce
 
     ``data_dir`` is either the shared copy (``train/``, ``dev/dev.zh``, ``dev/dev.ref.sgm``…)
     or a clone of the public repository (``data/orignal/…``, ``data/processed/…``).
-    ``overrides`` are PreprocessConfig fields. Raises FileNotFoundError, with the
+    ``overrides`` are PreprocessConfig fields. The held-out episodes of
+    ``doctrans.data.heldout.TVSUB_HELD_OUT`` are kept out of train unless ``held_out`` is
+    overridden. Raises FileNotFoundError, with the
     ``git clone`` command as the fix, when neither layout is found.
     """
     root = Path(data_dir)
@@ -145,7 +152,7 @@ def tvsub_config(data_dir: str | Path, out: str | Path, **overrides) -> Preproce
             f"of the public repository with data/orignal/). Fix: {TVSUB_CLONE} {root}"
         )
     paths = {k: str(v) for k, v in layout.items()}
-    return PreprocessConfig(out=str(out), **{**paths, **overrides})
+    return PreprocessConfig(out=str(out), **{**paths, "held_out": TVSUB_HELD_OUT, **overrides})
 
 
 # --- reading --------------------------------------------------------------------------------
@@ -182,8 +189,13 @@ class Split:
 def read_splits(cfg: PreprocessConfig) -> list[Split]:
     """Raw train (selected documents) and, where configured, dev and test."""
     train_source = f"{cfg.train_dir} documents {cfg.train_docs}"
+    held_out = set(cfg.held_out)
+    if held_out:
+        train_source += f" less {len(held_out)} held-out"
     splits = [Split("train", train_source).extend(
-        read_doc_dir(cfg.train_dir, cfg.src, cfg.tgt, cfg.train_docs))]
+        s for s in read_doc_dir(cfg.train_dir, cfg.src, cfg.tgt, cfg.train_docs) if s.doc_id not in held_out)]
+    if not splits[0].src:
+        raise ValueError(f"no training documents left in {train_source}")
     for name in ("dev", "test"):
         prefix, sgm = getattr(cfg, f"{name}_prefix"), getattr(cfg, f"{name}_sgm")
         if prefix is not None:
@@ -395,6 +407,7 @@ def _meta(cfg: PreprocessConfig, splits: list[Split], filter_stats: dict) -> dic
     info = {s.name: {"sentences": len(s.src), "documents": s.n_documents(), "source": s.source}
             for s in splits}
     info["train"]["documents_selected"] = splits[0].n_documents()
+    info["train"]["held_out_documents"] = len(cfg.held_out)
     info["train"]["targets"] = filter_stats["kept"]
     info["train"]["filtered"] = filter_stats["removed"]
     return {

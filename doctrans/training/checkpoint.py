@@ -17,7 +17,7 @@ from doctrans.runtime.checkpoint import load_checkpoint
 
 # Config fields that may change when resuming (they do not change what an update computes).
 RESUME_MAY_CHANGE = {
-    "train.max_steps", "train.max_epochs", "train.max_time_min", "train.patience",
+    "train.max_steps", "train.max_epochs", "train.max_time_min", "train.max_cpu_min", "train.patience",
     "train.eval_every", "train.save_every", "train.log_every", "train.threads",
     "train.eval_bleu", "train.eval_beam", "train.eval_max_sentences", "run_dir",
     "train.eval_every_epochs", "train.save_every_epochs", "train.device", "train.tensorboard",

@@ -182,14 +182,17 @@ class Trainer:
             return f"max_epochs {t.max_epochs}"
         if t.max_time_min and s.wall_time_s >= t.max_time_min * 60:
             return f"max_time_min {t.max_time_min}"
+        if t.max_cpu_min and s.cpu_time_s >= t.max_cpu_min * 60:
+            return f"max_cpu_min {t.max_cpu_min}"
         if self.stopper.should_stop(s):
             return f"no {t.metric} improvement in {t.patience} evaluations"
         return ""
 
     def _tick(self) -> None:
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.process_time()
         self.state.wall_time_s += now - self._clock
-        self._clock = now
+        self.state.cpu_time_s += cpu - self._cpu_clock
+        self._clock, self._cpu_clock = now, cpu
 
     def fit(self) -> TrainState:
         """Train; evaluate every ``eval_every`` updates / ``eval_every_epochs`` epochs and at the
@@ -201,7 +204,7 @@ class Trainer:
         the budget is spent or the time left is shorter than the previous evaluation took. A run
         that never evaluated then gets ``best.pt`` = its last weights (``state.best_metric`` None).
         """
-        self._clock = time.perf_counter()
+        self._clock, self._cpu_clock = time.perf_counter(), time.process_time()
         if dist.world() > 1:
             dist.broadcast_module(self.task.model)       # identical start on every rank
             if not self._restored:                       # own dropout masks per rank
@@ -323,6 +326,7 @@ class Trainer:
                "loss_nats": w["loss"] / tok, "xent_nats": w["nll"] / tok,
                "ppl": math.exp(min(w["nll"] / tok, 50)), "tok_per_s": w["tok"] / max(w["time"], 1e-9),
                "lr": self._lr, "train_time_s": round(self.state.train_time_s, 1),
+               "cpu_time_s": round(self.state.cpu_time_s, 1),
                **{name: v / tok for name, v in w["terms"].items()}}    # per target, as loss_nats
         rss = peak_rss_gib()
         if rss is not None:
@@ -366,7 +370,8 @@ class Trainer:
         if not rec:
             return
         rec = {"step": self.state.step, "epoch": self.state.epoch, **rec,
-               "lr": getattr(self, "_lr", None), "eval_s": round(time.perf_counter() - t0, 1)}
+               "lr": getattr(self, "_lr", None), "eval_s": round(time.perf_counter() - t0, 1),
+               "wall_time_s": round(self.state.wall_time_s, 1), "cpu_time_s": round(self.state.cpu_time_s, 1)}
         value = rec.get(self.t.metric)
         if value is None:
             raise ValueError(f"train.metric {self.t.metric!r} is not computed (have: {sorted(rec)})")
@@ -376,7 +381,7 @@ class Trainer:
         if self.board:
             self.board.write("dev", rec)
         shown = " | ".join(f"{k} {v:.4g}" for k, v in rec.items()
-                           if isinstance(v, float) and k not in ("eval_s", "lr"))
+                           if isinstance(v, float) and k not in ("eval_s", "lr", "wall_time_s", "cpu_time_s"))
         log.info("dev step %d | %s | %s", self.state.step, shown, "new best" if is_best else
                  f"best {self.state.best_metric:.4g} @ {self.state.best_step}")
         if is_best:

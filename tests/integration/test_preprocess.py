@@ -105,8 +105,32 @@ def test_filter_applies_to_train_only(tmp_path, toy_corpus):
     assert meta["filter"]["removed_by_reason"] == {"empty": 1, "too_long": 1, "ratio": 1}
     assert (meta["filter"]["kept"], meta["filter"]["removed"]) == (3, 3)
     assert meta["splits"]["train"] | {"source": ""} == {
-        "sentences": 6, "documents": 2, "documents_selected": 2, "targets": 3, "filtered": 3, "source": ""}
+        "sentences": 6, "documents": 2, "documents_selected": 2, "targets": 3, "filtered": 3, "source": "",
+        "held_out_documents": 0}
     assert meta["splits"]["dev"]["sentences"] == 4 and "test" not in meta["splits"]
+
+
+def test_held_out_documents_never_reach_train(tmp_path, toy_corpus):
+    out = run(PreprocessConfig(out=str(tmp_path / "prep"), workers=1, held_out=("0",), **toy_corpus))
+    assert _docs(out / "train.docs") == [("1", 0)] and read_lines(out / "train.tok.en") == ["bye ."]
+    meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+    assert meta["splits"]["train"]["held_out_documents"] == 1 and meta["config"]["held_out"] == ["0"]
+    assert "less 1 held-out" in meta["splits"]["train"]["source"]
+    with pytest.raises(ValueError, match="no training documents left"):
+        run(PreprocessConfig(out=str(tmp_path / "none"), workers=1, held_out=("0", "1"), **toy_corpus))
+
+
+@pytest.mark.skipif(not TVSUB.is_dir(), reason="needs the TVsub corpus")
+def test_tvsub_held_out_list():
+    from doctrans.data.corpus import list_documents
+    from doctrans.data.heldout import TVSUB_HELD_OUT
+
+    # every 30th episode from sorted position 300: the quickstart slice 0:300 keeps all its episodes
+    ids = list_documents(TVSUB / "train", "zh", "en")
+    assert TVSUB_HELD_OUT == tuple(ids[300::30]) and len(TVSUB_HELD_OUT) == 89
+    assert not set(ids[:300]) & set(TVSUB_HELD_OUT)
+    assert tvsub_config(TVSUB, "o").held_out == TVSUB_HELD_OUT
+    assert tvsub_config(TVSUB, "o", held_out=()).held_out == ()
 
 
 def test_parallel_equals_sequential(tmp_path, toy_corpus):

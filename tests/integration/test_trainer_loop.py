@@ -166,6 +166,21 @@ def test_spent_time_budget_skips_the_final_evaluation(tmp_path: Path, caplog):
     assert "final dev evaluation skipped" in msg and "last.pt" in msg and "best.pt is a copy of last.pt" in msg
 
 
+def test_cpu_time_is_counted_and_budgets_the_run(tmp_path: Path):
+    """train.max_cpu_min stops on the process's CPU time (summed over resumed runs, as
+    wall_time_s); every train/dev record carries it."""
+    tr = Trainer(RegressionTask(), _cfg(max_epochs=2, max_cpu_min=600), tmp_path, torch.device("cpu"))
+    state = tr.fit()
+    assert state.stop_reason == "max_epochs 2" and 0 < state.cpu_time_s
+    recs = read_metrics(tmp_path / "metrics.jsonl")
+    assert all("cpu_time_s" in r for r in recs) and any(r["kind"] == "dev" for r in recs)
+    spent = torch.load(tmp_path / "last.pt", weights_only=True)["state"]["cpu_time_s"]
+    assert spent == pytest.approx(state.cpu_time_s)
+    tr = Trainer(RegressionTask(), _cfg(max_epochs=9, max_cpu_min=1.0), tmp_path / "b", torch.device("cpu"))
+    tr.state.cpu_time_s = 61.0                                 # as a resumed run whose CPU budget is spent
+    assert tr.fit().stop_reason == "max_cpu_min 1.0" and tr.state.step == 0
+
+
 def test_evaluation_longer_than_the_time_left_is_skipped(tmp_path: Path, caplog):
     task = _RecordingTask(tmp_path)
     tr = Trainer(task, _cfg(max_steps=3, max_time_min=600, eval_every_epochs=0, save_every_epochs=0), tmp_path,
