@@ -108,6 +108,9 @@ class TrainConfig:
     save_every_epochs: int = 0          # also save "last" after every N-th epoch (0: off)
     keep_last: int = 0                  # also keep the last K save points as checkpoint{STEP}.pt (weights
                                         # only, for `doctrans average`, fairseq's --keep-last-epochs); 0: off
+    keep_every: int = 0                 # also keep checkpoint{STEP}.pt for good at every multiple of N updates
+                                        # (a learning curve; fairseq's --keep-interval-updates-pattern);
+                                        # a multiple of save_every; 0: off
     patience: int = 0                   # evaluations without improvement before stopping; 0 = off
     metric: str = "bleu"                # early-stopping/best-checkpoint metric: bleu | xent_nats
     metric_mode: str = "max"            # max | min

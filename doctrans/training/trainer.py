@@ -111,6 +111,9 @@ class Trainer:
 
     def __init__(self, task: Task, cfg: TrainConfig, run_dir: Path, device: torch.device):
         self.task, self.t, self.run_dir, self.device = task, cfg, Path(run_dir), device
+        if cfg.keep_every and (not cfg.save_every or cfg.keep_every % cfg.save_every):
+            raise ValueError(f"train.keep_every {cfg.keep_every} must be a multiple of train.save_every "
+                             f"({cfg.save_every}): step checkpoints are written at save points")
         self.autocast = resolve_autocast(cfg.autocast, device)       # none | bf16 (auto resolved, logged)
         self.main = dist.is_main()
         self.opt = MixedAdam.from_config(task.model, cfg, getattr(task, "lr_scale", None))
@@ -163,15 +166,18 @@ class Trainer:
         masks differ per rank) for an exact ``--resume``."""
         rngs = dist.all_gather(torch.get_rng_state()) if dist.world() > 1 else None
         self.save("last.pt", {"rng_ranks": rngs} if rngs else None)
-        if self.t.keep_last and self.main and step_checkpoint:
+        every = self.t.keep_every and self.state.step % self.t.keep_every == 0
+        if (self.t.keep_last or every) and self.main and step_checkpoint:
             self._keep_step_checkpoint()
 
     def _keep_step_checkpoint(self) -> None:
         """``checkpoint{STEP}.pt`` (weights only) at this save point; older ones beyond
-        ``train.keep_last`` are deleted."""
+        ``train.keep_last`` are deleted, except those at multiples of ``train.keep_every``."""
         self.save(f"checkpoint{self.state.step}.pt", optimizer=False)
-        for old in step_checkpoints(self.run_dir)[:-self.t.keep_last]:
-            old.unlink(missing_ok=True)
+        every, found = self.t.keep_every, step_checkpoints(self.run_dir)
+        for old in found[:-self.t.keep_last] if self.t.keep_last else found:
+            if not (every and int(old.stem[len("checkpoint"):]) % every == 0):
+                old.unlink(missing_ok=True)
 
     # -- the loop -------------------------------------------------------------------------
     def _stop_reason(self) -> str:

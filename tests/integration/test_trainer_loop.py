@@ -181,6 +181,21 @@ def test_cpu_time_is_counted_and_budgets_the_run(tmp_path: Path):
     assert tr.fit().stop_reason == "max_cpu_min 1.0" and tr.state.step == 0
 
 
+def test_keep_every_keeps_interval_checkpoints_for_good(tmp_path: Path):
+    """train.keep_every: checkpoint{STEP}.pt at multiples of N survive keep_last's pruning (a
+    learning curve); without keep_last only those are written."""
+    cfg = _cfg(max_steps=12, eval_every_epochs=0, save_every_epochs=0, save_every=2, keep_last=2, keep_every=4)
+    Trainer(RegressionTask(), cfg, tmp_path / "a", torch.device("cpu")).fit()
+    assert sorted(p.name for p in (tmp_path / "a").glob("checkpoint*.pt")) == [
+        "checkpoint10.pt", "checkpoint12.pt", "checkpoint4.pt", "checkpoint8.pt"]
+    cfg = replace(cfg, keep_last=0)
+    Trainer(RegressionTask(), cfg, tmp_path / "b", torch.device("cpu")).fit()
+    assert sorted(p.name for p in (tmp_path / "b").glob("checkpoint*.pt")) == [
+        "checkpoint12.pt", "checkpoint4.pt", "checkpoint8.pt"]
+    with pytest.raises(ValueError, match="multiple of train.save_every"):
+        Trainer(RegressionTask(), replace(cfg, keep_every=3), tmp_path / "c", torch.device("cpu"))
+
+
 def test_evaluation_longer_than_the_time_left_is_skipped(tmp_path: Path, caplog):
     task = _RecordingTask(tmp_path)
     tr = Trainer(task, _cfg(max_steps=3, max_time_min=600, eval_every_epochs=0, save_every_epochs=0), tmp_path,
