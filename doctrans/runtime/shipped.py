@@ -1,0 +1,167 @@
+"""Models shipped with doctrans: fp16 checkpoints in the package, each with its model card.
+
+Layout (``SHIPPED_DIR`` = ``doctrans/shipped/``, installed as package data)::
+
+    index.json      {"models": [{"name", "kind", "file", "sha256", "bytes", "card", "summary"}, …]}
+    NAME.pt         a doctrans checkpoint (``runtime/checkpoint.py``) with fp16 weights, its BPE
+                    codes and text settings inside (``text``), no optimizer state
+    NAME.md         the model card: data, recipe and config, commit, updates, CPU-hours, test
+                    BLEU, DP recall, pronoun count, CXMI, known limits
+
+``kind`` is ``"sentence"`` (a sentence-level model) or ``"document"`` (a context model; the
+default of ``doctrans translate`` without ``-c``). At most one model of each kind is the default:
+the first of its kind in the index. ``make_shippable`` turns a training checkpoint into a
+shippable file; ``register`` adds it to an index (replacing an entry of the same name).
+
+A shipped checkpoint loads like any other: ``load_state_dict`` casts the fp16 tensors back to the
+model's float32 parameters.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from doctrans.utils.io import atomic_write_text
+
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "shipped"
+KINDS = ("document", "sentence")
+_ENV = "DOCTRANS_SHIPPED_DIR"       # another directory of shipped models (tests, a user's own)
+
+
+def shipped_dir() -> Path:
+    """Where the shipped models are: ``$DOCTRANS_SHIPPED_DIR`` if set, else ``SHIPPED_DIR``."""
+    return Path(os.environ.get(_ENV) or SHIPPED_DIR)
+
+
+@dataclass(frozen=True)
+class ShippedModel:
+    """One entry of ``index.json``; ``root`` is the directory holding it."""
+
+    name: str
+    kind: str                       # "sentence" | "document"
+    file: str                       # NAME.pt, relative to root
+    sha256: str                     # of the file's bytes
+    bytes: int
+    card: str                       # NAME.md, relative to root
+    summary: str                    # one line: what it is and what it scores
+    root: str = ""
+
+    @property
+    def path(self) -> Path:
+        return Path(self.root) / self.file
+
+    @property
+    def card_path(self) -> Path:
+        return Path(self.root) / self.card
+
+    def verify(self) -> Path:
+        """The checkpoint's path after checking its size and SHA-256 against the index. Raises
+        FileNotFoundError (missing file) or ValueError (another file than the card describes)."""
+        if not self.path.is_file():
+            raise FileNotFoundError(f"shipped model {self.name}: {self.path} is missing")
+        digest = sha256_of(self.path)
+        if digest != self.sha256:
+            raise ValueError(f"shipped model {self.name}: {self.path} has SHA-256 {digest[:12]}…, the index "
+                             f"(and its card) describe {self.sha256[:12]}… — a different or damaged file")
+        return self.path
+
+
+def sha256_of(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def shipped_models(root: str | Path | None = None) -> list[ShippedModel]:
+    """The models of ``root``'s ``index.json`` (``shipped_dir()`` by default), in index order;
+    [] without an index. Raises ValueError naming the file for an index that is not valid."""
+    root = Path(root) if root is not None else shipped_dir()
+    index = root / "index.json"
+    if not index.is_file():
+        return []
+    try:
+        rows = json.loads(index.read_text(encoding="utf-8"))["models"]
+        models = [ShippedModel(**{**row, "root": str(root)}) for row in rows]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{index}: not a valid index of shipped models ({e})") from None
+    for m in models:
+        if m.kind not in KINDS:
+            raise ValueError(f"{index}: model {m.name} has kind {m.kind!r}, not one of {', '.join(KINDS)}")
+    return models
+
+
+def find(name: str, root: str | Path | None = None) -> ShippedModel:
+    """The shipped model called ``name``. Raises ValueError listing the shipped names."""
+    models = shipped_models(root)
+    for m in models:
+        if m.name == name:
+            return m
+    names = ", ".join(m.name for m in models) or "none"
+    raise ValueError(f"no shipped model named {name!r} (shipped: {names}; `doctrans models` lists them)")
+
+
+def default_model(kind: str, root: str | Path | None = None) -> ShippedModel:
+    """The default shipped model of ``kind`` (the first of that kind in the index). Raises
+    ValueError when none is shipped, saying to give a checkpoint with ``-c``."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    for m in shipped_models(root):
+        if m.kind == kind:
+            return m
+    raise ValueError(f"no {kind} model is shipped with this doctrans: give a checkpoint with -c "
+                     "(train one with `make quickstart` or `make full`)")
+
+
+def resolve(spec: str | None, kind: str = "document", root: str | Path | None = None) -> str:
+    """The checkpoint path ``spec`` stands for: None → the default shipped model of ``kind``;
+    the name of a shipped model → its file (checksum verified); anything else is returned as
+    given (a checkpoint path or an export directory)."""
+    if spec is None or spec == "":
+        return str(default_model(kind, root).verify())
+    if not Path(spec).exists() and any(m.name == spec for m in shipped_models(root)):
+        return str(find(spec, root).verify())
+    return spec
+
+
+def make_shippable(checkpoint: str | Path, out: str | Path) -> dict:
+    """Write ``checkpoint`` as a shippable file at ``out``: floating-point weights in fp16, no
+    optimizer state or RNG; vocabularies, text settings (BPE codes), config and training state
+    kept. Returns {"sha256", "bytes", "params"}. Raises ValueError for a checkpoint without
+    ``text`` (it could not translate without its dataset) or with non-finite weights."""
+    from doctrans.runtime.checkpoint import load_checkpoint
+    from doctrans.utils.io import atomic_torch_save
+
+    ckpt = load_checkpoint(checkpoint)
+    if not ckpt.get("text"):
+        raise ValueError(f"{checkpoint} has no text settings (BPE codes): it would not translate on its own")
+    weights = {}
+    for k, v in ckpt["model"].items():
+        if v.is_floating_point():
+            if not torch.isfinite(v).all():
+                raise ValueError(f"{checkpoint}: weight {k} is not finite; not shipping it")
+            v = v.half()
+        weights[k] = v
+    keep = {k: v for k, v in ckpt.items() if k not in ("optimizer", "rng", "rng_ranks", "model")}
+    atomic_torch_save({**keep, "model": weights, "shipped": True}, out)
+    params = sum(v.numel() for v in weights.values() if v.is_floating_point())
+    return {"sha256": sha256_of(out), "bytes": Path(out).stat().st_size, "params": params}
+
+
+def register(root: str | Path, model: ShippedModel) -> None:
+    """Add ``model`` to ``root/index.json`` (replacing an entry of the same name; a new entry of
+    a kind already shipped goes after it, so the default stays unless it is the one replaced)."""
+    root = Path(root)
+    rows = [asdict(m) for m in shipped_models(root) if m.name != model.name]
+    old = [i for i, m in enumerate(shipped_models(root)) if m.name == model.name]
+    row = {k: v for k, v in asdict(model).items() if k != "root"}
+    for r in rows:
+        r.pop("root", None)
+    rows.insert(old[0], row) if old else rows.append(row)
+    atomic_write_text(root / "index.json", json.dumps({"models": rows}, indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,93 @@
+"""Shipped models (runtime/shipped.py): a training checkpoint made shippable (fp16, no optimizer),
+registered, found by name and kind, verified by checksum, and translating like the original; and
+every model actually shipped with the package translates and is the file its card describes."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import train_tiny
+from doctrans.runtime import shipped
+from doctrans.runtime.shipped import ShippedModel
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory) -> Path:
+    return train_tiny(tmp_path_factory.mktemp("ship"), 24, "train.max_steps=6")
+
+
+def _ship(root: Path, ckpt: Path, name: str, kind: str) -> ShippedModel:
+    info = shipped.make_shippable(ckpt, root / f"{name}.pt")
+    (root / f"{name}.md").write_text(f"# {name}\n", encoding="utf-8")
+    model = ShippedModel(name, kind, f"{name}.pt", info["sha256"], info["bytes"], f"{name}.md", "tiny", str(root))
+    shipped.register(root, model)
+    return model
+
+
+def test_make_shippable_halves_the_weights_and_drops_the_optimizer(tmp_path, tiny_checkpoint):
+    info = shipped.make_shippable(tiny_checkpoint, tmp_path / "m.pt")
+    orig = torch.load(tiny_checkpoint, weights_only=True)
+    ship = torch.load(tmp_path / "m.pt", weights_only=True)
+    assert "optimizer" in orig and "optimizer" not in ship and "rng" not in ship
+    assert ship["text"] == orig["text"] and ship["vocab"] == orig["vocab"] and ship["config"] == orig["config"]
+    for k, v in orig["model"].items():
+        if v.is_floating_point():
+            assert ship["model"][k].dtype == torch.float16 and torch.equal(ship["model"][k], v.half())
+    assert info["bytes"] == (tmp_path / "m.pt").stat().st_size < tiny_checkpoint.stat().st_size / 4
+    assert info["sha256"] == shipped.sha256_of(tmp_path / "m.pt")
+
+
+def test_shipped_checkpoint_translates_like_its_fp16_weights(tmp_path, tiny_checkpoint):
+    from doctrans.api import Translator
+
+    shipped.make_shippable(tiny_checkpoint, tmp_path / "m.pt")
+    lines = ["w1 w2 w3", "", "w4 w5"]
+    out = Translator.load(str(tmp_path / "m.pt")).translate_sentences(lines)
+    assert len(out) == 3 and out[1] == "" and all(out[i] for i in (0, 2))
+    ckpt = torch.load(tiny_checkpoint, weights_only=True)     # the original rounded to fp16 = what shipped
+    ckpt["model"] = {k: (v.half().float() if v.is_floating_point() else v) for k, v in ckpt["model"].items()}
+    torch.save(ckpt, tmp_path / "rounded.pt")
+    assert Translator.load(str(tmp_path / "rounded.pt")).translate_sentences(lines) == out
+
+
+def test_registry_find_default_resolve_and_verify(tmp_path, tiny_checkpoint, monkeypatch):
+    root = tmp_path / "shipped"
+    root.mkdir()
+    assert shipped.shipped_models(root) == []
+    with pytest.raises(ValueError, match="no document model is shipped.*-c"):
+        shipped.default_model("document", root)
+    sent = _ship(root, tiny_checkpoint, "tiny-sentence", "sentence")
+    doc = _ship(root, tiny_checkpoint, "tiny-document", "document")
+    assert [m.name for m in shipped.shipped_models(root)] == ["tiny-sentence", "tiny-document"]
+    assert shipped.default_model("document", root) == doc and shipped.default_model("sentence", root) == sent
+    assert shipped.resolve(None, "sentence", root) == str(sent.path)
+    assert shipped.resolve("tiny-document", "sentence", root) == str(doc.path)
+    assert shipped.resolve(str(tiny_checkpoint), "document", root) == str(tiny_checkpoint)
+    with pytest.raises(ValueError, match="no shipped model named 'nope'.*tiny-sentence, tiny-document"):
+        shipped.find("nope", root)
+    monkeypatch.setenv("DOCTRANS_SHIPPED_DIR", str(root))     # the default directory is replaceable
+    assert shipped.shipped_models() == shipped.shipped_models(root)
+    _ship(root, tiny_checkpoint, "tiny-sentence", "sentence")  # re-registering keeps its place
+    assert [m.name for m in shipped.shipped_models(root)] == ["tiny-sentence", "tiny-document"]
+    with open(doc.path, "r+b") as f:                          # another file than the card describes
+        f.seek(100)
+        f.write(b"\x00\x01")
+    with pytest.raises(ValueError, match="tiny-document.*SHA-256.*different or damaged"):
+        shipped.resolve(None, "document", root)
+    (root / "index.json").write_text(json.dumps({"models": [{"name": "x"}]}), encoding="utf-8")
+    with pytest.raises(ValueError, match="index.json: not a valid index"):
+        shipped.shipped_models(root)
+
+
+@pytest.mark.parametrize("model", shipped.shipped_models(shipped.SHIPPED_DIR), ids=lambda m: m.name)
+def test_each_shipped_model_is_its_card_and_translates(model: ShippedModel):
+    from doctrans.api import Translator
+
+    path = model.verify()
+    card = model.card_path.read_text(encoding="utf-8")
+    assert model.sha256 in card, f"{model.card_path} does not name the file's SHA-256"
+    out = Translator.load(str(path)).translate_sentences(["谢谢。", "", "他来了。"])
+    assert len(out) == 3 and out[1] == "" and out[0] and out[2]
