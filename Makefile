@@ -27,6 +27,10 @@
 #                     every reconstructor of REC_MODELS whose pipelines/dp YAML exists (enc+dec also reranked;
 #                     NAME_pd: NAME trained with pronoun dropout, REC_PD)
 #                     → results/rec_table.md (BLEU, pronouns, DP recall, contrastive, DP P/R/F, speed; docs/dp.md)
+#   make full         the whole corpus (less data/heldout.py's episodes): stage 1 FULL_SHAPE for FULL_STEPS
+#                     updates, stage 2 from it (Transformer continued, HAN encoder, joint DP labeler over the
+#                     HAN encoder + PD, +DPs predicted; FULL_CTX_STEPS each) → results/full_{context,rec}.md;
+#                     many CPU-hours, resumable (run it again); SIZE=base DEVICE=cuda on a GPU (docs/results.md)
 #   make rnn-context-table  the RNNSearch small baseline, then its context models (HRNN strategies,
 #                     MULTI, CACHE, NMT_ISG; RNN_STEPS updates each) → results/rnn_context_table.md
 #                     (thesis Tables 3.4 and 3.9, S3 Table 1; docs/context.md)
@@ -64,7 +68,7 @@ TVSUB_GIT := https://github.com/longyuewangdcu/tvsub
 TEST_SRC ?= $(firstword $(wildcard $(DATA)/test/test.zh $(DATA)/data/orignal/test/test.orignal.zh))
 TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/processed/test/test_trg.sgm))
 
-.PHONY: quickstart install kenlm fonts dp dp-full dp-generators-full dp-ensemble-full dp-table context-table rnn-context-table rec-table test check-data clean-quickstart help
+.PHONY: full quickstart install kenlm fonts dp dp-full dp-generators-full dp-ensemble-full dp-table context-table rnn-context-table rec-table test check-data clean-quickstart help
 
 help:
 	@sed -n '2,/^# *PREP (prepared/p' Makefile
@@ -364,6 +368,72 @@ results/rnn_context_table.md: $(foreach m,rnnsearch $(RNN_OPEN) $(RNN_FROZEN),$(
 	  --table "Thesis Table 3.4 (HRNN strategies, nothing frozen)=$(RNN_T34)" \
 	  --table "Thesis Table 3.9 (§3.6: baseline frozen)=BASE,MULTI,CACHE,OURS" \
 	  --table "S3 Table 1 (NMT_ISG and its test-time ablations)=RNNSearch,NMT_ISG,+NULL,+z=0,+RV"
+
+# --- the whole corpus (issue 48; docs/results.md, "The whole corpus") -----------------------------
+# Stage 1: the sentence Transformer of pipelines/full/FULL_SHAPE.yaml on PREP_FULL (every episode
+# but the held-out ones of doctrans/data/heldout.py), FULL_STEPS updates, resumable at any point
+# (run `make full` again). Stage 2 from its last.pt, FULL_CTX_STEPS updates each: the sentence
+# model continued, the HAN encoder, the joint DP labeler over the HAN encoder + pronoun dropout,
+# +DPs (predicted); then the tables results/full_context.md and results/full_rec.md.
+# SIZE=base DEVICE=cuda: the papers' base Transformer on a GPU (pipelines/full/transformer_base.yaml).
+FULL_RUNS  ?= runs/full
+SIZE       ?= small
+FULL_SHAPE ?= $(if $(filter base,$(SIZE)),transformer_base,transformer_3x3_d256)
+FULL_STEPS ?= 60000
+FULL_CTX_STEPS ?= 4000
+FULL_THREADS ?= 0
+DEVICE     ?= auto
+FULL_FOLDS ?= 3
+FULL_JK    := $(PREP_FULL)/dp_jk$(FULL_FOLDS)
+# the stage-1 shape, repeated for the stage-2 YAMLs (they extend the quickstart's 3+3 d256)
+FULL_MODEL_transformer_6x2_d256 := model.layers_enc=6 model.layers_dec=2
+FULL_MODEL_transformer_6x2_d320 := model.layers_enc=6 model.layers_dec=2 model.d_model=320 model.heads=5 \
+	model.d_ff=1280
+FULL_HAN_transformer_6x2_d320 := context.heads=5 context.d_ff=1280
+FULL_MODEL_transformer_base := model.layers_enc=6 model.layers_dec=6 model.d_model=512 model.heads=8 model.d_ff=2048
+FULL_HAN_transformer_base := context.heads=8 context.d_ff=2048
+FULL_S1    := $(FULL_RUNS)/stage1_$(FULL_SHAPE)
+FULL_COMMON = data.prepared=$(PREP_FULL) train.threads=$(FULL_THREADS) train.device=$(DEVICE)
+FULL_CTX   = $(FULL_COMMON) $(FULL_MODEL_$(FULL_SHAPE)) train.max_steps=$(FULL_CTX_STEPS) train.max_time_min=0 \
+	train.init_from=$(FULL_S1)/last.pt train.eval_every=1000 train.save_every=250
+FULL_HAN   = $(FULL_HAN_$(FULL_SHAPE))
+full_row   = --system "$(2)=$(FULL_RUNS)/$(1)" $(foreach o,$(3),--row-option "$(2):$(o)")
+full: results/full_context.md results/full_rec.md
+	@cat results/full_context.md results/full_rec.md
+$(FULL_S1)/.done: $(PREP_FULL)/meta.json
+	$(BIN)/doctrans train pipelines/full/$(FULL_SHAPE).yaml $(FULL_COMMON) run_dir=$(FULL_S1) \
+	  train.max_steps=$(FULL_STEPS) $(call resume,$(FULL_S1))
+	touch $@
+$(FULL_RUNS)/transformer/.done: $(FULL_S1)/.done
+	$(BIN)/doctrans train pipelines/quickstart.yaml $(FULL_CTX) run_dir=$(FULL_RUNS)/transformer \
+	  $(call resume,$(FULL_RUNS)/transformer)
+	touch $@
+$(FULL_RUNS)/han_encoder/.done: $(FULL_S1)/.done
+	$(BIN)/doctrans train pipelines/context/han_encoder.yaml $(FULL_CTX) $(FULL_HAN) run_dir=$(FULL_RUNS)/han_encoder \
+	  $(call resume,$(FULL_RUNS)/han_encoder)
+	touch $@
+$(FULL_RUNS)/rec_joint_labeler_han_pd/.done: $(FULL_S1)/.done $(PREP_FULL)/dp/meta.json
+	$(BIN)/doctrans train pipelines/dp/rec_joint_labeler_han.yaml $(FULL_CTX) $(FULL_HAN) $(REC_PD) \
+	  run_dir=$(FULL_RUNS)/rec_joint_labeler_han_pd $(call resume,$(FULL_RUNS)/rec_joint_labeler_han_pd)
+	touch $@
+$(FULL_JK)/meta.json: $(PREP_FULL)/dp/meta.json
+	$(BIN)/doctrans annotate-dp -p $(PREP_FULL) --jackknife $(FULL_FOLDS) -o $(FULL_JK) \
+	  --jackknife-set train.max_epochs=1
+$(FULL_RUNS)/nmt_dp_predicted/.done: $(FULL_S1)/.done $(FULL_JK)/meta.json
+	$(BIN)/doctrans train pipelines/dp/nmt_dp_predicted.yaml $(FULL_CTX) data.src_dir=$(FULL_JK) \
+	  run_dir=$(FULL_RUNS)/nmt_dp_predicted $(call resume,$(FULL_RUNS)/nmt_dp_predicted)
+	touch $@
+results/full_context.md: $(FULL_RUNS)/transformer/.done $(FULL_RUNS)/han_encoder/.done
+	$(BIN)/doctrans table context --prepared $(PREP_FULL) --data $(DATA) --ref $(TEST_REF) --beam $(BEAM) \
+	  --system "Transformer (continued)=$(FULL_RUNS)/transformer" --system "HAN encoder=$(FULL_RUNS)/han_encoder" \
+	  --discourse --lone --out $@ --work results/full_context
+results/full_rec.md: $(FULL_RUNS)/transformer/.done $(FULL_RUNS)/rec_joint_labeler_han_pd/.done \
+	  $(FULL_RUNS)/nmt_dp_predicted/.done
+	$(BIN)/doctrans table rec --prepared $(PREP_FULL) --data $(DATA) --ref $(TEST_REF) --beam $(BEAM) \
+	  --discourse --out $@ --work results/full_rec \
+	  $(call full_row,transformer,Transformer (continued),) \
+	  $(call full_row,nmt_dp_predicted,+DPs (predicted),dp_generator=$$(<$(FULL_JK)/generator.txt)) \
+	  $(call full_row,rec_joint_labeler_han_pd,+ joint DP labeler over the HAN encoder + PD,)
 
 TEST_ARGS ?=
 test: install
