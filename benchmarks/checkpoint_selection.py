@@ -3,7 +3,7 @@ the same update budget, each scored on TVsub dev (1 reference, greedy and beam) 
 (3 references, beam, the thesis setting), so the selection rule is chosen by measurement.
 
     python benchmarks/checkpoint_selection.py --run RUN [--prepared PREP] [--data TVSUB]
-        [--beam 5] [--threads 2] [--append benchmarks/RESULTS.md]
+        [--beam 5] [--threads 2] [--append docs/journal/DATE-topic.md]
 
 Candidates: ``last.pt``; ``best.pt`` (the trainer's choice under the run's ``train.metric``,
 dev BLEU greedy by default); the dev evaluation with the lowest cross-entropy (metrics.jsonl),

@@ -1,5 +1,5 @@
 """How much of a HAN model's states is context, checkpoint by checkpoint (issue 29: why the HAN
-encoder's CXMI stays near zero). Run by hand; figures go to benchmarks/RESULTS.md.
+encoder's CXMI stays near zero). Run by hand; figures go to a journal entry (docs/journal/, indexed in benchmarks/RESULTS.md).
 
 Usage: python benchmarks/context_gate.py PREPARED [NAME=]CKPT [[NAME=]CKPT ...] [--split dev]
        [--rows 400] [--batch 50] [--plot FILE.png] [--json FILE.jsonl]

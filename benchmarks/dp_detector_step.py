@@ -3,7 +3,7 @@ vs sparse embedding gradients (``MixedAdam``), on synthetic batches shaped like 
 
     python benchmarks/dp_detector_step.py [--vocab 50000] [--tokens 7] [--steps 20]
 
-Prints ms per step and sentences/s for batch 256 and 512; append the figures to RESULTS.md.
+Prints ms per step and sentences/s for batch 256 and 512; figures go to a journal entry (docs/journal/, indexed in benchmarks/RESULTS.md).
 """
 from __future__ import annotations
 

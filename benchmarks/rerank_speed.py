@@ -1,5 +1,5 @@
 """Reranked vs plain decoding with a reconstructor model (issue 28: "reranked decoding ≤ 1.5× plain
-decoding"). Run by hand; figures go to benchmarks/RESULTS.md.
+decoding"). Run by hand; figures go to a journal entry (docs/journal/, indexed in benchmarks/RESULTS.md).
 
 Usage: python benchmarks/rerank_speed.py CHECKPOINT INPUT.tok.zh --dp-generator GEN.pt
        [--beams 5,10] [--repeats 2] [--lines 0] [--threads 1] [--rerank-vocab 0,1000]

@@ -1,6 +1,6 @@
 """How far ``translate --rerank-vocab N`` moves reranking from the exact reconstructor score, and
 what it saves (issue 28: "reranked decoding ≤ 1.5× plain"). Run by hand; figures go to
-benchmarks/RESULTS.md.
+a journal entry (docs/journal/, indexed in benchmarks/RESULTS.md).
 
 Usage: python benchmarks/rerank_vocab.py CHECKPOINT INPUT.tok.zh --dp-generator GEN.pt
        [--beam 10] [--vocab 500,1000,2000,4000,8000] [--lines 0] [--threads 1]

@@ -3,7 +3,7 @@
 of pseudo-documents of ``--pseudo-lines`` lines, (c) those directories with ``--workers N``.
 
     python benchmarks/translate_collection.py -c RUN/last.pt [--prepared /work/data/quickstart]
-        [--work DIR] [--beam 5] [--threads 2] [--workers 2] [--append benchmarks/RESULTS.md]
+        [--work DIR] [--beam 5] [--threads 2] [--workers 2] [--append docs/journal/DATE-topic.md]
 
 The input is PREP/test.tok.zh (segmented, ``input_format=tok``) split by PREP/test.docs. Every
 mode runs in this process through ``inference.translate.run`` with the same beam, length caps
@@ -68,7 +68,7 @@ def main() -> None:
     ap.add_argument("--max-len-ratio", type=float, default=1.2)
     ap.add_argument("--max-len-extra", type=int, default=5)
     ap.add_argument("--group-lines", type=int, default=512)
-    ap.add_argument("--append", default="", help="Append the figures to this RESULTS.md.")
+    ap.add_argument("--append", default="", help="Append the figures to this journal entry (docs/journal/DATE-topic.md; index: benchmarks/RESULTS.md).")
     a = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     work = Path(a.work)
