@@ -3,7 +3,7 @@
 ``model.predict_dps`` (docs/models.md §2.10–2.11, thesis ch. 6) gives one label per position of
 the reconstruction target x̂ (BPE units, then ``</s>``), 0 = none, else an index into
 ``model.dp_labels``. ``completed_words`` turns them into the source words with the predicted
-pronouns inserted — the format of ``annotate-dp --generator``'s ``OUT.dp.zh`` — so ``doctrans
+pronouns inserted — the format of ``annotate-dp apply --generator``'s ``OUT.dp.zh`` — so ``doctrans
 score dp FILE --base SRC.tok.zh --oracle …`` scores a joint model against the hand oracle exactly
 as it scores the external generator (thesis Table 6.6).
 

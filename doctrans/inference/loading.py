@@ -1,0 +1,184 @@
+"""Loading a model to translate with: a checkpoint (``LoadedModel``: model, vocabularies, the text
+processors it carries, ``text_processors``; int8 dynamic quantization, ``quantize_int8``) or an
+exported CTranslate2 directory (``load_model`` picks by ``TranslateConfig.engine``)."""
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from doctrans.config import override_context
+from doctrans.data.text import TextProcessor
+from doctrans.data.vocab import Vocab
+from doctrans.inference.config import TranslateConfig
+from doctrans.inference.decode import decode_corpus
+from doctrans.inference.documents import translate_documents
+from doctrans.inference.shortlist import Shortlist
+from doctrans.models.build import build_model
+from doctrans.models.interface import reads_documents
+from doctrans.runtime.checkpoint import config_of, load_checkpoint
+from doctrans.runtime.device import resolve_device
+
+log = logging.getLogger(__name__)
+
+
+def text_processors(ckpt: dict, path: str, prepared: str = "") -> tuple[TextProcessor, TextProcessor]:
+    """Source and target ``TextProcessor`` of a checkpoint: from the settings it carries
+    (``text``, doctrans ≥ issue 18), or from a prepared dataset — ``prepared`` when given (it
+    overrides the checkpoint's), else the dataset path stored by an older checkpoint. Raises
+    FileNotFoundError naming what is missing and how to supply it."""
+    exp = config_of(ckpt)
+    langs = [exp.data.src_suffix.split(".")[-1], exp.data.tgt_suffix.split(".")[-1]]
+    text = ckpt.get("text")
+    if not prepared and isinstance(text, dict) and {"src", "tgt"} <= set(text):
+        return TextProcessor.from_settings(text["src"]), TextProcessor.from_settings(text["tgt"])
+    where = prepared or ckpt.get("prepared", "")
+    try:
+        return TextProcessor.from_prepared(where, langs[0]), TextProcessor.from_prepared(where, langs[1])
+    except FileNotFoundError as e:
+        if prepared:
+            raise
+        raise FileNotFoundError(
+            f"{path} carries no BPE codes or text settings (saved by an older doctrans) and the dataset it "
+            f"names, {where!r}, is not usable here ({e}): pass --prepared DIR, the prepared dataset it was "
+            f"trained on") from None
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A checkpoint loaded for translation, shared by the ``Translator``s of one checkpoint.
+
+    model: the ``Seq2SeqModel`` in eval mode on its device; src_vocab / tgt_vocab; src_proc /
+    tgt_proc: the checkpoint's text processing; chunk_len: the training length (``data.max_len``,
+    the pieces of an over-long line); protect_dp: the checkpoint was trained with
+    ``data.bpe_protect_dp``; key: (checkpoint, context options, device, prepared, quantize,
+    shortlist), what was loaded; shortlist: the ``Shortlist`` every search of this model uses
+    (``TranslateConfig.shortlist``), or None."""
+
+    model: torch.nn.Module
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    src_proc: TextProcessor
+    tgt_proc: TextProcessor
+    chunk_len: int
+    protect_dp: bool
+    key: tuple
+    shortlist: Shortlist | None = None
+
+    @staticmethod
+    def key_of(cfg: TranslateConfig) -> tuple:
+        if cfg.engine == "ctranslate2":
+            return cfg.checkpoint, cfg.device, cfg.compute_type, cfg.threads, cfg.shortlist
+        return cfg.checkpoint, tuple(cfg.context_options), cfg.device, cfg.prepared, cfg.quantize, cfg.shortlist
+
+    @property
+    def reads_documents(self) -> bool:
+        """Whether the model translates documents with their context (``reads_documents``)."""
+        return reads_documents(self.model)
+
+    @property
+    def max_target_len(self) -> int:
+        return self.model.max_target_len
+
+    def decode(self, ids: list[np.ndarray], cfg: TranslateConfig, progress: bool = False, nbest: int = 0):
+        """``decode_corpus`` of ``ids`` with ``cfg``'s search settings and the model's shortlist."""
+        return decode_corpus(self.model, ids, self.tgt_vocab, cfg.beam, cfg.lenpen, cfg.max_len_ratio,
+                             cfg.max_len_extra, cfg.batch_sentences, progress, nbest=nbest, shortlist=self.shortlist)
+
+    def decode_documents(self, docs: list[list[np.ndarray]], cfg: TranslateConfig,
+                         progress: bool = False, rerank=None) -> list[list[str]]:
+        """``documents.translate_documents`` of ``docs`` with ``cfg``'s search settings and the
+        model's shortlist (``rerank``: a ``documents.DocumentReranker``)."""
+        return translate_documents(self.model, docs, self.tgt_vocab, cfg.beam, cfg.lenpen, cfg.max_len_ratio,
+                                   cfg.max_len_extra, cfg.batch_sentences, progress, shortlist=self.shortlist,
+                                   rerank=rerank)
+
+    @classmethod
+    def load(cls, cfg: TranslateConfig) -> "LoadedModel":
+        """Load ``cfg.checkpoint`` (with ``cfg.context_options``) onto ``cfg.device``. Raises like
+        ``load_checkpoint``, ``build_model`` and ``text_processors``."""
+        ckpt = load_checkpoint(cfg.checkpoint)
+        exp = config_of(ckpt)
+        src_vocab, tgt_vocab = Vocab(ckpt["vocab"]["src"]), Vocab(ckpt["vocab"]["tgt"])
+        context = override_context(exp.context, cfg.context_options)       # e.g. a test-time ablation
+        if context is not exp.context:
+            log.info("context model %s with %s", context.type, ", ".join(cfg.context_options))
+        model = build_model(exp.model, len(src_vocab), len(tgt_vocab), context=context)
+        model.load_state_dict(ckpt["model"])
+        model.to(resolve_device(cfg.device))
+        model.eval()
+        if cfg.quantize != "none":
+            model = quantize_int8(model, cfg.quantize)
+        src_proc, tgt_proc = text_processors(ckpt, cfg.checkpoint, cfg.prepared)
+        shortlist = Shortlist.load(cfg.shortlist, src_vocab, tgt_vocab) if cfg.shortlist else None
+        return cls(model, src_vocab, tgt_vocab, src_proc, tgt_proc, exp.data.max_len, exp.data.bpe_protect_dp,
+                   cls.key_of(cfg), shortlist)
+
+
+QUANTIZE = ("none", "int8")
+
+
+def quantize_int8(model: torch.nn.Module, mode: str = "int8") -> torch.nn.Module:
+    """``model`` with its ``quantizable_linears`` (output layer and feed-forward layers, the
+    model contract) replaced by dynamically quantized int8 ones (``torch.ao.quantization.
+    quantize_dynamic``: int8 weights with a scale per output channel — per tensor lost 3.4
+    BLEU where this loses < 2 on ``tests/system/test_quantize.py`` —, activations quantized per
+    batch at run time; CPU only). The other layers stay float32; a tied output layer gets its own int8 copy and
+    the embedding keeps the float weights. Raises ValueError for another mode or a model not
+    on the CPU."""
+    if mode not in QUANTIZE:
+        raise ValueError(f"quantize must be one of {', '.join(QUANTIZE)}, got {mode!r}")
+    if mode == "none":
+        return model
+    if next(model.parameters()).device.type != "cpu":
+        raise ValueError("--quantize int8 is dynamic int8 quantization for CPU decoding: use --device cpu")
+    chosen = {id(m) for m in model.quantizable_linears()}
+    names = {name for name, m in model.named_modules() if id(m) in chosen}
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    engines = torch.backends.quantized.supported_engines
+    if torch.backends.quantized.engine == "none" or torch.backends.quantized.engine not in engines:
+        torch.backends.quantized.engine = next(e for e in ("x86", "fbgemm", "qnnpack") if e in engines)
+    with warnings.catch_warnings():           # torch ≥ 2.10 marks quantized tensor creation as deprecated
+        warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*", category=UserWarning)
+        warnings.filterwarnings("ignore", message=".*torch.ao.quantization is deprecated.*", category=DeprecationWarning)
+        return quantize_dynamic(model, {n: per_channel_dynamic_qconfig for n in names}, dtype=torch.qint8)
+
+
+def load_model(cfg: TranslateConfig):
+    """The loaded model ``cfg`` asks for: ``LoadedModel.load`` (engine native) or an exported
+    CTranslate2 directory (``ct2.CT2Model``, engine ctranslate2). Raises ValueError for an
+    unknown engine, a checkpoint file given to ctranslate2 (naming the export command) or an
+    export given to native, and like the loaders."""
+    path = Path(cfg.checkpoint)
+    if cfg.engine == "native":
+        from doctrans.inference.ct2 import is_exported
+
+        if is_exported(path):
+            raise ValueError(f"{path} is an exported CTranslate2 model: translate it with --engine ctranslate2")
+        if path.is_dir():
+            raise ValueError(f"{path} is a directory: give a checkpoint file (e.g. {path / 'best.pt'}), or an "
+                             "exported model directory with --engine ctranslate2")
+        return LoadedModel.load(cfg)
+    if cfg.engine != "ctranslate2":
+        raise ValueError(f"engine must be native or ctranslate2, got {cfg.engine!r}")
+    from doctrans.inference.ct2 import CT2Model, export_command, is_exported
+
+    unsupported = [(cfg.quantize != "none", "--quantize (use --compute-type int8)"),
+                   (bool(cfg.dp_generator), "--dp-generator"), (cfg.nbest > 0, "--nbest"),
+                   (bool(cfg.rerank), "--rerank"), (bool(cfg.dp_out), "--dp-out"),
+                   (cfg.dp_threshold is not None, "--dp-threshold"),
+                   (cfg.explain_context > 0, "--explain-context"), (bool(cfg.context_options), "--context-option"),
+                   (bool(cfg.prepared), "--prepared (the export carries its BPE codes)")]
+    given = [name for on, name in unsupported if on]
+    if given:
+        raise ValueError(f"--engine ctranslate2 does not support {', '.join(given)}: use --engine native")
+    if not is_exported(path):
+        what = "a checkpoint" if path.is_file() else "not an exported model directory"
+        raise ValueError(f"--engine ctranslate2 translates with an exported model directory; {path} is {what}: "
+                         f"export it first with `{export_command(str(path))}` and pass -c DIR")
+    return CT2Model(cfg.checkpoint, cfg.device, cfg.compute_type, cfg.threads, cfg.shortlist)
