@@ -211,11 +211,76 @@ def test_top_level_help_shows_each_summary_whole():
 def test_help_explains_what_users_could_not_find():
     train = CliRunner().invoke(cli, ["train", "--help"]).output
     assert "doctrans configs" in train
-    mode = CliRunner().invoke(cli, ["annotate-dp", "--help"], terminal_width=400).output
+    mode = CliRunner().invoke(cli, ["annotate-dp", "corpus", "--help"], terminal_width=400).output
     assert "misaligned: also pronouns whose links all go to Chinese non-pronouns" in mode
     assert "see README" not in mode
     translate = CliRunner().invoke(cli, ["translate", "--help"], terminal_width=400).output
     assert re.search(r"--max-len-extra INTEGER RANGE\s+Tokens an output may have", translate)
+
+
+def test_translate_help_reads_by_section():
+    out = CliRunner().invoke(cli, ["translate", "--help"], terminal_width=400).output
+    titles = re.findall(r"^(\S[^\n]*) options:$", out, flags=re.M)
+    assert titles == ["Model and engine", "Input", "Output", "Search", "Documents and context models",
+                      "Directory input", "Dropped pronouns (DP input)", "Reconstructor (reranking, DP output)", "Other"]
+    search = out.split("Search options:")[1].split("Documents and context models options:")[0]
+    assert "--beam" in search and "--lenpen" in search and "--dp-nbest" not in search
+    assert "--help" in out.split("Other options:")[1]
+
+
+def test_sectioned_command_refuses_an_option_in_no_section():
+    from doctrans.cli.options import SectionedCommand
+
+    with pytest.raises(TypeError, match="b: in no section"):
+        click.command(cls=SectionedCommand, sections=(("A", ("a",)),))(
+            click.option("--a")(click.option("--b")(lambda a, b: None)))
+    with pytest.raises(TypeError, match="c: no such option"):
+        click.command(cls=SectionedCommand, sections=(("A", ("a", "c")),))(click.option("--a")(lambda a: None))
+
+
+# --- annotate-dp: subcommands, and the former one-command spelling mapped to them ------------------
+
+
+@pytest.mark.parametrize("old, new", [
+    (["-p", "P", "--explain", "5"], ["corpus", "-p", "P", "--explain", "5"]),
+    (["--generator", "G.pt", "IN", "-o", "O"], ["apply", "--generator", "G.pt", "IN", "-o", "O"]),
+    (["-p", "P", "--source-bpe", "--splits", "train,dev"], ["source-bpe", "-p", "P", "--splits", "train,dev"]),
+    (["-p", "P", "--jackknife", "3", "--jackknife-config=C.yaml", "--jackknife-set", "train.max_epochs=1"],
+     ["jackknife", "-p", "P", "--folds", "3", "--config=C.yaml", "--set", "train.max_epochs=1"]),
+])
+def test_annotate_dp_former_spelling_maps_to_the_subcommand(old, new):
+    from doctrans.cli.annotate import annotate_dp_grp
+
+    assert annotate_dp_grp.legacy_args(old) == new
+
+
+def test_annotate_dp_former_spelling_runs_the_subcommand_with_a_note(tmp_path, monkeypatch, caplog):
+    from doctrans.dp import apply as dp_apply
+
+    calls = []
+    monkeypatch.setattr(dp_apply, "run", lambda *a, **kw: calls.append((a, kw)) or {"dp": tmp_path / "o.dp.zh"})
+    src = tmp_path / "in.tok.zh"
+    src.write_text("去 了\n", encoding="utf-8")
+    for args in (["apply", "--generator", "g.pt", str(src), "--nbest", "3"],
+                 ["--generator", "g.pt", str(src), "--nbest", "3"]):
+        caplog.clear()
+        r = CliRunner().invoke(cli, ["annotate-dp", *args])
+        assert r.exit_code == 0, r.output
+        assert "wrote" in r.output
+        notes = [rec.getMessage() for rec in caplog.records if "former spelling" in rec.getMessage()]
+        assert len(notes) == (args[0] != "apply")
+        if notes:
+            assert "use `doctrans annotate-dp apply --generator g.pt" in notes[0]
+    assert calls[0] == calls[1] and calls[0][1]["nbest"] == 3
+
+
+def test_annotate_dp_subcommands_check_their_own_options(tmp_path):
+    r = CliRunner().invoke(cli, ["annotate-dp", "apply", str(tmp_path)])          # INPUT a directory, no --generator
+    assert r.exit_code == 2
+    r = CliRunner().invoke(cli, ["annotate-dp", "jackknife", "-p", str(tmp_path)])
+    assert r.exit_code == 2 and "--folds" in r.output
+    r = CliRunner().invoke(cli, ["annotate-dp", "source-bpe", "-p", str(tmp_path)])
+    assert r.exit_code == 2 and "annotate-dp corpus -p" in r.output
 
 
 # --- configs -------------------------------------------------------------------------------------

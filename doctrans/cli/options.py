@@ -1,0 +1,42 @@
+"""What the command modules share: the numeric option types and ``SectionedCommand``, a command
+whose ``--help`` lists its options in named sections (``doctrans translate``)."""
+from __future__ import annotations
+
+import click
+
+# Numeric option types: every count, size and rate is range-checked by click (a one-line usage
+# error naming the option); 0 is accepted only where the help says what it means.
+POSITIVE = click.IntRange(min=1)
+NON_NEGATIVE = click.IntRange(min=0)
+
+
+class SectionedCommand(click.Command):
+    """A click command whose ``--help`` shows its options in sections, e.g. ``Input options:``,
+    ``Search options:``, in the order given, then ``Other options:`` (``--help``).
+
+    ``sections``: (title, parameter names) pairs, passed through ``click.command(cls=
+    SectionedCommand, sections=…)``; every option of the command is in exactly one section.
+    Raises TypeError at definition time for an option in no section, in two, or a name that is
+    no option of the command, so a new option cannot silently go missing from the help."""
+
+    def __init__(self, *args, sections: tuple[tuple[str, tuple[str, ...]], ...] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        options = [p.name for p in self.params if isinstance(p, click.Option)]
+        listed = [n for _, names in sections for n in names]
+        problems = ([f"{n}: in no section" for n in options if n not in listed]
+                    + [f"{n}: no such option" for n in listed if n not in options]
+                    + [f"{n}: in several sections" for n in sorted(set(listed)) if listed.count(n) > 1])
+        if problems:
+            raise TypeError(f"command {self.name!r}, option sections: " + "; ".join(problems))
+        self.sections = tuple((title, tuple(names)) for title, names in sections)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        params = {p.name: p for p in self.get_params(ctx)}
+        listed = {n for _, names in self.sections for n in names}
+        groups = [(title, [params[n] for n in names]) for title, names in self.sections]
+        groups.append(("Other", [p for n, p in params.items() if n not in listed]))
+        for title, members in groups:
+            rows = [r for r in (p.get_help_record(ctx) for p in members) if r is not None]
+            if rows:
+                with formatter.section(f"{title} options"):
+                    formatter.write_dl(rows)
