@@ -23,7 +23,7 @@
 #                     transformer_pd is the sentence model with it), NAME_rand NAME trained on random
 #                     contexts (CTX_RAND: the control that says how much of NAME's gain is its context)
 #   make rec-table    issue 28 (thesis ch. 5-6): from the quickstart's stage 1, REC_STEPS updates each, the
-#                     Transformer continued, +DPs, +DPs (predicted: annotate-dp --jackknife REC_FOLDS), +DPPs and
+#                     Transformer continued, +DPs, +DPs (predicted: annotate-dp jackknife --folds REC_FOLDS), +DPPs and
 #                     every reconstructor of REC_MODELS whose pipelines/dp YAML exists (enc+dec also reranked;
 #                     NAME_pd: NAME trained with pronoun dropout, REC_PD)
 #                     → results/rec_table.md (BLEU, pronouns, DP recall, contrastive, DP P/R/F, speed; docs/dp.md)
@@ -84,7 +84,7 @@ kenlm: $(BIN)/lmplz
 $(BIN)/lmplz: | $(VENV)/.installed
 	bin/build-kenlm $(VENV)
 
-# A CJK font for the Chinese labels of `annotate-dp --explain` plots (optional: skipped if apt is unusable).
+# A CJK font for the Chinese labels of `annotate-dp corpus --explain` plots (optional: skipped if apt is unusable).
 fonts:
 	@fc-list :lang=zh 2>/dev/null | grep -q . || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-wqy-microhei >/dev/null \
@@ -113,13 +113,13 @@ $(RUN)/.done: $(PREP)/meta.json
 
 dp: $(PREP)/dp/meta.json
 $(PREP)/dp/meta.json: $(PREP)/meta.json | install
-	$(BIN)/doctrans annotate-dp -p $(PREP) --explain 5
+	$(BIN)/doctrans annotate-dp corpus -p $(PREP) --explain 5
 
 dp-full: $(PREP_FULL)/dp/meta.json
 $(PREP_FULL)/meta.json: | check-data install
 	$(BIN)/doctrans preprocess --data-dir $(DATA) --train-docs all -o $(PREP_FULL)
 $(PREP_FULL)/dp/meta.json: $(PREP_FULL)/meta.json | install
-	$(BIN)/doctrans annotate-dp -p $(PREP_FULL) --explain 5
+	$(BIN)/doctrans annotate-dp corpus -p $(PREP_FULL) --explain 5
 
 dp-generators-full: $(PREP_FULL)/dp/meta.json
 	$(BIN)/doctrans train pipelines/dp/thesis.yaml data.prepared=$(PREP_FULL) run_dir=$(DPRUNS)/dp_thesis_full \
@@ -140,7 +140,7 @@ ENS := $(DPRUNS)/dp_ens
 ENS_EXTRA ?=
 LABELER = $(BIN)/doctrans train pipelines/dp/labeler.yaml data.prepared=$(PREP_FULL) $(ENS_EXTRA)
 $(PREP_FULL)/dp_mis/meta.json: $(PREP_FULL)/dp/meta.json
-	$(BIN)/doctrans annotate-dp -p $(PREP_FULL) -o $(PREP_FULL)/dp_mis --mode misaligned --lm $(PREP_FULL)/dp/lm.zh.o5.bin
+	$(BIN)/doctrans annotate-dp corpus -p $(PREP_FULL) -o $(PREP_FULL)/dp_mis --mode misaligned --lm $(PREP_FULL)/dp/lm.zh.o5.bin
 $(ENS)/base/best.pt: $(PREP_FULL)/dp/meta.json
 	$(LABELER) run_dir=$(ENS)/base train.max_epochs=3 $(call resume,$(ENS)/base)
 $(ENS)/decay/best.pt $(ENS)/ctx3/best.pt: $(ENS)/%/best.pt: $(ENS)/base/best.pt
@@ -152,7 +152,7 @@ $(ENS)/mis/best.pt: $(PREP_FULL)/dp_mis/meta.json
 	  train.lr_decay_start=1 \
 	  $(call resume,$(ENS)/mis)
 dp-ensemble-full: $(ENS)/decay/best.pt $(ENS)/ctx3/best.pt $(ENS)/mis/best.pt
-	$(BIN)/doctrans annotate-dp --generator $(ENS)/mis/best.pt:$(ENS)/decay/best.pt:$(ENS)/ctx3/best.pt \
+	$(BIN)/doctrans annotate-dp apply --generator $(ENS)/mis/best.pt:$(ENS)/decay/best.pt:$(ENS)/ctx3/best.pt \
 	  $(PREP_FULL)/test.tok.zh --docs $(PREP_FULL)/test.docs -o $(ENS)/test
 	$(BIN)/doctrans score dp $(ENS)/test.dp.zh --base $(PREP_FULL)/test.tok.zh \
 	  --oracle $(DATA)/test/test.oracle-dp.seg.zh --oracle-base $(DATA)/test/test.seg.zh \
@@ -288,10 +288,10 @@ REC_ROWS = $(call rec_row,baseline,Baseline (continued),) \
 rec-table: results/rec_table.md
 	@cat results/rec_table.md
 $(PREP)/dp/train.dp.srcbpe.zh: $(PREP)/dp/meta.json
-	$(BIN)/doctrans annotate-dp -p $(PREP) --source-bpe --splits train,dev
+	$(BIN)/doctrans annotate-dp source-bpe -p $(PREP) --splits train,dev
 $(REC_JK)/meta.json: $(PREP)/dp/meta.json
-	$(BIN)/doctrans annotate-dp -p $(PREP) --jackknife $(REC_FOLDS) -o $(REC_JK) \
-	  --jackknife-set train.max_epochs=$(REC_JK_EPOCHS)
+	$(BIN)/doctrans annotate-dp jackknife -p $(PREP) --folds $(REC_FOLDS) -o $(REC_JK) \
+	  --set train.max_epochs=$(REC_JK_EPOCHS)
 $(REC_RUNS)/baseline/.done: $(RUN)/.done
 	$(BIN)/doctrans train pipelines/quickstart.yaml $(REC_TRAIN) run_dir=$(REC_RUNS)/baseline \
 	  $(call resume,$(REC_RUNS)/baseline)

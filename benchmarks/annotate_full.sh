@@ -11,7 +11,7 @@ PREP=${1:-data/prep_full}
 shift || true
 PY=${PY:-.venv/bin/python}
 [ -f "$PREP/meta.json" ] || { echo "no prepared dataset at $PREP: run benchmarks/preprocess_full.sh first" >&2; exit 1; }
-CMD=("$PY" -m doctrans.cli annotate-dp -p "$PREP" "$@")
+CMD=("$PY" -m doctrans.cli annotate-dp corpus -p "$PREP" "$@")
 MEMLOG=$(mktemp "${TMPDIR:-/tmp}/annotate_full_mem.XXXXXX")
 echo "machine: $(nproc) CPUs, $(free -g | awk '/^Mem:/{print $2}') GiB RAM, $(lscpu | grep 'Model name' | sed 's/Model name: *//')"
 echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"

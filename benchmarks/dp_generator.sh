@@ -2,7 +2,7 @@
 # Train both DP generators on an annotated prepared dataset, apply them to dev/test, score them
 # against TVsub's hand oracle (and the authors' released generator output), with timings.
 # Usage: benchmarks/dp_generator.sh [PREPARED_DIR] [RUNS_PREFIX]   (defaults data/quickstart runs/dp)
-#   PREPARED_DIR/dp must exist (doctrans annotate-dp -p PREPARED_DIR). DATA=TVsub root.
+#   PREPARED_DIR/dp must exist (doctrans annotate-dp corpus -p PREPARED_DIR). DATA=TVsub root.
 #   EXTRA: overrides for both trainings; THESIS_EXTRA / LABELER_EXTRA: for one (e.g. train.max_epochs=2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ for model in thesis labeler; do
   echo "== $model: training took $(( $(date +%s) - t0 )) s"
   for split in dev test; do
     t0=$(date +%s.%N)
-    $DT annotate-dp --generator ${RUNS}_$model/best.pt $PREP/$split.tok.zh --docs $PREP/$split.docs -o ${RUNS}_$model/$split --nbest 8
+    $DT annotate-dp apply --generator ${RUNS}_$model/best.pt $PREP/$split.tok.zh --docs $PREP/$split.docs -o ${RUNS}_$model/$split --nbest 8
     echo "== $model $split: apply took $(echo "$(date +%s.%N) - $t0" | bc) s"
     $DT score dp ${RUNS}_$model/$split.dp.zh --base $PREP/$split.tok.zh --oracle $DATA/$split/$split.oracle-dp.seg.zh \
       --oracle-base $DATA/$split/$split.seg.zh --json --out ${RUNS}_$model/$split.dp_scores.json > /dev/null

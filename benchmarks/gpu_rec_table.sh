@@ -9,9 +9,9 @@
 #
 # CARRY holds what the GPU machine lacks (built on this machine; never committed; ≤ 64 MiB with the
 # repository, hence fp16 weights):
-#   prep.tar.xz   the prepared quickstart slice (doctrans preprocess) with dp/ (annotate-dp -p and
+#   prep.tar.xz   the prepared quickstart slice (doctrans preprocess) with dp/ (annotate-dp corpus -p and
 #                 --source-bpe: train/dev .dp/.dpp .bpe.zh/.srcbpe.zh, .dplabel, vocab.dp*.txt, meta.json)
-#                 and dp_jk3/ (annotate-dp --jackknife 3: train/dev .dp.srcbpe.zh, meta.json, docs)
+#                 and dp_jk3/ (annotate-dp jackknife --folds 3: train/dev .dp.srcbpe.zh, meta.json, docs)
 #   stage1.pt     the stage-1 sentence Transformer every row starts from (train.init_from; fp16 is
 #                 enough: cast to fp32 here before anything reads it)
 #   gen.pt        the external DP generator (annotate-dp's labeler; weights only, fp16 is enough)

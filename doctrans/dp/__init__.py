@@ -3,7 +3,7 @@
 Dependencies point one way; no module imports one further down this list's right-hand side:
 
 * ``pronouns`` (Table 4.2 lexicon) ← ``annotate`` (Algorithm 1) ← ``align``, ``ngram_lm``,
-  ``explain`` ← ``corpus`` (the ``annotate-dp -p`` stage); ``agreement`` (DP P/R/F vs an oracle);
+  ``explain`` ← ``corpus`` (the ``annotate-dp corpus -p`` stage); ``agreement`` (DP P/R/F vs an oracle);
 * ``data`` (labelled sentences, features) ← ``models`` (``DP_MODELS``: one file per model) ←
   ``config`` (the sectioned ``task: dp_generator`` YAML) ← ``generator`` (a trained generator,
   its checkpoint, the τ decision) ← ``train`` (the epoch loop) and ``apply`` (``annotate-dp

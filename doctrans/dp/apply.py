@@ -1,4 +1,4 @@
-"""Apply a trained DP generator to monolingual Chinese (``doctrans annotate-dp --generator``).
+"""Apply a trained DP generator to monolingual Chinese (``doctrans annotate-dp apply --generator``).
 
 For each input line the generator gives, per position (each token and a final ``</s>``), a
 distribution over ``N`` + pronouns. Outputs (``OUT`` = output prefix):

@@ -311,7 +311,7 @@ SRC_BPE_SUFFIX = "dp.srcbpe.zh"
 
 def bpe_variants(prepared: str | Path, out: str | Path, splits: Sequence[str]) -> None:
     """``write_bpe_variants`` for ``OUT/{split}.{dp,dpp}.zh`` of any DP-completed corpus of the
-    prepared dataset ``prepared`` (``annotate-dp``, ``annotate-dp --jackknife``); also
+    prepared dataset ``prepared`` (``annotate-dp``, ``annotate-dp jackknife``); also
     ``OUT/{split}.dp.srcbpe.zh`` (``source_bpe``)."""
     from doctrans.dp.pronouns import CHINESE_PRONOUNS
     from doctrans.data.text import TextProcessor

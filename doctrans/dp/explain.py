@@ -1,4 +1,4 @@
-"""Pictures of the DP search (``doctrans annotate-dp --explain``), the thesis' Figure 4.4.
+"""Pictures of the DP search (``doctrans annotate-dp corpus --explain``), the thesis' Figure 4.4.
 
 One PNG per sentence pair: the alignment matrix with English tokens as rows and the original
 Chinese tokens as columns. Black squares are links; the row of each unaligned English pronoun

@@ -1,4 +1,4 @@
-"""A trained DP generator: the bundle ``annotate-dp --generator`` and ``translate
+"""A trained DP generator: the bundle ``annotate-dp apply --generator`` and ``translate
 --dp-generator`` load, its checkpoint, and the 1-best decision rule (thesis §4.3.2–4.3.3).
 
 A generator gives, per sentence, probabilities (S + 1, L) over ``labels`` (column 0 = P(N), no
@@ -109,7 +109,7 @@ class DPGenerator:
 class DPEnsemble:
     """Several trained generators used as one: the per-position distributions of the members
     are averaged (checkpoint ensembling, as fairseq's ``--path a.pt:b.pt``). Same interface as
-    ``DPGenerator`` for ``complete_lines`` / ``annotate-dp --generator`` / ``translate
+    ``DPGenerator`` for ``complete_lines`` / ``annotate-dp apply --generator`` / ``translate
     --dp-generator``: ``labels``, ``threshold``, ``distributions(sents)`` → per sentence (S + 1, L).
 
     ``threshold`` is the mean of the members' dev-tuned τ [choice: an ensemble has no τ of its

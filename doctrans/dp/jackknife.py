@@ -1,4 +1,4 @@
-"""``doctrans annotate-dp --jackknife K``: the training sources completed with PREDICTED DPs.
+"""``doctrans annotate-dp jackknife --folds K``: the training sources completed with PREDICTED DPs.
 
 The +DPs pipeline (``pipelines/dp/nmt_dp.yaml``) trains on sources whose DPs ``annotate-dp``
 found with the reference (alignment + LM, thesis §4.3.1) and translates sources completed by a
@@ -57,7 +57,7 @@ DEFAULT_CONFIG = "pipelines/dp/labeler.yaml"
 
 @dataclass(frozen=True)
 class JackknifeConfig:
-    """Options of ``doctrans annotate-dp --jackknife K`` (same names)."""
+    """Options of ``doctrans annotate-dp jackknife --folds K`` (same names)."""
 
     prepared: str                      # prepared dataset with its annotate-dp output in PREPARED/dp
     folds: int = 3
@@ -104,7 +104,7 @@ def run(cfg: JackknifeConfig) -> dict:
     prep, out = Path(cfg.prepared), cfg.out_dir
     for f in (prep / "meta.json", prep / "train.tok.zh", prep / "dp" / "train.dplabel"):
         if not f.is_file():
-            raise FileNotFoundError(f"{f} missing: run `doctrans preprocess` and `doctrans annotate-dp -p {prep}` first")
+            raise FileNotFoundError(f"{f} missing: run `doctrans preprocess` and `doctrans annotate-dp corpus -p {prep}` first")
     out.mkdir(parents=True, exist_ok=True)
     with _exclusive(out):
         return _run(cfg, prep, out)
@@ -119,7 +119,7 @@ def _exclusive(out: Path):
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             f.seek(0)
-            raise ValueError(f"{out} is being written by another annotate-dp --jackknife (pid {f.read().strip() or '?'}); "
+            raise ValueError(f"{out} is being written by another annotate-dp jackknife (pid {f.read().strip() or '?'}); "
                              "wait for it or stop it") from None
         f.truncate(0)
         f.write(f"{os.getpid()}\n")

@@ -150,7 +150,7 @@ def load_data(cfg: DPGenConfig) -> tuple[list[DPSentence], list[DPSentence]]:
     prep, ann = Path(d.prepared), d.annotated_dir
     for split in (d.train_split, d.dev_split):
         if not (ann / f"{split}.dplabel").is_file():
-            raise FileNotFoundError(f"{ann / f'{split}.dplabel'} missing: run `doctrans annotate-dp -p {prep}` first")
+            raise FileNotFoundError(f"{ann / f'{split}.dplabel'} missing: run `doctrans annotate-dp corpus -p {prep}` first")
     train = load_sentences(prep / f"{d.train_split}.tok.zh", ann / f"{d.train_split}.dplabel",
                            prep / f"{d.train_split}.docs", prep / f"{d.train_split}.target")
     if d.folds:

@@ -79,7 +79,7 @@ def attach_reconstruction(cfg: ExperimentConfig, model: torch.nn.Module, split: 
     path = rec_target_path(spec.target, split, rec_dir, src_dir, d.src_suffix)
     if not path.is_file():
         raise FileNotFoundError(f"{path} missing: the reconstruction target ({spec.target}) of {split}; "
-                                f"run `doctrans annotate-dp -p {prep}` or set data.rec_dir")
+                                f"run `doctrans annotate-dp corpus -p {prep}` or set data.rec_dir")
     n_lines = len(read_lines(src_dir / f"{split}.{d.src_suffix}"))
     lines, ids = load_rec_lines(path, src_vocab, n_lines)
     data.rec = [ids[k] for k in data.line]

@@ -119,7 +119,7 @@ def test_annotate_dp_cli_on_tvsub(tmp_path):
     r = runner.invoke(cli, ["preprocess", "--data-dir", str(corpus), "--train-docs", "0:2", "-o", str(prep),
                             "--bpe-merges", "100", "--workers", "1"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    r = runner.invoke(cli, ["annotate-dp", "-p", str(prep), "--workers", "1", "--align-samplers", "1",
+    r = runner.invoke(cli, ["annotate-dp", "corpus", "-p", str(prep), "--workers", "1", "--align-samplers", "1",
                             "--lm-order", "3", "--lm-memory", "64M", "--explain", "2"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     out = prep / "dp"
@@ -159,7 +159,7 @@ def test_annotate_dp_cli_on_tvsub(tmp_path):
     assert "agreement with the hand-annotated oracle" in r.output
     # rerun: alignment and LM reused, the same annotation written again
     before = (out / "train.dp.zh").read_text(encoding="utf-8")
-    r = runner.invoke(cli, ["annotate-dp", "-p", str(prep), "--workers", "2", "--lm-order", "3"],
+    r = runner.invoke(cli, ["annotate-dp", "corpus", "-p", str(prep), "--workers", "2", "--lm-order", "3"],
                       catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert (out / "train.dp.zh").read_text(encoding="utf-8") == before

@@ -229,7 +229,7 @@ def test_apply_preserves_lines_and_writes_parsable_nbest(tmp_path):
     inp.write_text("今天 去 学校\n\n明天 来 吗\n很 好\n", encoding="utf-8")
     docs = tmp_path / "in.docs"
     docs.write_text("A\t0\nA\t1\nB\t0\nB\t1\n", encoding="utf-8")
-    r = CliRunner().invoke(cli, ["annotate-dp", "--generator", str(run_dir / "best.pt"), str(inp),
+    r = CliRunner().invoke(cli, ["annotate-dp", "apply", "--generator", str(run_dir / "best.pt"), str(inp),
                                  "--docs", str(docs), "-o", str(tmp_path / "out"), "--nbest", "3"],
                            catch_exceptions=False)
     assert r.exit_code == 0, r.output
@@ -243,7 +243,7 @@ def test_apply_preserves_lines_and_writes_parsable_nbest(tmp_path):
         assert [s for _, s in entries] == sorted((s for _, s in entries), reverse=True)
     bad = tmp_path / "bad.docs"
     bad.write_text("A\t0\n", encoding="utf-8")
-    r = CliRunner().invoke(cli, ["annotate-dp", "--generator", str(run_dir / "best.pt"), str(inp),
+    r = CliRunner().invoke(cli, ["annotate-dp", "apply", "--generator", str(run_dir / "best.pt"), str(inp),
                                  "--docs", str(bad)])
     assert r.exit_code != 0
 

@@ -1,4 +1,4 @@
-"""``annotate-dp --jackknife K``: folds partition the documents, each fold is completed by a
+"""``annotate-dp jackknife --folds K``: folds partition the documents, each fold is completed by a
 generator that never saw it, line counts are kept, reruns resume (doctrans/dp/jackknife.py)."""
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ def test_two_runs_never_write_one_output(jackknifed):
         held.truncate(0)
         held.write("4242\n")
         held.flush()
-        with pytest.raises(ValueError, match="another annotate-dp --jackknife .pid 4242"):
+        with pytest.raises(ValueError, match="another annotate-dp jackknife .pid 4242"):
             run(JackknifeConfig(prepared=str(prep), folds=2, config=str(REPO / "pipelines" / "dp" / "tiny.yaml"),
                                 overrides=tuple(TINY)))
     assert (out / "meta.json").is_file()                           # the refused run touched nothing
@@ -158,7 +158,7 @@ def test_bad_inputs(tmp_path):
                                  str(REPO / "pipelines" / "dp" / "tiny.yaml")])
     assert r.exit_code != 0 and "1 document(s) for 2 folds" in str(r.exception)
     r = CliRunner().invoke(cli, ["annotate-dp", "-p", str(prep), "--jackknife", "1"])
-    assert r.exit_code == 2 and "--jackknife" in r.output
+    assert r.exit_code == 2 and "--folds" in r.output                 # the former spelling maps to --folds
     (prep / "dp" / "train.dplabel").unlink()
-    with pytest.raises(FileNotFoundError, match="annotate-dp -p"):
+    with pytest.raises(FileNotFoundError, match="annotate-dp corpus -p"):
         run(JackknifeConfig(prepared=str(prep), folds=2))

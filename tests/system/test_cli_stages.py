@@ -60,7 +60,7 @@ def slice_annotated(tvsub_slice, tmp_path_factory) -> Path:
     prep = tmp_path_factory.mktemp("slice") / "prep"
     _invoke("preprocess", "--data-dir", tvsub_slice, "--train-docs", "all", "-o", prep, "--bpe-merges", 60,
             "--workers", 1)
-    _invoke("annotate-dp", "-p", prep, "--workers", 1, "--align-samplers", 1, "--lm-memory", "64M")
+    _invoke("annotate-dp", "corpus", "-p", prep, "--workers", 1, "--align-samplers", 1, "--lm-memory", "64M")
     return prep
 
 
