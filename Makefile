@@ -235,7 +235,7 @@ $(RUN)/quickstart_table.md: $(RUN)/.done
 
 # --- reconstructors and DPs (issue 28): stage 2 from the quickstart's stage 1, equal updates --------
 # Rows: the Transformer continued; +DPs / +DPPs (annotate-dp's DPs in the training source, BPE as the
-# stage-1 vocabulary: --source-bpe); +DPs (predicted): the training source completed by jackknifed DP
+# stage-1 vocabulary: annotate-dp source-bpe); +DPs (predicted): the training source completed by jackknifed DP
 # generators (REC_FOLDS folds, REC_JK_EPOCHS epochs each; test input: their ensemble); then every model
 # of REC_MODELS whose YAML exists (branch recon's pipelines/dp/rec_*.yaml; rec_shared_ATTN is rec_shared.yaml
 # with model.reconstructor.attention=ATTN), rec_both also with --rerank reconstructor. REC_GEN: the
@@ -417,8 +417,8 @@ $(FULL_RUNS)/rec_joint_labeler_han_pd/.done: $(FULL_S1)/.done $(PREP_FULL)/dp/me
 	  run_dir=$(FULL_RUNS)/rec_joint_labeler_han_pd $(call resume,$(FULL_RUNS)/rec_joint_labeler_han_pd)
 	touch $@
 $(FULL_JK)/meta.json: $(PREP_FULL)/dp/meta.json
-	$(BIN)/doctrans annotate-dp -p $(PREP_FULL) --jackknife $(FULL_FOLDS) -o $(FULL_JK) \
-	  --jackknife-set train.max_epochs=1
+	$(BIN)/doctrans annotate-dp jackknife -p $(PREP_FULL) --folds $(FULL_FOLDS) -o $(FULL_JK) \
+	  --set train.max_epochs=1
 $(FULL_RUNS)/nmt_dp_predicted/.done: $(FULL_S1)/.done $(FULL_JK)/meta.json
 	$(BIN)/doctrans train pipelines/dp/nmt_dp_predicted.yaml $(FULL_CTX) data.src_dir=$(FULL_JK) \
 	  run_dir=$(FULL_RUNS)/nmt_dp_predicted $(call resume,$(FULL_RUNS)/nmt_dp_predicted)
