@@ -1,6 +1,6 @@
 """The ``doctrans`` command line: the root group ``cli`` and ``main``; each command group is a
 module of this package (``preprocess``, ``train``, ``translate``, ``export``, ``annotate``,
-``score``, ``tables``, ``contrastive``, ``configs``; shared option types: ``options``).
+``score``, ``tables``, ``contrastive``, ``configs``, ``models``; shared option types: ``options``).
 
 Each command only parses options, builds the stage's config and calls the stage's ``run``; the
 stages are imported inside the commands, so ``doctrans --help`` does not load torch. Only this
@@ -24,6 +24,7 @@ from doctrans.cli.annotate import annotate_dp_grp  # noqa: E402
 from doctrans.cli.configs import configs_cmd  # noqa: E402
 from doctrans.cli.contrastive import contrastive_grp  # noqa: E402
 from doctrans.cli.export import export_cmd, shortlist_cmd  # noqa: E402
+from doctrans.cli.models import models_grp  # noqa: E402
 from doctrans.cli.preprocess import preprocess_cmd  # noqa: E402
 from doctrans.cli.score import score_grp  # noqa: E402
 from doctrans.cli.tables import table_grp  # noqa: E402
@@ -60,7 +61,7 @@ def cli(verbose: bool, quiet: bool) -> None:
 
 # one module per command group (their stages are imported inside the commands)
 for _command in (preprocess_cmd, annotate_dp_grp, train_cmd, average_cmd, translate_cmd, export_cmd, shortlist_cmd,
-                 score_grp, table_grp, contrastive_grp, configs_cmd):
+                 score_grp, table_grp, contrastive_grp, configs_cmd, models_grp):
     cli.add_command(_command)
 
 

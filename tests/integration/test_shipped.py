@@ -91,3 +91,25 @@ def test_each_shipped_model_is_its_card_and_translates(model: ShippedModel):
     assert model.sha256 in card, f"{model.card_path} does not name the file's SHA-256"
     out = Translator.load(str(path)).translate_sentences(["谢谢。", "", "他来了。"])
     assert len(out) == 3 and out[1] == "" and out[0] and out[2]
+
+
+def test_models_command_lists_and_shows(tmp_path, tiny_checkpoint, monkeypatch):
+    from click.testing import CliRunner
+
+    from doctrans.cli import cli
+
+    root = tmp_path / "shipped"
+    root.mkdir()
+    monkeypatch.setenv("DOCTRANS_SHIPPED_DIR", str(root))
+    res = CliRunner().invoke(cli, ["models"])
+    assert res.exit_code == 0 and "no models are shipped" in res.output
+    _ship(root, tiny_checkpoint, "tiny-document", "document")
+    _ship(root, tiny_checkpoint, "tiny-document-2", "document")
+    res = CliRunner().invoke(cli, ["models"])
+    lines = res.output.splitlines()
+    assert res.exit_code == 0 and len(lines) == 2
+    assert "document (default)" in lines[0] and "(default)" not in lines[1] and "MiB" in lines[0]
+    res = CliRunner().invoke(cli, ["models", "show", "tiny-document"])
+    assert res.exit_code == 0 and res.output.startswith("# tiny-document") and "SHA-256" in res.output
+    res = CliRunner().invoke(cli, ["models", "show", "nope"])
+    assert res.exit_code != 0 and "no shipped model named 'nope'" in str(res.exception)
