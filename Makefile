@@ -31,6 +31,8 @@
 #                     updates, stage 2 from it (Transformer continued, HAN encoder, joint DP labeler over the
 #                     HAN encoder + PD, +DPs predicted; FULL_CTX_STEPS each) → results/full_{context,rec}.md;
 #                     many CPU-hours, resumable (run it again); SIZE=base DEVICE=cuda on a GPU (docs/results.md)
+#   make full-sweep   the stage-1 shapes side by side at equal CPU time (FULL_SWEEP_CPU_MIN) → results/full_sweep.md
+#   make full-curve   stage 1's learning curve (test BLEU of every kept checkpoint, dev xent) → results/full_curve.md
 #   make rnn-context-table  the RNNSearch small baseline, then its context models (HRNN strategies,
 #                     MULTI, CACHE, NMT_ISG; RNN_STEPS updates each) → results/rnn_context_table.md
 #                     (thesis Tables 3.4 and 3.9, S3 Table 1; docs/context.md)
@@ -68,7 +70,7 @@ TVSUB_GIT := https://github.com/longyuewangdcu/tvsub
 TEST_SRC ?= $(firstword $(wildcard $(DATA)/test/test.zh $(DATA)/data/orignal/test/test.orignal.zh))
 TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/processed/test/test_trg.sgm))
 
-.PHONY: full quickstart install kenlm fonts dp dp-full dp-generators-full dp-ensemble-full dp-table context-table rnn-context-table rec-table test check-data clean-quickstart help
+.PHONY: full full-sweep full-curve quickstart install kenlm fonts dp dp-full dp-generators-full dp-ensemble-full dp-table context-table rnn-context-table rec-table test check-data clean-quickstart help
 
 help:
 	@sed -n '2,/^# *PREP (prepared/p' Makefile
@@ -398,6 +400,24 @@ FULL_CTX   = $(FULL_COMMON) $(FULL_MODEL_$(FULL_SHAPE)) train.max_steps=$(FULL_C
 	train.init_from=$(FULL_S1)/last.pt train.eval_every=1000 train.save_every=250
 FULL_HAN   = $(FULL_HAN_$(FULL_SHAPE))
 full_row   = --system "$(2)=$(FULL_RUNS)/$(1)" $(foreach o,$(3),--row-option "$(2):$(o)")
+# The stage-1 shape sweep (docs/results.md, "The whole corpus"): FULL_SWEEP side by side, one thread
+# each, niced, each stopped at FULL_SWEEP_CPU_MIN minutes of its own CPU time (train.max_cpu_min;
+# resumable), then their curves at equal CPU-hours → results/full_sweep.{md,png}. full-curve: stage 1's
+# learning curve (test BLEU of every kept checkpoint, dev cross-entropy) → results/full_curve.{md,png}.
+FULL_SWEEP ?= transformer_3x3_d256 transformer_6x2_d256 transformer_6x2_d320
+FULL_SWEEP_CPU_MIN ?= 60
+full-sweep: $(PREP_FULL)/meta.json
+	$(MAKE) -j$(words $(FULL_SWEEP)) $(foreach s,$(FULL_SWEEP),$(FULL_RUNS)/sweep/$(s)/.done)
+	$(BIN)/python benchmarks/learning_curve.py --prepared $(PREP_FULL) --data $(DATA) --out results/full_sweep \
+	  $(foreach s,$(FULL_SWEEP),$(s)=$(FULL_RUNS)/sweep/$(s))
+$(FULL_RUNS)/sweep/%/.done: $(PREP_FULL)/meta.json
+	nice -n 10 $(BIN)/doctrans train pipelines/full/$*.yaml data.prepared=$(PREP_FULL) run_dir=$(FULL_RUNS)/sweep/$* \
+	  train.threads=1 train.max_cpu_min=$(FULL_SWEEP_CPU_MIN) train.max_time_min=0 train.eval_every=500 \
+	  train.eval_bleu=false train.keep_every=500 train.save_every=50 $(call resume,$(FULL_RUNS)/sweep/$*)
+	touch $@
+full-curve: $(FULL_S1)/last.pt
+	$(BIN)/python benchmarks/learning_curve.py --prepared $(PREP_FULL) --data $(DATA) --out results/full_curve \
+	  --every 2000 stage1=$(FULL_S1)
 full: results/full_context.md results/full_rec.md
 	@cat results/full_context.md results/full_rec.md
 $(FULL_S1)/.done: $(PREP_FULL)/meta.json
