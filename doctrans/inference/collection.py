@@ -11,9 +11,10 @@ taken): so a folder of ``*.zh`` documents with a ``readme.txt`` beside them tran
 documents only. Files left out are counted in one log line (``default_pattern``,
 ``document_files``).
 
-Which outputs. Each file gives OUT/<same relative path>, or with an output suffix
-(``--out-suffix .en``) the same path with its last suffix replaced (``a.zh`` → ``a.en``; a
-file without suffix gets it appended); two sources that would share an output are an error.
+Which outputs. Each file gives OUT/<same relative path> with the model's source-language suffix
+replaced by its target language's (``a.zh`` → ``a.en``; other names kept), or with an output
+suffix (``--out-suffix .en``) its last suffix replaced (a file without suffix gets it appended;
+``--out-suffix ''`` keeps every name); two sources that would share an output are an error.
 Each output has one line per input line and is written atomically.
 
 A file that cannot be read (unreadable, not UTF-8 without ``--encoding-errors replace``) or
@@ -143,17 +144,21 @@ def document_files(inp: Path, pattern: str | None = "*") -> list[Path]:
     return kept
 
 
-def output_path(src: Path, inp: Path, out: Path, suffix: str = "") -> Path:
+def output_path(src: Path, inp: Path, out: Path, suffix: str | tuple[str, str] = "") -> Path:
     """Where the translation of ``src`` (a file under ``inp``) goes: its path relative to
     ``inp`` under ``out``, its last suffix replaced by ``suffix`` when given (appended when it
-    has none)."""
+    has none); ``suffix = (".zh", ".en")`` (the model's languages, ``options.directory_out_suffix``):
+    a ``.zh`` suffix becomes ``.en``, other names are kept."""
     dest = out / src.relative_to(inp)
+    if isinstance(suffix, tuple):
+        old, new = suffix
+        return dest.with_name(dest.stem + new) if dest.suffix == old else dest
     if not suffix:
         return dest
     return dest.with_name(dest.stem + suffix) if dest.suffix else dest.with_name(dest.name + suffix)
 
 
-def _check_outputs(files: list[Path], inp: Path, out: Path, suffix: str) -> None:
+def _check_outputs(files: list[Path], inp: Path, out: Path, suffix: str | tuple[str, str]) -> None:
     seen: dict[Path, Path] = {}
     for f in files:
         dest = output_path(f, inp, out, suffix)
@@ -220,7 +225,7 @@ def _write(docs: list[tuple[Path, Path, list[str]]], outs: list[list[str]], s: C
 
 
 def translate_group(translator, inp: Path, out: Path, group: list[Path], resume: bool = False,
-                    errors: str = "strict", out_suffix: str = "") -> CollectionSummary:
+                    errors: str = "strict", out_suffix: str | tuple[str, str] = "") -> CollectionSummary:
     """Translate the documents ``group`` (files under ``inp``) into their mirrors under ``out``
     with one ``translator.translate`` call (``doc_ids``: one document per file; warnings name
     each file and line). Bad files are recorded in the returned summary, never raised; if the
@@ -265,7 +270,7 @@ def _init_worker(make_translator, threads: int, level: int) -> None:
     _worker_translator = make_translator()
 
 
-def _work(inp: Path, out: Path, resume: bool, errors: str, out_suffix: str, group: list[Path]) -> CollectionSummary:
+def _work(inp: Path, out: Path, resume: bool, errors: str, out_suffix: str | tuple[str, str], group: list[Path]) -> CollectionSummary:
     return translate_group(_worker_translator, inp, out, group, resume, errors, out_suffix)
 
 
@@ -280,7 +285,7 @@ def _size(group: list[Path]) -> int:
 
 
 def _summaries(make_translator, inp: Path, out: Path, groups: list[list[Path]], resume: bool, errors: str,
-               workers: int, threads: int, out_suffix: str = "") -> Iterator[CollectionSummary]:
+               workers: int, threads: int, out_suffix: str | tuple[str, str] = "") -> Iterator[CollectionSummary]:
     """Each group's summary as it is translated: in this process (``workers`` ≤ 1: the
     translator built once, groups in order), or by a spawn Pool of ``workers`` processes, each
     building its translator once with ``threads`` torch threads (``ProcessPoolExecutor``: a
@@ -308,7 +313,7 @@ def _summaries(make_translator, inp: Path, out: Path, groups: list[list[Path]], 
 def translate_collection(make_translator, inp: Path, out: Path, resume: bool = False, errors: str = "strict",
                          progress: bool = True, workers: int = 1, threads: int = 1, shard: tuple[int, int] = (0, 1),
                          gather=None, group_lines: int = GROUP_LINES, pattern: str | None = "*",
-                         out_suffix: str = "") -> CollectionSummary:
+                         out_suffix: str | tuple[str, str] = "") -> CollectionSummary:
     """Translate every document file of ``inp`` into ``out`` (see module docstring).
 
     ``make_translator``: a picklable zero-argument callable returning an object with
