@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,11 +118,19 @@ def read_sgml(path: str | Path, unescape: bool = True) -> list[SGMLSet]:
     their documents. A segment may span lines (each line break becomes a space).
     """
     path = Path(path)
+    with open(path, encoding="utf-8-sig") as f:          # a UTF-8 byte order mark is not text
+        return parse_sgml(f, path, unescape)
+
+
+def parse_sgml(lines: Iterable[str], name: str | Path = "<sgml>", unescape: bool = True) -> list[SGMLSet]:
+    """``read_sgml`` of text lines (e.g. stdin's); ``name`` labels the errors."""
+    path = Path(name)
     reader = _Reader(path, unescape)
     lineno = 0
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            reader.line(lineno, line)
+    for lineno, line in enumerate(lines, 1):
+        if lineno == 1:
+            line = line.lstrip("\ufeff")
+        reader.line(lineno, line)
     reader.finish(lineno)
     sets = [SGMLSet(sysid, docs, segs) for sysid, (docs, segs) in reader.systems.items()]
     first = sets[0]
@@ -139,12 +148,33 @@ def read_doc_ids(path: str | Path) -> list[str]:
 
 
 _SET_RE = re.compile(r"<(refset|srcset|tstset)\b([^>]*)>", re.IGNORECASE)
+_START_RE = re.compile(r"<(refset|srcset|tstset|doc)[\s>]", re.IGNORECASE)
+SNIFF_BYTES = 4096
+
+
+def looks_like_sgml(text: str) -> bool:
+    """Whether ``text`` starts, after a byte order mark and whitespace, with a ``<refset``,
+    ``<srcset``, ``<tstset`` or ``<DOC`` tag (any case): a NIST/WMT SGML file, whatever its name."""
+    return bool(_START_RE.match(text.lstrip("\ufeff \t\r\n")))
+
+
+def is_sgml_file(path: str | Path) -> bool:
+    """``looks_like_sgml`` of the first bytes of the file ``path`` (False for ``-``, a directory
+    or an unreadable file)."""
+    if str(path) == "-" or not Path(path).is_file():
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError:
+        return False
+    return looks_like_sgml(head.decode("utf-8", errors="replace"))
 
 
 def set_attributes(path: str | Path) -> dict[str, str]:
     """The attributes (lower-case names) of the first ``<refset>``/``<srcset>``/``<tstset>`` tag
     of an SGML file ({} when it has none), e.g. its ``setid`` and ``srclang``."""
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         for line in f:
             m = _SET_RE.search(line)
             if m:
