@@ -151,31 +151,38 @@ class CT2Model:
         return self.source_context > 0
 
     def decode(self, ids: list[np.ndarray], cfg, progress: bool = False, nbest: int = 0,
-               own_len: list[int] | None = None) -> list[str]:
+               own_len: list[int] | None = None):
         """Source ids (each ending in ``</s>``) → target BPE strings, in input order (see the
         module doc). ``own_len``: the length (with ``</s>``) that sets each output's maximum
-        length (default: its source's; a concatenation's: its own sentence's)."""
-        if nbest:
-            raise ValueError("--nbest is not supported with --engine ctranslate2")
+        length (default: its source's; a concatenation's: its own sentence's). With ``nbest`` > 0
+        returns (translations, n-best lists) as ``translate.decode_corpus`` does: per sentence
+        its ``nbest`` best hypotheses as (target BPE string, score), best first, the score
+        CTranslate2's (``return_scores``: the sum of the token log-probabilities / length^lenpen,
+        as the beam ranks them; native's normalisation, ``beam_search``)."""
+        if nbest > cfg.beam:
+            raise ValueError(f"--nbest {nbest} exceeds --beam {cfg.beam}: the search keeps {cfg.beam} hypotheses")
         lens = own_len if own_len is not None else [len(x) for x in ids]
         cap = self.max_target_len - 1
         limits = [min(math.ceil(n * cfg.max_len_ratio) + cfg.max_len_extra, cap) for n in lens]
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         tokens = self.src_vocab.tokens
         out = [""] * len(ids)
+        lists: list[list[tuple[str, float]]] = [[] for _ in ids]
         bar = tqdm(total=len(ids), unit="sent", disable=not progress or bars_off(), desc="translate (ctranslate2)")
         for start in range(0, len(order), cfg.batch_sentences):
             idx = order[start:start + cfg.batch_sentences]
             src = [[tokens[j] for j in ids[i][:-1]] for i in idx]          # </s> added by the model (add_source_eos)
             res = self.translator.translate_batch(
                 src, beam_size=cfg.beam, length_penalty=cfg.lenpen, max_decoding_length=max(limits[i] for i in idx) + 1,
-                min_decoding_length=0, max_input_length=self.max_target_len, num_hypotheses=1,
-                use_vmap=self.use_vmap)
+                min_decoding_length=0, max_input_length=self.max_target_len, num_hypotheses=max(1, nbest),
+                return_scores=nbest > 0, use_vmap=self.use_vmap)
             for i, r in zip(idx, res):
                 out[i] = " ".join(r.hypotheses[0][:limits[i]])
+                if nbest:
+                    lists[i] = [(" ".join(h[:limits[i]]), float(sc)) for h, sc in zip(r.hypotheses, r.scores)]
             bar.update(len(idx))
         bar.close()
-        return out
+        return (out, lists) if nbest else out
 
     def decode_documents(self, docs: list[list[np.ndarray]], cfg, progress: bool = False,
                          rerank=None) -> list[list[str]]:
