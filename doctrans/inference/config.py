@@ -40,7 +40,8 @@ class TranslateConfig:
     explain_dir: str = ""             # where they go [default: OUTPUT.explain/]
     context_options: tuple[str, ...] = ()   # KEY=VALUE overrides of the checkpoint's context config
     glob: str | None = None           # directory input: files taken (None: *SUFFIX, the most common top-level suffix)
-    out_suffix: str = ""              # directory input: outputs' suffix replacing the source's (a.zh → a.en)
+    out_suffix: str | None = None     # directory input: outputs' suffix replacing the source's ("": keep the
+                                      # names; None: the model's source-language suffix → the target's, a.zh → a.en)
     output_format: str = "text"       # text | sgml (SGML input only: the input's <DOC> blocks, translations as <seg>)
     nbest: int = 0                    # write the N best hypotheses with scores to nbest_out (0 = none; N ≤ beam)
     nbest_out: str = ""               # JSON lines: {"line": i, "hypotheses": [{"text", "score", "tokens"}]}

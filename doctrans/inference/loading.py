@@ -169,7 +169,7 @@ def load_model(cfg: TranslateConfig):
     from doctrans.inference.ct2 import CT2Model, export_command, is_exported
 
     unsupported = [(cfg.quantize != "none", "--quantize (use --compute-type int8)"),
-                   (bool(cfg.dp_generator), "--dp-generator"), (cfg.nbest > 0, "--nbest"),
+                   (bool(cfg.dp_generator), "--dp-generator"),
                    (bool(cfg.rerank), "--rerank"), (bool(cfg.dp_out), "--dp-out"),
                    (cfg.dp_threshold is not None, "--dp-threshold"),
                    (cfg.explain_context > 0, "--explain-context"), (bool(cfg.context_options), "--context-option"),

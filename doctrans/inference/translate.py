@@ -40,6 +40,7 @@ from doctrans.inference.collection import CollectionSummary, translate_collectio
 from doctrans.inference.config import TranslateConfig
 from doctrans.inference.decode import decode_corpus
 from doctrans.inference.loading import QUANTIZE, LoadedModel, load_model, quantize_int8, text_processors
+from doctrans.inference.options import check_outputs, directory_out_suffix
 from doctrans.inference.reconstructing import RERANK_BLOCK
 from doctrans.inference.translator import InputsOf, Translation, Translator, build_translator
 from doctrans.runtime import distributed
@@ -121,7 +122,8 @@ def translate_directory(cfg: TranslateConfig, inputs_of: InputsOf | None = None)
                              cfg.encoding_errors, progress=distributed.env_rank() == 0, workers=cfg.workers,
                              threads=threads, shard=(distributed.rank(), distributed.world()),
                              gather=_gather_summaries if world > 1 else None, group_lines=cfg.group_lines,
-                             pattern=cfg.glob, out_suffix=cfg.out_suffix)
+                             pattern=cfg.glob, out_suffix=directory_out_suffix(cfg.out_suffix, cfg.checkpoint,
+                                                                               cfg.engine))
     finally:
         distributed.shutdown()
     return Path(cfg.output)
@@ -130,7 +132,7 @@ def translate_directory(cfg: TranslateConfig, inputs_of: InputsOf | None = None)
 def _warn_directory_options(cfg: TranslateConfig, name: str) -> None:
     """A warning for each directory-only option given for a file or stdin (they do nothing there)."""
     given = [(cfg.workers > 1, f"--workers {cfg.workers}"), (cfg.resume, "--resume"),
-             (cfg.glob is not None, "--glob"), (bool(cfg.out_suffix), "--out-suffix")]
+             (cfg.glob is not None, "--glob"), (cfg.out_suffix is not None, "--out-suffix")]
     for on, option in given:
         if on:
             log.warning("%s is for a directory input: ignored for %s (translated by this one process)", option, name)
@@ -199,11 +201,20 @@ def run(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
 
 
 def _is_sgml(path: str) -> bool:
-    return path != "-" and Path(path).suffix.lower() in SGML_SUFFIXES
+    """An SGML input: named .sgm/.sgml/.xml, or a file whose content starts with an SGML set or
+    ``<DOC>`` tag whatever its name (``data.sgml.is_sgml_file``)."""
+    from doctrans.data.sgml import is_sgml_file
+
+    return path != "-" and (Path(path).suffix.lower() in SGML_SUFFIXES or is_sgml_file(path))
 
 
 def _check_outputs(cfg: TranslateConfig) -> None:
-    """ValueError for output options the input cannot have (before the model is loaded)."""
+    """ValueError for output options the input cannot have, and for an output that is an input
+    or an existing directory (``options.check_outputs``; before the model is loaded)."""
+    check_outputs({"--input": cfg.input, "--docs": cfg.docs, "--dp-docs": cfg.dp_docs, "--checkpoint": cfg.checkpoint,
+                   "--shortlist": cfg.shortlist},
+                  {"--output": cfg.output, "--nbest-out": cfg.nbest_out, "--dp-out": cfg.dp_out,
+                   "--write-lattice": cfg.write_lattice})
     if cfg.output_format not in ("text", "sgml"):
         raise ValueError(f"output_format must be text or sgml, got {cfg.output_format!r}")
     is_dir = cfg.input != "-" and Path(cfg.input).is_dir()

@@ -20,6 +20,7 @@ from doctrans.inference.config import TranslateConfig
 from doctrans.inference.decode import decode_corpus
 from doctrans.inference.loading import LoadedModel, load_model
 from doctrans.inference.long_lines import split_long_lines
+from doctrans.inference.options import native_compute_type
 from doctrans.inference.transform import InputSetup, InputTransform
 from doctrans.models.interface import ReconstructionSpec, no_dp_message, no_reconstructor_message, reads_documents
 
@@ -54,6 +55,10 @@ class Translator:
 
     def __init__(self, cfg: TranslateConfig, inputs: InputSetup | None = None, loaded: LoadedModel | None = None):
         inputs = inputs or InputSetup()
+        cfg = native_compute_type(cfg)                  # --compute-type int8 with native: --quantize int8
+        if cfg.beam < 1 or cfg.batch_sentences < 1:
+            raise ValueError(f"beam size and batch size must be ≥ 1, got beam {cfg.beam}, "
+                             f"batch {cfg.batch_sentences}")
         if cfg.input_format not in ("raw", "tok", "bpe"):
             raise ValueError(f"input_format must be raw, tok or bpe, got {cfg.input_format!r}")
         if loaded is not None and loaded.key != LoadedModel.key_of(cfg):
