@@ -6,9 +6,13 @@
     tr.translate_sentences(["他来了。", "", "他很累。"])                  # e.g. ["he's here.", "", "he's tired."]
     tr.translate_documents([["他来了。", "他很累。"], ["谢谢。"]])        # [[…, …], […]]
 
-Names and shapes follow CTranslate2's ``Translator`` (``translate_batch``, ``beam_size``,
-``max_batch_size``) and fairseq's hub interface (``from_pretrained`` → ``translate``), with
-plain strings in and out: raw source text in (normalised, segmented and BPE-encoded with the
+    tr = doctrans.Translator.from_pretrained("runs/quickstart")           # a run dir: its best.pt
+    res = tr.translate_batch([["他", "来", "了", "。"]], beam_size=4, num_hypotheses=2, return_scores=True)
+    res[0].hypotheses, res[0].scores                                       # [[…tokens…], […]], [-0.41, -0.87]
+
+Names and shapes follow CTranslate2's ``Translator`` (``translate_batch`` → results with
+``hypotheses`` and ``scores``, ``beam_size``, ``num_hypotheses``, ``max_batch_size``) and fairseq's
+hub interface (``from_pretrained`` → ``translate``), with plain strings in and out: raw source text in (normalised, segmented and BPE-encoded with the
 model's own codes), detokenized text out. Each call returns exactly one string per input
 sentence, ``""`` for an empty (or blank) one, and the documents of ``translate_documents`` keep
 their boundaries and sizes; a context model translates each document in order with its context
@@ -22,7 +26,7 @@ documents to it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from doctrans.dp.apply import dp_inputs
@@ -31,6 +35,34 @@ from doctrans.inference.translate import TranslateConfig
 from doctrans.inference.translate import Translator as _Engine
 
 _SEARCH = {"beam_size": "beam", "length_penalty": "lenpen", "max_batch_size": "batch_sentences"}
+_ALIASES = {v: k for k, v in _SEARCH.items()}      # the CLI's names (beam=4) for load's keywords
+
+
+@dataclass(frozen=True)
+class TranslationResult:
+    """One source's result of ``Translator.translate_batch`` (CTranslate2's ``TranslationResult``):
+    ``hypotheses``, best first — strings for a string source, token lists for a token-list source —,
+    and ``scores`` (with ``return_scores``): each hypothesis' log-probability / length^length_penalty,
+    as the beam ranks it (None for a line translated in pieces, ``long_lines``; 0.0 for a blank
+    source, for which the model is not run); [] without ``return_scores``."""
+
+    hypotheses: list
+    scores: list
+
+
+def check_search(beam_size=None, length_penalty=None, max_batch_size=None, num_hypotheses=None) -> None:
+    """ValueError naming the option for a search setting out of range: beam_size,
+    max_batch_size and num_hypotheses ≥ 1 (num_hypotheses ≤ beam_size), length_penalty ≥ 0
+    (None: not given)."""
+    for name, v in (("beam_size", beam_size), ("max_batch_size", max_batch_size), ("num_hypotheses", num_hypotheses)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"{name} must be an integer ≥ 1{' (1 = greedy search)' if name == 'beam_size' else ''}, "
+                             f"got {v!r}")
+    if length_penalty is not None and not length_penalty >= 0:
+        raise ValueError(f"length_penalty must be ≥ 0 (0 = none), got {length_penalty!r}")
+    if num_hypotheses is not None and beam_size is not None and num_hypotheses > beam_size:
+        raise ValueError(f"num_hypotheses {num_hypotheses} exceeds beam_size {beam_size}: the search keeps "
+                         f"{beam_size} hypotheses")
 
 
 class Translator:
@@ -58,20 +90,60 @@ class Translator:
         ``tokenized=True``, ``dp_generator``, ``context_options``). Raises TypeError for an
         unknown option, FileNotFoundError / ValueError like ``doctrans translate`` (a missing
         or bad checkpoint, a checkpoint given to ctranslate2 — naming the export command —,
-        an option the engine does not support), MissingCTranslate2 without the ``ct2`` extra."""
+        an option the engine does not support), MissingCTranslate2 without the ``ct2`` extra.
+        The CLI's names of the search options are accepted too (``beam=4``, ``lenpen``,
+        ``batch_sentences``); ValueError for a search setting out of range (``check_search``:
+        ``beam_size=0``). ``threads`` > 0 sets torch's threads of this process
+        (``torch.set_num_threads``; CTranslate2 gets as many)."""
         path = str(path)
+        search = {"beam_size": beam_size, "length_penalty": length_penalty, "max_batch_size": max_batch_size}
+        defaults = {"beam_size": 5, "length_penalty": 1.0, "max_batch_size": 64}
+        for alias, name in _ALIASES.items():
+            if alias in options:
+                value = options.pop(alias)
+                if search[name] != defaults[name] and search[name] != value:
+                    raise TypeError(f"{alias}={value!r} and {name}={search[name]!r} given: use one")
+                search[name] = value
+        beam_size, length_penalty, max_batch_size = search["beam_size"], search["length_penalty"], search["max_batch_size"]
+        check_search(beam_size, length_penalty, max_batch_size)
         if engine == "auto":
             engine = "ctranslate2" if is_exported(path) else "native"
-        known = {f.name for f in fields(TranslateConfig)} - {"checkpoint", "input", "output"}
+        known = {f.name for f in fields(TranslateConfig)} - {"checkpoint", "input", "output", *_ALIASES}
         unknown = sorted(set(options) - known)
         if unknown:
             raise TypeError(f"unknown option(s) {', '.join(unknown)}; options are {', '.join(sorted(known))}")
         if not Path(path).exists():
             raise FileNotFoundError(f"model not found: {path}")
+        if threads < 0:
+            raise ValueError(f"threads must be ≥ 0 (0 = torch's count), got {threads}")
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
         cfg = TranslateConfig(checkpoint=path, engine=engine, device=device, compute_type=compute_type,
                               quantize=quantize, beam=beam_size, lenpen=length_penalty,
                               batch_sentences=max_batch_size, threads=threads, **options)
         return cls(_Engine(cfg, dp_inputs(cfg)))
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path: str | Path, checkpoint_file: str = "best.pt",
+                        **kwargs) -> "Translator":
+        """fairseq's ``from_pretrained``: ``load`` of a run directory (``doctrans train``'s
+        ``run_dir``: its ``checkpoint_file``, ``last.pt`` when that is missing), a checkpoint
+        file, an exported CTranslate2 directory, or the name of a shipped model
+        (``runtime.shipped``). ``kwargs``: ``load``'s. Raises FileNotFoundError naming what is
+        missing, and like ``load``."""
+        from doctrans.runtime import shipped
+
+        path = Path(shipped.resolve(str(model_name_or_path))) if not Path(model_name_or_path).exists() else \
+            Path(model_name_or_path)
+        if path.is_dir() and not is_exported(path):
+            found = [path / checkpoint_file, path / "last.pt"]
+            path = next((p for p in found if p.is_file()), None)
+            if path is None:
+                raise FileNotFoundError(f"{model_name_or_path} holds neither {checkpoint_file} nor last.pt: give a "
+                                        "run directory of `doctrans train`, a checkpoint or an exported directory")
+        return cls.load(path, **kwargs)
 
     @property
     def config(self) -> TranslateConfig:
@@ -83,11 +155,56 @@ class Translator:
         """Whether the model uses document context (then ``translate_documents`` gives it)."""
         return self._engine.reads_documents
 
-    def _with(self, search: dict) -> _Engine:
+    def _with(self, search: dict, **fields_) -> _Engine:
+        check_search(search.get("beam_size"), search.get("length_penalty"), search.get("max_batch_size"))
         given = {_SEARCH[k]: v for k, v in search.items() if v is not None}
+        given.update({k: v for k, v in fields_.items() if getattr(self._engine.cfg, k) != v})
         if not given:
             return self._engine
         return self._engine.with_config(replace(self._engine.cfg, **given), self._engine.inputs)
+
+    def translate_batch(self, source: list[list[str]] | list[str], *, beam_size: int | None = None,
+                        num_hypotheses: int = 1, return_scores: bool = False, length_penalty: float | None = None,
+                        max_batch_size: int | None = None, progress: bool = False) -> list[TranslationResult]:
+        """CTranslate2's ``translate_batch``: one ``TranslationResult`` per source, with its
+        ``num_hypotheses`` best hypotheses (best first) and, with ``return_scores``, their scores.
+
+        ``source``: strings (read as ``load``'s ``input_format``, raw text by default; the
+        hypotheses are strings as ``translate_sentences`` gives) or token lists (segmented words,
+        BPE-encoded here — BPE units when the translator was loaded with ``input_format="bpe"`` —;
+        the hypotheses are token lists: Moses tokens, BPE merged). A context model translates
+        each source alone and gives 1 hypothesis without scores. Raises TypeError for a source
+        that is neither, ValueError for ``num_hypotheses`` > ``beam_size``, a setting out of
+        range (``check_search``), or n-best lists / scores of a context model."""
+        items = _seq(source, "source")
+        tokens = bool(items) and all(not isinstance(x, (str, bytes)) and isinstance(x, Iterable) for x in items)
+        if tokens:
+            rows = [list(x) for x in items]
+            bad = [(k, i) for k, r in enumerate(rows) for i, t in enumerate(r) if not isinstance(t, str)]
+            if bad:
+                raise TypeError(f"source[{bad[0][0]}][{bad[0][1]}] is not a str token")
+            lines = [" ".join(t.lstrip("\ufeff") for t in r) for r in rows]
+            fmt = "bpe" if self.config.input_format == "bpe" else "tok"
+        else:
+            lines, fmt = _lines(items, "source"), self.config.input_format
+        beam = beam_size if beam_size is not None else self.config.beam
+        check_search(beam, length_penalty, max_batch_size, num_hypotheses)
+        nbest = num_hypotheses if (num_hypotheses > 1 or return_scores) else 0
+        if nbest and self.reads_documents:
+            raise ValueError("num_hypotheses > 1 and return_scores are for sentence-level models; this is a context "
+                             "model (translate_documents gives it its context)")
+        eng = self._with({"beam_size": beam_size, "length_penalty": length_penalty, "max_batch_size": max_batch_size},
+                         nbest=nbest, input_format=fmt, tokenized=tokens or self.config.tokenized)
+        res = eng.translate_detailed(lines, progress=progress, name="<batch>", doc_ids=[str(i) for i in range(len(lines))])
+        out = []
+        for i, line in enumerate(lines):
+            if nbest:
+                hyps = res.nbest.get(i) or [("", 0.0)]
+            else:
+                hyps = [(res.lines[i], None)]
+            texts = [t.split() if tokens else t for t, _ in hyps]
+            out.append(TranslationResult(texts, [sc for _, sc in hyps] if return_scores else []))
+        return out
 
     def translate_sentences(self, sentences: list[str], *, beam_size: int | None = None,
                             length_penalty: float | None = None, max_batch_size: int | None = None,
@@ -131,9 +248,10 @@ def _seq(x, name: str) -> list:
 
 def _lines(x, name: str) -> list[str]:
     """A list of one-line strings (a line break inside a sentence becomes a space, so the
-    output keeps one line per sentence)."""
+    output keeps one line per sentence; a leading byte order mark U+FEFF is dropped)."""
     items = _seq(x, name)
     bad = [i for i, s in enumerate(items) if not isinstance(s, str)]
     if bad:
         raise TypeError(f"{name}[{bad[0]}] is a {type(items[bad[0]]).__name__}, not a str")
+    items = [s[1:] if s.startswith("\ufeff") else s for s in items]        # a byte order mark is not text
     return [" ".join(s.splitlines()) if ("\n" in s or "\r" in s) else s for s in items]
