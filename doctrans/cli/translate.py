@@ -105,9 +105,11 @@ SECTIONS = (
               help="Directory input: translate the files matching PATTERN (fnmatch on the path relative to the "
                    "directory, where * also crosses /, or on the name), e.g. '*.zh'; '*' takes every file. "
                    "[default: *SUFFIX, the most common suffix among the directory's top-level files]")
-@click.option("--out-suffix", default="", metavar="SUFFIX",
+@click.option("--out-suffix", default=None, metavar="SUFFIX",
               help="Directory input: name each output after its source with the last suffix replaced, e.g. "
-                   "--out-suffix .en writes a.zh's translation to OUT/a.en [default: the source's own name].")
+                   "--out-suffix .txt writes a.zh's translation to OUT/a.txt; '' keeps the source's name "
+                   "[default: the model's source-language suffix becomes its target's: ep1.zh's translation is "
+                   "OUT/ep1.en; other names are kept].")
 @click.option("--output-format", type=click.Choice(["text", "sgml"]), default="text", show_default=True,
               help="text: one line per input line; sgml (SGML input only): the input's <DOC> blocks with the "
                    "translations as <seg> lines, in the references' layout (a <tstset>).")
@@ -162,7 +164,7 @@ def translate_cmd(checkpoint, engine, compute_type, quantize, shortlist, input_,
     A directory of documents: the files under it, recursively (hidden ones skipped), that
     match --glob (by default those with the most common suffix among its top-level files, so
     a readme.txt beside *.zh documents is left out), each translated to the same relative
-    path under --output (same name, or the suffix replaced by --out-suffix). Bad files are
+    path under --output (ep1.zh → ep1.en, or the suffix replaced by --out-suffix). Bad files are
     reported and skipped (exit code 1 at the end), --resume skips finished documents;
     --workers N translates with N processes, and `torchrun --nproc_per_node=K -m doctrans.cli
     translate -i DIR …` shards the documents by rank (rank 0 logs the summary of all ranks).
