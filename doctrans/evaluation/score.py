@@ -11,6 +11,8 @@ score is returned, printed and stored next to its sacrebleu signature:
     XML escapes (``&apos;`` …) undone so both sides agree. With ``split_hyphens`` (default) both
     sides also get Moses' aggressive hyphen splitting (``mix-up`` → ``mix @-@ up``), because the
     TVsub SGML references are tokenized that way while ``test.en`` and the training data are not.
+    Its signature says so: sacrebleu's ``tok:none`` becomes ``tok:moses-sacremoses-VERSION[-dash]``
+    (``tok_lc_signature``), the tokenization that reproduces the figure.
 ``sacrebleu``
     Standard detokenized sacreBLEU (``tokenize="13a"``). Tokenized text is Moses-detokenized
     first. The TVsub references are lowercased, so by default (``lowercase_detok=None``) this
@@ -28,6 +30,10 @@ differ, or a flag contradicts what the text looks like, a note says so (and a wa
 logged): each metric brings both sides to its own form (tokenized for ``bleu_tok_lc``,
 detokenized for sacreBLEU/chrF), and an all-lowercase hypothesis against mixed-case references
 makes sacreBLEU/chrF case-insensitive (``case:lc``) unless ``lowercase_detok`` says otherwise.
+A reference whose script differs from the hypothesis' (``script_notes``: the Chinese source given
+as ``-r``) gets a note too. A hypothesis or reference in SGML is known by its content as well as
+by its name (``read_hypothesis``, ``is_sgml``: ``translate --output-format sgml`` output scores as
+its segments); a UTF-8 byte order mark is never text.
 
 Sources: Papineni et al. 2002 (BLEU), Popović 2015 (chrF), Post 2018 (sacreBLEU signatures).
 """
@@ -44,8 +50,8 @@ import sacrebleu
 import sacremoses
 from sacrebleu.metrics import BLEU, CHRF
 
-from doctrans.data.sgml import read_sgml
-from doctrans.utils.io import atomic_write_text
+from doctrans.data.sgml import is_sgml_file, looks_like_sgml, parse_sgml, read_sgml
+from doctrans.utils.io import atomic_write_text, decode_lines
 from doctrans.utils.io import read_lines as io_read_lines
 
 logger = logging.getLogger(__name__)
@@ -162,6 +168,29 @@ def read_lines(path: str | Path) -> list[str]:
     return [line.strip() for line in io_read_lines(path)]
 
 
+def is_sgml(path: str | Path) -> bool:
+    """An SGML file: named .sgm/.sgml, or starting with an SGML set or ``<DOC>`` tag whatever its
+    name (``data.sgml.is_sgml_file``)."""
+    return Path(path).suffix.lower() in SGML_SUFFIXES or is_sgml_file(path)
+
+
+def read_hypothesis(path: str | Path) -> list[str]:
+    """A hypothesis: plain text (``read_lines``; ``-`` reads stdin), or the first system's
+    segments of an SGML file — e.g. ``doctrans translate --output-format sgml`` output —, known
+    by its content (``data.sgml.looks_like_sgml``), one line per segment. A byte order mark is
+    dropped. Raises FileNotFoundError, SGMLError (a ValueError) naming the file and line."""
+    if str(path) == "-":
+        import sys
+
+        lines = decode_lines(sys.stdin.buffer.read(), "<stdin>")
+        if looks_like_sgml("\n".join(lines[:50])):
+            return [seg.strip() for seg in parse_sgml((x + "\n" for x in lines), "<stdin>")[0].segments]
+        return [line.strip() for line in lines]
+    if is_sgml(path):
+        return [seg.strip() for seg in read_sgml(path)[0].segments]
+    return read_lines(path)
+
+
 def load_references(
     paths: Sequence[str | Path], tokenized: bool | None = None
 ) -> tuple[list[list[str]], bool]:
@@ -191,7 +220,7 @@ def _load_references(
     looks: dict[str, bool] = {}
     for p in paths:
         first = len(streams)
-        if Path(p).suffix.lower() in SGML_SUFFIXES:
+        if is_sgml(p):
             n_sgml += 1
             for s in read_sgml(p):
                 streams.append([seg.strip() for seg in s.segments])
@@ -349,12 +378,41 @@ def score_corpus(
     if detok_metrics:
         result.update(_score_detok(hyps, refs, hyp_tokenized, refs_tokenized, lc, form["case"],
                                    detok_metrics))
+    notes += script_notes(hyps, refs)
     result = {m: result[m] for m in metrics}     # keep the requested order
     result.update(n_refs=len(refs), n_lines=len(hyps),
                   hyp_tokenized=hyp_tokenized, refs_tokenized=refs_tokenized, form=form, notes=notes)
     for note in notes:
         logger.warning("%s", note)
     return result
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
+SCRIPT_GAP = 0.5          # CJK shares further apart than this: the two sides are not in one language
+
+
+def cjk_share(lines: Sequence[str]) -> float:
+    """Share of CJK characters (Han, kana, hangul) among the CJK and Latin letters of ``lines``
+    (0.0 when there are none)."""
+    cjk = sum(len(_CJK.findall(x)) for x in lines)
+    latin = sum(len(_LATIN.findall(x)) for x in lines)
+    return cjk / (cjk + latin) if cjk + latin else 0.0
+
+
+def script_notes(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> list[str]:
+    """A note for each reference whose script differs from the hypothesis' (CJK shares more
+    than ``SCRIPT_GAP`` apart, e.g. the Chinese source given as the reference): such a
+    reference scores near 0 without any error."""
+    h = cjk_share(hyps)
+    notes = []
+    for k, ref in enumerate(refs, 1):
+        r = cjk_share(ref)
+        if abs(h - r) > SCRIPT_GAP:
+            notes.append(f"the hypothesis is {100 * h:.0f}% CJK script and reference {k} of {len(refs)} is "
+                         f"{100 * r:.0f}%: they are not in one language (the source given as a reference?); the "
+                         f"scores against it mean nothing")
+    return notes
 
 
 def _tok_word(tokenized: bool) -> str:
@@ -424,7 +482,19 @@ def _score_tok_lc(hyps, refs, hyp_tokenized, refs_tokenized, split_hyphens) -> d
             f"aggressive_dash_splits={split_hyphens}; hyp {'given tokenized' if hyp_tokenized else 'tokenized here'}, "
             f"refs {'given tokenized' if refs_tokenized else 'tokenized here'}")
     metric = BLEU(tokenize="none", lowercase=True, force=True)   # tokenized on purpose: no warning
-    return _bleu_entry(metric, tok(hyps, hyp_tokenized), [tok(r, refs_tokenized) for r in refs], prep)
+    entry = _bleu_entry(metric, tok(hyps, hyp_tokenized), [tok(r, refs_tokenized) for r in refs], prep)
+    # sacrebleu's tok:none says it did not tokenize; the figure depends on the Moses tokenization done here
+    done = tok_lc_signature(split_hyphens)
+    entry["signature"] = entry["signature"].replace("tok:none", f"tok:{done}")
+    entry["verbose"] = entry["verbose"].replace("tok:none", f"tok:{done}")
+    return entry
+
+
+def tok_lc_signature(split_hyphens: bool = True) -> str:
+    """The ``tok:`` value of the bleu_tok_lc signature: the Moses tokenization both sides get
+    before sacrebleu (``tokenize="none"``) — sacremoses and its version, ``-dash`` with Moses'
+    aggressive hyphen splitting — so that the signature reproduces the figure."""
+    return f"moses-sacremoses-{sacremoses.__version__}" + ("-dash" if split_hyphens else "")
 
 
 def _score_detok(hyps, refs, hyp_tokenized, refs_tokenized, lc, case, metrics) -> dict:
@@ -527,7 +597,7 @@ def score_files(cfg: ScoreConfig) -> dict:
     differ; FileNotFoundError.
     """
     refs, refs_tok, refs_how = _load_references(cfg.refs, cfg.refs_tokenized)
-    hyps = read_lines(cfg.hyp)
+    hyps = read_hypothesis(cfg.hyp)
     if len(hyps) != len(refs[0]):
         raise ValueError(
             f"hypothesis {cfg.hyp} has {len(hyps)} lines but reference(s) "
@@ -544,7 +614,7 @@ def score_files(cfg: ScoreConfig) -> dict:
     from doctrans.evaluation.significance import count_pronouns, paired_bootstrap, sign_test
     result["pronouns"] = {"hyp": count_pronouns(hyp_prep), "refs": [count_pronouns(r) for r in refs_prep]}
     if cfg.baseline:
-        base = read_lines(cfg.baseline)
+        base = read_hypothesis(cfg.baseline)
         if len(base) != len(hyps):
             raise ValueError(f"baseline {cfg.baseline} has {len(base)} lines, {cfg.hyp} has {len(hyps)}")
         b_tok = cfg.baseline_tokenized
@@ -572,8 +642,8 @@ def score_files(cfg: ScoreConfig) -> dict:
         result.update(_text_discourse(cfg, hyp_prep, refs_prep[0], len(hyps)))
     if cfg.apt_src:
         result["apt"] = _apt(cfg, hyp_prep, refs_prep[0])
-    for m in cfg.metrics:
-        logger.info("%s = %.2f  %s", m, result[m]["score"], result[m]["signature"])
+    for m in cfg.metrics:                   # (the caller prints the result; logged once more at -v only)
+        logger.debug("%s = %.2f  %s", m, result[m]["score"], result[m]["signature"])
     return result
 
 
@@ -617,7 +687,7 @@ def _text_discourse(cfg: ScoreConfig, hyp: list[str], ref: list[str], n: int) ->
         names, doc, _ = read_doc_positions(Path(cfg.docs), n)
         doc_ids = [names[d] for d in doc]
     else:
-        sgm = [r for r in cfg.refs if Path(r).suffix.lower() in (".sgm", ".sgml", ".xml")]
+        sgm = [r for r in cfg.refs if Path(r).suffix.lower() == ".xml" or is_sgml(r)]
         if not sgm:
             raise ValueError("cohesion/coherence need documents: give --docs or an .sgm reference")
         doc_ids = read_doc_ids(sgm[0])
