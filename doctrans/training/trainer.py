@@ -41,6 +41,7 @@ from doctrans.training.curves import plot_learning_curves
 from doctrans.training.early_stopping import EarlyStopping
 from doctrans.training.metrics import MetricsWriter, TensorBoardWriter
 from doctrans.training.optim import MixedAdam, learning_rate
+from doctrans.training.progress import pace_note
 from doctrans.training.state import TrainState
 from doctrans.utils import bars_off
 from doctrans.utils.cpu import resolve_autocast
@@ -219,9 +220,12 @@ class Trainer:
                    disable=True if bars_off() or not self.main else None)
         window = {"loss": 0.0, "nll": 0.0, "tok": 0, "time": 0.0, "terms": {}}
         evaluated = False
+        self._session = (self.state.step, time.perf_counter())          # this session's pace (progress.py)
         while not (reason := dist.broadcast(self._stop_reason() if self.main else "")):
             stats, epoch_done = self._update()
             self._tick()
+            if self.state.step == self._session[0] + 1 and self.main:
+                self._log_first_update(stats)
             for k in window:
                 if k == "terms":
                     for name, v in stats["terms"].items():
@@ -342,6 +346,21 @@ class Trainer:
             self.board.write("train", rec)
         log.info("step %(step)d ep %(epoch)d | loss %(loss_nats).3f ppl %(ppl).1f | "
                  "%(tok_per_s).0f tgt tok/s | lr %(lr).2e | %(train_time_s).0f s", rec)
+        note = self._pace()
+        if note:
+            log.info("%s", note)
+
+    def _pace(self) -> str:
+        start, t0 = getattr(self, "_session", (self.state.step, time.perf_counter()))
+        return pace_note(self.state.step, start, time.perf_counter() - t0, self.t.max_steps, self.t.max_time_min,
+                         self.state.wall_time_s)
+
+    def _log_first_update(self, stats: dict) -> None:
+        """The first update of a session, at once (the periodic lines come every ``log_every``)."""
+        note = self._pace()
+        log.info("update %d done in %.1f s (loss %.3f over %d target tokens)%s; the next log line at update %d",
+                 self.state.step, stats["time"], stats["loss"] / max(stats["tok"], 1), int(stats["tok"]),
+                 f"; {note}" if note else "", (self.state.step // self.t.log_every + 1) * self.t.log_every)
 
     # -- evaluation ------------------------------------------------------------------------
     def _evaluation_fits(self, which: str) -> bool:
