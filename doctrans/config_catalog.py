@@ -10,6 +10,8 @@ import dataclasses
 import inspect
 import io
 import os
+import re
+import textwrap
 import tokenize
 from pathlib import Path
 
@@ -37,20 +39,50 @@ def find_pipelines() -> Path:
                             f"run from a doctrans checkout or set {PIPELINES_ENV}=DIR")
 
 
+# the end of a sentence: a period before a word, a parenthesis or the end; not "et al.", "e.g.", "eq." …
+_SENTENCE_END = re.compile(r"(?<!\bal)(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\beq)(?<!\bcf)(?<!\bch)(?<!\bFig)"
+                           r"\.(?=\s+[^\W\d_(\"]|\s+[(\"]|\s*$)")
+
+
+def description(text: str) -> str:
+    """The first sentence of a YAML file's leading comment: its first paragraph (up to an empty
+    ``#`` line or an indented example line) joined into one line, cut after the first sentence
+    (a full stop before a capital or the end, or a colon that ends the paragraph)."""
+    lines = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            if line.strip() or lines:
+                break
+            continue
+        body = line[1:]
+        if not body.strip() or (lines and body.startswith("   ")):
+            break
+        lines.append(body.strip())
+    para = " ".join(lines)
+    m = _SENTENCE_END.search(para)
+    return para[:m.end()] if m else para
+
+
 def shipped_configs(root: Path) -> list[tuple[str, str]]:
-    """(path, first comment line) of every ``root/**/*.yaml``, sorted; paths relative to the
-    working directory when under it, else absolute."""
+    """(path, ``description``: the first sentence of its comment) of every ``root/**/*.yaml``,
+    sorted; paths relative to the working directory when under it, else absolute."""
     out = []
     for p in sorted(root.rglob("*.yaml")):
-        first = ""
-        for line in p.read_text(encoding="utf-8").splitlines():
-            if line.startswith("#"):
-                first = line.lstrip("#").strip()
-                break
-            if line.strip():
-                break
+        first = description(p.read_text(encoding="utf-8"))
         out.append((os.path.relpath(p) if p.resolve().is_relative_to(Path.cwd().resolve()) else str(p), first))
     return out
+
+
+def render_configs(rows: list[tuple[str, str]], width: int = 110) -> str:
+    """``doctrans configs``' listing: one config per entry, its description wrapped under its
+    own column (never cut)."""
+    col = max((len(p) for p, _ in rows), default=0)
+    out = []
+    for path, note in rows:
+        wrapped = textwrap.wrap(note, max(40, width - col - 4)) or [""]
+        out.append(f"  {path:<{col}}  {wrapped[0]}".rstrip())
+        out += [f"  {'':<{col}}  {w}" for w in wrapped[1:]]
+    return "".join(f"{x}\n" for x in out)
 
 
 def field_comments(cls: type) -> dict[str, str]:
