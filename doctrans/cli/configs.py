@@ -13,7 +13,7 @@ _KEY_SECTIONS = ("top", "data", "model", "context", "train", "decode", "dp")
 @click.argument("section", required=False, type=click.Choice(_KEY_SECTIONS), metavar="[SECTION]")
 def configs_cmd(keys: bool, section: str | None) -> None:
     """List the YAML configs shipped in pipelines/ (to pass to `doctrans train`), each with the
-    first line of its comment; with --keys, the keys a config may set, their defaults and what
+    first sentence of its comment; with --keys, the keys a config may set, their defaults and what
     they mean.
 
     \b
@@ -35,7 +35,5 @@ def configs_cmd(keys: bool, section: str | None) -> None:
         return
     root = config_catalog.find_pipelines()
     rows = config_catalog.shipped_configs(root)
-    width = max(len(p) for p, _ in rows) if rows else 0
     click.echo(f"{len(rows)} configs in {root} (doctrans train PATH [KEY=VALUE]...; keys: doctrans configs --keys):")
-    for path, note in rows:
-        click.echo(f"  {path:<{width}}  {note}".rstrip())
+    click.echo(config_catalog.render_configs(rows), nl=False)
