@@ -33,16 +33,20 @@ def translate(cfg: TranslateConfig) -> Path | None:
 
 
 def shortlist(prepared: str, output: str = "", top_k: int = 20, frequent: int = 100, align_path: str = "",
-              threads: int = 2) -> Path:
+              threads: int = 0) -> Path:
     """``doctrans shortlist``: ``inference.shortlist.run_build`` with, unless ``align_path`` gives
-    alignments, eflomal in both directions (``threads`` samplers) symmetrised with
-    grow-diag-final-and (``dp.align``; temporary files in ``prepared``). Returns the file written."""
+    alignments, eflomal in both directions (``threads`` samplers; 0 = the usable cores, as
+    ``translate --threads 0``) symmetrised with grow-diag-final-and (``dp.align``; temporary files
+    in ``prepared``). Returns the file written."""
     import logging
     import tempfile
 
     from doctrans.dp.align import eflomal_align, symmetrize_lines
     from doctrans.inference.shortlist import run_build
     from doctrans.utils.io import read_lines
+    from doctrans.utils.provenance import cpu_count
+
+    threads = threads or cpu_count()
 
     def align(src_path: Path, tgt_path: Path) -> list[str]:
         with tempfile.TemporaryDirectory(dir=src_path.parent, prefix=".shortlist.") as tmp:

@@ -78,7 +78,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
     ckpt = run_dir / f"{args.checkpoint}.pt"
     hyp = work / f"test.{slug(name)}.hyp"
     tr = Translator(TranslateConfig(checkpoint=str(ckpt), input_format="tok", tokenized=True, beam=args.beam,
-                                    context_options=options))
+                                    context_options=options, threads=args.threads))
     params_m = sum(p.numel() for p in tr.model.parameters()) / 1e6
     engine = _engine(name, tr, args, options)
     lines = read_lines(prep / "test.tok.zh")
@@ -315,6 +315,7 @@ class ContextTableConfig:
     usage: bool = False                 # only the context-usage columns (CXMI vs empty/random, contrastive)
     lone: bool = False                  # also BLEU with every test line its own document (context models)
     contrastive: str = ""               # contrastive set directory [default: built under WORK]
+    threads: int = 0                    # torch threads (and CTranslate2's) of this process; 0 = torch's count
 
 
 def run(systems: list[tuple[str, Path]], args: ContextTableConfig, options: dict[str, list[str]] | None = None,
@@ -323,6 +324,10 @@ def run(systems: list[tuple[str, Path]], args: ContextTableConfig, options: dict
     the context options ``options[NAME]`` (KEY=VALUE), and write ``args.out`` (one table, or one
     per ``tables`` entry (TITLE, [NAME, …])) and WORK/rows.json; returns ``args.out``."""
     Path(args.work).mkdir(parents=True, exist_ok=True)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     options = options or {}
     names = [n for n, _ in systems]
     rows, hyps, base_hyp = {}, {}, None
