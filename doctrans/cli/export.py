@@ -41,7 +41,8 @@ def export_cmd(format_, checkpoint, output, prepared) -> None:
 @click.option("--align", "align_path", default="", metavar="FILE", type=click.Path(dir_okay=False),
               help="Symmetrised Pharaoh alignments of the train.bpe pairs, one line per pair [default: align them "
                    "with eflomal and symmetrise with grow-diag-final-and].")
-@click.option("--threads", type=POSITIVE, default=2, show_default=True, help="eflomal samplers.")
+@click.option("--threads", type=NON_NEGATIVE, default=0, show_default=True,
+              help="eflomal samplers (0 = all usable cores, as translate --threads).")
 def shortlist_cmd(prepared, output, top_k, frequent, align_path, threads) -> None:
     """Build a lexical shortlist from PREPARED's training pairs for `doctrans translate --shortlist
     FILE`: word alignment (eflomal) → p(t|s) → per source BPE token its TOP-K likeliest target

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from doctrans.cli.options import POSITIVE
+from doctrans.cli.options import NON_NEGATIVE, POSITIVE
 
 
 @click.group("table", short_help="Experiment tables: translate and score several systems into one markdown table.")
@@ -118,6 +118,8 @@ def _system_spec(ctx, param, values: tuple[str, ...]) -> list[tuple[str, "Path"]
 @click.option("--table", "tables", multiple=True, metavar="TITLE=NAME,NAME,...",
               help="Render these rows as a table of their own under '## TITLE' (its first row is the one Δ, ratios "
                    "and significance refer to). Repeatable [default: one table of every row].")
+@click.option("--threads", type=NON_NEGATIVE, default=0, show_default=True,
+              help="torch threads (and CTranslate2's) for translating and scoring (0 = all usable cores).")
 def table_context_cmd(systems, context_options, tables, **kw) -> None:
     """The context-model table (HAN paper Table 1 as the anchor; `make context-table`).
 
@@ -128,7 +130,8 @@ def table_context_cmd(systems, context_options, tables, **kw) -> None:
     also DP translation recall, with --discourse CXMI and contrastive pronoun accuracy. A row's
     translation (WORK/test.NAME.hyp) is reused by a later call while its checkpoint, beam and
     options are unchanged, so an interrupted table resumes; contrastive scores likewise (kept in
-    the contrastive set's scores/ directory per checkpoint and source).
+    the contrastive set's scores/ directory per checkpoint and source). The table is printed and
+    written to --out.
 
     \b
     Example:
@@ -155,7 +158,9 @@ def table_context_cmd(systems, context_options, tables, **kw) -> None:
         if not sep or not rows_of or any(m not in names for m in rows_of):
             raise click.BadParameter(f"{spec!r}: expected TITLE=NAME,NAME,... of --system names", param_hint="--table")
         split.append((title, rows_of))
-    click.echo(f"wrote {run(systems, ContextTableConfig(**kw), options, split)}")
+    out = run(systems, ContextTableConfig(**kw), options, split)
+    click.echo(out.read_text(encoding="utf-8"), nl=False)
+    click.echo(f"wrote {out}")
 
 
 @table_grp.command("rec", short_help="The reconstructor / DP table (issue 28): +DPs, reconstructors, joint DP models.")
