@@ -58,7 +58,7 @@ def test_documents_keep_shape_and_match_the_cli(context_model, tmp_path):
                                  "--beam", "2", "-i", str(inp), "-o", str(tmp_path / "out")])
     assert r.exit_code == 0, r.output
     for k, d in enumerate(out):
-        assert (tmp_path / "out" / f"{k}.zh").read_text(encoding="utf-8") == "".join(f"{x}\n" for x in d)
+        assert (tmp_path / "out" / f"{k}.en").read_text(encoding="utf-8") == "".join(f"{x}\n" for x in d)
     # sentences are translated without context: each equals its own one-sentence document
     alone = tr.translate_sentences(SRC[:3])
     assert alone == [tr.translate_documents([[s]])[0][0] for s in SRC[:3]]

@@ -115,9 +115,9 @@ def test_cli_files_and_directories(concat, tmp_path):
                             "--workers", "2", "--group-lines", "4"])
     assert r.exit_code == 0, r.output
     for name in ("a", "b", "c", "empty"):
-        got = (tmp_path / "o1" / f"{name}.zh").read_text(encoding="utf-8")
-        assert got == (tmp_path / "o2" / f"{name}.zh").read_text(encoding="utf-8")
-        assert got == (tmp_path / "o3" / f"{name}.zh").read_text(encoding="utf-8")       # 2 worker processes
+        got = (tmp_path / "o1" / f"{name}.en").read_text(encoding="utf-8")
+        assert got == (tmp_path / "o2" / f"{name}.en").read_text(encoding="utf-8")
+        assert got == (tmp_path / "o3" / f"{name}.en").read_text(encoding="utf-8")       # 2 worker processes
         assert got.count("\n") == (inp / f"{name}.zh").read_text(encoding="utf-8").count("\n")
     f = tmp_path / "one.bpe"
     f.write_text("".join(f"{x}\n" for x in LINES), encoding="utf-8")
@@ -148,8 +148,8 @@ def test_clear_errors(pre_norm, tmp_path):
         out = _export(pre_norm, tmp_path / "ct2")
         with pytest.raises(ValueError, match="--engine ctranslate2"):
             _tr(out)                                             # an export given to the native engine
-        with pytest.raises(ValueError, match="--nbest"):
-            _tr(out, "ctranslate2", beam=2, nbest=2, nbest_out="x")
+        with pytest.raises(ValueError, match="--nbest 3 exceeds --beam 2"):     # n-best lists: supported (issue 50)
+            _tr(out, "ctranslate2", beam=2, nbest=3, nbest_out="x")
         _export(pre_norm, out)                                  # an earlier export is replaced
 
 

@@ -121,18 +121,18 @@ def test_collection_skips_bad_files_translates_the_rest_and_resumes(trained, tmp
     (docs / "bad.zh").write_bytes(b"w1\n\xfe\xff\n")
     with caplog.at_level(logging.INFO), pytest.raises(CollectionError, match=r"1 of 4 documents failed.*bad\.zh:2"):
         translate_run(_cfg(trained, docs, out))
-    assert len(_lines(out / "a.zh")) == 3 and len(_lines(out / "sub" / "b.zh")) == 1
-    assert _lines(out / "empty.zh") == [] and not (out / "bad.zh").exists()
+    assert len(_lines(out / "a.en")) == 3 and len(_lines(out / "sub" / "b.en")) == 1
+    assert _lines(out / "empty.en") == [] and not (out / "bad.en").exists()
     assert "3 translated, 0 skipped" in caplog.text and "1 failed" in caplog.text and "sentences/s" in caplog.text
 
     (docs / "bad.zh").write_bytes(b"w1\nw2\n")                   # fixed; a.zh's output made incomplete
-    (out / "a.zh").write_text("only one line\n", encoding="utf-8")
-    mtime_b = (out / "sub" / "b.zh").stat().st_mtime_ns
+    (out / "a.en").write_text("only one line\n", encoding="utf-8")
+    mtime_b = (out / "sub" / "b.en").stat().st_mtime_ns
     caplog.clear()
     with caplog.at_level(logging.INFO):
         translate_run(_cfg(trained, docs, out, resume=True))
-    assert len(_lines(out / "a.zh")) == 3 and len(_lines(out / "bad.zh")) == 2
-    assert (out / "sub" / "b.zh").stat().st_mtime_ns == mtime_b
+    assert len(_lines(out / "a.en")) == 3 and len(_lines(out / "bad.en")) == 2
+    assert (out / "sub" / "b.en").stat().st_mtime_ns == mtime_b
     assert "2 translated, 2 skipped" in caplog.text and "0 failed" in caplog.text
 
 
@@ -144,7 +144,7 @@ def test_cli_collection_with_failures_exits_1_after_writing_the_rest(trained, tm
     r = subprocess.run([sys.executable, "-m", "doctrans.cli", "translate", "-c", str(trained), "-i", str(docs),
                         "-o", str(tmp_path / "out"), "--beam", "1"], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 1 and "error: 1 of 2 documents failed" in r.stderr and "Traceback" not in r.stderr
-    assert len(_lines(tmp_path / "out" / "a.zh")) == 1
+    assert len(_lines(tmp_path / "out" / "a.en")) == 1
 
 
 def _dp_prepared(root: Path) -> Path:
@@ -198,4 +198,4 @@ def test_collection_reports_an_unreadable_file(trained, tmp_path, monkeypatch):
     monkeypatch.setattr(collection, "read_lines", read_lines)
     with pytest.raises(CollectionError, match=r"1 of 2 documents failed.*locked\.zh.*Permission denied"):
         translate_run(_cfg(trained, docs, tmp_path / "out"))
-    assert len(_lines(tmp_path / "out" / "a.zh")) == 1 and not (tmp_path / "out" / "locked.zh").exists()
+    assert len(_lines(tmp_path / "out" / "a.en")) == 1 and not (tmp_path / "out" / "locked.en").exists()

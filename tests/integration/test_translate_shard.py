@@ -64,19 +64,19 @@ def test_workers_output_equals_one_process_bad_file_reported(trained, docs, tmp_
     with caplog.at_level(logging.INFO), pytest.raises(CollectionError, match=r"1 of 8 documents failed.*bad\.zh:2"):
         translate_run(_cfg(trained, docs, tmp_path / "two", workers=2, threads=2))
     one, two = _tree(tmp_path / "one"), _tree(tmp_path / "two")
-    assert len(one) == 7 and one == two and "bad.zh" not in two
+    assert len(one) == 7 and one == two and "bad.en" not in two and "a.en" in two
     assert "7 translated, 0 skipped" in caplog.text and "1 failed; 12 lines (11 sentences)" in caplog.text
 
 
 def test_workers_resume(trained, docs, tmp_path, caplog):
     out = tmp_path / "out"
     translate_run(_cfg(trained, docs, out))
-    full = (out / "a.zh").read_bytes()
-    (out / "a.zh").write_text("only one line\n", encoding="utf-8")      # incomplete: translated again
-    mtime = (out / "sub" / "e.zh").stat().st_mtime_ns
+    full = (out / "a.en").read_bytes()
+    (out / "a.en").write_text("only one line\n", encoding="utf-8")      # incomplete: translated again
+    mtime = (out / "sub" / "e.en").stat().st_mtime_ns
     with caplog.at_level(logging.INFO):
         translate_run(_cfg(trained, docs, out, workers=2, threads=2, resume=True))
-    assert (out / "a.zh").read_bytes() == full and (out / "sub" / "e.zh").stat().st_mtime_ns == mtime
+    assert (out / "a.en").read_bytes() == full and (out / "sub" / "e.en").stat().st_mtime_ns == mtime
     assert "1 translated, 6 skipped" in caplog.text and "0 failed" in caplog.text
 
 

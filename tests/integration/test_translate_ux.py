@@ -109,7 +109,7 @@ def test_directory_glob_out_suffix_and_resume(trained, tmp_path, caplog):
     assert (out / "a.en").stat().st_mtime_ns == mtime and "1 translated, 1 skipped" in caplog.text
     assert _lines(out / "sub" / "b.en") == tr.translate(LINES[3:])
     out2 = tmp_path / "out2"
-    translate_run(_cfg(trained, d, out2, glob="*"))                     # every file, today's names
+    translate_run(_cfg(trained, d, out2, glob="*", out_suffix=""))      # every file, the sources' names
     assert sorted(p.name for p in out2.rglob("*") if p.is_file()) == ["a.zh", "b.zh", "readme.txt"]
     _write(d / "a.txt", ["w1"])
     with pytest.raises(ValueError, match=r"a\.txt and .*a\.zh would both be translated to .*a\.en"):
