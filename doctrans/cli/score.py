@@ -316,7 +316,9 @@ def _lines_and_docs(path: str) -> tuple[list[str], list[str] | None]:
     from doctrans.data.sgml import read_sgml
     from doctrans.utils.io import read_lines
 
-    if Path(path).suffix.lower() in (".sgm", ".sgml", ".xml"):
+    from doctrans.data.sgml import is_sgml_file
+
+    if Path(path).suffix.lower() in (".sgm", ".sgml", ".xml") or is_sgml_file(path):
         first = read_sgml(path)[0]
         return list(first.segments), first.doc_ids()
     return read_lines(path), None

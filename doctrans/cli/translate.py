@@ -32,7 +32,8 @@ SECTIONS = (
               type=click.Choice(["default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
                                  "int16", "float16", "bfloat16"]),
               help="--engine ctranslate2: weights/computation type (default: as exported, float32; int8 is int8 "
-                   "weights and activations).")
+                   "weights and activations). With --engine native, int8 / int8_float32 mean --quantize int8 "
+                   "(logged); types native lacks (float16, bfloat16, int16, …) are refused.")
 @click.option("--quantize", type=click.Choice(["none", "int8"]), default="none", show_default=True,
               help="--engine native on CPU: int8 dynamic quantization of the output layer and feed-forward layers.")
 @click.option("--shortlist", default="", metavar="FILE", type=click.Path(dir_okay=False),
