@@ -28,6 +28,23 @@ def read_metrics(path: str | Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+_NOT_SCORES = ("step", "epoch", "lr", "eval_s", "wall_time_s", "cpu_time_s", "time", "best")
+
+
+def last_dev_scores(path: str | Path) -> dict[str, float]:
+    """The scores of the last dev evaluation in a ``metrics.jsonl`` (``{"dev KEY (update N)":
+    value}`` for its numbers; {} without one or without the file), e.g. for the model card."""
+    try:
+        devs = [r for r in read_metrics(path) if r.get("kind") == "dev"]
+    except (OSError, ValueError):
+        return {}
+    if not devs:
+        return {}
+    last = devs[-1]
+    return {f"dev {k} (update {last.get('step', '?')})": v for k, v in last.items()
+            if k not in _NOT_SCORES and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
 class TensorBoardWriter:
     """TensorBoard event files (``torch.utils.tensorboard``, the fairseq / Joey NMT convention):
     ``write("dev", rec)`` adds every numeric value of ``rec`` as scalar ``dev/<key>`` at
