@@ -18,6 +18,7 @@ from doctrans.inference.ct2 import FORMAT, FORMAT_VERSION, META, is_exported, re
 from doctrans.inference.translate import LoadedModel, TranslateConfig
 from doctrans.models.build import portable_models
 from doctrans.runtime.checkpoint import config_of, load_checkpoint
+from doctrans.runtime.model_card import write_model_card
 from doctrans.utils.io import atomic_write_text, umask
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,10 @@ def export_ctranslate2(checkpoint: str, output: str, prepared: str = "") -> Path
     try:
         spec.save(str(tmp))
         atomic_write_text(tmp / META, json.dumps(meta, ensure_ascii=False))
+        write_model_card(tmp, load_checkpoint(checkpoint), name=f"{Path(checkpoint).parent.name} (CTranslate2 export)",
+                         use=f"doctrans translate --engine ctranslate2 -c {out} -i INPUT -o OUTPUT",
+                         notes=f"Exported from `{checkpoint}` as a CTranslate2 TransformerSpec (float32; "
+                               "`--compute-type int8` converts at load time).")
         os.chmod(tmp, 0o777 & ~umask())
         old = None
         if out.exists():

@@ -33,7 +33,9 @@ from doctrans.models.interface import bind_vocabularies, reads_documents
 from doctrans.runtime import distributed as dist
 from doctrans.training.checkpoint import check_resume_compatible
 from doctrans.runtime.checkpoint import load_checkpoint
+from doctrans.runtime.model_card import write_model_card
 from doctrans.training.loss import MARGIN_LEVELS, context_margin_loss, dev_xent, forward_loss
+from doctrans.training.metrics import last_dev_scores
 from doctrans.training.trainer import StepLoss, Trainer
 from doctrans.runtime.device import resolve_device
 from doctrans.utils.cpu import warn_if_slow_bf16
@@ -485,4 +487,7 @@ def run(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | Non
     log.info("model: %s (%s), %.2fM parameters, device %s", type(model).__name__, cfg.model.backbone,
              sum(p.numel() for p in model.parameters()) / 1e6, device)
     trainer.fit()
+    if dist.is_main() and (run_dir / "last.pt").is_file():
+        card = write_model_card(run_dir, run_dir / "last.pt", last_dev_scores(run_dir / "metrics.jsonl"))
+        log.info("wrote %s", card)
     return run_dir
