@@ -19,7 +19,8 @@ def export_cmd(format_, checkpoint, output, prepared) -> None:
     settings, for `doctrans translate --engine ctranslate2 -c DIR [--compute-type int8]` (files,
     directories and documents, as native translation). Models CTranslate2 can express: the
     sentence-level Transformer and the concatenation context model; others are refused with the
-    list. An earlier export at OUTPUT is replaced; the directory is written atomically."""
+    list. An earlier export at OUTPUT is replaced; the directory is written atomically, with a
+    MODEL_CARD.md."""
     from doctrans.inference.export import export_ctranslate2
 
     out = export_ctranslate2(checkpoint, output, prepared)

@@ -23,7 +23,8 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
     KEY=VALUE pairs override config fields by dotted path, e.g.
     `train.lr=5e-4 model.layers_enc=2 run_dir=runs/try1`. Unknown keys are errors.
     The run directory receives config.yaml, metrics.jsonl, train.log, tensorboard/,
-    learning_curves.png, best.pt and last.pt. A `context:` section trains a context model on
+    learning_curves.png, best.pt, last.pt and, at the end, MODEL_CARD.md (what the model is, data,
+    updates, dev scores, config, commit). A `context:` section trains a context model on
     document batches: concatenation, HAN, QCN (capsules), HGC, HRNN, multi-encoder, ISG, cache
     (the YAMLs of pipelines/context/: `doctrans configs`; their keys and defaults:
     `doctrans configs --keys context`);
