@@ -13,7 +13,6 @@ from click.testing import CliRunner
 
 import doctrans
 from conftest import reversal_pairs, train_tiny
-from doctrans.api import TranslationResult
 from doctrans.cli import cli
 from doctrans.inference.translate import TranslateConfig, Translator as EngineTranslator
 
@@ -29,7 +28,7 @@ def model(tmp_path_factory):
 def test_translate_batch_gives_nbest_hypotheses_with_scores(model):
     tr = doctrans.Translator.load(model, beam_size=3, **BPE)
     res = tr.translate_batch(SRC[:3] + [""], num_hypotheses=2, return_scores=True)
-    assert len(res) == 4 and all(isinstance(r, TranslationResult) for r in res)
+    assert len(res) == 4 and all(isinstance(r, doctrans.api.TranslationResult) for r in res)
     for r in res[:3]:
         assert len(r.hypotheses) == 2 and len(r.scores) == 2 and r.scores[0] >= r.scores[1]
         assert all(isinstance(h, str) for h in r.hypotheses)
@@ -94,10 +93,13 @@ def test_threads_sets_torch_threads(model):
 
 def test_byte_order_mark_is_dropped(model):
     tr = doctrans.Translator.load(model, beam_size=2, **BPE)
-    plain = tr.translate_sentences(SRC[:2])
-    assert tr.translate_sentences(["\ufeff" + SRC[0], SRC[1]]) == plain
-    assert tr.translate("\ufeff" + SRC[0]) == plain[0]
-    assert tr.translate_documents([["\ufeff" + SRC[0], SRC[1]]]) == [tr.translate_documents([SRC[:2]])[0]]
+    words = ["w3", "w7", "w12", "w20"]               # one word each: with a BOM kept, each is one unknown token
+    plain = tr.translate_sentences(words)
+    assert len(set(plain)) > 1                        # (so the same output for all would show)
+    assert tr.translate_sentences(["\ufeff" + w for w in words]) == plain
+    assert tr.translate("\ufeff" + words[0]) == plain[0]
+    assert tr.translate_documents([["\ufeff" + w for w in words]]) == tr.translate_documents([words])
+    assert tr.translate_batch([["\ufeff" + words[1]]])[0].hypotheses == [plain[1].split()]
 
 
 def test_ctranslate2_nbest_lists_with_scores(model, tmp_path):
