@@ -65,7 +65,7 @@ def test_byte_order_mark_is_not_text(tmp_path):
     assert S.read_lines(_write(tmp_path / "src.zh", ["他 来 了", "好"], BOM)) == ["他 来 了", "好"]
 
 
-def test_signature_says_how_it_was_tokenized_and_scores_print_once(tmp_path):
+def test_signature_says_how_it_was_tokenized_and_scores_print_once(tmp_path, caplog):
     hyp, ref = _write(tmp_path / "hyp.txt", ["It's fine.", "See you."]), _write(tmp_path / "ref.txt", REF[:2])
     res = _bleu(hyp, ref)
     sig = res["bleu_tok_lc"]["signature"]
@@ -73,10 +73,12 @@ def test_signature_says_how_it_was_tokenized_and_scores_print_once(tmp_path):
     assert "-dash" not in _bleu(hyp, ref, split_hyphens=False)["bleu_tok_lc"]["signature"]
     assert "tok:13a" in S.score_files(S.ScoreConfig(hyp=hyp, refs=(ref,), metrics=("sacrebleu",)))[
         "sacrebleu"]["signature"]
-    r = CliRunner().invoke(cli, ["score", hyp, "-r", ref, "--metrics", "bleu_tok_lc"])
+    with caplog.at_level(logging.INFO):
+        r = CliRunner().invoke(cli, ["score", hyp, "-r", ref, "--metrics", "bleu_tok_lc"])
     assert r.exit_code == 0, r.output
     score = f"{res['bleu_tok_lc']['score']:.2f}"
-    assert r.output.count(score) == 1                               # stdout and the log together: once
+    assert r.stdout.count(score) == 1                                # the table …
+    assert not [m for m in caplog.messages if score in m]            # … and not the log (stderr) as well
 
 
 def test_reference_in_another_script_is_warned(tmp_path, caplog):
