@@ -86,9 +86,9 @@ def test_translate_keeps_line_count_and_empty_lines(reversal_prepared, tmp_path)
     (docs / "sub" / "b.zh").write_text("w4\n", encoding="utf-8")
     translate_run(TranslateConfig(checkpoint=str(run_dir / "last.pt"), input=str(docs),
                                   output=str(tmp_path / "docs_out"), input_format="bpe", tokenized=True, beam=2))
-    assert len((tmp_path / "docs_out" / "a.zh").read_text().split("\n")) == 4
-    assert (tmp_path / "docs_out" / "a.zh").read_text().split("\n")[1] == ""
-    assert len((tmp_path / "docs_out" / "sub" / "b.zh").read_text().splitlines()) == 1
+    assert len((tmp_path / "docs_out" / "a.en").read_text().split("\n")) == 4
+    assert (tmp_path / "docs_out" / "a.en").read_text().split("\n")[1] == ""
+    assert len((tmp_path / "docs_out" / "sub" / "b.en").read_text().splitlines()) == 1
 
 
 def test_doc_task_trains_on_document_batches_with_context_rows(reversal_prepared, tmp_path):
