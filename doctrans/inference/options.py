@@ -3,8 +3,8 @@
 Outputs (issue 50): no output may be one of the inputs — same path, or the same file through a
 symbolic or hard link (``os.path.samefile``) —, so ``-i X -o X`` never replaces a source with
 its translation; a file's output (``--output``, ``--nbest-out``, ``--dp-out``,
-``--write-lattice``) may not be an existing directory (the atomic write would fail only after
-everything was translated). ``check_outputs`` raises before the model is loaded.
+``--write-lattice``) may not be an existing directory, nor lie under a file or an unwritable
+directory (the atomic write would fail only after everything was translated). ``check_outputs`` raises before the model is loaded.
 
 Directory outputs are named after their sources with the model's source-language suffix
 replaced by its target language's (``ep1.zh`` → ``ep1.en``; ``language_suffixes``,
@@ -45,9 +45,9 @@ def same_file(a: str | Path, b: str | Path) -> bool:
 
 def check_outputs(inputs: dict[str, str], outputs: dict[str, str]) -> None:
     """ValueError when an output (``{option: path}``; ``""`` and ``-`` skipped) is one of the
-    ``inputs`` (``{option: path}``) — same path or same file through links —, or names an
-    existing directory (``--output`` only when ``inputs["--input"]`` is not a directory).
-    Call it before any work."""
+    ``inputs`` (``{option: path}``) — same path or same file through links —, names an
+    existing directory (``--output`` only when ``inputs["--input"]`` is not a directory), or
+    lies under a file or an unwritable directory. Call it before any work."""
     src_is_dir = _is_file_path(inputs.get("--input", "")) and Path(inputs["--input"]).is_dir()
     for opt, out in outputs.items():
         if not _is_file_path(out):
@@ -60,6 +60,13 @@ def check_outputs(inputs: dict[str, str], outputs: dict[str, str]) -> None:
         if Path(out).is_dir() and not (opt == "--output" and src_is_dir):
             raise ValueError(f"{opt} {out} is an existing directory: give a file path (e.g. "
                              f"{Path(out) / 'translation.txt'})")
+        parent = Path(out).absolute().parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise ValueError(f"{opt} {out}: {parent} is a file, not a directory: the output cannot be written there")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise ValueError(f"{opt} {out}: {parent} is not writable: the output cannot be written there")
 
 
 def language_suffixes(src_lang: str, tgt_lang: str) -> tuple[str, str]:

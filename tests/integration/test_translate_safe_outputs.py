@@ -92,6 +92,13 @@ def test_file_output_that_is_a_directory_is_refused_before_any_work(trained, tmp
         translate_run(_cfg(trained, src, tmp_path / "outdir"))
     with pytest.raises(ValueError, match="--nbest-out .*outdir is an existing directory"):
         translate_run(_cfg(trained, src, tmp_path / "o", nbest=1, nbest_out=str(tmp_path / "outdir")))
+    with pytest.raises(ValueError, match=r"in\.bpe is a file, not a directory"):
+        translate_run(_cfg(trained, src, src / "new" / "out.txt"))
+    if os.geteuid() != 0:                                             # (root may write anywhere)
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        with pytest.raises(ValueError, match="is not writable"):
+            translate_run(_cfg(trained, src, locked / "out.txt"))
 
 
 def test_directory_outputs_take_the_target_language_suffix(trained, tmp_path, caplog):
