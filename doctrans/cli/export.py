@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from doctrans.cli.options import NON_NEGATIVE, POSITIVE
+from doctrans.cli.options import NON_NEGATIVE
 
 
 @click.command("export", short_help="Export a checkpoint for another inference engine (CTranslate2).")
