@@ -12,11 +12,12 @@
 
 Names and shapes follow CTranslate2's ``Translator`` (``translate_batch`` → results with
 ``hypotheses`` and ``scores``, ``beam_size``, ``num_hypotheses``, ``max_batch_size``) and fairseq's
-hub interface (``from_pretrained`` → ``translate``), with plain strings in and out: raw source text in (normalised, segmented and BPE-encoded with the
-model's own codes), detokenized text out. Each call returns exactly one string per input
-sentence, ``""`` for an empty (or blank) one, and the documents of ``translate_documents`` keep
-their boundaries and sizes; a context model translates each document in order with its context
-(a sentence-level model treats the sentences alone). Progress bars are off unless asked for.
+hub interface (``from_pretrained`` → ``translate``), with plain strings in and out: raw source
+text in (normalised, segmented and BPE-encoded with the model's own codes), detokenized text out.
+Each call returns exactly one string per input sentence, ``""`` for an empty (or blank) one, and
+the documents of ``translate_documents`` keep their boundaries and sizes; a context model
+translates each document in order with its context (a sentence-level model treats the sentences
+alone). Progress bars are off unless asked for.
 
 This is the ``Translator`` the CLI uses (``doctrans translate`` builds the same
 ``inference.translate.Translator`` through ``inference.translate.build_translator`` with the DP
@@ -104,7 +105,8 @@ class Translator:
                 if search[name] != defaults[name] and search[name] != value:
                     raise TypeError(f"{alias}={value!r} and {name}={search[name]!r} given: use one")
                 search[name] = value
-        beam_size, length_penalty, max_batch_size = search["beam_size"], search["length_penalty"], search["max_batch_size"]
+        beam_size, length_penalty = search["beam_size"], search["length_penalty"]
+        max_batch_size = search["max_batch_size"]
         check_search(beam_size, length_penalty, max_batch_size)
         if engine == "auto":
             engine = "ctranslate2" if is_exported(path) else "native"
@@ -195,7 +197,8 @@ class Translator:
                              "model (translate_documents gives it its context)")
         eng = self._with({"beam_size": beam_size, "length_penalty": length_penalty, "max_batch_size": max_batch_size},
                          nbest=nbest, input_format=fmt, tokenized=tokens or self.config.tokenized)
-        res = eng.translate_detailed(lines, progress=progress, name="<batch>", doc_ids=[str(i) for i in range(len(lines))])
+        res = eng.translate_detailed(lines, progress=progress, name="<batch>",
+                                     doc_ids=[str(i) for i in range(len(lines))])
         out = []
         for i, line in enumerate(lines):
             if nbest:

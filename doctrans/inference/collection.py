@@ -270,7 +270,8 @@ def _init_worker(make_translator, threads: int, level: int) -> None:
     _worker_translator = make_translator()
 
 
-def _work(inp: Path, out: Path, resume: bool, errors: str, out_suffix: str | tuple[str, str], group: list[Path]) -> CollectionSummary:
+def _work(inp: Path, out: Path, resume: bool, errors: str, out_suffix: str | tuple[str, str],
+          group: list[Path]) -> CollectionSummary:
     return translate_group(_worker_translator, inp, out, group, resume, errors, out_suffix)
 
 

@@ -4,7 +4,8 @@ Outputs (issue 50): no output may be one of the inputs — same path, or the sam
 symbolic or hard link (``os.path.samefile``) —, so ``-i X -o X`` never replaces a source with
 its translation; a file's output (``--output``, ``--nbest-out``, ``--dp-out``,
 ``--write-lattice``) may not be an existing directory, nor lie under a file or an unwritable
-directory (the atomic write would fail only after everything was translated). ``check_outputs`` raises before the model is loaded.
+directory (the atomic write would fail only after everything was translated). ``check_outputs``
+raises before the model is loaded.
 
 Directory outputs are named after their sources with the model's source-language suffix
 replaced by its target language's (``ep1.zh`` → ``ep1.en``; ``language_suffixes``,

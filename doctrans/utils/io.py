@@ -26,7 +26,8 @@ def decode_lines(data: bytes, name: str, errors: str = "strict") -> list[str]:
 
     Only ``\n`` ends a line, so a stray ``\r`` or U+2028 inside a line never changes the line
     count (``wc -l`` semantics). A UTF-8 byte order mark (U+FEFF at the start of the data or of
-    a line, as Windows editors write and ``cat`` joins) is dropped: it is not text. ``errors="replace"`` turns each undecodable byte sequence into
+    a line, as Windows editors write and ``cat`` joins) is dropped: it is not text.
+    ``errors="replace"`` turns each undecodable byte sequence into
     U+FFFD and logs one warning with their count. Raises TextDecodeError (a ValueError) naming
     ``name``, the 1-based line and the byte offset when ``errors="strict"``; ValueError for an
     unknown ``errors``.

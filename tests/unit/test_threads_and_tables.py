@@ -70,6 +70,7 @@ def test_table_context_run_sets_the_threads(tmp_path, monkeypatch):
     monkeypatch.setattr(context_table, "_system_row", fake_row)
     try:
         with pytest.raises(RuntimeError, match="threads 3"):
-            context_table.run([("HAN", tmp_path)], context_table.ContextTableConfig(work=str(tmp_path / "w"), threads=3))
+            context_table.run([("HAN", tmp_path)],
+                              context_table.ContextTableConfig(work=str(tmp_path / "w"), threads=3))
     finally:
         torch.set_num_threads(before)
