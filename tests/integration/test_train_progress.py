@@ -14,7 +14,8 @@ from test_trainer_loop import RegressionTask, _cfg
 
 
 def test_first_update_is_logged_at_once_with_an_eta(tmp_path: Path, caplog):
-    tr = Trainer(RegressionTask(), _cfg(max_steps=4, log_every=100, eval_every_epochs=0, save_every_epochs=0),
+    tr = Trainer(RegressionTask(), _cfg(max_steps=4, log_every=100, eval_every_epochs=0, save_every_epochs=0, plot=False,
+                                        tensorboard=False),
                  tmp_path, torch.device("cpu"))
     with caplog.at_level(logging.INFO, logger="doctrans.training.trainer"):
         tr.fit()
@@ -25,7 +26,8 @@ def test_first_update_is_logged_at_once_with_an_eta(tmp_path: Path, caplog):
 
 
 def test_periodic_lines_carry_the_eta_and_resumed_sessions_their_own_pace(tmp_path: Path, caplog):
-    tr = Trainer(RegressionTask(), _cfg(max_steps=4, log_every=2, eval_every_epochs=0, save_every_epochs=0),
+    tr = Trainer(RegressionTask(), _cfg(max_steps=4, log_every=2, eval_every_epochs=0, save_every_epochs=0, plot=False,
+                                        tensorboard=False),
                  tmp_path, torch.device("cpu"))
     with caplog.at_level(logging.INFO, logger="doctrans.training.trainer"):
         tr.fit()
