@@ -8,7 +8,7 @@ from doctrans.cli.options import NON_NEGATIVE, POSITIVE, SectionedCommand
 
 # --help lists the options by section (options.SectionedCommand), in this order.
 SECTIONS = (
-    ("Model and engine", ("checkpoint", "engine", "compute_type", "quantize", "shortlist", "device", "threads")),
+    ("Model and engine", ("checkpoint", "sentence", "engine", "compute_type", "quantize", "shortlist", "device", "threads")),
     ("Input", ("input_", "input_format", "prepared", "encoding_errors", "max_source_len")),
     ("Output", ("output", "tokenized", "output_format", "nbest", "nbest_out")),
     ("Search", ("beam", "lenpen", "max_len_ratio", "max_len_extra", "batch_sentences")),
@@ -22,9 +22,13 @@ SECTIONS = (
 
 @click.command("translate", cls=SectionedCommand, sections=SECTIONS,
                short_help="Translate a file, stdin or a directory of documents (beam search).")
-@click.option("-c", "--checkpoint", required=True, type=click.Path(exists=True),
-              help="A checkpoint written by `doctrans train` (best.pt or last.pt), or with --engine ctranslate2 "
-                   "a directory written by `doctrans export --format ctranslate2`.")
+@click.option("-c", "--checkpoint", default=None, metavar="CKPT|NAME",
+              help="A checkpoint written by `doctrans train` (best.pt or last.pt), the name of a shipped model "
+                   "(`doctrans models`), or with --engine ctranslate2 a directory written by `doctrans export "
+                   "--format ctranslate2`. [default: the shipped document model; with --sentence the shipped "
+                   "sentence model]")
+@click.option("--sentence", is_flag=True,
+              help="Without -c: translate with the shipped sentence-level model instead of the document model.")
 @click.option("--engine", type=click.Choice(["native", "ctranslate2"]), default="native", show_default=True,
               help="native: doctrans' own beam search (torch); ctranslate2: the CTranslate2 engine on an exported "
                    "directory (sentence Transformer or concatenation model; pip install 'doctrans[ct2]').")
@@ -146,7 +150,7 @@ SECTIONS = (
               help="--dp-out: insert the most likely pronoun wherever the model's P(NONE) < TAU (0 = the arg-max "
                    "label; in [0, 1]). Tune it on dev with `doctrans score dp` as the external generator's "
                    "threshold [default: the model's model.reconstructor.dp_threshold].")
-def translate_cmd(checkpoint, engine, compute_type, quantize, shortlist, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
+def translate_cmd(checkpoint, sentence, engine, compute_type, quantize, shortlist, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
                   input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator,
                   dp_input, dp_nbest, dp_combine, dp_weights, dp_docs, write_lattice, encoding_errors, resume,
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
@@ -178,10 +182,17 @@ def translate_cmd(checkpoint, engine, compute_type, quantize, shortlist, input_,
     A model trained with a reconstructor (pipelines/dp/rec_*.yaml): --rerank reconstructor
     rescores the k best translations with it (all k candidates of a batch in one pass), and
     --dp-out FILE writes a joint DP model's predicted DP-completed source.
+
+    Without -c, the model shipped with doctrans translates (`doctrans models` lists them): the
+    document model, or the sentence model with --sentence.
     """
     from doctrans.inference.translate import TranslateConfig
+    from doctrans.runtime.shipped import resolve
     from doctrans.stages import translate
 
+    if sentence and checkpoint:
+        raise click.UsageError("--sentence chooses a shipped model: give it without -c")
+    checkpoint = resolve(checkpoint, "sentence" if sentence else "document")
     translate(TranslateConfig(checkpoint=checkpoint, input=input_, output=output, beam=beam, lenpen=lenpen,
                         max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
                         batch_sentences=batch_sentences, input_format=input_format,

@@ -113,3 +113,26 @@ def test_models_command_lists_and_shows(tmp_path, tiny_checkpoint, monkeypatch):
     assert res.exit_code == 0 and res.output.startswith("# tiny-document") and "SHA-256" in res.output
     res = CliRunner().invoke(cli, ["models", "show", "nope"])
     assert res.exit_code != 0 and "no shipped model named 'nope'" in str(res.exception)
+
+
+def test_translate_without_checkpoint_uses_the_shipped_model(tmp_path, tiny_checkpoint, monkeypatch):
+    from click.testing import CliRunner
+
+    from doctrans.cli import cli
+
+    root = tmp_path / "shipped"
+    root.mkdir()
+    monkeypatch.setenv("DOCTRANS_SHIPPED_DIR", str(root))
+    src = tmp_path / "in.txt"
+    src.write_text("w1 w2 w3\nw4 w5\n", encoding="utf-8")
+    res = CliRunner().invoke(cli, ["translate", "-i", str(src), "-o", str(tmp_path / "a.txt")])
+    assert res.exit_code != 0 and "no document model is shipped" in str(res.exception)
+    _ship(root, tiny_checkpoint, "tiny-sentence", "sentence")
+    res = CliRunner().invoke(cli, ["translate", "--sentence", "-i", str(src), "-o", str(tmp_path / "a.txt")])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["translate", "-c", "tiny-sentence", "-i", str(src), "-o", str(tmp_path / "b.txt")])
+    assert res.exit_code == 0, res.output
+    a = (tmp_path / "a.txt").read_text(encoding="utf-8")
+    assert a == (tmp_path / "b.txt").read_text(encoding="utf-8") and len(a.splitlines()) == 2
+    res = CliRunner().invoke(cli, ["translate", "--sentence", "-c", "tiny-sentence", "-i", str(src)])
+    assert res.exit_code != 0 and "without -c" in res.output
