@@ -1,0 +1,30 @@
+"""Starting the server: load the model once, build the app (``app.create_app``), run uvicorn
+(one process; uvicorn stops cleanly on SIGTERM or SIGINT: it stops accepting, finishes the
+requests in flight, and exits 0)."""
+from __future__ import annotations
+
+import logging
+
+from doctrans.serve import require
+from doctrans.serve.app import Limits
+
+log = logging.getLogger(__name__)
+
+
+def serve(translator, host: str = "127.0.0.1", port: int = 5000, limits: Limits = Limits(), source: str = "zh",
+          target: str = "en", name: str = "", log_level: str = "info") -> None:
+    """Serve ``translator`` at http://HOST:PORT until SIGTERM / SIGINT. Raises MissingServeExtra
+    without FastAPI / uvicorn, OSError when the port cannot be bound (uvicorn exits)."""
+    uvicorn = require("uvicorn")
+    require("fastapi")
+    from doctrans.serve.app import create_app
+
+    app = create_app(translator, limits, source, target, name)
+    log.info("serving %s at http://%s:%d (POST /translate, /translator/translate, /translate/document; "
+             "GET /health)", name, host, port)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1, timeout_graceful_shutdown=30)
+    server = uvicorn.Server(config)
+    server.run()
+    if not server.started:
+        raise OSError(f"the server did not start on {host}:{port} (port in use?)")
+    log.info("server stopped")
