@@ -21,6 +21,7 @@ the choice (``simplified``: never converted, ``traditional``: always).
 from __future__ import annotations
 
 import codecs
+import functools
 import logging
 import re
 
@@ -139,7 +140,9 @@ def read_text(path, encoding: str = ENCODINGS_AUTO) -> tuple[str, str]:
         return decode_text(f.read(), str(path), encoding)
 
 
-def _opencc(config: str):
+@functools.lru_cache(maxsize=4)
+def opencc(config: str):
+    """An OpenCC converter (``t2s``: Traditional → Simplified)."""
     from opencc import OpenCC
 
     return OpenCC(config)
@@ -150,9 +153,9 @@ def traditional_share(text: str) -> tuple[int, int]:
     han = "".join(_HAN.findall(text))
     if not han:
         return 0, 0
-    conv = _opencc("t2s").convert(han)
+    conv = opencc("t2s").convert(han)
     if len(conv) != len(han):                   # phrase tables keep lengths; count per character otherwise
-        conv = "".join(_opencc("t2s").convert(c) for c in han)
+        conv = "".join(opencc("t2s").convert(c) for c in han)
     return sum(a != b for a, b in zip(han, conv)), len(han)
 
 
@@ -180,5 +183,5 @@ def to_simplified(lines: list[str], name: str, script: str = "auto") -> tuple[li
                  "Simplified with OpenCC t2s (--script simplified to keep it as is)", name, changed, total)
     else:
         log.info("%s: converted from Traditional to Simplified script with OpenCC t2s (--script traditional)", name)
-    cc = _opencc("t2s")
+    cc = opencc("t2s")
     return [cc.convert(x) if x else x for x in lines], True

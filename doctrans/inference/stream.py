@@ -133,3 +133,47 @@ def run_stream(translator, inp=None, out=None) -> int:
         out.flush()
         n += 1
     return n
+
+
+class _Mapped:
+    """``readline`` of a text stream with each line passed through ``fn`` (end of input kept as "")."""
+
+    def __init__(self, stream, fn):
+        self.stream, self.fn = stream, fn
+
+    def readline(self) -> str:
+        line = self.stream.readline()
+        return line and self.fn(line.rstrip("\n")) + "\n"
+
+
+def run_config(cfg, inputs_of=None) -> None:
+    """``doctrans translate --stream`` with ``cfg`` (a ``TranslateConfig``): the model loaded
+    once, then ``run_stream`` over stdin. Raises ValueError for an input or output other than
+    ``-`` and for options a stream cannot have."""
+    from doctrans.inference.translator import build_translator
+
+    if cfg.input != "-" or cfg.output != "-":
+        raise ValueError("--stream reads stdin and writes stdout: leave out --input and --output")
+    bad = [(cfg.docs, "--docs (a blank line ends a document)"), (cfg.nbest, "--nbest"), (cfg.dp_out, "--dp-out"),
+           (cfg.rerank, "--rerank"), (cfg.dp_generator, "--dp-generator"), (cfg.output_format != "text", "--output-format"),
+           (cfg.explain_context, "--explain-context"), (cfg.encoding not in ("", "utf-8"), "--encoding (UTF-8 only)")]
+    given = [name for on, name in bad if on]
+    if given:
+        raise ValueError(f"--stream does not support {', '.join(given)}")
+    translator = build_translator(cfg, inputs_of)
+    convert = None
+    if cfg.script != "simplified":                  # per line: a line is converted when it is Traditional
+        from doctrans.data.encoding import opencc, is_traditional
+
+        t2s, seen = opencc("t2s"), []
+
+        def convert(line: str) -> str:
+            if cfg.script == "traditional" or is_traditional(line):
+                if not seen:
+                    log.info("<stdin>: Traditional script: converted to Simplified with OpenCC t2s (--script)")
+                    seen.append(True)
+                return t2s.convert(line)
+            return line
+    inp = sys.stdin if convert is None else _Mapped(sys.stdin, convert)
+    n = run_stream(translator, inp)
+    log.info("--stream: %d lines translated", n)

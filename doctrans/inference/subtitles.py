@@ -500,3 +500,58 @@ def translate_directory(translator, inp: str | Path, out: str | Path, options: S
         raise CollectionError(f"{len(s.failed)} of {len(files)} subtitle files failed and were skipped (the other "
                               f"outputs are written under {out}): {detail}")
     return s
+
+
+# --- doctrans translate ------------------------------------------------------------------------
+
+
+def _dir_pattern(cfg) -> str | None:
+    from doctrans.inference.collection import default_pattern
+
+    return cfg.glob if cfg.glob is not None else default_pattern(Path(cfg.input))
+
+
+def takes(cfg) -> bool:
+    """Whether ``doctrans translate`` with ``cfg`` (a ``TranslateConfig``) translates subtitles:
+    a subtitle file, or a directory whose files taken (``--glob``, or its most common suffix)
+    are subtitle files."""
+    if cfg.input == "-":
+        return False
+    inp = Path(cfg.input)
+    if inp.is_dir():
+        pattern = _dir_pattern(cfg)
+        return bool(pattern) and is_subtitle(pattern.replace("*", "x"))
+    return is_subtitle(inp)
+
+
+def run_config(cfg, inputs_of=None) -> Path | None:
+    """``doctrans translate`` of a subtitle file (to ``cfg.output``, or stdout for ``-``) or a
+    directory of them (``translate_directory``; ``out_suffix`` and ``resume`` apply, ``workers``
+    and the plain-text options are ignored with a warning). Raises like ``translate_file`` /
+    ``translate_directory``, ValueError for options subtitles cannot have."""
+    import sys
+
+    from doctrans.inference.translator import build_translator
+
+    bad = [(cfg.docs, "--docs (a subtitle file is one document)"), (cfg.nbest, "--nbest"),
+           (cfg.dp_out, "--dp-out"), (cfg.output_format != "text", "--output-format"),
+           (cfg.explain_context, "--explain-context")]
+    given = [name for on, name in bad if on]
+    if given:
+        raise ValueError(f"{cfg.input}: {', '.join(given)} not supported for subtitle files")
+    options = SubtitleOptions(cfg.encoding or ENCODINGS_AUTO, cfg.script, cfg.bilingual)
+    inp = Path(cfg.input)
+    if inp.is_dir():
+        if cfg.output == "-":
+            raise ValueError(f"input {inp} is a directory: give --output DIR")
+        if cfg.workers > 1:
+            log.warning("--workers %d: subtitle directories are translated by this one process", cfg.workers)
+        translate_directory(build_translator(cfg, inputs_of), inp, Path(cfg.output), options,
+                            cfg.out_suffix, cfg.resume, cfg.group_lines)
+        return Path(cfg.output)
+    translator = build_translator(cfg, inputs_of)
+    dest = None if cfg.output == "-" else Path(cfg.output)
+    text = translate_file(translator, inp, dest, options, progress=dest is not None)
+    if dest is None:
+        sys.stdout.write(text)
+    return dest
