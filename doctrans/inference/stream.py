@@ -146,6 +146,26 @@ class _Mapped:
         return line and self.fn(line.rstrip("\n")) + "\n"
 
 
+def _script_converter(script: str) -> Callable[[str], str] | None:
+    """Per line, Traditional → Simplified (OpenCC t2s) for ``script`` auto (a line that
+    ``is_traditional``) or traditional (every line); None for simplified."""
+    if script == "simplified":
+        return None
+    from doctrans.data.encoding import is_traditional, opencc
+
+    t2s, seen = opencc("t2s"), []
+
+    def convert(line: str) -> str:
+        if script == "traditional" or is_traditional(line):
+            if not seen:
+                log.info("<stdin>: Traditional script: converted to Simplified with OpenCC t2s (--script)")
+                seen.append(True)
+            return t2s.convert(line)
+        return line
+
+    return convert
+
+
 def run_config(cfg, inputs_of=None) -> None:
     """``doctrans translate --stream`` with ``cfg`` (a ``TranslateConfig``): the model loaded
     once, then ``run_stream`` over stdin. Raises ValueError for an input or output other than
@@ -161,19 +181,7 @@ def run_config(cfg, inputs_of=None) -> None:
     if given:
         raise ValueError(f"--stream does not support {', '.join(given)}")
     translator = build_translator(cfg, inputs_of)
-    convert = None
-    if cfg.script != "simplified":                  # per line: a line is converted when it is Traditional
-        from doctrans.data.encoding import opencc, is_traditional
-
-        t2s, seen = opencc("t2s"), []
-
-        def convert(line: str) -> str:
-            if cfg.script == "traditional" or is_traditional(line):
-                if not seen:
-                    log.info("<stdin>: Traditional script: converted to Simplified with OpenCC t2s (--script)")
-                    seen.append(True)
-                return t2s.convert(line)
-            return line
+    convert = _script_converter(cfg.script)
     inp = sys.stdin if convert is None else _Mapped(sys.stdin, convert)
     n = run_stream(translator, inp)
     log.info("--stream: %d lines translated", n)

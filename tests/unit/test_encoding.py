@@ -54,3 +54,13 @@ def test_traditional_detected_and_converted(caplog):
     assert to_simplified(["頭髮"], "t", "traditional") == (["头发"], True)       # forced, below the share
     with pytest.raises(ValueError, match="script must be one of"):
         to_simplified(lines, "t", "cyrillic")
+
+
+def test_stream_lines_converted_one_by_one():
+    import io
+
+    from doctrans.inference.stream import _Mapped, _script_converter
+
+    lines = _Mapped(io.StringIO("我們今天去看電影。\n我们走\n\n"), _script_converter("auto"))
+    assert [lines.readline() for _ in range(4)] == ["我们今天去看电影。\n", "我们走\n", "\n", ""]
+    assert _script_converter("simplified") is None and _script_converter("traditional")("頭髮") == "头发"
