@@ -1,9 +1,11 @@
 """Starting the server: load the model once, build the app (``app.create_app``), run uvicorn
-(one process; uvicorn stops cleanly on SIGTERM or SIGINT: it stops accepting, finishes the
-requests in flight, and exits 0)."""
+(one process; on SIGTERM or SIGINT uvicorn stops accepting, finishes the requests in flight and
+returns: the command exits 0)."""
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 
 from doctrans.serve import require
 from doctrans.serve.app import Limits
@@ -24,7 +26,16 @@ def serve(translator, host: str = "127.0.0.1", port: int = 5000, limits: Limits 
              "GET /health)", name, host, port)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1, timeout_graceful_shutdown=30)
     server = uvicorn.Server(config)
-    server.run()
+    # uvicorn handles SIGTERM / SIGINT while it runs (graceful shutdown) and then raises the signal
+    # again for the handler that was there before; ours ends the process normally (exit code 0)
+    # and also stops a server that is still starting.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: setattr(server, "should_exit", True)) if main else None
+    try:
+        server.run()
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
     if not server.started:
         raise OSError(f"the server did not start on {host}:{port} (port in use?)")
     log.info("server stopped")
