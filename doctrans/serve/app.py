@@ -16,9 +16,13 @@ Endpoints (request and response bodies are JSON):
   one output line per input line ("" for a blank one), translated with context by a context
   model.
 
-Concurrency: the model is used by one request at a time (a lock around every translation; the
-endpoints run in FastAPI's thread pool, so the event loop keeps accepting and the requests wait
-their turn, first come first served; no request is dropped). Limits (``Limits``): at most
+Concurrency (``Batcher``): one worker thread owns the model; each request's lines are queued,
+and the worker translates everything waiting (up to ``max_batch_lines``) in one
+``translator.translate`` call, each request its own documents (its ``doc_ids`` prefixed by the
+request), so concurrent requests fill the beam-search batches together and each gets exactly its
+own translations; a request whose batch failed is retried alone, so an error reaches only its
+own request. The endpoints run in FastAPI's thread pool and wait for their result, so the event
+loop keeps accepting; no request is dropped. Limits (``Limits``): at most
 ``max_lines`` lines/sentences and ``max_chars`` characters per request (413), and
 ``max_body_bytes`` of request body (413, checked on ``Content-Length`` before the body is read).
 Every error is a JSON body ``{"error": message, "status": code}`` with that status code: 400 bad
@@ -28,8 +32,10 @@ a failed translation (logged with its traceback).
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 
 from fastapi import FastAPI, Request
@@ -46,6 +52,67 @@ class Limits:
     max_lines: int = 256              # sentences / lines per request
     max_chars: int = 20_000           # characters of all sentences of a request together
     max_body_bytes: int = 1_000_000   # request body
+    max_batch_lines: int = 512        # lines of queued requests translated together by the worker
+
+
+class Batcher:
+    """The model's one worker thread: ``submit(lines, doc_ids)`` queues a request and waits for
+    its translations; the worker takes every request waiting (at least one, up to
+    ``max_batch_lines`` lines) and translates them in one ``translator.translate`` call, each
+    request's documents kept apart. A failed joint call is retried request by request, so each
+    gets its own result or exception. ``close()`` stops the worker after the queued requests."""
+
+    def __init__(self, translator, max_batch_lines: int = 512):
+        self.translator, self.max_batch_lines = translator, max_batch_lines
+        self.calls = 0                              # translate calls made (batches)
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._work, name="doctrans-translate", daemon=True)
+        self._thread.start()
+
+    def submit(self, lines: list[str], doc_ids: list[str]) -> list[str]:
+        fut: Future = Future()
+        self._queue.put((lines, doc_ids, fut))
+        return fut.result()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=60)
+
+    def _translate(self, batch: list) -> None:
+        lines = [x for b in batch for x in b[0]]
+        ids = [f"{k}:{d}" for k, b in enumerate(batch) for d in b[1]]
+        try:
+            self.calls += 1
+            out = iter(self.translator.translate(lines, doc_ids=ids))
+        except Exception as e:                      # noqa: BLE001 — handed to the requests
+            if len(batch) > 1:
+                for b in batch:
+                    self._translate([b])
+            else:
+                batch[0][2].set_exception(e)
+            return
+        for b in batch:
+            b[2].set_result([next(out) for _ in b[0]])
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch, size, stop = [item], len(item[0]), False
+            while size < self.max_batch_lines:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+                size += len(nxt[0])
+            self._translate(batch)
+            if stop:
+                return
 
 
 class ApiError(Exception):
@@ -82,8 +149,11 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
     ``source`` / ``target``: the model's languages (LibreTranslate's codes); ``name``: shown by
     /health. See the module doc."""
     app = FastAPI(title="doctrans", description="Document-level zh→en translation", version="1")
-    lock = threading.Lock()
+    batcher = Batcher(translator, limits.max_batch_lines)
+    app.state.batcher = batcher
+    app.router.on_shutdown.append(batcher.close)
     stats = {"requests": 0, "sentences": 0, "started": time.time()}
+    count_lock = threading.Lock()
 
     def run(lines: list[str], doc_ids: list[str]) -> list[str]:
         if len(lines) > limits.max_lines:
@@ -93,11 +163,11 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
             raise ApiError(413, f"{chars} characters in one request: at most {limits.max_chars}")
         if not lines:
             return []
-        with lock:                                      # one translation at a time on the one model
-            try:
-                out = translator.translate(lines, doc_ids=doc_ids)
-            except ValueError as e:
-                raise ApiError(422, str(e)) from None
+        try:
+            out = batcher.submit(lines, doc_ids)
+        except ValueError as e:
+            raise ApiError(422, str(e)) from None
+        with count_lock:
             stats["requests"] += 1
             stats["sentences"] += sum(1 for x in lines if x.strip())
         return out
@@ -133,7 +203,7 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
     def health():
         return {"status": "ok", "model": name, "source": source, "target": target,
                 "reads_documents": bool(translator.reads_documents), "limits": asdict(limits),
-                "requests": stats["requests"], "sentences": stats["sentences"],
+                "requests": stats["requests"], "sentences": stats["sentences"], "batches": batcher.calls,
                 "uptime_s": round(time.time() - stats["started"], 1)}
 
     @app.post("/translator/translate")

@@ -14,9 +14,13 @@ log = logging.getLogger(__name__)
 
 
 def serve(translator, host: str = "127.0.0.1", port: int = 5000, limits: Limits = Limits(), source: str = "zh",
-          target: str = "en", name: str = "", log_level: str = "info") -> None:
-    """Serve ``translator`` at http://HOST:PORT until SIGTERM / SIGINT. Raises MissingServeExtra
-    without FastAPI / uvicorn, OSError when the port cannot be bound (uvicorn exits)."""
+          target: str = "en", name: str = "", log_level: str | None = None) -> None:
+    """Serve ``translator`` at http://HOST:PORT until SIGTERM / SIGINT; uvicorn logs at
+    ``log_level`` (default: the root logger's level, so ``doctrans -q serve`` logs no requests).
+    Raises MissingServeExtra without FastAPI / uvicorn, OSError when the server did not start
+    (e.g. the port is in use)."""
+    if log_level is None:
+        log_level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
     uvicorn = require("uvicorn")
     require("fastapi")
     from doctrans.serve.app import create_app
