@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from doctrans.inference.collection import CollectionSummary, translate_collection
+from doctrans.inference.collection import CollectionSummary, TextReading, translate_collection
 from doctrans.inference.config import TranslateConfig
 from doctrans.inference.decode import decode_corpus
 from doctrans.inference.loading import QUANTIZE, LoadedModel, load_model, quantize_int8, text_processors
@@ -132,8 +132,9 @@ def translate_directory(cfg: TranslateConfig, inputs_of: InputsOf | None = None)
     try:
         if world > 1:
             distributed.setup(resolve_device(cfg.device))
+        reading = TextReading(cfg.encoding_errors, cfg.encoding, cfg.script)
         translate_collection(partial(build_translator, cfg, inputs_of), Path(cfg.input), Path(cfg.output), cfg.resume,
-                             cfg.encoding_errors, progress=distributed.env_rank() == 0, workers=cfg.workers,
+                             reading, progress=distributed.env_rank() == 0, workers=cfg.workers,
                              threads=threads, shard=(distributed.rank(), distributed.world()),
                              gather=_gather_summaries if world > 1 else None, group_lines=cfg.group_lines,
                              pattern=cfg.glob, out_suffix=cfg.out_suffix)

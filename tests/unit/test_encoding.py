@@ -64,3 +64,26 @@ def test_stream_lines_converted_one_by_one():
     lines = _Mapped(io.StringIO("我們今天去看電影。\n我们走\n\n"), _script_converter("auto"))
     assert [lines.readline() for _ in range(4)] == ["我们今天去看电影。\n", "我们走\n", "\n", ""]
     assert _script_converter("simplified") is None and _script_converter("traditional")("頭髮") == "头发"
+
+
+def test_directory_documents_read_with_encoding_and_script(tmp_path):
+    from doctrans.inference.collection import TextReading, translate_group
+
+    class Echo:
+        def __init__(self):
+            self.lines = []
+
+        def translate(self, lines, name="", doc_ids=None, where=None):
+            self.lines += lines
+            return lines
+
+    inp, out = tmp_path / "in", tmp_path / "out"
+    inp.mkdir()
+    (inp / "a.zh").write_bytes(TRADITIONAL.encode("big5"))
+    (inp / "b.zh").write_bytes(SIMPLIFIED.encode("gbk"))
+    tr = Echo()
+    s = translate_group(tr, inp, out, [inp / "a.zh", inp / "b.zh"], errors=TextReading("strict", "auto", "auto"))
+    assert s.translated == 2 and tr.lines == SIMPLIFIED.splitlines() * 2
+    assert (out / "a.zh").read_text(encoding="utf-8") == SIMPLIFIED
+    s = translate_group(Echo(), inp, out, [inp / "a.zh"])            # a plain mode string: UTF-8 only, as before
+    assert s.translated == 0 and "not valid UTF-8" in s.failed[0][1]
