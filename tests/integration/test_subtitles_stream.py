@@ -115,3 +115,13 @@ def test_context_session_uses_its_previous_lines_and_own_translations(han, monke
     seen.clear()
     assert list(stream_lines(han, ["w1 w2", "", "w3"]))[1] == ""
     assert [c for s, c, _ in seen if s == "w3"] == [[]]
+
+
+def test_public_api_stream_and_document(sentence, han):
+    from doctrans.api import Translator as Public
+
+    assert list(Public(sentence).stream(iter(LINES))) == sentence.translate(LINES)
+    doc = [x for x in LINES if x][:3]
+    session = Public(han).document()
+    assert [session.translate(x) for x in doc] == han.translate(doc, doc_ids=["d"] * 3)
+    assert len(session.history) == 3
