@@ -95,7 +95,7 @@ fonts:
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test,ct2]'
+	$(BIN)/pip install -q -e '.[test,ct2,serve]'
 	touch $@
 
 check-data:

@@ -5,6 +5,8 @@
     tr = doctrans.Translator.load("runs/qs_ct2", compute_type="int8")   # a `doctrans export` dir: CTranslate2
     tr.translate_sentences(["他来了。", "", "他很累。"])                  # e.g. ["he's here.", "", "he's tired."]
     tr.translate_documents([["他来了。", "他很累。"], ["谢谢。"]])        # [[…, …], […]]
+    session = tr.document(); session.translate("他来了。")             # a line at a time, rolling context
+    for out in tr.stream(sys.stdin): print(out, flush=True)              # a blank line ends a document
 
     tr = doctrans.Translator.from_pretrained("runs/quickstart")           # a run dir: its best.pt
     res = tr.translate_batch([["他", "来", "了", "。"]], beam_size=4, num_hypotheses=2, return_scores=True)
@@ -241,6 +243,24 @@ class Translator:
         out = iter(eng.translate(lines, progress=progress, name="<documents>", doc_ids=ids,
                                  where=[f"documents[{k}][{i}]" for k, d in enumerate(docs) for i in range(len(d))]))
         return [[next(out) for _ in d] for d in docs]
+
+    def document(self, on_translated=None):
+        """A ``DocumentSession`` (``inference/stream.py``): one document translated a line at a
+        time with a rolling context — ``session = tr.document(); session.translate(line)`` gives
+        each line's translation at once; a context model reads the session's previous lines (and
+        a target-side one its own previous translations, ``session.history``; ``on_translated``
+        is called with each recorded ``stream.Entry``)."""
+        from doctrans.inference.stream import DocumentSession
+
+        return DocumentSession(self._engine, on_translated)
+
+    def stream(self, lines):
+        """A generator of translations, one per line of the iterable ``lines``, each yielded as
+        soon as it is translated; a blank line gives ``""`` and ends the current document (the
+        protocol of ``doctrans translate --stream``, ``stream.stream_lines``)."""
+        from doctrans.inference.stream import stream_lines
+
+        return stream_lines(self._engine, lines)
 
 
 def _seq(x, name: str) -> list:

@@ -1,5 +1,5 @@
 """The ``doctrans`` command line: the root group ``cli`` and ``main``; each command group is a
-module of this package (``preprocess``, ``train``, ``translate``, ``export``, ``annotate``,
+module of this package (``preprocess``, ``train``, ``translate``, ``serve``, ``export``, ``annotate``,
 ``score``, ``tables``, ``contrastive``, ``configs``, ``models``; shared option types: ``options``).
 
 Each command only parses options, builds the stage's config and calls the stage's ``run``; the
@@ -29,6 +29,7 @@ from doctrans.cli.preprocess import preprocess_cmd  # noqa: E402
 from doctrans.cli.score import score_grp  # noqa: E402
 from doctrans.cli.tables import table_grp  # noqa: E402
 from doctrans.cli.train import average_cmd, train_cmd  # noqa: E402
+from doctrans.cli.serve import serve_cmd  # noqa: E402
 from doctrans.cli.translate import translate_cmd  # noqa: E402
 
 
@@ -60,8 +61,8 @@ def cli(verbose: bool, quiet: bool) -> None:
 
 
 # one module per command group (their stages are imported inside the commands)
-for _command in (preprocess_cmd, annotate_dp_grp, train_cmd, average_cmd, translate_cmd, export_cmd, shortlist_cmd,
-                 score_grp, table_grp, contrastive_grp, configs_cmd, models_grp):
+for _command in (preprocess_cmd, annotate_dp_grp, train_cmd, average_cmd, translate_cmd, serve_cmd, export_cmd,
+                 shortlist_cmd, score_grp, table_grp, contrastive_grp, configs_cmd, models_grp):
     cli.add_command(_command)
 
 

@@ -9,8 +9,9 @@ from doctrans.cli.options import NON_NEGATIVE, POSITIVE, SectionedCommand
 # --help lists the options by section (options.SectionedCommand), in this order.
 SECTIONS = (
     ("Model and engine", ("checkpoint", "sentence", "engine", "compute_type", "quantize", "shortlist", "device", "threads")),
-    ("Input", ("input_", "input_format", "prepared", "encoding_errors", "max_source_len")),
+    ("Input", ("input_", "input_format", "prepared", "encoding", "encoding_errors", "script", "max_source_len")),
     ("Output", ("output", "tokenized", "output_format", "nbest", "nbest_out")),
+    ("Subtitle files and streams", ("bilingual", "stream")),
     ("Search", ("beam", "lenpen", "max_len_ratio", "max_len_extra", "batch_sentences")),
     ("Documents and context models", ("docs", "context_options", "explain_context", "explain_dir")),
     ("Directory input", ("workers", "group_lines", "glob_", "out_suffix", "resume")),
@@ -91,6 +92,19 @@ SECTIONS = (
               help="Mixture weights: 1/N (the thesis) or the generator's normalised completion scores.")
 @click.option("--dp-docs", default="", help="doc<TAB>position per input line (document context of the generator).")
 @click.option("--write-lattice", default="", help="Also write the DP input as Moses PLF confusion networks, one per line.")
+@click.option("--encoding", default="", metavar="ENC",
+              help="Input encoding: auto (detected: a byte-order mark, UTF-8, else GB18030 / Big5 / UTF-16 by "
+                   "charset-normalizer; the choice is logged) or a codec (utf-8, gb18030, big5, utf-16). Default: "
+                   "auto for subtitle files, UTF-8 for text (see --encoding-errors). Binary, mixed-encoding and "
+                   "undecidable files are refused naming the file.")
+@click.option("--script", type=click.Choice(["auto", "simplified", "traditional"]), default="auto", show_default=True,
+              help="Chinese script of the input: auto converts Traditional input to Simplified (OpenCC t2s) for the "
+                   "model when detected (logged); simplified: never convert; traditional: always convert.")
+@click.option("--bilingual", is_flag=True,
+              help="Subtitle files: write each cue's source lines above its translation (for review).")
+@click.option("--stream", is_flag=True,
+              help="Read stdin a line at a time and write each line's translation as soon as it is ready (flushed); "
+                   "a blank line ends a document (a context model's rolling context starts again).")
 @click.option("--encoding-errors", type=click.Choice(["strict", "replace"]), default="strict", show_default=True,
               help="Input that is not UTF-8: strict: an error naming file, line and byte; replace: U+FFFD "
                    "for each undecodable byte sequence, with a warning giving their count.")
@@ -154,7 +168,8 @@ def translate_cmd(checkpoint, sentence, engine, compute_type, quantize, shortlis
                   input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator,
                   dp_input, dp_nbest, dp_combine, dp_weights, dp_docs, write_lattice, encoding_errors, resume,
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
-                  nbest, nbest_out, rerank, rerank_k, rerank_vocab, dp_out, dp_threshold) -> None:
+                  nbest, nbest_out, rerank, rerank_k, rerank_vocab, dp_out, dp_threshold, encoding, script, bilingual,
+                  stream) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
     The output has exactly as many lines as the input; an empty input line gives an empty
@@ -185,6 +200,12 @@ def translate_cmd(checkpoint, sentence, engine, compute_type, quantize, shortlis
 
     Without -c, the model shipped with doctrans translates (`doctrans models` lists them): the
     document model, or the sentence model with --sentence.
+
+    Subtitle files (.srt, .vtt, .ass, .ssa; or a directory of them): each file is one document,
+    written in its own format with every cue's timing, index, style, position and markup kept
+    and the same number of cues (inference/subtitles.py): `doctrans translate -c CKPT -i
+    ep01.srt -o ep01.en.srt`. --stream: stdin a line at a time, each translation flushed, a
+    blank line ending a document (inference/stream.py).
     """
     from doctrans.inference.translate import TranslateConfig
     from doctrans.runtime.shipped import resolve
@@ -205,4 +226,5 @@ def translate_cmd(checkpoint, sentence, engine, compute_type, quantize, shortlis
                         context_options=tuple(context_options), glob=glob_, out_suffix=out_suffix,
                         output_format=output_format, nbest=nbest, nbest_out=nbest_out, engine=engine,
                         compute_type=compute_type, quantize=quantize, shortlist=shortlist, rerank=rerank or "",
-                        rerank_k=rerank_k, rerank_vocab=rerank_vocab, dp_out=dp_out, dp_threshold=dp_threshold))
+                        rerank_k=rerank_k, rerank_vocab=rerank_vocab, dp_out=dp_out, dp_threshold=dp_threshold,
+                        encoding=encoding, script=script, bilingual=bilingual, stream=stream))

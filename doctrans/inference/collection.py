@@ -54,9 +54,38 @@ import torch
 from tqdm import tqdm
 
 from doctrans.utils import bars_off
-from doctrans.utils.io import atomic_write_lines, read_lines
+from doctrans.utils.io import atomic_write_lines, decode_lines, read_lines
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TextReading:
+    """How a document file is read: ``errors`` (``utils.io.decode_lines``; UTF-8 files), or with
+    ``encoding`` (auto | a codec) decoded by ``data.encoding.decode_text``; ``script``: Traditional
+    text converted to Simplified (``data.encoding.to_simplified``: auto | simplified | traditional)."""
+
+    errors: str = "strict"
+    encoding: str = ""
+    script: str = "simplified"
+
+    def read(self, path: Path) -> list[str]:
+        if self.encoding:
+            from doctrans.data.encoding import read_text
+
+            text = read_text(path, self.encoding)[0]
+            lines = decode_lines(text.encode("utf-8"), str(path), self.errors)
+        else:
+            lines = read_lines(path, errors=self.errors)
+        if self.script != "simplified":
+            from doctrans.data.encoding import to_simplified
+
+            lines = to_simplified(lines, str(path), self.script)[0]
+        return lines
+
+
+def _reading(errors: "str | TextReading") -> TextReading:
+    return errors if isinstance(errors, TextReading) else TextReading(errors)
 
 
 class CollectionError(RuntimeError):
@@ -191,11 +220,12 @@ def plan_groups(files: list[Path], max_lines: int = GROUP_LINES) -> list[list[Pa
     return groups
 
 
-def _read(src: Path, dest: Path, resume: bool, errors: str, s: CollectionSummary) -> list[str] | None:
-    """The lines of ``src`` to translate, or None when it failed (recorded in ``s``) or its
-    output is complete under ``resume``."""
+def _read(src: Path, dest: Path, resume: bool, errors: "str | TextReading", s: CollectionSummary) -> list[str] | None:
+    """The lines of ``src`` to translate (read by ``errors``: the ``--encoding-errors`` mode, or a
+    ``TextReading``), or None when it failed (recorded in ``s``) or its output is complete under
+    ``resume``."""
     try:
-        lines = read_lines(src, errors=errors)
+        lines = _reading(errors).read(src)
         if resume and dest.is_file() and _line_count(dest) == len(lines):
             s.resumed += 1
             return None
@@ -225,7 +255,8 @@ def _write(docs: list[tuple[Path, Path, list[str]]], outs: list[list[str]], s: C
 
 
 def translate_group(translator, inp: Path, out: Path, group: list[Path], resume: bool = False,
-                    errors: str = "strict", out_suffix: str | tuple[str, str] = "") -> CollectionSummary:
+                    errors: "str | TextReading" = "strict",
+                    out_suffix: str | tuple[str, str] = "") -> CollectionSummary:
     """Translate the documents ``group`` (files under ``inp``) into their mirrors under ``out``
     with one ``translator.translate`` call (``doc_ids``: one document per file; warnings name
     each file and line). Bad files are recorded in the returned summary, never raised; if the
@@ -270,7 +301,7 @@ def _init_worker(make_translator, threads: int, level: int) -> None:
     _worker_translator = make_translator()
 
 
-def _work(inp: Path, out: Path, resume: bool, errors: str, out_suffix: str | tuple[str, str],
+def _work(inp: Path, out: Path, resume: bool, errors: "str | TextReading", out_suffix: str | tuple[str, str],
           group: list[Path]) -> CollectionSummary:
     return translate_group(_worker_translator, inp, out, group, resume, errors, out_suffix)
 
@@ -285,8 +316,9 @@ def _size(group: list[Path]) -> int:
     return total
 
 
-def _summaries(make_translator, inp: Path, out: Path, groups: list[list[Path]], resume: bool, errors: str,
-               workers: int, threads: int, out_suffix: str | tuple[str, str] = "") -> Iterator[CollectionSummary]:
+def _summaries(make_translator, inp: Path, out: Path, groups: list[list[Path]], resume: bool,
+               errors: "str | TextReading", workers: int, threads: int,
+               out_suffix: str | tuple[str, str] = "") -> Iterator[CollectionSummary]:
     """Each group's summary as it is translated: in this process (``workers`` ≤ 1: the
     translator built once, groups in order), or by a spawn Pool of ``workers`` processes, each
     building its translator once with ``threads`` torch threads (``ProcessPoolExecutor``: a
@@ -311,7 +343,8 @@ def _summaries(make_translator, inp: Path, out: Path, groups: list[list[Path]], 
             raise
 
 
-def translate_collection(make_translator, inp: Path, out: Path, resume: bool = False, errors: str = "strict",
+def translate_collection(make_translator, inp: Path, out: Path, resume: bool = False,
+                         errors: "str | TextReading" = "strict",
                          progress: bool = True, workers: int = 1, threads: int = 1, shard: tuple[int, int] = (0, 1),
                          gather=None, group_lines: int = GROUP_LINES, pattern: str | None = "*",
                          out_suffix: str | tuple[str, str] = "") -> CollectionSummary:
@@ -323,7 +356,8 @@ def translate_collection(make_translator, inp: Path, out: Path, resume: bool = F
     world) of ``shard = (rank, world)`` and translates them itself or with ``workers``
     processes of ``threads`` threads (``_summaries``). ``gather(summary)`` (torchrun) returns
     the summary of all ranks on the reporting rank and None on the others, which then return
-    their own summary without logging or raising. ``pattern``: the files taken (``document_files``;
+    their own summary without logging or raising. ``errors``: how files are read (the
+    ``--encoding-errors`` mode of UTF-8 files, or a ``TextReading``: encoding and script too). ``pattern``: the files taken (``document_files``;
     None: ``default_pattern``); ``out_suffix``: the outputs' suffix (``output_path``). Returns
     the summary (also logged); raises CollectionError (after all other documents are written)
     when some failed, ValueError when ``out`` lies inside ``inp`` or two files would share an output."""

@@ -33,6 +33,10 @@ class TranslateConfig:
     write_lattice: str = ""           # also write the DP input as Moses PLF confusion networks
     max_source_len: int = 0           # split lines over this many BPE units (0 = the model's limit)
     encoding_errors: str = "strict"   # strict: undecodable input is an error | replace: U+FFFD, warn
+    encoding: str = ""                # "" (UTF-8; subtitle files: auto) | auto (detected, data/encoding.py) | a codec
+    script: str = "auto"              # auto (Traditional input converted to Simplified) | simplified | traditional
+    bilingual: bool = False           # subtitle files: the source lines above the translation in each cue
+    stream: bool = False              # stdin a line at a time, each translation flushed (inference/stream.py)
     resume: bool = False              # directory input: skip documents whose output is complete
     workers: int = 1                  # directory input: translating processes on this machine
     group_lines: int = GROUP_LINES    # directory input: documents translated together up to N lines

@@ -155,7 +155,8 @@ def _decode_encoded(model, pending: list, vocab: Vocab, search: dict, batch_sent
 def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab, beam: int, lenpen: float,
                         max_len_ratio: float, max_len_extra: int, batch_sentences: int,
                         progress: bool = False, context_cache: bool = True, shortlist=None,
-                        rerank: DocumentReranker | None = None) -> list[list[str]]:
+                        rerank: DocumentReranker | None = None,
+                        given: dict[Sentence, list[int]] | None = None) -> list[list[str]]:
     """docs: per document, per line, source ids ending in ``</s>`` (None for an empty line) →
     per document, per line, target token strings ("" for empty lines). See the module doc for
     the two schedules. ``context_cache`` False: without the model's ``inference_cache`` (every
@@ -163,24 +164,30 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
     tests). ``shortlist``: a ``Shortlist`` for every ``beam_search``. ``rerank``: each batch's
     search keeps its ``rerank.k`` best hypotheses with their decoder states and ``rerank`` chooses
     one per sentence (``translate --rerank reconstructor``; a target-side model's later context
-    rows then carry the chosen translation). Raises ValueError if the model reads no context, or
-    for ``rerank`` with a sub-document model (``context_block``)."""
+    rows then carry the chosen translation). ``given``: (document, line) → target ids of sentences
+    already translated (e.g. the previous lines of a stream, ``inference/stream.py``): they are
+    not translated again, only read as context (a target-side model's context rows carry these
+    ids), and their output is these ids decoded. Raises ValueError if the model reads no context,
+    or for ``rerank`` or ``given`` with a sub-document model (``context_block``)."""
     doc = model.document
     n, block = doc.context_sents, doc.context_block
     if not doc.reads_documents:
         raise ValueError("translate_documents needs a context model (model.context_sents or context_block > 0)")
     if rerank is not None and block > 0:
         raise ValueError("reranking is not supported for sub-document models (context_block > 0, e.g. HGC)")
+    if given and block > 0:
+        raise ValueError("given translations are not supported for sub-document models (context_block > 0, e.g. HGC)")
     device = next(model.parameters()).device
     sents = {(d, i): x for d, lines in enumerate(docs) for i, x in enumerate(lines) if x is not None}
     order = {d: [i for i, x in enumerate(lines) if x is not None] for d, lines in enumerate(docs)}
     position = {(d, line): k for d, o in order.items() for k, line in enumerate(o)}
-    hyps: dict[Sentence, list[int]] = {}
+    hyps: dict[Sentence, list[int]] = dict(given or {})
     if doc.needs_target:
-        steps = [[(d, o[m]) for d, o in order.items() if m < len(o)] for m in range(max(map(len, order.values()), default=0))]
+        steps = [[(d, o[m]) for d, o in order.items() if m < len(o) and (d, o[m]) not in hyps]
+                 for m in range(max(map(len, order.values()), default=0))]
     else:
-        steps = [sorted(sents, key=lambda s: len(sents[s]))]
-    bar = tqdm(total=len(sents), unit="sent", disable=not progress or bars_off(), desc="translate documents")
+        steps = [sorted((s for s in sents if s not in hyps), key=lambda s: len(sents[s]))]
+    bar = tqdm(total=len(sents) - len(hyps), unit="sent", disable=not progress or bars_off(), desc="translate documents")
     if block > 0:                                       # source-side sub-documents: no 1-best context
         search = dict(beam=beam, lenpen=lenpen, max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
                       shortlist=shortlist)
@@ -203,6 +210,8 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
         steps = []
     with (model.inference_cache(capacity=max(4096, 2 * (n + 1) * len(order))) if context_cache else nullcontext()):
         for step in steps:
+            if not step:
+                continue
             step = sorted(step, key=lambda s: len(sents[s]))
             for start in range(0, len(step), batch_sentences):
                 chunk = step[start:start + batch_sentences]

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from doctrans.inference.collection import CollectionSummary, translate_collection
+from doctrans.inference.collection import CollectionSummary, TextReading, translate_collection
 from doctrans.inference.config import TranslateConfig
 from doctrans.inference.decode import decode_corpus
 from doctrans.inference.loading import QUANTIZE, LoadedModel, load_model, quantize_int8, text_processors
@@ -56,9 +56,21 @@ log = logging.getLogger(__name__)
 SGML_SUFFIXES = (".sgm", ".sgml", ".xml")        # an input read as SGML (its <DOC> blocks are documents)
 
 
-def read_input(path: str, errors: str = "strict") -> list[str]:
+def read_input(path: str, errors: str = "strict", encoding: str = "") -> list[str]:
     """Lines of a file, or of stdin for ``-`` (named ``<stdin>`` in errors); see
-    ``utils.io.decode_lines`` for ``errors``. Raises TextDecodeError naming the file and line."""
+    ``utils.io.decode_lines`` for ``errors``. ``encoding`` "" reads UTF-8; ``auto`` or a codec
+    name decodes with ``data.encoding.decode_text`` (detected, or as given; logged). Raises
+    TextDecodeError / EncodingError naming the file and line."""
+    if encoding:
+        from doctrans.data.encoding import decode_text
+
+        if path == "-":
+            buf = getattr(sys.stdin, "buffer", None)
+            data, name = (buf.read() if buf is not None else sys.stdin.read().encode("utf-8")), "<stdin>"
+        else:
+            data, name = Path(path).read_bytes(), path
+        text = decode_text(data, name, encoding)[0]
+        return decode_lines(text.encode("utf-8"), name, errors)
     if path == "-":
         buf = getattr(sys.stdin, "buffer", None)
         data = buf.read() if buf is not None else sys.stdin.read().encode("utf-8")
@@ -81,7 +93,10 @@ def read_documents(cfg: TranslateConfig) -> tuple[list[str], list[str] | None]:
             raise ValueError(f"--docs given for an SGML input {cfg.input}: its <DOC> blocks are the documents")
         first = read_sgml(cfg.input)[0]
         return list(first.segments), first.doc_ids()
-    lines = read_input(cfg.input, cfg.encoding_errors)
+    from doctrans.data.encoding import to_simplified
+
+    lines = read_input(cfg.input, cfg.encoding_errors, cfg.encoding)
+    lines = to_simplified(lines, "<stdin>" if cfg.input == "-" else cfg.input, cfg.script)[0]
     if not cfg.docs:
         return lines, None
     names, doc, _ = read_doc_positions(Path(cfg.docs), len(lines))
@@ -118,8 +133,9 @@ def translate_directory(cfg: TranslateConfig, inputs_of: InputsOf | None = None)
     try:
         if world > 1:
             distributed.setup(resolve_device(cfg.device))
+        reading = TextReading(cfg.encoding_errors, cfg.encoding, cfg.script)
         translate_collection(partial(build_translator, cfg, inputs_of), Path(cfg.input), Path(cfg.output), cfg.resume,
-                             cfg.encoding_errors, progress=distributed.env_rank() == 0, workers=cfg.workers,
+                             reading, progress=distributed.env_rank() == 0, workers=cfg.workers,
                              threads=threads, shard=(distributed.rank(), distributed.world()),
                              gather=_gather_summaries if world > 1 else None, group_lines=cfg.group_lines,
                              pattern=cfg.glob, out_suffix=directory_out_suffix(cfg.out_suffix, cfg.checkpoint,
@@ -148,13 +164,21 @@ def run(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
     ``--explain-context`` pictures), before the output is written.
 
     A directory is translated as a collection (``translate_directory``: bad files skipped,
-    ``resume``, ``workers``, torchrun ranks, summary). Raises FileNotFoundError for a missing
+    ``resume``, ``workers``, torchrun ranks, summary). ``stream``: stdin a line at a time
+    (``stream.run_config``); a subtitle file, or a directory of them, is translated by
+    ``subtitles.run_config``. Raises FileNotFoundError for a missing
     input, ValueError (TextDecodeError) for undecodable input under ``encoding_errors="strict"``
     and for a file or stdin under torchrun (only a directory is sharded), CollectionError when
     documents of a collection failed (the others are written)."""
     inp = Path(cfg.input)
     if cfg.input != "-" and not inp.exists():
         raise FileNotFoundError(f"input not found: {inp}")
+    from doctrans.inference import stream, subtitles
+
+    if cfg.stream:
+        return stream.run_config(cfg, inputs_of)
+    if subtitles.takes(cfg):
+        return subtitles.run_config(cfg, inputs_of)
     _check_outputs(cfg)
     if cfg.input != "-" and inp.is_dir():
         if cfg.output == "-":

@@ -166,6 +166,19 @@ class Translator:
     def tgt_proc(self) -> TextProcessor:
         return self._loaded.tgt_proc
 
+    @property
+    def shortlist(self):
+        """The lexical shortlist every search uses (``cfg.shortlist``; a ``Shortlist``), or None."""
+        return self._loaded.shortlist
+
+    def source_bpe(self, lines: list[str]) -> list[str]:
+        """The BPE source the model reads for each line (as ``translate`` makes it: by ``cfg.input_format``)."""
+        return self._to_bpe(lines)
+
+    def postprocess(self, hyps: list[str]) -> list[str]:
+        """BPE 1-best strings → output text, as ``translate`` returns it (BPE merged, detokenized unless ``tokenized``)."""
+        return self._postprocess(hyps)
+
     def _to_bpe(self, lines: list[str]) -> list[str]:
         if self.cfg.input_format == "bpe":
             return lines

@@ -34,6 +34,7 @@ LAYERS = [
     {"dp"},               # the dropped-pronoun system (implements inference's input transform)
     {"evaluation"},       # scoring, discourse metrics, dev BLEU
     {"experiments"},      # the experiment tables
+    {"serve"},            # the HTTP server over a translator (doctrans serve)
 ]
 
 

@@ -221,7 +221,7 @@ def test_help_explains_what_users_could_not_find():
 def test_translate_help_reads_by_section():
     out = CliRunner().invoke(cli, ["translate", "--help"], terminal_width=400).output
     titles = re.findall(r"^(\S[^\n]*) options:$", out, flags=re.M)
-    assert titles == ["Model and engine", "Input", "Output", "Search", "Documents and context models",
+    assert titles == ["Model and engine", "Input", "Output", "Subtitle files and streams", "Search", "Documents and context models",
                       "Directory input", "Dropped pronouns (DP input)", "Reconstructor (reranking, DP output)", "Other"]
     search = out.split("Search options:")[1].split("Documents and context models options:")[0]
     assert "--beam" in search and "--lenpen" in search and "--dp-nbest" not in search

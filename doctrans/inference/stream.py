@@ -1,0 +1,187 @@
+"""Translating a stream of lines as they come, with a rolling document context.
+
+``DocumentSession(translator)``: one document translated a line at a time —
+``session.translate(line)`` returns that line's translation at once. A sentence model translates
+the line alone. A context model (``model.document.context_sents`` = N > 0) translates it with
+the N previous non-empty lines of the session as its context, exactly as the document path
+(``inference/documents.py``) does for a whole file: the session keeps its ``history``, per
+translated line (source ids, the model's own 1-best target ids, output text), and hands the
+previous lines' 1-best to ``translate_documents(given=…)``, so they are read as context and not
+translated again; a model reading target-side context (HAN decoder, any ``needs_target`` model)
+gets its own previous translations there (docs/models.md §1.1). ``on_translated`` is the hook a
+caller (or a model that wants the previous outputs in another form) uses to see each entry as it
+is recorded. For a sentence model and for a target-side context model the stream therefore gives
+the same translations as translating the whole document at once (a source-side model too, up to
+batch-padding numerics). Models that cannot be served this way — sub-document models
+(``context_block``, HGC: a sub-document is encoded whole), the CTranslate2 engine — translate
+the window of the previous lines plus the new one as a document and keep its last line (the
+same context, each call translating the window again).
+
+Empty lines are not sentences: they give "" and are not context (as in a file). A line over the
+model's length is translated by ``Translator.translate`` (split in pieces) without context and
+is not context for the next lines (a warning says so).
+
+``stream_lines(translator, lines)``: a generator of translations, one per input line, a blank
+line ending the current document (it gives a blank line and starts a new session) — the
+``doctrans translate --stream`` protocol (``run_stream``: stdin to stdout, each translation
+written and flushed as soon as its line is read and translated).
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A translated line of a session: ``source`` (its text), ``src_ids`` (BPE ids, ``</s>`` last),
+    ``tgt_ids`` (the 1-best BPE ids, no ``</s>``; None when it is not context: a split long line),
+    ``output`` (the text returned)."""
+
+    source: str
+    src_ids: np.ndarray | None
+    tgt_ids: list[int] | None
+    output: str
+
+
+class DocumentSession:
+    """One document translated line by line with a rolling context (module doc). Not
+    thread-safe: one session per document, one call at a time."""
+
+    def __init__(self, translator, on_translated: Callable[[Entry], None] | None = None):
+        self._tr = translator
+        self.history: list[Entry] = []
+        self.on_translated = on_translated
+        model = translator.model
+        doc = model.document if model is not None and translator.reads_documents else None
+        self.context_sents = doc.context_sents if doc is not None else 0
+        self.direct = model is not None and doc is not None and doc.context_block == 0
+        # the window of previous lines of an indirect context model: its N sentences, or the rest of a
+        # sub-document of K (K − 1), or 3 when the engine does not say (CTranslate2's concatenation model)
+        block = doc.context_block if doc is not None else 0
+        self.window = self.context_sents or max(1, block - 1) if doc is not None else 3
+
+    @property
+    def outputs(self) -> list[str]:
+        """The translations of the non-empty lines so far, in order."""
+        return [e.output for e in self.history]
+
+    def _record(self, entry: Entry) -> str:
+        self.history.append(entry)
+        if self.on_translated is not None:
+            self.on_translated(entry)
+        return entry.output
+
+    def translate(self, line: str) -> str:
+        """The translation of the document's next line ("" for an empty line)."""
+        if not line.strip():
+            return ""
+        tr = self._tr
+        if not tr.reads_documents:
+            return self._record(Entry(line, None, None, tr.translate([line])[0]))
+        if not self.direct:                 # the window as a document, its last line kept
+            window = [e.source for e in self.history[-self.window:]] + [line] if self.window else [line]
+            return self._record(Entry(line, None, None, tr.translate(window, doc_ids=["s"] * len(window))[-1]))
+        bpe = tr.source_bpe([line])[0]
+        if len(bpe.split()) > tr.max_source_units():
+            log.warning("a stream line of %d BPE units is over the model's limit: translated in pieces without "
+                        "context, and not context for the next lines", len(bpe.split()))
+            return self._record(Entry(line, None, None, tr.translate([line])[0]))
+        from doctrans.inference.documents import translate_documents
+
+        ids = tr.src_vocab.encode(bpe)
+        ctx = [e for e in self.history if e.tgt_ids is not None][-self.context_sents:]
+        doc = [e.src_ids for e in ctx] + [ids]
+        given = {(0, k): e.tgt_ids for k, e in enumerate(ctx)}
+        c = tr.cfg
+        hyp = translate_documents(tr.model, [doc], tr.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio, c.max_len_extra,
+                                  c.batch_sentences, shortlist=tr.shortlist, given=given)[0][-1]
+        out = tr.postprocess([hyp])[0]
+        return self._record(Entry(line, ids, tr.tgt_vocab.encode(hyp, add_eos=False).tolist(), out))
+
+
+def stream_lines(translator, lines: Iterable[str],
+                 on_translated: Callable[[Entry], None] | None = None) -> Iterator[str]:
+    """Each line's translation as soon as it is translated (a generator): lines of one document
+    share a ``DocumentSession``; a blank line gives "" and ends the document (the next line starts
+    a new one). Line endings are stripped."""
+    session = DocumentSession(translator, on_translated)
+    for line in lines:
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            session = DocumentSession(translator, on_translated)
+            yield ""
+            continue
+        yield session.translate(line)
+
+
+def run_stream(translator, inp=None, out=None) -> int:
+    """``doctrans translate --stream``: read ``inp`` (stdin) a line at a time, write each
+    translation to ``out`` (stdout) followed by a newline and flush at once; a blank line ends a
+    document (and is echoed). Returns the number of lines translated."""
+    inp = inp if inp is not None else sys.stdin
+    out = out if out is not None else sys.stdout
+    n = 0
+    for hyp in stream_lines(translator, iter(inp.readline, "")):
+        out.write(hyp + "\n")
+        out.flush()
+        n += 1
+    return n
+
+
+class _Mapped:
+    """``readline`` of a text stream with each line passed through ``fn`` (end of input kept as "")."""
+
+    def __init__(self, stream, fn):
+        self.stream, self.fn = stream, fn
+
+    def readline(self) -> str:
+        line = self.stream.readline()
+        return line and self.fn(line.rstrip("\n")) + "\n"
+
+
+def _script_converter(script: str) -> Callable[[str], str] | None:
+    """Per line, Traditional → Simplified (OpenCC t2s) for ``script`` auto (a line that
+    ``is_traditional``) or traditional (every line); None for simplified."""
+    if script == "simplified":
+        return None
+    from doctrans.data.encoding import is_traditional, opencc
+
+    t2s, seen = opencc("t2s"), []
+
+    def convert(line: str) -> str:
+        if script == "traditional" or is_traditional(line):
+            if not seen:
+                log.info("<stdin>: Traditional script: converted to Simplified with OpenCC t2s (--script)")
+                seen.append(True)
+            return t2s.convert(line)
+        return line
+
+    return convert
+
+
+def run_config(cfg, inputs_of=None) -> None:
+    """``doctrans translate --stream`` with ``cfg`` (a ``TranslateConfig``): the model loaded
+    once, then ``run_stream`` over stdin. Raises ValueError for an input or output other than
+    ``-`` and for options a stream cannot have."""
+    from doctrans.inference.translator import build_translator
+
+    if cfg.input != "-" or cfg.output != "-":
+        raise ValueError("--stream reads stdin and writes stdout: leave out --input and --output")
+    bad = [(cfg.docs, "--docs (a blank line ends a document)"), (cfg.nbest, "--nbest"), (cfg.dp_out, "--dp-out"),
+           (cfg.rerank, "--rerank"), (cfg.dp_generator, "--dp-generator"), (cfg.output_format != "text", "--output-format"),
+           (cfg.explain_context, "--explain-context"), (cfg.encoding not in ("", "utf-8"), "--encoding (UTF-8 only)")]
+    given = [name for on, name in bad if on]
+    if given:
+        raise ValueError(f"--stream does not support {', '.join(given)}")
+    translator = build_translator(cfg, inputs_of)
+    convert = _script_converter(cfg.script)
+    inp = sys.stdin if convert is None else _Mapped(sys.stdin, convert)
+    n = run_stream(translator, inp)
+    log.info("--stream: %d lines translated", n)

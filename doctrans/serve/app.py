@@ -1,0 +1,241 @@
+"""The HTTP JSON API of ``doctrans serve``: one loaded model behind FastAPI.
+
+Endpoints (request and response bodies are JSON):
+
+* ``GET /health`` → ``{"status": "ok", "model", "source", "target", "reads_documents",
+  "limits": {…}}``.
+* ``POST /translator/translate`` — OpenNMT-py's REST server shape: ``[{"src": "…", "id": 100}, …]``
+  → ``[[{"src", "tgt", "n_best": 1, "pred_score": null}, …]]``, one result per item, in order;
+  each ``src`` an independent sentence (``id``, OpenNMT's model id, is accepted and ignored: one
+  model is served).
+* ``POST /translate`` — LibreTranslate's shape: ``{"q": "…" | ["…", …], "source": "zh" | "auto",
+  "target": "en", "format": "text"}`` → ``{"translatedText": "…" | ["…", …]}``; a ``q`` of
+  several lines is one document (a context model reads its previous lines), lines kept. A
+  ``source`` / ``target`` other than the model's languages is a 400.
+* ``POST /translate/document`` — ``{"lines": ["…", …]}`` → ``{"lines": ["…", …]}``: one document,
+  one output line per input line ("" for a blank one), translated with context by a context
+  model.
+
+Concurrency (``Batcher``): one worker thread owns the model; each request's lines are queued,
+and the worker translates everything waiting (up to ``max_batch_lines``) in one
+``translator.translate`` call, each request its own documents (its ``doc_ids`` prefixed by the
+request), so concurrent requests fill the beam-search batches together and each gets exactly its
+own translations; a request whose batch failed is retried alone, so an error reaches only its
+own request. The endpoints run in FastAPI's thread pool and wait for their result, so the event
+loop keeps accepting; no request is dropped. Limits (``Limits``): at most
+``max_lines`` lines/sentences and ``max_chars`` characters per request (413), and
+``max_body_bytes`` of request body (413, checked on ``Content-Length`` before the body is read).
+Every error is a JSON body ``{"error": message, "status": code}`` with that status code: 400 bad
+languages, 404 unknown path, 405 wrong method, 413 too large, 422 malformed JSON or fields, 500
+a failed translation (logged with its traceback).
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_lines: int = 256              # sentences / lines per request
+    max_chars: int = 20_000           # characters of all sentences of a request together
+    max_body_bytes: int = 1_000_000   # request body
+    max_batch_lines: int = 512        # lines of queued requests translated together by the worker
+
+
+class Batcher:
+    """The model's one worker thread: ``submit(lines, doc_ids)`` queues a request and waits for
+    its translations; the worker takes every request waiting (at least one, up to
+    ``max_batch_lines`` lines) and translates them in one ``translator.translate`` call, each
+    request's documents kept apart. A failed joint call is retried request by request, so each
+    gets its own result or exception. ``close()`` stops the worker after the queued requests."""
+
+    def __init__(self, translator, max_batch_lines: int = 512):
+        self.translator, self.max_batch_lines = translator, max_batch_lines
+        self.calls = 0                              # translate calls made (batches)
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._work, name="doctrans-translate", daemon=True)
+        self._thread.start()
+
+    def submit(self, lines: list[str], doc_ids: list[str]) -> list[str]:
+        fut: Future = Future()
+        self._queue.put((lines, doc_ids, fut))
+        return fut.result()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=60)
+
+    def _translate(self, batch: list) -> None:
+        lines = [x for b in batch for x in b[0]]
+        ids = [f"{k}:{d}" for k, b in enumerate(batch) for d in b[1]]
+        try:
+            self.calls += 1
+            out = iter(self.translator.translate(lines, doc_ids=ids))
+        except Exception as e:                      # noqa: BLE001 — handed to the requests
+            if len(batch) > 1:
+                for b in batch:
+                    self._translate([b])
+            else:
+                batch[0][2].set_exception(e)
+            return
+        for b in batch:
+            b[2].set_result([next(out) for _ in b[0]])
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch, size, stop = [item], len(item[0]), False
+            while size < self.max_batch_lines:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+                size += len(nxt[0])
+            self._translate(batch)
+            if stop:
+                return
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class OnmtItem(BaseModel):
+    src: str
+    id: int | str | None = None
+
+
+class LibreRequest(BaseModel):
+    q: str | list[str]
+    source: str = "auto"
+    target: str = ""
+    format: str = "text"
+    api_key: str | None = None
+
+
+class DocumentRequest(BaseModel):
+    lines: list[str] = Field(...)
+
+
+def _one_line(s: str) -> str:
+    return " ".join(s.splitlines()) if ("\n" in s or "\r" in s) else s
+
+
+def create_app(translator, limits: Limits = Limits(), source: str = "zh", target: str = "en",
+               name: str = "") -> FastAPI:
+    """The FastAPI application serving ``translator`` (an ``inference.translate.Translator``;
+    anything with ``translate(lines, doc_ids=…)`` and ``reads_documents``) under ``limits``;
+    ``source`` / ``target``: the model's languages (LibreTranslate's codes); ``name``: shown by
+    /health. See the module doc."""
+    app = FastAPI(title="doctrans", description="Document-level zh→en translation", version="1")
+    batcher = Batcher(translator, limits.max_batch_lines)
+    app.state.batcher = batcher
+    app.router.on_shutdown.append(batcher.close)
+    stats = {"requests": 0, "sentences": 0, "started": time.time()}
+    count_lock = threading.Lock()
+
+    def run(lines: list[str], doc_ids: list[str]) -> list[str]:
+        if len(lines) > limits.max_lines:
+            raise ApiError(413, f"{len(lines)} lines in one request: at most {limits.max_lines}")
+        chars = sum(len(x) for x in lines)
+        if chars > limits.max_chars:
+            raise ApiError(413, f"{chars} characters in one request: at most {limits.max_chars}")
+        if not lines:
+            return []
+        try:
+            out = batcher.submit(lines, doc_ids)
+        except ValueError as e:
+            raise ApiError(422, str(e)) from None
+        with count_lock:
+            stats["requests"] += 1
+            stats["sentences"] += sum(1 for x in lines if x.strip())
+        return out
+
+    @app.middleware("http")
+    async def body_limit(request: Request, call_next):
+        size = request.headers.get("content-length")
+        if size is not None and size.isdigit() and int(size) > limits.max_body_bytes:
+            return _error(413, f"request body of {size} bytes: at most {limits.max_body_bytes}")
+        return await call_next(request)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError):
+        return _error(exc.status, exc.message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        return _error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        return _error(422, f"malformed request: {where}: {first.get('msg', 'invalid')}" if where else
+                      "malformed request", details=[{k: e.get(k) for k in ("loc", "msg", "type")} for e in exc.errors()])
+
+    @app.exception_handler(Exception)
+    async def failed(request: Request, exc: Exception):
+        log.exception("%s %s failed", request.method, request.url.path)
+        return _error(500, f"translation failed: {type(exc).__name__}: {exc}")
+
+    @app.get("/health")
+    def health():
+        return {"status": "ok", "model": name, "source": source, "target": target,
+                "reads_documents": bool(translator.reads_documents), "limits": asdict(limits),
+                "requests": stats["requests"], "sentences": stats["sentences"], "batches": batcher.calls,
+                "uptime_s": round(time.time() - stats["started"], 1)}
+
+    @app.post("/translator/translate")
+    def onmt(items: list[OnmtItem]):
+        srcs = [_one_line(x.src) for x in items]
+        out = run(srcs, [str(k) for k in range(len(srcs))])
+        return [[{"src": s, "tgt": t, "n_best": 1, "pred_score": None} for s, t in zip(srcs, out)]]
+
+    @app.post("/translate")
+    def libre(req: LibreRequest):
+        if req.source not in ("auto", source):
+            raise ApiError(400, f"source language {req.source!r} is not supported: this model translates "
+                                f"{source} to {target}")
+        if req.target and req.target != target:
+            raise ApiError(400, f"target language {req.target!r} is not supported: this model translates "
+                                f"{source} to {target}")
+        if req.format not in ("text",):
+            raise ApiError(400, f"format {req.format!r} is not supported: text")
+        texts = [req.q] if isinstance(req.q, str) else req.q
+        docs = [t.split("\n") for t in texts]
+        lines = [x.rstrip("\r") for d in docs for x in d]
+        out = iter(run(lines, [str(k) for k, d in enumerate(docs) for _ in d]))
+        joined = ["\n".join(next(out) for _ in d) for d in docs]
+        return {"translatedText": joined[0] if isinstance(req.q, str) else joined}
+
+    @app.post("/translate/document")
+    def document(req: DocumentRequest):
+        lines = [_one_line(x) for x in req.lines]
+        return {"lines": run(lines, ["0"] * len(lines))}
+
+    return app
+
+
+def _error(status: int, message: str, **extra) -> JSONResponse:
+    return JSONResponse({"error": message, "status": status, **extra}, status_code=status)

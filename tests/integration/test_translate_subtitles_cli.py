@@ -1,0 +1,98 @@
+"""`doctrans translate` on subtitle files and on legacy-encoded / Traditional plain text: the
+file is translated as one document with its cues kept; bad files are one-line errors."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import train_tiny
+from doctrans.cli import cli, main
+from doctrans.inference.subtitles import read_subtitles
+from doctrans.inference.translate import TranslateConfig, Translator, read_documents
+
+SRT = "1\n00:00:01,000 --> 00:00:02,000\n<i>w1 w2 w3</i>\n\n2\n00:00:03,000 --> 00:00:04,000\n\n\n" \
+      "3\n00:00:05,000 --> 00:00:06,500 X1:1 X2:2 Y1:3 Y2:4\n- w4 w5\n- w6\n"
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return train_tiny(tmp_path_factory.mktemp("subs"), 20, "train.max_steps=3")
+
+
+def test_translate_srt_file_and_bilingual(ckpt, tmp_path):
+    src = tmp_path / "ep01.srt"
+    src.write_bytes(SRT.encode("utf-16"))
+    common = ["translate", "-c", str(ckpt), "--input-format", "bpe", "--tokenized", "--beam", "2"]
+    r = CliRunner().invoke(cli, [*common, "-i", str(src), "-o", str(tmp_path / "ep01.en.srt")])
+    assert r.exit_code == 0, r.output
+    expect = Translator(TranslateConfig(checkpoint=str(ckpt), input_format="bpe", tokenized=True, beam=2)).translate(
+        ["w1 w2 w3", "w4 w5", "w6"])
+    out = read_subtitles(tmp_path / "ep01.en.srt")
+    assert out.encoding == "utf-8" and [c.text for c in out.cues] == [
+        [f"<i>{expect[0]}</i>"], [], [f"- {expect[1]}", f"- {expect[2]}"]]
+    assert [c.header for c in out.cues] == [c.header for c in read_subtitles(src).cues]
+    r = CliRunner().invoke(cli, [*common, "-i", str(src), "-o", str(tmp_path / "bi.srt"), "--bilingual"])
+    assert r.exit_code == 0, r.output
+    assert read_subtitles(tmp_path / "bi.srt").cues[2].text == ["- w4 w5", "- w6", f"- {expect[1]}", f"- {expect[2]}"]
+
+
+def test_bad_subtitle_file_is_a_one_line_error(ckpt, tmp_path, monkeypatch, capsys):
+    bad = tmp_path / "bad.srt"
+    bad.write_text("1\n00:00:01,000 --> 00:00:02,000\nw1\n\n2\n00:00:xx,000 --> 00:00:04,000\nw2\n", encoding="utf-8")
+    monkeypatch.setattr(sys, "argv", ["doctrans", "-q", "translate", "-c", str(ckpt), "-i", str(bad),
+                                      "-o", str(tmp_path / "o.srt")])
+    with pytest.raises(SystemExit) as e:
+        main()
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "Traceback" not in err and not (tmp_path / "o.srt").exists()
+    assert f"error: {bad}: cue 2 (index 2, line 6): bad timestamp line" in err
+
+
+def test_stream_command_flushes_each_line(ckpt):
+    lines = ["w1 w2 w3", "w4 w5", "", "w6 w7 w8 w9"]
+    r = CliRunner().invoke(cli, ["translate", "--stream", "-c", str(ckpt), "--input-format", "bpe", "--tokenized",
+                                 "--beam", "2"], input="".join(f"{x}\n" for x in lines))
+    assert r.exit_code == 0, r.output
+    tr = Translator(TranslateConfig(checkpoint=str(ckpt), input_format="bpe", tokenized=True, beam=2))
+    assert r.output.split("\n")[:-1] == tr.translate(lines)
+    r = CliRunner().invoke(cli, ["translate", "--stream", "-c", str(ckpt), "-o", "out.en"])
+    assert r.exit_code != 0 and "--stream reads stdin and writes stdout" in str(r.exception)
+
+
+def test_run_stream_writes_and_flushes_before_reading_on(ckpt):
+    from doctrans.inference.stream import run_stream
+
+    events = []
+
+    class In:
+        def __init__(self, lines):
+            self.lines = iter(lines)
+
+        def readline(self):
+            events.append("read")
+            return next(self.lines, "")
+
+    class Out:
+        def write(self, s):
+            events.append("write")
+
+        def flush(self):
+            events.append("flush")
+
+    tr = Translator(TranslateConfig(checkpoint=str(ckpt), input_format="bpe", tokenized=True, beam=2))
+    assert run_stream(tr, In(["w1 w2\n", "w3\n"]), Out()) == 2
+    assert events == ["read", "write", "flush", "read", "write", "flush", "read"]
+
+
+def test_plain_text_encoding_and_script(tmp_path):
+    f = tmp_path / "in.zh"
+    f.write_bytes("我們今天去看電影。\n\n他說他很累了。\n".encode("big5"))
+    cfg = TranslateConfig(checkpoint="unused", input=str(f), encoding="auto")
+    assert read_documents(cfg)[0] == ["我们今天去看电影。", "", "他说他很累了。"]
+    from dataclasses import replace
+
+    assert read_documents(replace(cfg, script="simplified"))[0][0] == "我們今天去看電影。"
+    with pytest.raises(ValueError, match="not valid UTF-8"):          # no --encoding: UTF-8, as before
+        read_documents(replace(cfg, encoding=""))
