@@ -27,6 +27,7 @@ from doctrans.models.context.han import HAN, HANConfig
 from doctrans.models.context.hier_rnn import HRNN, HRNNConfig
 from doctrans.models.context.inter_sentence_gate import InterSentenceGate, ISGConfig
 from doctrans.models.context.multi_encoder import MultiEncoder, MultiEncoderConfig
+from doctrans.models.context.tgt_concat import TargetConcat, TgtConcatConfig
 from doctrans.models.interface import missing_members
 from doctrans.models.reconstructor import ReconstructedModel, ReconstructorConfig
 
@@ -46,6 +47,7 @@ CONTEXT_MODELS = {
     "multi_encoder": (MultiEncoderConfig, MultiEncoder),
     "isg": (ISGConfig, InterSentenceGate),
     "cache": (CacheConfig, ContinuousCache),
+    "tgt_concat": (TgtConcatConfig, TargetConcat),
 }
 
 RECONSTRUCTOR = (ReconstructorConfig, ReconstructedModel)

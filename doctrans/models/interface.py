@@ -307,7 +307,14 @@ class PortableTransformer:
     Source context (the concatenation model, docs/models.md §2): the source read for a sentence
     is its ``source_context`` previous non-empty sentences of the document (each ending in
     ``</s>``, oldest first) followed by itself, the context cut to its newest
-    ``max_context_tokens`` tokens when that is > 0. 0 = a sentence-level model."""
+    ``max_context_tokens`` tokens when that is > 0. 0 = a sentence-level model.
+
+    Target context (target-side concatenation, ``models/context/tgt_concat.py``): with
+    ``target_context`` N > 0 the decoder first reads, as a forced prefix after ``<s>``, the
+    model's own translations of those same previous sentences, each as ``<s> y </s>`` without
+    its leading ``<s>`` for the first (the decoder's start token), then ``<s>``; the current
+    sentence is generated after it, and the prefix is cut to its newest
+    ``max_target_context_tokens`` tokens when that is > 0 (0 = a model without target context)."""
 
     layers_enc: int
     layers_dec: int
@@ -319,6 +326,8 @@ class PortableTransformer:
     weights: dict[str, Tensor]
     source_context: int = 0
     max_context_tokens: int = 0
+    target_context: int = 0
+    max_target_context_tokens: int = 0
 
 
 class NoReconstruction:
@@ -412,6 +421,19 @@ class BackboneParts(Protocol):
 
     def decode_step_hidden(self, state: Any, prev_tokens: Tensor) -> tuple[Tensor, Any]:
         """One incremental step: prev_tokens (B,) → (top decoder state (B, H), state)."""
+        ...
+
+
+@runtime_checkable
+class TargetPrefixParts(Protocol):
+    """What a context model that puts previous target sentences before the current one in the
+    decoder (target-side concatenation, ``models/context/tgt_concat.py``) uses of a backbone
+    besides the contract: decoding that starts after a forced prefix of per-row length."""
+
+    def init_state_with_prefix(self, enc: EncoderOutput, prefix: Tensor) -> DecoderState:
+        """``init_state(enc)`` after force-decoding ``prefix`` (B, P) target ids, right-padded
+        with ``pad_id``: the next ``decode_step`` of row b continues right after its own prefix
+        tokens (positions and attention as teacher forcing of ``prefix_b · tgt_in_b``)."""
         ...
 
 

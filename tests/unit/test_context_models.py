@@ -110,7 +110,7 @@ def test_context_read_from_the_right_side(name):
         by_src = m.decode_train(m.encode(b_src), b_src.tgt_in)[1]
         by_tgt = m.decode_train(m.encode(b_tgt), b_tgt.tgt_in)[1]
     reads_src = reads_context(name)
-    reads_tgt = VARIANTS[name].get("attach") in ("decoder", "both") or VARIANTS[name]["type"] == "cache"
+    reads_tgt = VARIANTS[name].get("attach") in ("decoder", "both") or VARIANTS[name]["type"] in ("cache", "tgt_concat")
     assert (not torch.allclose(ref, by_src, atol=1e-5)) == reads_src
     assert (not torch.allclose(ref, by_tgt, atol=1e-5)) == reads_tgt
 

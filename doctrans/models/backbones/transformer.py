@@ -73,14 +73,21 @@ class LayerCache:
 class DecoderState:
     """Everything a decoding step needs besides the next input token.
 
-    memory_keep: (B, 1, 1, S) bool SDPA mask (True = attend) or None; step: positions decoded;
-    src_rows: (B,) the encoder row each state row reads (``init_state``: 0 … B−1), or None.
+    memory_keep: (B, 1, 1, S) bool SDPA mask (True = attend) or None; step: positions decoded
+    (columns of the self-attention cache); src_rows: (B,) the encoder row each state row reads
+    (``init_state``: 0 … B−1), or None. After a forced target prefix of per-row length
+    (``init_state_with_prefix``): self_keep (B, step) bool, True at the cache columns a row
+    attends (its own prefix tokens and everything decoded after it; False at the prefix's
+    padding), and pos (B,) long, each row's next position; both None otherwise (every row at
+    position ``step``, no column masked).
     """
 
     layers: list[LayerCache]
     memory_keep: Tensor | None
     step: int
     src_rows: Tensor | None = None
+    self_keep: Tensor | None = None
+    pos: Tensor | None = None
 
     def reorder(self, index: Tensor) -> "DecoderState":
         """Select batch rows (beam reordering / dropping finished sentences). index: (B',).
@@ -94,7 +101,8 @@ class DecoderState:
         same_source = src is not None and torch.equal(src, self.src_rows)
         layers = [LayerCache(sel(c.self_k), sel(c.self_v), c.cross_k if same_source else sel(c.cross_k),
                              c.cross_v if same_source else sel(c.cross_v)) for c in self.layers]
-        return DecoderState(layers, self.memory_keep if same_source else sel(self.memory_keep), self.step, src)
+        return DecoderState(layers, self.memory_keep if same_source else sel(self.memory_keep), self.step, src,
+                            sel(self.self_keep), sel(self.pos))
 
 
 class MultiHeadAttention(nn.Module):
@@ -138,14 +146,22 @@ class MultiHeadAttention(nn.Module):
         q, k, v = (self._split(t) for t in self.qkv(x).chunk(3, dim=-1))
         return self._attend(q, k, v, keep, causal)
 
-    def forward_self_step(self, x: Tensor, cache: LayerCache) -> Tensor:
-        """One incremental step. x: (B, 1, H); appends this step's k/v to ``cache``."""
+    def forward_self_step(self, x: Tensor, cache: LayerCache, keep: Tensor | None = None) -> Tensor:
+        """One incremental step. x: (B, 1, H); appends this step's k/v to ``cache``. keep:
+        (B, 1, 1, t) bool over the cache's t columns after the append (True = attend) or None.
+        With L > 1 positions x (B, L, H) and an empty cache: a causal pass over them that
+        fills the cache (a forced prefix, ``Transformer.init_state_with_prefix``)."""
         q, k, v = (self._split(t) for t in self.qkv(x).chunk(3, dim=-1))
+        if x.size(1) > 1:
+            if cache.self_k is not None:
+                raise ValueError("a multi-position step needs an empty self-attention cache")
+            cache.self_k, cache.self_v = k, v
+            return self._attend(q, k, v, None, True)
         if cache.self_k is not None:
             k = torch.cat([cache.self_k, k], dim=2)
             v = torch.cat([cache.self_v, v], dim=2)
         cache.self_k, cache.self_v = k, v
-        return self._attend(q, k, v, None, False)
+        return self._attend(q, k, v, keep, False)
 
     def forward_cross(self, x: Tensor, k: Tensor, v: Tensor, keep: Tensor | None) -> Tensor:
         """x: (B, T, H); k, v: (B, heads, S, dk); keep: (B,1,1,S) or None → (B, T, H)."""
@@ -230,12 +246,13 @@ class DecoderLayer(nn.Module):
         self.sub = _Sublayers(cfg.d_model, 3, cfg.dropout, cfg.norm == "pre")
 
     def forward(self, y: Tensor, mem_k: Tensor, mem_v: Tensor, mem_keep: Tensor | None,
-                cache: LayerCache | None = None) -> Tensor:
-        # y: (B, T, H) full teacher-forced target, or (B, 1, H) with ``cache`` (one step)
+                cache: LayerCache | None = None, self_keep: Tensor | None = None) -> Tensor:
+        # y: (B, T, H) full teacher-forced target, or (B, 1, H) with ``cache`` (one step; a forced
+        # prefix (B, P, H) into an empty cache); self_keep: (B, 1, 1, t) cache columns to attend
         if cache is None:
             y = self.sub.apply(0, y, lambda z: self.self_attn.forward_self(z, None, causal=True))
         else:
-            y = self.sub.apply(0, y, lambda z: self.self_attn.forward_self_step(z, cache))
+            y = self.sub.apply(0, y, lambda z: self.self_attn.forward_self_step(z, cache, self_keep))
         y = self.sub.apply(1, y, lambda z: self.cross_attn.forward_cross(z, mem_k, mem_v, mem_keep))
         return self.sub.apply(2, y, self.ffn)
 
@@ -378,12 +395,39 @@ class Transformer(SentenceModelDefaults, nn.Module):
 
     def decode_step_hidden(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
         """One incremental step. prev_tokens: (B,) → (top decoder state (B, H), state); updates
-        ``state`` in place (appends self-attention keys/values, advances ``step``)."""
-        y = self._embed(self.tgt_embed, prev_tokens[:, None], offset=state.step)     # (B, 1, H)
+        ``state`` in place (appends self-attention keys/values, advances ``step``; after a forced
+        prefix also ``pos`` and ``self_keep``)."""
+        if state.pos is None:
+            y = self._embed(self.tgt_embed, prev_tokens[:, None], offset=state.step)     # (B, 1, H)
+            keep = None
+        else:                                             # per-row positions after a ragged prefix
+            if int(state.pos.max()) >= self.cfg.max_positions:
+                raise ValueError(f"target prefix and output exceed model.max_positions={self.cfg.max_positions}")
+            y = self.drop(self.tgt_embed(prev_tokens[:, None]) * self.embed_scale + self.positions[state.pos][:, None])
+            state.self_keep = torch.cat([state.self_keep, state.self_keep.new_ones(state.self_keep.size(0), 1)], 1)
+            keep = None if bool(state.self_keep.all()) else state.self_keep[:, None, None, :]
+            state.pos = state.pos + 1
         for layer, cache in zip(self.decoder, state.layers):
-            y = layer(y, cache.cross_k, cache.cross_v, state.memory_keep, cache=cache)
+            y = layer(y, cache.cross_k, cache.cross_v, state.memory_keep, cache=cache, self_keep=keep)
         state.step += 1
         return self.dec_norm(y[:, 0]), state
+
+    def init_state_with_prefix(self, enc: EncoderOutput, prefix: Tensor) -> DecoderState:
+        """``init_state`` followed by force-decoding a target prefix per row (``models.interface.
+        TargetPrefixParts``). prefix: (B, P) ids, right-padded with ``pad_id`` (rows may be
+        shorter, or empty); the prefix is run in one causal pass (its outputs are not needed)
+        and its keys/values kept, so the next ``decode_step`` of row b reads its L_b prefix
+        tokens at positions 0 … L_b−1 and takes position L_b — what teacher forcing of the
+        concatenation ``prefix_b · tgt_in_b`` computes. P = 0: ``init_state``."""
+        state = self.init_state(enc)
+        if prefix.size(1) == 0:
+            return state
+        keep = prefix.ne(self.pad_id)                                            # (B, P)
+        y = self._embed(self.tgt_embed, prefix)                                   # (B, P, H)
+        for layer, cache in zip(self.decoder, state.layers):
+            y = layer(y, cache.cross_k, cache.cross_v, state.memory_keep, cache=cache)
+        state.step, state.self_keep, state.pos = prefix.size(1), keep, keep.sum(1)
+        return state
 
     # -- the model contract ------------------------------------------------------------------
     def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:

@@ -1,0 +1,163 @@
+"""Target-side concatenation: the previous N sentences of the document as a prefix on *both*
+sides (Tiedemann & Scherrer 2017 "2-to-2"; the contextual-mt setting of Fernandes et al. 2021,
+"Measuring and Increasing Context Usage in Context-Aware Machine Translation", ACL, §4).
+
+Source: ``[X_{m−N} … X_{m−1} X_m]``, each sentence ending in ``</s>``, as the source-side
+concatenation model (``concat.py``; ``max_context_tokens`` keeps the newest context tokens).
+Target: the decoder reads ``<s> Y_{m−N} </s> … <s> Y_{m−1} </s> <s> Y_m </s>`` — every
+sentence exactly as the sentence model reads one — and the loss covers the current sentence
+``Y_m </s>`` only: the prefix ``<s> Y_{m−N} </s> … <s> Y_{m−1} </s>`` is teacher-forced, its
+positions predict nothing. The break between sentences is the pair ``</s> <s>`` [I: Tiedemann &
+Scherrer use a dedicated _BREAK_ token and contextual-mt a ``<brk>``; ``</s>``/``<s>`` need no
+vocabulary change, so a sentence-level checkpoint (``train.init_from``) fits unchanged and a row
+without context is exactly the sentence model's input (segment embeddings would add parameters and
+rule out a CTranslate2 export)]. Context dropout (``train.context_dropout``, ``data/context_usage``)
+sets a row's ``ctx`` to −1: both prefixes vanish together and the row reads the lone sentence.
+
+In training, ``Y_{m−k}`` are the references (the context rows' ``tgt_in``); at test time the
+document path (``inference/documents.py``, ``document.needs_target``) translates sentence k of
+every document in one batch after sentence k − 1 of all of them, and the context rows carry the
+model's **own** 1-best translations: a rolling history, never the reference. Search force-
+decodes the prefix (``TargetPrefixParts.init_state_with_prefix``: one causal pass over the
+prefixes, ragged per row) and generation starts after the last ``<s>``. ``max_target_context_tokens``
+keeps the newest prefix tokens (after a leading ``<s>``); the prefix is never longer than half the
+backbone's positions, so a prefix and an output always fit.
+
+Context attention (``context_attention``, for attention supervision: ``training/attention_supervision.py``):
+the self-attention weights of one decoder head from the current sentence's positions to the
+target prefix (and the cross-attention weights to the source context), recomputed on demand.
+
+Shape legend: B rows, S source length (with context), T current target length, P target prefix
+length, D decoder size.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor
+
+from doctrans.models.context.base import context_rows
+from doctrans.models.context.concat import ConcatContext
+from doctrans.models.interface import EncoderOutput, PortableTransformer, TargetPrefixParts
+
+BOS_ID, EOS_ID = 1, 2          # <s>, </s> of every doctrans vocabulary (data/vocab.py)
+
+
+@dataclass(frozen=True)
+class TgtConcatConfig:
+    type: str = "tgt_concat"                # the row of models/build.py:CONTEXT_MODELS
+    context_sents: int = 1                  # N previous sentences on both sides
+    max_context_tokens: int = 0             # source context: keep at most this many (newest); 0 = all
+    max_target_context_tokens: int = 0      # target prefix: keep at most this many (newest); 0 = all
+
+
+class TargetConcat(ConcatContext):
+    """Concatenation on both sides (module doc): ``encode`` → the source concatenation's
+    states plus ``extra["tgt_prefix"]`` (B, P) (each row's target prefix, right-padded);
+    ``decode_train`` / ``decode_hidden`` teacher-force ``prefix · tgt_in`` and return the
+    current sentence's positions only; ``init_state`` force-decodes the prefix."""
+
+    context_needs_target = True
+    backbone_parts = (TargetPrefixParts,)
+
+    def __init__(self, backbone, cfg: TgtConcatConfig):
+        super().__init__(backbone, cfg)
+        if cfg.max_target_context_tokens < 0:
+            raise ValueError(f"context.max_target_context_tokens must be ≥ 0, got {cfg.max_target_context_tokens}")
+        cap = backbone.max_target_len // 2
+        self.prefix_cap = min(cfg.max_target_context_tokens, cap) if cfg.max_target_context_tokens else cap
+
+    @property
+    def max_target_len(self) -> int:
+        """The backbone's positions less the longest prefix."""
+        return self.backbone.max_target_len - self.prefix_cap
+
+    # -- the target prefix -------------------------------------------------------------------
+    def target_prefix(self, batch) -> Tensor:
+        """(B, P) ids: for each row, its existing context rows' targets (``tgt_in`` = ``<s> y``,
+        padding removed, oldest first) each followed by ``</s>``, cut to the newest
+        ``prefix_cap`` tokens after a leading ``<s>``; right-padded; P = 0 when no row has
+        context. Raises ValueError for a batch without ``tgt_in`` while some row has context."""
+        src = batch.src
+        rows = context_rows(batch, self.context_sents, src.device)
+        if not bool(rows.ge(0).any()):
+            return src.new_zeros((src.size(0), 0))
+        tgt_in = getattr(batch, "tgt_in", None)
+        if tgt_in is None:
+            raise ValueError("the target-side concatenation model needs the context rows' targets (batch.tgt_in)")
+        lengths = tgt_in.ne(self.pad_id).sum(1).tolist()
+        eos = tgt_in.new_full((1,), EOS_ID)
+        seqs = []
+        for ctx in rows.tolist():
+            parts = [t for r in ctx if r >= 0 for t in (tgt_in[r, :lengths[r]], eos)]
+            seq = torch.cat(parts) if parts else tgt_in.new_zeros(0)
+            if seq.numel() > self.prefix_cap:
+                seq = torch.cat([tgt_in.new_full((1,), BOS_ID), seq[seq.numel() - self.prefix_cap + 1:]])
+            seqs.append(seq)
+        return torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=self.pad_id)
+
+    def encode(self, batch) -> EncoderOutput:
+        """The source concatenation's encoding (``ConcatContext.encode``) with each row's target
+        prefix in ``extra["tgt_prefix"]`` (B, P) (kept aligned by ``select``)."""
+        enc = super().encode(batch)
+        extra = dict(enc.extra or {})
+        extra["tgt_prefix"] = self.target_prefix(batch).to(enc.states.device)
+        return EncoderOutput(enc.states, enc.src_pad_mask, extra, enc.shared)
+
+    def _prefix(self, enc: EncoderOutput) -> Tensor:
+        """``extra["tgt_prefix"]`` cut to its longest row (rows selected from a batch may need
+        fewer columns)."""
+        extra = enc.extra or {}
+        if "tgt_prefix" not in extra:
+            raise ValueError("EncoderOutput lacks the target prefix: encode with the target-side concatenation model")
+        prefix = extra["tgt_prefix"]
+        width = int(prefix.ne(self.pad_id).sum(1).max()) if prefix.numel() else 0
+        return prefix[:, :width]
+
+    def _packed(self, enc: EncoderOutput, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
+        """(prefix_b · tgt_in_b right-padded (B, P+T), index (B, T) of tgt_in's positions in it)."""
+        prefix = self._prefix(enc)
+        b, t = tgt_in.shape
+        lengths = prefix.ne(self.pad_id).sum(1)                                       # (B,)
+        full = torch.cat([prefix, prefix.new_full((b, t), self.pad_id)], 1)
+        index = lengths[:, None] + torch.arange(t, device=tgt_in.device)[None, :]
+        return full.scatter(1, index, tgt_in), index
+
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing of ``prefix · tgt_in`` → the decoder states of tgt_in's positions
+        (B, T, D) (the prefix's own states are computed and dropped)."""
+        full, index = self._packed(enc, tgt_in)
+        hidden = self.backbone.decode_hidden(self._plain(enc), full)                  # (B, P+T, D)
+        return hidden.gather(1, index[:, :, None].expand(-1, -1, hidden.size(-1)))
+
+    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
+        """Logits (B, T, V) of the current sentence only (or (N, V) at ``select``): the loss
+        never sees the prefix."""
+        hidden = self.decode_hidden(enc, tgt_in)
+        return self.backbone.output_logits(hidden if select is None else hidden[select])
+
+    def init_state(self, enc: EncoderOutput):
+        """The backbone's state after force-decoding each row's prefix."""
+        return self.backbone.init_state_with_prefix(self._plain(enc), self._prefix(enc))
+
+    def decode_step(self, state, prev_tokens: Tensor, vocab: Tensor | None = None):
+        return self.backbone.decode_step(state, prev_tokens, vocab)
+
+    def decode_step_hidden(self, state, prev_tokens: Tensor):
+        return self.backbone.decode_step_hidden(state, prev_tokens)
+
+    @staticmethod
+    def _plain(enc: EncoderOutput) -> EncoderOutput:
+        """``enc`` without this model's extra (the backbone's own encoding)."""
+        extra = {k: v for k, v in (enc.extra or {}).items() if k != "tgt_prefix"}
+        return EncoderOutput(enc.states, enc.src_pad_mask, extra or None, enc.shared)
+
+    def portable(self) -> PortableTransformer | None:
+        """The backbone's portable form with this model's context on both sides (the target
+        prefix is forced decoding, ``PortableTransformer``'s target context); None when the
+        backbone is not portable."""
+        base = super().portable()
+        if base is None:
+            return None
+        return replace(base, target_context=self.context_sents, max_target_context_tokens=self.prefix_cap)

@@ -1,0 +1,166 @@
+"""The target-side concatenation model (models/context/tgt_concat.py, issue 52): the prefix on
+both sides, the loss on the current sentence only, forced decoding of ragged prefixes, context
+dropout = the lone sentence, and the rolling history of the model's own translations."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from doctrans.config import load_experiment
+from doctrans.data.context_usage import apply_context_usage
+from doctrans.data.vocab import Vocab
+from doctrans.inference.beam_search import beam_search
+from doctrans.models.build import build_model
+from doctrans.models.interface import SearchBatch
+
+from conftest import REPO, DocBatchStub, stepwise_equals_teacher_forcing
+
+VOCAB = Vocab(["<pad>", "<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(16)])
+
+
+def model(n: int = 2, seed: int = 0, **extra):
+    torch.manual_seed(seed)
+    opts = ", ".join(f"{k}: {v}" for k, v in extra.items())
+    cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml",
+                          ["model.dropout=0.0", f"context={{type: tgt_concat, context_sents: {n}"
+                           + (f", {opts}" if opts else "") + "}"])
+    return build_model(cfg.model, len(VOCAB), len(VOCAB), 0, cfg.context).eval()
+
+
+def batch() -> DocBatchStub:
+    """Rows 0–2 one document, row 3 a lone sentence; row 0 context-only."""
+    src = torch.tensor([[4, 5, 2, 0], [6, 7, 8, 2], [9, 2, 0, 0], [10, 11, 2, 0]])
+    tgt_in = torch.tensor([[1, 12, 13, 0], [1, 14, 0, 0], [1, 15, 16, 17], [1, 18, 0, 0]])
+    ctx = torch.tensor([[-1, -1], [-1, 0], [0, 1], [-1, -1]])
+    b = DocBatchStub(src, tgt_in, ctx, torch.tensor([False, True, True, True]))
+    b.tgt_out = torch.cat([tgt_in[:, 1:], torch.zeros(4, 1, dtype=torch.long)], 1)
+    for r in range(4):
+        b.tgt_out[r, int(tgt_in[r].ne(0).sum()) - 1] = 2
+    return b
+
+
+def test_prefix_is_the_previous_targets_each_closed_by_eos():
+    m, b = model(), batch()
+    prefix = m.target_prefix(b)
+    rows = [[t for t in r if t] for r in prefix.tolist()]
+    assert rows == [[], [1, 12, 13, 2], [1, 12, 13, 2, 1, 14, 2], []]
+    assert m.concatenated_source(b)[2].tolist()[:9] == [4, 5, 2, 6, 7, 8, 2, 9, 2]      # and the source side
+
+
+def test_prefix_cut_keeps_the_newest_tokens_after_a_start_token():
+    m, b = model(max_target_context_tokens=4), batch()
+    assert [t for t in m.target_prefix(b)[2].tolist() if t] == [1, 1, 14, 2]
+
+
+def test_loss_covers_the_current_sentence_only():
+    """decode_train returns the current sentence's positions only, and they are the backbone's
+    teacher-forced logits of ``prefix · tgt_in`` at those positions; forward_loss counts the
+    target rows' own tokens."""
+    from doctrans.training.loss import forward_loss
+
+    m, b = model(), batch()
+    with torch.no_grad():
+        enc = m.encode(b)
+        logits = m.decode_train(enc, b.tgt_in)                                   # (B, T, V)
+        assert logits.shape == (4, 4, len(VOCAB))
+        full = torch.tensor([[1, 12, 13, 2, 1, 14, 2, 1, 15, 16, 17]])           # row 2's decoder input
+        base = m.backbone.decode_train(m._plain(enc).select(torch.tensor([2])), full)[0, 7:]
+    assert torch.allclose(logits[2], base, atol=1e-5)
+    out = forward_loss(m, b, 0, 0.0)
+    assert out.n_tokens == int(b.tgt_out[b.is_target].ne(0).sum()) == 2 + 4 + 2
+
+
+def test_prefix_changes_the_output_and_is_read_from_the_target_side():
+    m, b = model(), batch()
+    with torch.no_grad():
+        ref = m.decode_train(m.encode(b), b.tgt_in)[1]
+        b2 = batch()
+        b2.tgt_in[0, 1:3] = torch.tensor([4, 5])                                 # previous target only
+        other = m.decode_train(m.encode(b2), b2.tgt_in)[1]
+    assert not torch.allclose(ref, other, atol=1e-4)
+
+
+def test_forced_ragged_prefixes_decode_as_teacher_forcing():
+    """init_state force-decodes prefixes of 0, 4 and 7 tokens in one pass; every step (and the
+    beam's reordering) equals teacher forcing."""
+    m, b = model(), batch()
+    assert stepwise_equals_teacher_forcing(m, b, atol=1e-5)
+    assert stepwise_equals_teacher_forcing(m, b, order=torch.tensor([2, 2, 1, 3, 0]), atol=1e-5)
+
+
+def test_context_dropout_gives_exactly_the_lone_sentence_input():
+    m, b = model(), batch()
+    dropped = apply_context_usage(b, context_dropout=0.999, generator=torch.Generator().manual_seed(0))
+    assert dropped.ctx[dropped.is_target].eq(-1).all()
+    assert m.target_prefix(dropped).ne(0).sum() == 0
+    assert torch.equal(m.concatenated_source(dropped)[:, :4], b.src)
+    with torch.no_grad():
+        out = m.decode_train(m.encode(dropped), b.tgt_in)
+        alone = m.backbone.decode_train(m.backbone.encode(SearchBatch(b.src)), b.tgt_in)
+    rows = dropped.is_target                                                     # context-only rows are not encoded
+    assert torch.allclose(out[rows], alone[rows], atol=1e-6)
+
+
+def test_search_without_context_is_the_sentence_model():
+    m, b = model(), batch()
+    got = beam_search(m, SearchBatch(b.src), VOCAB, beam=2, max_len_extra=3)
+    want = beam_search(m.backbone, SearchBatch(b.src), VOCAB, beam=2, max_len_extra=3)
+    assert got.tokens == want.tokens
+
+
+def test_rolling_history_is_the_models_own_output(monkeypatch):
+    """translate_documents gives sentence k the model's own translations of sentences k−N…k−1 as
+    its target prefix, in document order, several documents per batch; a run where the prefix
+    is replaced by anything else (e.g. a reference) translates differently. Fails if the prefix
+    is not the 1-best just produced (a random tiny model's outputs are degenerate, so the
+    search's scores tell the prefixes apart)."""
+    from doctrans.inference.documents import translate_documents
+    from doctrans.models.context.tgt_concat import TargetConcat
+
+    m = model(n=1, seed=3)
+    rng = np.random.default_rng(0)
+    docs = [[np.r_[4 + 4 * d + k, rng.integers(4, 20, int(rng.integers(1, 4))), 2] for k in range(4)]
+            for d in range(3)]                                  # first token: a unique sentence id
+    seen: list[tuple[list[int], list[int]]] = []                # (source of a target row, its prefix)
+    real = TargetConcat.target_prefix
+
+    def spy(self, batch):
+        prefix = real(self, batch)
+        for r in batch.is_target.nonzero().squeeze(1).tolist():
+            seen.append(([t for t in batch.src[r].tolist() if t], [t for t in prefix[r].tolist() if t]))
+        return prefix
+
+    monkeypatch.setattr(TargetConcat, "target_prefix", spy)
+    out = translate_documents(m, docs, VOCAB, beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3,
+                              batch_sentences=8)
+    own = {tuple(x.tolist()): VOCAB.encode(y)[:-1].tolist() for d, o in zip(docs, out) for x, y in zip(d, o)}
+    prefix_of = {tuple(s): p for s, p in seen}
+    for d in docs:
+        assert prefix_of[tuple(d[0].tolist())] == []
+        for k in range(1, len(d)):
+            assert prefix_of[tuple(d[k].tolist())] == [1] + own[tuple(d[k - 1].tolist())] + [2]
+    # the history matters: feeding another target as sentence 1's prefix changes its translation
+    first, second = docs[0][0], docs[0][1]
+    src = torch.nn.utils.rnn.pad_sequence([torch.tensor(second), torch.tensor(first)], batch_first=True)
+    outs = []
+    for hyp in (own[tuple(first.tolist())], [5, 6, 7, 8, 9], [19, 18], [12] * 5):
+        tgt_in = torch.zeros(2, 16, dtype=torch.long)
+        tgt_in[:, 0] = 1
+        tgt_in[1, 1:1 + len(hyp)] = torch.tensor(hyp)
+        b = DocBatchStub(src, tgt_in, torch.tensor([[1], [-1]]), torch.tensor([True, False]))
+        res = beam_search(m, b, VOCAB, beam=2, max_len_extra=3)
+        outs.append((res.tokens[0], res.scores[0]))
+    assert outs[0][0] == own[tuple(second.tolist())]              # the document path's own prefix, reproduced
+    assert len({round(score, 4) for _, score in outs}) == len(outs)  # another prefix: another search
+
+
+def test_portable_form_names_the_target_context():
+    p = model(n=2).portable()
+    assert p.source_context == 2 and p.target_context == 2 and p.max_target_context_tokens > 0
+
+
+@pytest.mark.parametrize("bad", [-1])
+def test_negative_prefix_cut_is_refused(bad):
+    with pytest.raises(ValueError, match="max_target_context_tokens"):
+        model(max_target_context_tokens=bad)
