@@ -27,6 +27,14 @@ ones up to float rounding (``tests/integration/test_ct2_export.py``); on the TVs
 quickstart model's beam-5 float32 translations were native's exactly (benchmarks/RESULTS.md,
 "decode engines").
 
+Target context (the target-side concatenation model, ``models/context/tgt_concat.py``): the
+export records ``target_context`` N and ``max_target_context_tokens``; documents are then
+translated in order, position k of every document after position k − 1 of all of them, each
+sentence with its document's own previous N translations as CTranslate2's forced
+``target_prefix`` (``<s>``/``</s>`` included: the native decoder's prefix, ``CT2Model.target_prefix``)
+and ``return_alternatives=False``; the prefix tokens come back at the head of each hypothesis and
+are cut off. Greedy outputs equal the native engine's (``tests/integration/test_ct2_export.py``).
+
 Shortlists. ``--shortlist FILE`` (a ``doctrans shortlist`` vocabulary map, CTranslate2's own
 ``vmap`` format) is checked against the export's vocabularies and given to CTranslate2 as the
 model's ``vmap.txt``: the export is loaded from a temporary directory of links to its files plus
@@ -145,10 +153,12 @@ class CT2Model:
         self.chunk_len, self.protect_dp = int(meta["chunk_len"]), bool(meta["protect_dp"])
         self.max_target_len = int(meta["max_target_len"])
         self.source_context, self.max_context_tokens = int(meta["source_context"]), int(meta["max_context_tokens"])
+        self.target_context = int(meta.get("target_context", 0))
+        self.max_target_context_tokens = int(meta.get("max_target_context_tokens", 0))
 
     @property
     def reads_documents(self) -> bool:
-        return self.source_context > 0
+        return self.source_context > 0 or self.target_context > 0
 
     def decode(self, ids: list[np.ndarray], cfg, progress: bool = False, nbest: int = 0,
                own_len: list[int] | None = None):
@@ -204,5 +214,50 @@ class CT2Model:
                 ctx = ctx[len(ctx) - max(0, min(room, len(ctx))):]
                 srcs.append(np.concatenate([ctx, x]))
                 own.append(len(x))
+        if self.target_context > 0:
+            return self._decode_rolling(docs, srcs, own, cfg, progress)
         flat = iter(self.decode(srcs, cfg, progress, own_len=own))
         return [[next(flat) for _ in doc] for doc in docs]
+
+    def target_prefix(self, history: list[list[str]]) -> list[str]:
+        """CTranslate2's ``target_prefix`` for a sentence whose previous translations (token
+        lists, oldest first) are ``history`` (its newest ``target_context``): the native
+        decoder's forced prefix ``<s> y </s> <s> y' </s>`` (``models/context/tgt_concat.py``,
+        cut to the newest ``max_target_context_tokens`` after a leading ``<s>``) without its
+        first ``<s>`` (CTranslate2's start token), then ``<s>``; [] without history."""
+        seq = [t for h in history[-self.target_context:] for t in ("<s>", *h, "</s>")]
+        cap = self.max_target_context_tokens
+        if cap and len(seq) > cap:
+            seq = ["<s>"] + seq[len(seq) - cap + 1:]
+        return seq[1:] + ["<s>"] if seq else []
+
+    def _decode_rolling(self, docs, srcs, own, cfg, progress: bool) -> list[list[str]]:
+        """A target-context model (``PortableTransformer.target_context``): position k of every
+        document in one run (batches of ``batch_sentences``, by length) after position k − 1 of
+        all of them, each with its document's own previous translations as a forced
+        ``target_prefix``; the prefix comes back with each hypothesis and is cut off."""
+        if cfg.beam < 1:
+            raise ValueError(f"beam must be ≥ 1, got {cfg.beam}")
+        tokens = self.src_vocab.tokens
+        cap = self.max_target_len - 1
+        start = np.cumsum([0] + [len(d) for d in docs])
+        out: list[list[list[str]]] = [[[] for _ in d] for d in docs]
+        bar = tqdm(total=int(start[-1]), unit="sent", disable=not progress or bars_off(),
+                   desc="translate (ctranslate2, rolling history)")
+        for k in range(max((len(d) for d in docs), default=0)):
+            step = sorted((d for d in range(len(docs)) if k < len(docs[d])), key=lambda d: len(srcs[start[d] + k]))
+            for a in range(0, len(step), cfg.batch_sentences):
+                chunk = step[a:a + cfg.batch_sentences]
+                src = [[tokens[j] for j in srcs[start[d] + k][:-1]] for d in chunk]
+                prefix = [self.target_prefix(out[d][:k]) for d in chunk]
+                limits = [min(math.ceil(own[start[d] + k] * cfg.max_len_ratio) + cfg.max_len_extra, cap) for d in chunk]
+                res = self.translator.translate_batch(
+                    src, target_prefix=prefix, return_alternatives=False, beam_size=cfg.beam,
+                    length_penalty=cfg.lenpen, max_decoding_length=max(l + len(p) for l, p in zip(limits, prefix)) + 1,
+                    min_decoding_length=0, max_input_length=self.max_target_len, num_hypotheses=1,
+                    use_vmap=self.use_vmap)
+                for d, p, lim, r in zip(chunk, prefix, limits, res):
+                    out[d][k] = list(r.hypotheses[0][len(p):len(p) + lim])
+                bar.update(len(chunk))
+        bar.close()
+        return [[" ".join(h) for h in d] for d in out]

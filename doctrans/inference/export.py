@@ -109,6 +109,8 @@ def export_ctranslate2(checkpoint: str, output: str, prepared: str = "") -> Path
             "chunk_len": loaded.chunk_len, "protect_dp": loaded.protect_dp,
             "max_target_len": loaded.model.max_target_len,
             "source_context": portable.source_context, "max_context_tokens": portable.max_context_tokens,
+            "target_context": portable.target_context,
+            "max_target_context_tokens": portable.max_target_context_tokens,
             "src_vocab": loaded.src_vocab.tokens, "tgt_vocab": loaded.tgt_vocab.tokens}
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

@@ -97,6 +97,20 @@ def test_concat_documents_equal_native(concat, tmp_path):
     assert _tr(out, "ctranslate2").translate(LINES) == _tr(concat).translate(LINES)
 
 
+def test_target_context_documents_equal_native(tmp_path):
+    """The target-side concatenation model (issue 52) as CTranslate2 forced ``target_prefix``
+    decoding: documents translated with the rolling history of its own translations give
+    native's greedy outputs, with the prefix stripped."""
+    _ct2()
+    ckpt = train_tiny(tmp_path / "t", 30, "train.max_steps=40",
+                      "context={type: tgt_concat, context_sents: 2, max_target_context_tokens: 12}")
+    out = _export(ckpt, tmp_path / "ct2")
+    native = _tr(ckpt).translate(LINES, doc_ids=DOC_IDS)
+    ct2 = _tr(out, "ctranslate2").translate(LINES, doc_ids=DOC_IDS)
+    assert ct2 == native and ct2[4] == "" and ct2[0]
+    assert len(set(native)) > 3
+
+
 def test_cli_files_and_directories(concat, tmp_path):
     _ct2()
     out = _export(concat, tmp_path / "ct2")
