@@ -1,4 +1,5 @@
-"""``doctrans contrastive build`` (``doctrans/evaluation/contrastive.py``)."""
+"""``doctrans contrastive build`` (``doctrans/evaluation/contrastive.py``) and ``contrastive build-heldout``
+(``doctrans/evaluation/context_needed.py``)."""
 from __future__ import annotations
 
 import click
@@ -37,3 +38,34 @@ def contrastive_build_cmd(data: str, split: str, out: str, max_distance: int) ->
 
     s = build_set(Path(data), split, Path(out), max_distance)
     click.echo(json.dumps({k: v for k, v in s.items() if k != "by_pronoun"}, ensure_ascii=False))
+
+
+@contrastive_grp.command("build-heldout",
+                         short_help="Build the held-out context-needed set (automatic DP annotation, ≈2,000 items).")
+@click.option("--data", default="../shared/corpora/tvsub", show_default=True,
+              help="TVsub root (train/ID.{zh,en} of the held-out episodes; test/ for --check).")
+@click.option("-o", "--out", required=True, help="Output directory (the set; its alignment is kept there and reused).")
+@click.option("--max-distance", type=POSITIVE, default=3, show_default=True,
+              help="The farthest deciding line (lines back) counted; a model reading N < d lines cannot see it.")
+@click.option("--check/--no-check", default=True, show_default=True,
+              help="Also run the procedure on the TVsub test set and report the share of its 39 hand-annotated "
+                   "context-needed items it reproduces.")
+@click.option("--samplers", type=POSITIVE, default=2, show_default=True, help="eflomal samplers (threads).")
+def contrastive_build_heldout_cmd(data: str, out: str, max_distance: int, check: bool, samplers: int) -> None:
+    """Build a context-needed pronoun set from the 89 held-out TVsub training episodes
+    (data/heldout.py: never trained on), with the automatic DP annotation.
+
+    English pronouns the eflomal alignment (intersection) leaves without a Chinese pronoun are
+    dropped (annotate-dp's Algorithm 1); one becomes an item when the previous lines decide its
+    form: a 他/她/它/他们 antecedent in the source, a he/she/they in the previous English, or a
+    reply flipping I/you — with the deciding line's distance. Same format as `contrastive build`:
+    score it with `doctrans score contrastive OUT -c CKPT`. A couple of minutes on 2 cores.
+    """
+    import json
+    from pathlib import Path
+
+    from doctrans.evaluation.context_needed import build_heldout_set
+
+    s = build_heldout_set(Path(data), Path(out), max_distance=max_distance, check_test=check, samplers=samplers)
+    click.echo(json.dumps({k: v for k, v in s.items() if k != "by_pronoun"}, ensure_ascii=False))
+
