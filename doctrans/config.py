@@ -52,6 +52,15 @@ class DataConfig:
 
 
 @dataclass(frozen=True)
+class ContextDenseConfig:
+    """``train.context_dense``: upweight the context-dense training pairs (data/context_dense.py;
+    Mąka et al. 2025): dropped pronouns whose form the previous lines decide."""
+    share: float = 0.3                  # dense target rows per epoch, as a share of all (extra batches)
+    max_distance: int = 1               # the deciding line at most this many lines back (≤ the model's N)
+    dp_dir: str = ""                    # the annotate-dp output with train.dplabel ("" = PREPARED/dp)
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     seed: int = 1
     lr: float = 1e-3                    # peak learning rate (after warm-up)
@@ -92,6 +101,11 @@ class TrainConfig:
     context_margin_weight: float = 1.0  # α: the hinge's weight beside the label-smoothed cross-entropy
     context_margin_level: str = "sentence"   # sentence (δ per sentence) | token (δ per target token)
     context_margin_detach: bool = False # True: no gradient through the random-context branch [I]
+    context_dense: Any = None           # {share, max_distance, dp_dir}: context-dense pairs upweighted
+                                        # (ContextDenseConfig, data/context_dense.py); None: off
+    context_attention_supervision: float = 0.0   # weight of the loss pulling one context-attention head
+                                        # from a dropped pronoun to the context word that decides it (Yin et
+                                        # al. 2021; training/attention_supervision.py); 0: off
     eval_cxmi_sentences: int = 200      # dev CXMI (vs empty and random context) of a context model at each
                                         # evaluation, on the first K dev lines; 0: off
     max_steps: int = 0                  # updates; 0 = unlimited
@@ -238,6 +252,7 @@ _DATACLASS_FIELDS: dict = {
     (ExperimentConfig, "context"): context_config_class,
     (ExperimentConfig, "train"): TrainConfig,
     (ExperimentConfig, "decode"): DecodeConfig,
+    (TrainConfig, "context_dense"): ContextDenseConfig,
     **{(cfg_cls, "reconstructor"): RECONSTRUCTOR[0] for cfg_cls, _ in BACKBONES.values()},   # model.reconstructor
 }
 

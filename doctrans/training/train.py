@@ -126,6 +126,11 @@ class NMTTask:
         if cfg.train.random_context and type(self) is NMTTask:
             raise ValueError("train.random_context needs a context model (document batches); "
                              f"experiment {cfg.name!r} has a sentence-level model")
+        for key, on in (("context_dense", cfg.train.context_dense is not None),
+                        ("context_attention_supervision", bool(cfg.train.context_attention_supervision))):
+            if on and type(self) is NMTTask:
+                raise ValueError(f"train.{key} needs a context model (document batches); "
+                                 f"experiment {cfg.name!r} has a sentence-level model")
         # (src, tgt) (V,) bool: BPE units that continue a word ("@@"), where split_sentences never cuts
         self._joins = tuple(np.array([t.endswith("@@") for t in v.tokens]) for v in (src_vocab, tgt_vocab))
         self._pronoun_ids = self._pronoun_dropout_ids(cfg.train, src_vocab)
@@ -305,6 +310,21 @@ class DocNMTTask(NMTTask):
         if cfg.train.random_context and context_block:
             raise ValueError("train.random_context: sub-document models (model.context_block, e.g. HGC) have no "
                              "per-sentence context to swap for a random one")
+        self.dense = None
+        dense_cfg = cfg.train.context_dense
+        if dense_cfg is not None:                       # data/context_dense.py (Mąka et al. 2025)
+            from doctrans.data.context_dense import extra_dense_rows, load_dense
+
+            if context_block:
+                raise ValueError("train.context_dense: sub-document models (model.context_block, e.g. HGC) "
+                                 "read no previous sentences to decide a pronoun")
+            self.dense, rules = load_dense(Path(cfg.data.prepared), dense_cfg.dp_dir or None, "train",
+                                           dense_cfg.max_distance)
+            self.dense &= train.is_target
+            n_t, n_d = int(train.is_target.sum()), int(self.dense.sum())
+            log.info("train.context_dense: %d of %d target pairs context-dense (%.2f%%; %s); %d extra dense rows "
+                     "per epoch for a share of %.2f", n_d, n_t, 100.0 * n_d / max(n_t, 1), dict(rules),
+                     extra_dense_rows(n_t, n_d, dense_cfg.share), dense_cfg.share)
         super().__init__(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, dev_scorer)
 
     def _plan_batches(self) -> None:
@@ -322,9 +342,23 @@ class DocNMTTask(NMTTask):
                  "blocks" if self.context_block else mode, self.train.n_docs, int(self.train.is_target.sum()), unit)
 
     def epoch_batches(self, epoch: int) -> list[DocBatchSpec]:
-        return make_doc_batches(self.train, self.t.max_tokens, self.context_sents, self.t.seed, epoch,
-                                mode=self.config.data.doc_batching, budget=self.config.data.doc_budget,
-                                block=self.context_block)
+        """The epoch's document batches; with ``train.context_dense`` also its extra batches of
+        context-dense lines (``data.context_dense.dense_batches``), shuffled in among them with
+        (seed, epoch)."""
+        batches = make_doc_batches(self.train, self.t.max_tokens, self.context_sents, self.t.seed, epoch,
+                                   mode=self.config.data.doc_batching, budget=self.config.data.doc_budget,
+                                   block=self.context_block)
+        if self.dense is None:
+            return batches
+        from doctrans.data.context_dense import dense_batches
+
+        extra = dense_batches(self.train, self.dense, self.t.context_dense.share, self.t.max_tokens,
+                              self.context_sents, self.t.seed, epoch)
+        if not extra:
+            return batches
+        both = batches + extra
+        order = np.random.default_rng(self.t.seed * 1000003 + epoch + 104729).permutation(len(both))
+        return [both[i] for i in order]
 
     def collate(self, key: DocBatchSpec, epoch: int, index: int):
         return self._usage(collate_doc(self.train, key, self.tgt_vocab), epoch, index).to(self.device)
