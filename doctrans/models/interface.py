@@ -230,6 +230,13 @@ class Seq2SeqModel(Protocol):
         """Training-only loss terms beside the cross-entropy (``AuxiliaryLosses``); {} for none."""
         ...
 
+    def context_attention(self, batch: Any) -> "ContextAttention | None":
+        """The head attention supervision pulls toward the deciding context word
+        (``ContextAttention``), for the target rows of a teacher-forced document batch
+        (``batch.is_target`` rows, in order; all rows without it); None for a model whose
+        context attention is not exposed (``train.context_attention_supervision`` then refuses it)."""
+        ...
+
     # -- reconstruction and dropped pronouns (docs/models.md §2.9–2.10) ------------------------
     @property
     def reconstruction(self) -> ReconstructionSpec:
@@ -368,6 +375,9 @@ class SentenceModelDefaults(NoReconstruction):
     def auxiliary_losses(self, enc: EncoderOutput, batch: Any) -> dict[str, Tensor]:
         return {}
 
+    def context_attention(self, batch: Any) -> None:
+        return None
+
     def portable(self) -> PortableTransformer | None:
         return None
 
@@ -435,6 +445,26 @@ class TargetPrefixParts(Protocol):
         with ``pad_id``: the next ``decode_step`` of row b continues right after its own prefix
         tokens (positions and attention as teacher forcing of ``prefix_b · tgt_in_b``)."""
         ...
+
+    def self_attention_weights(self, enc: EncoderOutput, tgt_in: Tensor, layer: int = -1, head: int = 0) -> Tensor:
+        """Teacher forcing of tgt_in (B, T) → the decoder self-attention weights (B, T, T) of one
+        layer and head, with gradients (attention supervision)."""
+        ...
+
+
+@dataclass
+class ContextAttention:
+    """One context-attention head of a model, for attention supervision (Yin et al. 2021,
+    ``training/attention_supervision.py``): weights (B, T, K) from each current target position
+    (``tgt_in``'s, the position that predicts ``tgt_out`` there) over K context tokens, with
+    gradients; key_row (B, K) the batch row each key token belongs to (−1: not a context token,
+    e.g. a break or padding) and key_pos (B, K) its position in that row's ``tgt_in`` (target
+    context) or ``src`` (source context), as ``side`` says ("target" | "source")."""
+
+    weights: Tensor
+    key_row: Tensor
+    key_pos: Tensor
+    side: str = "target"
 
 
 @runtime_checkable

@@ -506,6 +506,9 @@ class ReconstructedModel(nn.Module):
     def explain_blocks(self) -> list:
         return self.backbone.explain_blocks()
 
+    def context_attention(self, batch):
+        return self.backbone.context_attention(batch)
+
     def portable(self):
         """None: a model with reconstructors is no standard Transformer for another engine (its
         translation is the backbone's, but reranking and DP prediction need the reconstructors)."""

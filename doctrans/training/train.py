@@ -325,6 +325,17 @@ class DocNMTTask(NMTTask):
             log.info("train.context_dense: %d of %d target pairs context-dense (%.2f%%; %s); %d extra dense rows "
                      "per epoch for a share of %.2f", n_d, n_t, 100.0 * n_d / max(n_t, 1), dict(rules),
                      extra_dense_rows(n_t, n_d, dense_cfg.share), dense_cfg.share)
+        self.attn_marks = None
+        if cfg.train.context_attention_supervision:     # training/attention_supervision.py (Yin et al. 2021)
+            from doctrans.training.attention_supervision import supervision_table
+
+            if cfg.train.context_attention_supervision < 0:
+                raise ValueError("train.context_attention_supervision must be ≥ 0")
+            dense_cfg = cfg.train.context_dense
+            self.attn_marks = supervision_table(Path(cfg.data.prepared), dense_cfg.dp_dir or None if dense_cfg else None,
+                                                "train", max(context_sents, 1))
+            log.info("train.context_attention_supervision: %d training lines with a marked deciding pronoun",
+                     len(self.attn_marks))
         super().__init__(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, dev_scorer)
 
     def _plan_batches(self) -> None:
@@ -382,12 +393,32 @@ class DocNMTTask(NMTTask):
         ranking term (``training.loss.context_margin_loss``) × ``context_margin_weight``, reported
         as ``ctx_margin`` in the logged terms."""
         if not self.t.context_margin:
-            return super().loss(batch)
+            return self._attention_supervision(batch, super().loss(batch))
         out = forward_loss(self.model, batch, self.tgt_vocab.pad_id, self.t.label_smoothing, token_logprobs=True)
         hinge, _ = context_margin_loss(self.model, batch, out, self.tgt_vocab.pad_id, self.t.context_margin,
                                        self.t.context_margin_level, self.t.context_margin_detach)
         term = self.t.context_margin_weight * hinge
-        return StepLoss(out.total + term, {**out.terms, "ctx_margin": float(term.detach())}, out.n_tokens)
+        return self._attention_supervision(
+            batch, StepLoss(out.total + term, {**out.terms, "ctx_margin": float(term.detach())}, out.n_tokens))
+
+    def _attention_supervision(self, batch, step: StepLoss) -> StepLoss:
+        """``step`` plus, with ``train.context_attention_supervision`` λ > 0, λ × the mean
+        attention-supervision loss of the batch's marks (``training/attention_supervision.py``)
+        per target token's share, as the auxiliary terms (× n_tokens), logged as ``attn_sup``."""
+        if self.attn_marks is None or not self.model.training or not torch.is_grad_enabled():
+            return step
+        from doctrans.training.attention_supervision import attention_supervision_loss, batch_targets
+
+        targets = batch_targets(batch, self.attn_marks, self.context_sents)
+        if targets.numel() == 0:
+            return step
+        att = self.model.context_attention(batch)
+        if att is None:
+            raise ValueError("train.context_attention_supervision: this model exposes no context attention "
+                             "(Seq2SeqModel.context_attention; the target-side concatenation model does)")
+        rows = batch.is_target.nonzero().squeeze(1)
+        term = self.t.context_attention_supervision * attention_supervision_loss(att, targets, rows) * step.n_targets
+        return StepLoss(step.total + term, {**step.terms, "attn_sup": float(term.detach())}, step.n_targets)
 
     def _dev_batch_iter(self):
         return (collate_doc(self.dev, spec, self.tgt_vocab).to(self.device) for spec in self.dev_batches)

@@ -412,6 +412,26 @@ class Transformer(SentenceModelDefaults, nn.Module):
         state.step += 1
         return self.dec_norm(y[:, 0]), state
 
+    def self_attention_weights(self, enc: EncoderOutput, tgt_in: Tensor, layer: int = -1, head: int = 0) -> Tensor:
+        """Teacher forcing of tgt_in (B, T) → the causal self-attention weights (B, T, T) of decoder
+        ``layer``, ``head`` (queries × keys, rows summing to 1; dropout off), with gradients
+        (``models.interface.TargetPrefixParts``; attention supervision)."""
+        layers = list(self.decoder)
+        layer = layer % len(layers)
+        keep = attn_keep_mask(enc.src_pad_mask)
+        y = self._embed(self.tgt_embed, tgt_in)
+        for lay in layers[:layer]:
+            k, v = lay.cross_attn.project_kv(enc.states)
+            y = lay(y, k, v, keep)
+        target = layers[layer]
+        z = target.sub.norms[0](y) if target.sub.pre else y
+        attn = target.self_attn
+        q, k, _ = (attn._split(t) for t in attn.qkv(z).chunk(3, dim=-1))
+        scores = torch.matmul(q[:, head], k[:, head].transpose(-1, -2)).float() * attn.dk ** -0.5   # (B, T, T)
+        t = tgt_in.size(1)
+        causal = torch.ones(t, t, dtype=torch.bool, device=tgt_in.device).tril()
+        return torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+
     def init_state_with_prefix(self, enc: EncoderOutput, prefix: Tensor) -> DecoderState:
         """``init_state`` followed by force-decoding a target prefix per row (``models.interface.
         TargetPrefixParts``). prefix: (B, P) ids, right-padded with ``pad_id`` (rows may be

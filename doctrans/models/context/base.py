@@ -215,6 +215,10 @@ class ContextModel(NoReconstruction, nn.Module):
         mean}; none by default."""
         return {}
 
+    def context_attention(self, batch):
+        """None: no context-attention head exposed for supervision (``models.interface.ContextAttention``)."""
+        return None
+
     def portable(self):
         """None: a context model with layers of its own is no standard Transformer (one whose
         context enters as plain source tokens overrides this)."""

@@ -39,7 +39,7 @@ from torch import Tensor
 
 from doctrans.models.context.base import context_rows
 from doctrans.models.context.concat import ConcatContext
-from doctrans.models.interface import EncoderOutput, PortableTransformer, TargetPrefixParts
+from doctrans.models.interface import ContextAttention, EncoderOutput, PortableTransformer, TargetPrefixParts
 
 BOS_ID, EOS_ID = 1, 2          # <s>, </s> of every doctrans vocabulary (data/vocab.py)
 
@@ -50,6 +50,8 @@ class TgtConcatConfig:
     context_sents: int = 1                  # N previous sentences on both sides
     max_context_tokens: int = 0             # source context: keep at most this many (newest); 0 = all
     max_target_context_tokens: int = 0      # target prefix: keep at most this many (newest); 0 = all
+    supervised_layer: int = -1              # the decoder layer whose head attention supervision trains
+    supervised_head: int = 0                #   and its head (train.context_attention_supervision)
 
 
 class TargetConcat(ConcatContext):
@@ -146,6 +148,42 @@ class TargetConcat(ConcatContext):
 
     def decode_step_hidden(self, state, prev_tokens: Tensor):
         return self.backbone.decode_step_hidden(state, prev_tokens)
+
+    def context_attention(self, batch) -> ContextAttention:
+        """The self-attention weights of decoder layer ``supervised_layer``, head ``supervised_head``,
+        from the target rows' current positions over their target prefix (``ContextAttention``:
+        weights (B', T, P), key_row / key_pos: the context row and its ``tgt_in`` position of each
+        prefix token, −1 at the ``</s>`` breaks and padding). Re-encodes ``batch``, teacher-forced."""
+        enc = self.encode(batch)
+        is_target = getattr(batch, "is_target", None)
+        rows = (torch.arange(batch.src.size(0), device=batch.src.device) if is_target is None
+                else is_target.to(batch.src.device).nonzero().squeeze(1))
+        enc = enc.select(rows)
+        tgt_in = batch.tgt_in.index_select(0, rows)
+        full, index = self._packed(enc, tgt_in)
+        att = self.backbone.self_attention_weights(self._plain(enc), full, self.cfg.supervised_layer,
+                                                   self.cfg.supervised_head)              # (B', P+T, P+T)
+        p = full.size(1) - tgt_in.size(1)
+        weights = att.gather(1, index[:, :, None].expand(-1, -1, att.size(-1)))[:, :, :p]   # (B', T, P)
+        key_row, key_pos = self.prefix_origin(batch, rows, p)
+        return ContextAttention(weights, key_row, key_pos, "target")
+
+    def prefix_origin(self, batch, rows: Tensor, width: int) -> tuple[Tensor, Tensor]:
+        """For the prefix tokens of ``rows`` (``target_prefix``'s layout, ``width`` columns): the
+        context row (B', width) each comes from and its position in that row's ``tgt_in``; −1 at
+        the ``</s>`` breaks, at the prefix cut's leading ``<s>`` and at padding."""
+        ctx = context_rows(batch, self.context_sents, batch.src.device).index_select(0, rows)
+        lengths = batch.tgt_in.ne(self.pad_id).sum(1).tolist()
+        key_row = torch.full((rows.numel(), width), -1, dtype=torch.long, device=batch.src.device)
+        key_pos = key_row.clone()
+        for b, ctx_b in enumerate(ctx.tolist()):
+            origin = [(r, j) for r in ctx_b if r >= 0 for j in [*range(lengths[r]), -1]]
+            if len(origin) > self.prefix_cap:
+                origin = [(-1, -1)] + origin[len(origin) - self.prefix_cap + 1:]
+            for k, (r, j) in enumerate(origin[:width]):
+                if j >= 0:
+                    key_row[b, k], key_pos[b, k] = r, j
+        return key_row, key_pos
 
     @staticmethod
     def _plain(enc: EncoderOutput) -> EncoderOutput:
