@@ -21,7 +21,10 @@
 #                     NAME_usage is NAME trained with CTX_USAGE (CoWord + context dropout, issue 29), a row
 #                     NAME_pd NAME trained with CTX_PD (pronoun dropout: synthetic dropped pronouns;
 #                     transformer_pd is the sentence model with it), NAME_rand NAME trained on random
-#                     contexts (CTX_RAND: the control that says how much of NAME's gain is its context)
+#                     contexts (CTX_RAND: the control that says how much of NAME's gain is its context);
+#                     tgt_concat is the target-side concatenation (issue 52), NAME_dense / NAME_attn /
+#                     NAME_dense_attn it with CTX_DENSE (context-dense pairs upweighted) / CTX_ATTN (attention
+#                     supervision) / both (they read the quickstart's DP annotation, make dp)
 #   make rec-table    issue 28 (thesis ch. 5-6): from the quickstart's stage 1, REC_STEPS updates each, the
 #                     Transformer continued, +DPs, +DPs (predicted: annotate-dp jackknife --folds REC_FOLDS), +DPPs and
 #                     every reconstructor of REC_MODELS whose pipelines/dp YAML exists (enc+dec also reranked;
@@ -182,7 +185,7 @@ results/dp_table.md: $(DPRUNS)/baseline/best.pt $(DPRUNS)/nmt_dp/best.pt $(DPRUN
 # --- context models: stage 2 from the sentence-level quickstart model, equal updates ------------
 CTX_RUNS  ?= runs/context
 CTX_MODELS ?= concat concat_usage han_encoder han_encoder_usage han_encoder_rand han_encoder_pd transformer_pd han_decoder \
-	han_joint qcn_reg qcn_only qcn hgc_word hgc
+	han_joint qcn_reg qcn_only qcn hgc_word hgc tgt_concat tgt_concat_dense tgt_concat_attn tgt_concat_dense_attn
 # Context-usage training (docs/discourse.md): the NAME_usage rows train NAME with these options.
 CTX_USAGE ?= train.coword_dropout=0.1 train.context_dropout=0.2
 CTX_THREADS ?= 0
@@ -220,6 +223,24 @@ CTX_RAND ?= train.random_context=1.0
 $(CTX_RUNS)/%_rand/.done: $(RUN)/.done
 	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) $(CTX_RAND) run_dir=$(CTX_RUNS)/$*_rand \
 	  train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/$*_rand)
+	touch $@
+# Issue 52: NAME_dense is NAME with the context-dense pairs upweighted (CTX_DENSE: dropped pronouns whose form
+# the previous lines decide, from the quickstart's DP annotation; data/context_dense.py), NAME_attn with one
+# context-attention head supervised toward the deciding pronoun (CTX_ATTN; training/attention_supervision.py),
+# NAME_dense_attn both.
+CTX_DENSE ?= 'train.context_dense={share: 0.3, max_distance: 1}'
+CTX_ATTN ?= train.context_attention_supervision=1.0
+$(CTX_RUNS)/%_dense/.done: $(RUN)/.done $(PREP)/dp/meta.json
+	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) $(CTX_DENSE) run_dir=$(CTX_RUNS)/$*_dense \
+	  train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/$*_dense)
+	touch $@
+$(CTX_RUNS)/%_attn/.done: $(RUN)/.done $(PREP)/dp/meta.json
+	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) $(CTX_ATTN) run_dir=$(CTX_RUNS)/$*_attn \
+	  train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/$*_attn)
+	touch $@
+$(CTX_RUNS)/%_dense_attn/.done: $(RUN)/.done $(PREP)/dp/meta.json
+	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) $(CTX_DENSE) $(CTX_ATTN) \
+	  run_dir=$(CTX_RUNS)/$*_dense_attn train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/$*_dense_attn)
 	touch $@
 $(CTX_RUNS)/%_usage/.done: $(RUN)/.done
 	$(BIN)/doctrans train pipelines/context/$*.yaml $(CTX_TRAIN) $(CTX_USAGE) run_dir=$(CTX_RUNS)/$*_usage \
