@@ -225,7 +225,7 @@ $(CTX_RUNS)/%_rand/.done: $(RUN)/.done
 	  train.init_from=$(RUN)/last.pt $(call resume,$(CTX_RUNS)/$*_rand)
 	touch $@
 # Issue 52: NAME_dense is NAME with the context-dense pairs upweighted (CTX_DENSE: dropped pronouns whose form
-# the previous lines decide, from the quickstart's DP annotation; data/context_dense.py), NAME_attn with one
+# the previous lines decide, from the quickstart's DP annotation; dp/context_dense.py), NAME_attn with one
 # context-attention head supervised toward the deciding pronoun (CTX_ATTN; training/attention_supervision.py),
 # NAME_dense_attn both.
 CTX_DENSE ?= 'train.context_dense={share: 0.3, max_distance: 1}'

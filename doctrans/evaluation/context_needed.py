@@ -54,23 +54,16 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from doctrans.dp.annotate import find_dps, parse_alignment
-from doctrans.dp.pronouns import ENGLISH_PRONOUNS
-from doctrans.evaluation.contrastive import (
-    REPLY, THIRD_PERSON, contrasts_of, english_class, root_counts)
+from doctrans.dp.context_rules import (  # noqa: F401 - the rules, re-exported
+    EN_THIRD_PERSON, deciding_context, dropped_pronouns, en_classes, english_class)
+from doctrans.evaluation.contrastive import contrasts_of
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
 
 log = logging.getLogger(__name__)
 
-EN_THIRD_PERSON = ("3SGM", "3SGF", "3PL")          # he / she / they forms (it: mostly expletive)
 ALIGNMENT = "align.zh-en"          # the set's alignment (held-out lines, then the test set's), reused on rebuild
 
 Aligner = Callable[[Sequence[str], Sequence[str]], list[str]]   # (zh, en) token lines → Pharaoh lines
-
-
-def _constant_lm(tokens: list[str]) -> float:
-    """The LM of ``find_dps`` when only *which* English pronouns are dropped matters (module doc)."""
-    return 0.0
 
 
 def eflomal_intersect(zh: Sequence[str], en: Sequence[str], samplers: int = 2) -> list[str]:
@@ -87,65 +80,6 @@ def eflomal_intersect(zh: Sequence[str], en: Sequence[str], samplers: int = 2) -
         align_mod.eflomal_align(t / "zh", t / "en", t / "fwd", t / "rev", n_samplers=samplers)
         fwd, rev = read_lines(t / "fwd"), read_lines(t / "rev")
     return align_mod.symmetrize_lines(fwd, rev, "intersect")
-
-
-def dropped_pronouns(zh: str, en: str, alignment: str) -> list[int]:
-    """Token positions of the English central pronouns of ``en`` that the automatic DP
-    annotation (``find_dps``, strict_unaligned, overt_match) finds dropped in ``zh``."""
-    src, tgt = zh.split(), en.split()
-    if not src or not tgt:
-        return []
-    res = find_dps(src, tgt, parse_alignment(alignment), _constant_lm)
-    return [ins.tgt_index for ins in res.insertions if tgt[ins.tgt_index] in ENGLISH_PRONOUNS]
-
-
-def en_classes(line: str) -> set[str]:
-    """The he/she/they classes (``EN_THIRD_PERSON``) of the English pronouns of a tokenized line."""
-    out = set()
-    for tok in line.split():
-        if tok in ENGLISH_PRONOUNS:
-            cls = english_class(tok)
-            if cls in EN_THIRD_PERSON:
-                out.add(cls)
-    return out
-
-
-def deciding_context(seg: Sequence[str], ref: Sequence[str], doc_ids: Sequence[str], line: int, cls: str,
-                     max_distance: int = 3) -> dict[str, int]:
-    """The rules (module doc) under which the previous lines decide a dropped pronoun of class
-    ``cls`` in ``line`` → {rule: distance d}; {} when none does. seg: segmented source lines;
-    ref: tokenized lowercased English lines; doc_ids: the document of each line (contiguous)."""
-    cur = root_counts(seg[line])
-
-    def same_doc(d: int) -> bool:
-        return line - d >= 0 and doc_ids[line - d] == doc_ids[line]
-
-    out: dict[str, int] = {}
-    if cls in THIRD_PERSON and not any(cur[k] for k in THIRD_PERSON):
-        for d in range(1, max_distance + 1):
-            if not same_doc(d):
-                break
-            prev = root_counts(seg[line - d])
-            mentioned = {k for k in THIRD_PERSON if prev[k]}
-            if mentioned:
-                if mentioned == {cls}:
-                    out["agreement"] = d
-                break
-        if cls in EN_THIRD_PERSON:
-            for d in range(1, max_distance + 1):
-                if not same_doc(d):
-                    break
-                mentioned = en_classes(ref[line - d])
-                if mentioned:
-                    if mentioned == {cls}:
-                        out["agreement_en"] = d
-                    break
-    other = REPLY.get(cls)
-    if other and same_doc(1):
-        prev = root_counts(seg[line - 1])
-        if prev[other] and not prev[cls] and not cur[other]:
-            out["reply"] = 1
-    return out
 
 
 def context_needed_items(seg: Sequence[str], ref: Sequence[str], doc_ids: Sequence[str], alignments: Sequence[str],

@@ -60,7 +60,9 @@ from pathlib import Path
 
 import numpy as np
 
-from doctrans.dp.pronouns import ENGLISH_PRONOUNS, chinese_roots, root_rows
+from doctrans.dp.context_rules import (  # noqa: F401 - the shared rules, re-exported
+    REPLY, THIRD_PERSON, english_class, pronoun_class, root_counts)
+from doctrans.dp.pronouns import ENGLISH_PRONOUNS
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
 
 log = logging.getLogger(__name__)
@@ -74,16 +76,6 @@ CASES: dict[str, tuple[str, ...]] = {
 }
 
 
-def pronoun_class(row: str) -> str:
-    """Table 4.2 row → class (2SG and 2PL are one class: *you* does not tell them apart)."""
-    return "2" if row.startswith("2") else row
-
-
-def english_class(form: str) -> str:
-    """Lower-cased English central pronoun → its class (KeyError for another word)."""
-    return pronoun_class(ENGLISH_PRONOUNS[form].categories[0])
-
-
 def contrasts_of(form: str) -> list[str]:
     """Every other pronoun of each case ``form`` can fill, in ``CASES`` order, no repeats."""
     out: list[str] = []
@@ -91,11 +83,6 @@ def contrasts_of(form: str) -> list[str]:
         if form in forms:
             out += [f for f in forms if f != form and f not in out]
     return out
-
-
-def root_counts(line: str) -> Counter:
-    """Class → number of Chinese pronoun roots in a segmented line (inside tokens too)."""
-    return Counter(pronoun_class(root_rows(r)[0]) for tok in line.split() for r in chinese_roots(tok))
 
 
 def line_items(seg: str, oracle: str, ref: str) -> list[dict]:
@@ -117,10 +104,6 @@ def line_items(seg: str, oracle: str, ref: str) -> list[dict]:
             continue
         items.append({"position": j, "pronoun": tok, "class": cls, "kind": kind, "contrasts": contrasts_of(tok)})
     return items
-
-
-THIRD_PERSON = ("3SGM", "3SGF", "3SGN", "3PL")
-REPLY = {"1SG": "2", "2": "1SG"}
 
 
 def context_need(seg: list[str], doc_ids: list[str], line: int, cls: str, max_distance: int = 3

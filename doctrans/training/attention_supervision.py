@@ -2,7 +2,7 @@
 Translation Models Pay the Right Attention?", ACL, §5: attention regularisation toward the context
 words humans marked as supporting): ``train.context_attention_supervision: λ``.
 
-**Marks** (``supervision_table``, from ``doctrans annotate-dp``'s alignment instead of human
+**Marks** (``dp/attention_marks.py``: ``supervision_table``, from ``doctrans annotate-dp``'s alignment instead of human
 marks): a training pair's English pronoun that the alignment leaves dropped in the Chinese
 (``evaluation.context_needed.dropped_pronouns``) and whose class a he/she/they of a previous
 English line decides (the ``agreement_en`` rule, within ``max_distance`` lines) is a query; the
@@ -20,83 +20,14 @@ constant].
 """
 from __future__ import annotations
 
-import logging
-from pathlib import Path
-
 import numpy as np
 import torch
 from torch import Tensor
 
-from doctrans.utils.io import read_lines
-
-log = logging.getLogger(__name__)
-
 EPS = 1e-9
 
-Mark = tuple[int, int, int]        # (query BPE index in the line's target, distance d, key BPE index in line − d)
 
-
-def word_starts(bpe_line: str) -> list[int]:
-    """The BPE index of each word's first unit (``@@``-joined units are one word)."""
-    starts, new = [], True
-    for i, tok in enumerate(bpe_line.split()):
-        if new:
-            starts.append(i)
-        new = not tok.endswith("@@")
-    return starts
-
-
-def line_marks(seg: list[str], ref: list[str], doc_ids: list[str], align: list[str], bpe: list[str], line: int,
-               max_distance: int = 1) -> list[Mark]:
-    """The marks of one line (module doc), in BPE positions; [] when none or when a line's BPE
-    does not have the tokenized line's words."""
-    from doctrans.evaluation.context_needed import deciding_context, dropped_pronouns
-    from doctrans.evaluation.contrastive import english_class
-    from doctrans.dp.pronouns import ENGLISH_PRONOUNS
-
-    toks = ref[line].split()
-    marks = []
-    for j in dropped_pronouns(seg[line], ref[line], align[line]):
-        cls = english_class(toks[j])
-        d = deciding_context(seg, ref, doc_ids, line, cls, max_distance).get("agreement_en")
-        if d is None:
-            continue
-        prev = ref[line - d].split()
-        here, there = word_starts(bpe[line]), word_starts(bpe[line - d])
-        if len(here) != len(toks) or len(there) != len(prev):
-            continue
-        marks += [(here[j], d, there[k]) for k, w in enumerate(prev)
-                  if w in ENGLISH_PRONOUNS and english_class(w) == cls]
-    return marks
-
-
-def supervision_table(prepared: Path, dp_dir: Path | None = None, split: str = "train", max_distance: int = 1
-                      ) -> dict[int, list[Mark]]:
-    """line → its marks, for a prepared split (``{split}.tok.zh/.tok.en/.bpe.en/.docs``) and its
-    annotate-dp alignment (``DP_DIR/{split}.align``, default ``PREPARED/dp``). Raises
-    FileNotFoundError naming a missing file."""
-    from doctrans.data.documents import read_doc_positions
-
-    prepared = Path(prepared)
-    dp_dir = Path(dp_dir) if dp_dir else prepared / "dp"
-    paths = {k: prepared / f"{split}.{k}" for k in ("tok.zh", "tok.en", "bpe.en", "docs")}
-    paths["align"] = dp_dir / f"{split}.align"
-    for p in paths.values():
-        if not p.is_file():
-            raise FileNotFoundError(f"{p} not found: train.context_attention_supervision needs a prepared corpus "
-                                    f"and its DP annotation's alignment (doctrans annotate-dp {prepared})")
-    seg, ref, bpe, align = (read_lines(paths[k]) for k in ("tok.zh", "tok.en", "bpe.en", "align"))
-    names, doc, _ = read_doc_positions(paths["docs"], len(seg))
-    doc_ids = [names[d] for d in doc]
-    table = {}
-    for i in range(len(seg)):
-        marks = line_marks(seg, ref, doc_ids, align, bpe, i, max_distance)
-        if marks:
-            table[i] = marks
-    return table
-
-
-def batch_targets(batch, table: dict[int, list[Mark]], context_sents: int) -> Tensor:
+def batch_targets(batch, table: dict, context_sents: int) -> Tensor:
     """The marks of a document batch's target rows as (M, 4) long: (target row, query position in
     its ``tgt_in``, context row, key position in that row's ``tgt_in``) — a BPE index i is
     position i of the row's ``tgt_in`` as a query (it predicts unit i) and i + 1 as a key (after

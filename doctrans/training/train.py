@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -92,6 +93,20 @@ def attach_reconstruction(cfg: ExperimentConfig, model: torch.nn.Module, split: 
         data.dp = [labels[k] for k in data.line]
     log.info("%s: reconstruction target %s from %s%s", split, spec.target, path,
              " (and DP labels)" if spec.predicts_dps else "")
+
+
+class ContextData(Protocol):
+    """What ``train.context_dense`` and ``train.context_attention_supervision`` read of a prepared
+    corpus's DP annotation (``dp.context_dense.TrainingContextData``; passed in by
+    ``doctrans.stages.train``, as dev BLEU is: training sits below ``dp``)."""
+
+    def dense(self, prepared: Path, dp_dir: Path | None, max_distance: int) -> tuple[np.ndarray, Any]:
+        """(n,) bool: the context-dense train lines; and a count of the deciding rules."""
+        ...
+
+    def marks(self, prepared: Path, dp_dir: Path | None, max_distance: int) -> dict:
+        """line → [(query BPE index, distance d, key BPE index in line − d)]."""
+        ...
 
 
 def add_file_log(run_dir: Path) -> None:
@@ -301,7 +316,7 @@ class DocNMTTask(NMTTask):
     def __init__(self, cfg: ExperimentConfig, model: torch.nn.Module, train: DocData, dev: DocData | None,
                  dev_refs: list[str] | None, src_vocab: Vocab, tgt_vocab: Vocab, device: torch.device,
                  context_sents: int, context_block: int = 0, dev_scorer: DevScorer | None = None,
-                 dev_context_scorer: DevContextScorer | None = None):
+                 dev_context_scorer: DevContextScorer | None = None, context_data: ContextData | None = None):
         self.context_sents, self.context_block = context_sents, context_block
         self.dev_context_scorer = dev_context_scorer
         if cfg.train.context_margin and context_block:
@@ -312,14 +327,17 @@ class DocNMTTask(NMTTask):
                              "per-sentence context to swap for a random one")
         self.dense = None
         dense_cfg = cfg.train.context_dense
+        dp_dir = Path(dense_cfg.dp_dir) if dense_cfg is not None and dense_cfg.dp_dir else None
+        if (dense_cfg is not None or cfg.train.context_attention_supervision) and context_data is None:
+            raise ValueError("train.context_dense / train.context_attention_supervision need the DP annotation "
+                             "reader (context_data; doctrans.stages.train passes dp.context_dense.TrainingContextData)")
         if dense_cfg is not None:                       # data/context_dense.py (Mąka et al. 2025)
-            from doctrans.data.context_dense import extra_dense_rows, load_dense
+            from doctrans.data.context_dense import extra_dense_rows
 
             if context_block:
                 raise ValueError("train.context_dense: sub-document models (model.context_block, e.g. HGC) "
                                  "read no previous sentences to decide a pronoun")
-            self.dense, rules = load_dense(Path(cfg.data.prepared), dense_cfg.dp_dir or None, "train",
-                                           dense_cfg.max_distance)
+            self.dense, rules = context_data.dense(Path(cfg.data.prepared), dp_dir, dense_cfg.max_distance)
             self.dense &= train.is_target
             n_t, n_d = int(train.is_target.sum()), int(self.dense.sum())
             log.info("train.context_dense: %d of %d target pairs context-dense (%.2f%%; %s); %d extra dense rows "
@@ -327,13 +345,9 @@ class DocNMTTask(NMTTask):
                      extra_dense_rows(n_t, n_d, dense_cfg.share), dense_cfg.share)
         self.attn_marks = None
         if cfg.train.context_attention_supervision:     # training/attention_supervision.py (Yin et al. 2021)
-            from doctrans.training.attention_supervision import supervision_table
-
             if cfg.train.context_attention_supervision < 0:
                 raise ValueError("train.context_attention_supervision must be ≥ 0")
-            dense_cfg = cfg.train.context_dense
-            self.attn_marks = supervision_table(Path(cfg.data.prepared), dense_cfg.dp_dir or None if dense_cfg else None,
-                                                "train", max(context_sents, 1))
+            self.attn_marks = context_data.marks(Path(cfg.data.prepared), dp_dir, max(context_sents, 1))
             log.info("train.context_attention_supervision: %d training lines with a marked deciding pronoun",
                      len(self.attn_marks))
         super().__init__(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, dev_scorer)
@@ -486,7 +500,7 @@ def _check_init_vocab(path: str, src_vocab: Vocab, tgt_vocab: Vocab) -> None:
 
 
 def run(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | None = None,
-        dev_context_scorer: DevContextScorer | None = None) -> Path:
+        dev_context_scorer: DevContextScorer | None = None, context_data: ContextData | None = None) -> Path:
     """Train; returns the run directory. ``dev_scorer``: dev BLEU (``DevScorer``), needed when
     ``train.eval_bleu`` is on (``doctrans.stages.train`` passes ``evaluation.dev.dev_bleu``);
     ``dev_context_scorer``: a context model's dev context usage (``DevContextScorer``, logged
@@ -529,7 +543,7 @@ def run(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | Non
         filter_context_tuples(train, model.context_filter, doc.context_sents)   # the model's training-tuple filter
         _attach_all(cfg, model, train, dev, src_vocab)
         task = DocNMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device,
-                          doc.context_sents, doc.context_block, dev_scorer, dev_context_scorer)
+                          doc.context_sents, doc.context_block, dev_scorer, dev_context_scorer, context_data)
     else:
         train, dev, dev_refs = _load_data(cfg, src_vocab, tgt_vocab)
         _attach_all(cfg, model, train, dev, src_vocab)

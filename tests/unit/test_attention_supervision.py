@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from doctrans.models.interface import ContextAttention
-from doctrans.training.attention_supervision import (
-    attention_supervision_loss, batch_targets, line_marks, word_starts)
+from doctrans.dp.attention_marks import line_marks, word_starts
+from doctrans.training.attention_supervision import attention_supervision_loss, batch_targets
 
 from test_tgt_concat import batch as tgt_batch, model as tgt_model
 

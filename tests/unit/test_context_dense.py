@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from doctrans.data.context_dense import count_dense, dense_batches, dp_classes, extra_dense_rows, load_dense
+from doctrans.data.context_dense import dense_batches, extra_dense_rows
+from doctrans.dp.context_dense import count_dense, dp_classes, load_dense
 from doctrans.data.documents import DocData
 
 # (segmented source, tokenized English, DP labels: per source token + </s>, the pronoun dropped before it)
