@@ -68,4 +68,3 @@ def contrastive_build_heldout_cmd(data: str, out: str, max_distance: int, check:
 
     s = build_heldout_set(Path(data), Path(out), max_distance=max_distance, check_test=check, samplers=samplers)
     click.echo(json.dumps({k: v for k, v in s.items() if k != "by_pronoun"}, ensure_ascii=False))
-
