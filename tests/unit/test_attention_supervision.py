@@ -38,7 +38,8 @@ def test_marks_of_a_line():
     bpe = ["he came .", "he is ti@@ red ."]
     assert line_marks(seg, ref, ["a", "a"], ["", ""], bpe, 1) == [(0, 1, 0)]    # "he" ← the "he" one line back
     assert line_marks(seg, ref, ["a", "b"], ["", ""], bpe, 1) == []             # another document
-    assert line_marks(["他 来 了", "他 很 累"], ref, ["a", "a"], ["", ""], bpe, 1) == []   # overt 他: not dropped
+    overt = ["他 来 了", "他 很 累"]
+    assert line_marks(overt, ref, ["a", "a"], ["", ""], bpe, 1) == []                  # overt 他: not dropped
 
 
 class _Batch:
