@@ -22,7 +22,8 @@ from doctrans.inference.loading import LoadedModel, load_model
 from doctrans.inference.long_lines import split_long_lines
 from doctrans.inference.options import native_compute_type
 from doctrans.inference.transform import InputSetup, InputTransform
-from doctrans.models.interface import ReconstructionSpec, no_dp_message, no_reconstructor_message, reads_documents
+from doctrans.models.interface import reads_documents
+from doctrans.models.reconstruction_spec import ReconstructionSpec, no_dp_message, no_reconstructor_message
 
 log = logging.getLogger(__name__)
 

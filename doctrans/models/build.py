@@ -81,7 +81,7 @@ def _context_model(backbone: nn.Module, cfg, context) -> nn.Module:
         if missing:
             fits = sorted(name for name, (_, cls) in BACKBONES.items() if not missing_members(cls, parts))
             raise ValueError(f"context model {context.type!r} needs a backbone with {parts.__name__} "
-                             f"(models/interface.py); backbone {cfg.backbone!r} lacks {', '.join(missing)} "
+                             f"({parts.__module__.replace('.', '/')}.py); backbone {cfg.backbone!r} lacks {', '.join(missing)} "
                              f"(use model.backbone: {' or '.join(fits) or '?'})")
     return model_cls(backbone, context)
 

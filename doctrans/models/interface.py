@@ -6,6 +6,10 @@ layers. A new backbone is one file in ``models/backbones/`` that satisfies ``Seq
 one row in ``models/build.py:BACKBONES`` and ``pipelines/<name>/{tiny,small,base}.yaml``; the
 backbone-parametrized tests then check it.
 
+Beside this module: ``models/reconstruction_spec.py`` (``ReconstructionSpec``, the errors of a
+model without a reconstructor), ``models/portable.py`` (``PortableTransformer``, the export spec)
+and ``models/rnn_hooks.py`` (the RNN decoder hooks context models use of RNNSearch).
+
 Shape legend: B batch rows, S source length, T target length, H hidden size, V target vocabulary.
 Tokens are batch-first ``long`` tensors padded with the vocabulary's ``pad_id``; every row
 ends in ``</s>`` (source) or starts with ``<s>`` (target input).
@@ -13,10 +17,17 @@ ends in ``</s>`` (source) or starts with ``<s>`` (target input).
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor, nn
+
+from doctrans.models.portable import PortableTransformer
+from doctrans.models.reconstruction_spec import ReconstructionSpec, no_dp_message, no_reconstructor_message
+
+
+SENTENCE_MODEL = "sentence model"
+"""``Seq2SeqModel.empty_context`` of a model whose output without context is its backbone's."""
 
 
 @dataclass
@@ -98,38 +109,6 @@ class DocumentSpec:
         return self.context_sents > 0 or self.context_block > 0
 
 
-@dataclass(frozen=True)
-class ReconstructionSpec:
-    """What a model reconstructs (docs/models.md §2.9–2.10); ``ReconstructionSpec()`` for none.
-
-    encoder_input: which source the encoder reads in training and translation:
-      "original" (x) | "annotated" (x̂, the DP- or DPP-completed source); "" = no reconstructor.
-    target: what is reconstructed: "dp" (x̂ with DP words) | "dpp" (x̂ with #DP# placeholders)
-      | "original" (x itself, the end-to-end labeler §2.11) | "" (none).
-    reranks: the model has a reconstructor that reads the decoder states, so
-      ``reconstruction_score`` varies with the candidate translation (§2.8 "Decoding").
-    weight: λ, the weight of log R in reranking (= the training weight, §2.8 footnote).
-    predicts_dps: ``predict_dps`` works (joint DP predictor §2.10 or labeler §2.11).
-    """
-    encoder_input: str = ""
-    target: str = ""
-    reranks: bool = False
-    weight: float = 1.0
-    predicts_dps: bool = False
-
-
-def no_reconstructor_message(model: Any) -> str:
-    """The ``reconstruction_score`` error of a model without a reconstructor."""
-    return (f"model {type(model).__name__} has no reconstructor; --rerank reconstructor needs a model trained "
-            "with one (pipelines/dp/rec_*.yaml)")
-
-
-def no_dp_message(model: Any) -> str:
-    """The ``predict_dps`` error of a model that predicts no DPs."""
-    return (f"model {type(model).__name__} predicts no DPs; --dp-out needs a joint DP predictor/labeler "
-            "(pipelines/dp/rec_joint_*.yaml)")
-
-
 @runtime_checkable
 class Seq2SeqModel(Protocol):
     """An encoder–decoder NMT model as the rest of doctrans sees it (an ``nn.Module``).
@@ -200,6 +179,15 @@ class Seq2SeqModel(Protocol):
     @property
     def document(self) -> DocumentSpec:
         """What the model reads of a document (``DocumentSpec()`` for a sentence model)."""
+        ...
+
+    @property
+    def empty_context(self) -> str:
+        """What a row without context produces (a document's first sentence, or a batch without
+        ``ctx``/``block``): ``SENTENCE_MODEL`` when the output equals the backbone's sentence-level
+        output (every backbone, and a context model whose context only adds to it), else a short
+        phrase saying what the model reads instead, with its docs/models.md section (e.g. HRNN's
+        NULL sentence, §2.1)."""
         ...
 
     @property
@@ -277,7 +265,7 @@ class Seq2SeqModel(Protocol):
         ...
 
     # -- deployment ------------------------------------------------------------------------------
-    def portable(self) -> "PortableTransformer | None":
+    def portable(self) -> PortableTransformer | None:
         """The model as a standard Transformer another inference engine can run
         (``PortableTransformer``: ``doctrans export``), or None when it is not one (an RNN, a
         context model with its own layers)."""
@@ -287,54 +275,6 @@ class Seq2SeqModel(Protocol):
         """The ``nn.Linear`` layers int8 dynamic quantization may replace for CPU decoding
         (``translate --quantize int8``): the output layer and the feed-forward layers."""
         ...
-
-
-@dataclass(frozen=True)
-class PortableTransformer:
-    """A model that is a standard Transformer encoder–decoder (Vaswani et al. 2017), in terms
-    that do not depend on doctrans' modules, for another inference engine (``doctrans export
-    --format ctranslate2``, ``inference/ct2.py``).
-
-    Computation: x = E[token] · ``embed_scale`` + ``positions``[position] (no dropout at
-    inference); each layer is residual sub-layers (self-attention; decoder: then
-    cross-attention; then the ReLU feed-forward), pre-norm z + f(LN(z)) with a final LayerNorm
-    on each stack (``pre_norm``) or post-norm LN(z + f(z)) without one; LayerNorm epsilon
-    ``layer_norm_eps``; attention heads ``heads``, queries scaled by 1/sqrt(H/heads); the
-    decoder's output layer ``out_proj`` (V, H) without bias, then a softmax. Decoding starts
-    from ``<s>``; the source ends in ``</s>``.
-
-    ``weights`` (float32 tensors, (out, in) for linear maps), H = d_model, F = d_ff, i = layer:
-    ``src_embed`` (Vs, H), ``tgt_embed`` (Vt, H), ``out_proj`` (Vt, H);
-    ``enc.{i}.self.{norm,qkv,out}``, ``enc.{i}.ffn.{norm,in,out}``, ``enc.norm`` (pre-norm only);
-    ``dec.{i}.self.{norm,qkv,out}``, ``dec.{i}.cross.{norm,q,kv,out}``, ``dec.{i}.ffn.{norm,in,out}``,
-    ``dec.norm`` (pre-norm only); each ``NAME.weight`` and ``NAME.bias`` (a LayerNorm's gamma and
-    beta). ``qkv`` stacks the query, key and value maps (3H, H), ``kv`` the key and value maps
-    (2H, H), in that order; ``in`` is (F, H), ``out`` of the FFN (H, F).
-
-    Source context (the concatenation model, docs/models.md §2): the source read for a sentence
-    is its ``source_context`` previous non-empty sentences of the document (each ending in
-    ``</s>``, oldest first) followed by itself, the context cut to its newest
-    ``max_context_tokens`` tokens when that is > 0. 0 = a sentence-level model.
-
-    Target context (target-side concatenation, ``models/context/tgt_concat.py``): with
-    ``target_context`` N > 0 the decoder first reads, as a forced prefix after ``<s>``, the
-    model's own translations of those same previous sentences, each as ``<s> y </s>`` without
-    its leading ``<s>`` for the first (the decoder's start token), then ``<s>``; the current
-    sentence is generated after it, and the prefix is cut to its newest
-    ``max_target_context_tokens`` tokens when that is > 0 (0 = a model without target context)."""
-
-    layers_enc: int
-    layers_dec: int
-    heads: int
-    pre_norm: bool
-    layer_norm_eps: float
-    embed_scale: float
-    positions: Tensor
-    weights: dict[str, Tensor]
-    source_context: int = 0
-    max_context_tokens: int = 0
-    target_context: int = 0
-    max_target_context_tokens: int = 0
 
 
 class NoReconstruction:
@@ -361,6 +301,7 @@ class SentenceModelDefaults(NoReconstruction):
     backbone class lists it as a base beside ``nn.Module``."""
 
     document = DocumentSpec()
+    empty_context = SENTENCE_MODEL
     sentence_weights_prefix = ""
 
     def context_filter(self, src_len, tgt_len, ctx_len) -> dict:
@@ -501,122 +442,6 @@ class EncoderParts(Protocol):
 
     def residual_sublayer(self) -> Any:
         """A new ``nn.Module`` computing Sub(z, f) as the backbone's own sub-layers do."""
-        ...
-
-
-@dataclass
-class StepInputs:
-    """What an RNN decoder step offers a context model's step hook (``DecoderHook.step``).
-
-    s_prev: (B, H) s_{t-1}; s_tilde: (B, H) s̃_t = GRU_1(s_{t-1}, E[y_{t-1}]); c: (B, 2H) the
-    attention context c_t; emb: (B, E) E_tgt[y_{t-1}]; rows: ``DecoderHook.rows``."""
-
-    s_prev: Tensor
-    s_tilde: Tensor
-    c: Tensor
-    emb: Tensor
-    rows: dict[str, Tensor]
-
-
-@dataclass
-class StepExtra:
-    """A step hook's contribution to one RNN decoder step (each may be None = nothing).
-
-    gru2: (B, 3H) added to GRU_2's input pre-activation W_ih c_t + b_ih (an extra input a of
-    GRU_2 enters as W_a a, in the r, z and n blocks: S2 eq. 3.6, 3.8, 3.9); keep: (B, 3H)
-    multiplies GRU_2's input and hidden pre-activations W_ih c_t and W_hh s̃_t before their
-    biases are added (a context gate interpolating them, docs/models.md §2.1 ``lcnmt``); readout:
-    (B, k·E) added to the readout's pre-activation (e.g. C'_o c'_t, docs/models.md §2.2);
-    gru2_input: (B, 3H) *replaces* GRU_2's input projection W_ih c_t (b_ih, ``gru2`` and
-    ``keep`` still apply; the readout keeps c_t), e.g. W_ih((1 − z_t) ⊙ c_t) + C_1(z_t ⊙ c^a_t)
-    of the inter-sentence gate (Kuang & Xiong 2018 eq. 10, docs/models.md §2.4, with ``RNNParts.project_gru2_input``)."""
-
-    gru2: Tensor | None = None
-    keep: Tensor | None = None
-    readout: Tensor | None = None
-    gru2_input: Tensor | None = None
-
-
-@dataclass
-class DecoderHook:
-    """A context model's hooks into an RNN decoder (``RNNParts``), for B rows.
-
-    rows: per-row tensors (B, …) the hook reads (e.g. the global context D (B, H)); kept
-    aligned with the decoder state in beam search (``select``). s0: (B, H) added to the
-    pre-activation of s_0 (Init_dec, S2 eq. 3.4) or None. step: ``StepInputs`` → ``StepExtra``,
-    called once per target position, or None. readout_state: (s_t (B, T, H), c_t (B, T, 2H),
-    rows) → the states (B, T, H) the readout reads instead of s_t (the recurrence keeps s_t; e.g.
-    the continuous cache's ŝ_t, docs/models.md §2.3), called once over all positions in teacher
-    forcing and with T = 1 per incremental step, or None."""
-
-    rows: dict[str, Tensor] = field(default_factory=dict)
-    s0: Tensor | None = None
-    step: Callable[[StepInputs], StepExtra] | None = None
-    readout_state: Callable[[Tensor, Tensor, dict[str, Tensor]], Tensor] | None = None
-
-    def select(self, index: Tensor) -> "DecoderHook":
-        """Rows ``index`` (B',) of ``rows`` and ``s0``; the same callbacks."""
-        return DecoderHook({k: v.index_select(0, index) for k, v in self.rows.items()},
-                           None if self.s0 is None else self.s0.index_select(0, index), self.step,
-                           self.readout_state)
-
-
-@runtime_checkable
-class RNNParts(Protocol):
-    """What a context model that works *inside* an RNN encoder–decoder (HRNN, multi-encoder,
-    continuous cache, inter-sentence gate: docs/models.md §2.1–2.4) uses of the RNNSearch backbone: initial encoder states and the decoder
-    hooks (``DecoderHook``). Every context parameter stays the context model's own, so
-    ``train.freeze: ["backbone.*"]`` trains only them (S2 §3.6)."""
-
-    @property
-    def emb_size(self) -> int:
-        """E, the word embedding size."""
-        ...
-
-    @property
-    def rnn_size(self) -> int:
-        """H, the GRU size (annotations are 2H)."""
-        ...
-
-    @property
-    def readout_size(self) -> int:
-        """Size of the readout's pre-activation (``StepExtra.readout``)."""
-        ...
-
-    @property
-    def source_embedding(self) -> Any:
-        """E_src, an ``nn.Embedding``."""
-        ...
-
-    @property
-    def target_embedding(self) -> Any:
-        """E_tgt, an ``nn.Embedding`` (e.g. the continuous cache's word keys)."""
-        ...
-
-    def project_gru2_input(self, c: Tensor) -> Tensor:
-        """GRU_2's input projection W_ih c without bias: c (…, 2H) → (…, 3H) (for a hook's
-        ``StepExtra.gru2_input``)."""
-        ...
-
-    def encode(self, batch: SourceBatch, h0: Tensor | None = None) -> EncoderOutput:
-        """``Seq2SeqModel.encode`` with the encoder GRUs' initial states h0 (2, B, H) (forward,
-        backward direction; None = zeros): Init_enc, S2 §3.2.2."""
-        ...
-
-    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None,
-                     hook: DecoderHook | None = None) -> Tensor:
-        """``Seq2SeqModel.decode_train`` with ``hook`` (B rows) in every step."""
-        ...
-
-    def init_state(self, enc: EncoderOutput, hook: DecoderHook | None = None) -> DecoderState:
-        """``Seq2SeqModel.init_state``; the state carries ``hook``, reordered with it, and
-        ``decode_step`` applies it."""
-        ...
-
-    def decode_states(self, enc: EncoderOutput, tgt_in: Tensor, hook: DecoderHook | None = None
-                      ) -> tuple[Tensor, Tensor]:
-        """Teacher forcing: tgt_in (B, T) → decoder states s_t (B, T, H) and attention contexts
-        c_t (B, T, 2H) of every step."""
         ...
 
 

@@ -63,7 +63,8 @@ from torch import Tensor, nn
 
 from doctrans.models.backbones.rnnsearch import gru_step
 from doctrans.models.context.base import ContextModel, context_rows
-from doctrans.models.interface import DocumentSpec, EncoderOutput, ReconstructionSpec, no_dp_message
+from doctrans.models.interface import DocumentSpec, EncoderOutput
+from doctrans.models.reconstruction_spec import ReconstructionSpec, no_dp_message
 from doctrans.models.rows import split_encode
 
 MODES = ("enc", "dec", "both", "shared")
@@ -432,6 +433,12 @@ class ReconstructedModel(nn.Module):
         """The context model's ``document``; over a sentence backbone ``DocumentSpec(context_sents)``:
         document batches only with §2.12's context."""
         return self.backbone.document if self._wraps_context else DocumentSpec(self.cfg.context_sents)
+
+    @property
+    def empty_context(self) -> str:
+        """The translation's: the wrapped model's ``empty_context`` (the reconstructors change no
+        translation's output)."""
+        return self.backbone.empty_context
 
     @property
     def max_target_len(self) -> int:

@@ -17,7 +17,8 @@ from doctrans.cli import cli
 from doctrans.inference.dp_output import completed_words
 from doctrans.inference.reconstruction import predict_batch, rerank_batch
 from doctrans.inference.translate import LoadedModel, TranslateConfig, Translator
-from doctrans.models.interface import EncoderOutput, ReconstructionSpec
+from doctrans.models.interface import EncoderOutput
+from doctrans.models.reconstruction_spec import ReconstructionSpec
 
 DP_LABELS = ["NONE", "我", "你"]
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from conftest import QUIET_TRAIN, REPO
 from doctrans.cli import cli
-from doctrans.models.interface import ReconstructionSpec
+from doctrans.models.reconstruction_spec import ReconstructionSpec
 
 QUIET = [*QUIET_TRAIN, "train.max_time_min=0"]
 

@@ -13,7 +13,7 @@ from doctrans.config import load_experiment, to_dict
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
 from doctrans.models.build import CONTEXT_MODELS, build_model
-from doctrans.models.interface import SearchBatch, Seq2SeqModel
+from doctrans.models.interface import SENTENCE_MODEL, SearchBatch, Seq2SeqModel
 
 from conftest import REPO, DocBatchStub, stepwise_equals_teacher_forcing
 
@@ -31,20 +31,11 @@ def _tiny_context(path) -> dict:
 VARIANTS = {p.stem: _tiny_context(p) for p in CONTEXT_YAMLS}
 BACKBONE = {p.stem: load_experiment(p).model.backbone for p in CONTEXT_YAMLS}   # its tiny YAML is used
 N = {name: v.get("context_sents", 2) for name, v in VARIANTS.items()}     # ≤ 2 (multi_encoder: 1)
-# no history = a sentence read by the model, not the backbone: HRNN's NULL sentence (docs/models.md §2.1),
-# ISG's (eos, eos, eos) (§2.4)
-NULL_HISTORY = {"hrnn", "isg"}
 
 
 def reads_context(name: str) -> bool:
     """False for QCN's regularisation-only variant (no context sub-layers)."""
     return VARIANTS[name].get("query_guided", True)
-
-
-def empty_is_sentence_model(name: str) -> bool:
-    """Whether a row without context gets the backbone's output (QCN's capsules are then the
-    query path alone, docs/models.md §2.6: its own empty-context output)."""
-    return VARIANTS[name]["type"] not in ("qcn", "hgc", *NULL_HISTORY) or not reads_context(name)
 
 
 def model(name: str, seed: int = 0):
@@ -81,16 +72,17 @@ def test_incremental_decoding_matches_teacher_forcing(name):
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_no_context_is_the_sentence_model(name):
     """A row without context (document start) gets exactly the output of a sentence batch (no
-    ctx / block at all), which for a model of previous sentences is the backbone's; QCN, a
-    sub-document model (HGC: its gate, tests/unit/test_global_context.py), HRNN (it reads a
-    NULL sentence: tests/unit/test_hier_rnn.py) and ISG (eos³: tests/unit/test_isg.py) have their own."""
+    ctx / block at all), which is the backbone's exactly when the model's ``empty_context`` says
+    so (``SENTENCE_MODEL``); the others (QCN, HGC, HRNN, ISG) say what they read instead, and
+    their own tests check it (test_capsule, test_global_context, test_hier_rnn, test_isg)."""
     m, b = model(name), doc_batch(N[name])
     with torch.no_grad():
         ctx_logits = m.decode_train(m.encode(b), b.tgt_in)
         base = m.backbone.decode_train(m.backbone.encode(b), b.tgt_in)
         plain = m.decode_train(m.encode(SearchBatch(b.src)), b.tgt_in)
     assert torch.allclose(ctx_logits[3], plain[3], atol=1e-6)                  # row 3: no context
-    assert torch.allclose(plain, base, atol=1e-6) == empty_is_sentence_model(name)
+    assert torch.allclose(plain, base, atol=1e-6) == (m.empty_context == SENTENCE_MODEL), m.empty_context
+    assert m.empty_context and m.backbone.empty_context == SENTENCE_MODEL
     assert (not torch.allclose(ctx_logits[2], plain[2], atol=1e-4)) == reads_context(name)   # reads rows 0, 1
 
 

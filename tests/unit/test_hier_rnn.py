@@ -15,7 +15,8 @@ from doctrans.config import load_experiment
 from doctrans.models.backbones.rnnsearch import RNNSearch, RNNSearchConfig
 from doctrans.models.build import build_model
 from doctrans.models.context.hier_rnn import HRNN, HRNNConfig
-from doctrans.models.interface import SearchBatch, StepExtra
+from doctrans.models.interface import SearchBatch
+from doctrans.models.rnn_hooks import StepExtra
 
 V, E, H = 20, 6, 5
 ALL = dict(init_enc=True, init_dec=True, auxi=True, gating=True)

@@ -21,7 +21,8 @@ from doctrans.inference.translate import TranslateConfig, Translator
 from doctrans.models.backbones.rnnsearch import RNNSearch, RNNSearchConfig
 from doctrans.models.build import build_model
 from doctrans.models.context.inter_sentence_gate import EOS3, InterSentenceGate, ISGConfig
-from doctrans.models.interface import SearchBatch, StepInputs
+from doctrans.models.interface import SearchBatch
+from doctrans.models.rnn_hooks import StepInputs
 
 from conftest import REPO, added_named_parameters, stepwise_equals_teacher_forcing
 from conftest import DocBatchStub as Batch

@@ -12,7 +12,8 @@ from doctrans.config import load_experiment
 from doctrans.models.backbones.rnnsearch import RNNSearch, RNNSearchConfig
 from doctrans.models.build import build_model
 from doctrans.models.context.multi_encoder import MultiEncoder, MultiEncoderConfig
-from doctrans.models.interface import SearchBatch, StepInputs
+from doctrans.models.interface import SearchBatch
+from doctrans.models.rnn_hooks import StepInputs
 
 V, E, H = 20, 6, 5
 

@@ -1,4 +1,4 @@
-"""``Seq2SeqModel.portable()`` (``models/interface.py: PortableTransformer``) describes the model
+"""``Seq2SeqModel.portable()`` (``models/portable.py: PortableTransformer``) describes the model
 exactly: a plain re-implementation of the documented computation from the portable weights gives
 the model's own logits (pre-/post-norm, tied/untied output layer, padded sources), without
 CTranslate2; models that are no standard Transformer say so (None)."""

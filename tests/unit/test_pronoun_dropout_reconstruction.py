@@ -15,7 +15,7 @@ from doctrans.data.batching import Batch
 from doctrans.data.context_usage import ReconstructionDrop, apply_context_usage, reconstruction_targets, usage_generator
 from doctrans.data.documents import DocBatch
 from doctrans.data.vocab import Vocab
-from doctrans.models.interface import ReconstructionSpec
+from doctrans.models.reconstruction_spec import ReconstructionSpec
 from doctrans.training.train import NMTTask
 
 PH = 9                                            # #DP#

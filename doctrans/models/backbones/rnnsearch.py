@@ -34,7 +34,7 @@ pass: teacher forcing computes GRU_1's input projection W E_tgt[y_{t-1}] for all
 matmul and loops over t only for GRU_1's hidden part, the attention and GRU_2; the readout and
 the output layer run once over all positions after the loop.
 
-Context hooks (``models.interface.RNNParts``, for ``models/context/{hier_rnn,multi_encoder,inter_sentence_gate,cache}.py``):
+Context hooks (``models.rnn_hooks.RNNParts``, for ``models/context/{hier_rnn,multi_encoder,inter_sentence_gate,cache}.py``):
 ``encode(batch, h0)`` starts both encoder GRUs from given states (Init_enc); a ``DecoderHook``
 adds a term to s_0's pre-activation (Init_dec) and, through a per-step callback on
 (s_{t-1}, s̃_t, c_t, E[y_{t-1}]), an extra input to GRU_2 and an extra readout term (Auxi,
@@ -65,8 +65,8 @@ from torch import Tensor, nn
 from doctrans.layers.init import init_rnn_weights
 from doctrans.layers.masks import pad_mask
 from doctrans.layers.output import project
-from doctrans.models.interface import (DecoderHook, EncoderOutput, SentenceModelDefaults, SourceBatch, StepExtra,
-                                       StepInputs)
+from doctrans.models.interface import EncoderOutput, SentenceModelDefaults, SourceBatch
+from doctrans.models.rnn_hooks import DecoderHook, StepExtra, StepInputs
 
 INITS = ("mean", "last")
 

@@ -27,7 +27,8 @@ from torch import Tensor, nn
 from doctrans.layers.attention import attention
 from doctrans.layers.masks import attn_keep_mask, pad_mask
 from doctrans.layers.output import project
-from doctrans.models.interface import EncoderOutput, PortableTransformer, SentenceModelDefaults, SourceBatch
+from doctrans.models.interface import EncoderOutput, SentenceModelDefaults, SourceBatch
+from doctrans.models.portable import PortableTransformer
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from doctrans.models.interface import DocumentSpec, EncoderOutput, NoReconstruction
+from doctrans.models.interface import SENTENCE_MODEL, DocumentSpec, EncoderOutput, NoReconstruction
+from doctrans.models.rnn_hooks import DecoderHook, RNNParts
 
 SPECIAL_IDS = (0, 1, 2, 3)     # <pad> <s> </s> <unk> of every doctrans vocabulary (data/vocab.py)
 
@@ -91,13 +92,16 @@ class ContextModel(NoReconstruction, nn.Module):
     value; the data path and the translator then batch whole sub-documents); at least one of
     them is > 0. ``context_needs_target``: whether context rows must carry their (reference or
     1-best) target. Together they are the model's ``document`` (``models.interface.DocumentSpec``).
+    ``empty_context``: what a row without context produces (``Seq2SeqModel.empty_context``):
+    ``SENTENCE_MODEL`` unless the subclass says otherwise.
 
-    ``backbone_parts``: the protocols of ``models/interface.py`` (``BackboneParts``,
-    ``EncoderParts``, ``RNNParts``) the model uses of its backbone besides the contract;
+    ``backbone_parts``: the protocols (``models/interface.py``: ``BackboneParts``,
+    ``EncoderParts``; ``models/rnn_hooks.py``: ``RNNParts``) the model uses of its backbone besides the contract;
     ``models/build.py`` checks them when it builds the model, naming what a backbone lacks."""
 
     context_needs_target = False
     backbone_parts: tuple[type, ...] = ()
+    empty_context = SENTENCE_MODEL        # a model whose empty context is not the backbone's says what it is
     sentence_weights_prefix = "backbone."
 
     def __init__(self, backbone: nn.Module, context_sents: int, context_block: int = 0):
@@ -227,3 +231,26 @@ class ContextModel(NoReconstruction, nn.Module):
     def quantizable_linears(self) -> list[nn.Module]:
         """The backbone's choice (its output layer and feed-forward layers); context layers stay float."""
         return self.backbone.quantizable_linears()
+
+
+class HookedRNNContext(ContextModel):
+    """Base of the context models that work inside an RNNSearch decoder (HRNN, multi-encoder,
+    inter-sentence gate, continuous cache: docs/models.md §2.1–2.4): a subclass writes
+    ``hook(enc)``, the ``DecoderHook`` of ``enc``'s rows (``models/rnn_hooks.py``), and this base
+    hands it to the backbone's ``RNNParts`` in teacher forcing and in the decoder state (which
+    reorders it with the beam and applies it in every ``decode_step``)."""
+
+    backbone_parts = (RNNParts,)
+
+    def hook(self, enc: EncoderOutput) -> DecoderHook:
+        """The decoder hooks of ``enc``'s B rows."""
+        raise NotImplementedError
+
+    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
+        return self.backbone.decode_train(enc, tgt_in, select, self.hook(enc))
+
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
+        return self.backbone.decode_hidden(enc, tgt_in, self.hook(enc))
+
+    def init_state(self, enc: EncoderOutput):
+        return self.backbone.init_state(enc, self.hook(enc))

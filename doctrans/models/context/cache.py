@@ -49,8 +49,9 @@ import torch
 from torch import Tensor, nn
 
 from doctrans.layers.init import init_rnn_weights
-from doctrans.models.context.base import ContextModel, context_rows, pad_stack, special_mask
-from doctrans.models.interface import DecoderHook, EncoderOutput, RNNParts, SearchBatch
+from doctrans.models.context.base import HookedRNNContext, context_rows, pad_stack, special_mask
+from doctrans.models.interface import EncoderOutput, SearchBatch
+from doctrans.models.rnn_hooks import DecoderHook, RNNParts
 from doctrans.models.rows import encode_bucketed, scatter_rows
 
 GATE_INPUTS = ("s", "m", "c")
@@ -68,11 +69,9 @@ class CacheConfig:
     exclude_stopwords: bool = False     # write no cell for an English stop word or punctuation [I, §2.3]
 
 
-class ContinuousCache(ContextModel):
+class ContinuousCache(HookedRNNContext):
     """A cache of the previous sentences' (c_t, s_t) per target word, read into the readout of an
-    RNNSearch backbone (``models.interface.RNNParts``; module doc)."""
-
-    backbone_parts = (RNNParts,)
+    RNNSearch backbone (``models.rnn_hooks.RNNParts``; module doc)."""
 
     context_needs_target = True
 
@@ -229,12 +228,3 @@ class ContinuousCache(ContextModel):
         parts = {"s": s, "m": m, "c": c}
         lam = torch.sigmoid(self.gate(torch.cat([parts[k] for k in self.cfg.gate_inputs], -1)))
         return torch.where(has[:, None, None], s + lam * (m - s), s)
-
-    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
-        return self.backbone.decode_train(enc, tgt_in, select, self.hook(enc))
-
-    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
-        return self.backbone.decode_hidden(enc, tgt_in, self.hook(enc))
-
-    def init_state(self, enc: EncoderOutput):
-        return self.backbone.init_state(enc, self.hook(enc))

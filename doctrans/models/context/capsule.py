@@ -60,7 +60,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from doctrans.models.context.base import ContextModel, context_rows
-from doctrans.models.interface import EncoderOutput, EncoderParts
+from doctrans.models.interface import SENTENCE_MODEL, EncoderOutput, EncoderParts
 from doctrans.models.rows import length_buckets, scatter_rows
 
 PCC_TARGETS = ("input", "prediction")
@@ -336,6 +336,14 @@ class QCN(ContextModel):
     ``EncoderParts`` (see the module doc)."""
 
     backbone_parts = (EncoderParts,)
+
+    @property
+    def empty_context(self) -> str:
+        """Without context sub-layers (``query_guided: false``) the backbone's sentence output;
+        with them, the capsules of the query path alone (every s_j = q_j, docs/models.md §2.6)."""
+        if not self.cfg.query_guided:
+            return SENTENCE_MODEL
+        return "the capsules of the query path alone (docs/models.md §2.6)"
 
     def __init__(self, backbone, cfg: QCNConfig):
         super().__init__(backbone, cfg.context_sents)

@@ -18,7 +18,8 @@ import torch
 from torch import Tensor
 
 from doctrans.models.context.base import ContextModel, context_rows
-from doctrans.models.interface import EncoderOutput, PortableTransformer, SearchBatch
+from doctrans.models.interface import EncoderOutput, SearchBatch
+from doctrans.models.portable import PortableTransformer
 from doctrans.models.rows import encode_bucketed, scatter_rows
 
 

@@ -173,6 +173,7 @@ class HGC(ContextModel):
     (see the module doc)."""
 
     backbone_parts = (EncoderParts,)
+    empty_context = "a sub-document of the sentence alone: its own global context, gated (docs/models.md §2.7)"
 
     def __init__(self, backbone, cfg: HGCConfig):
         super().__init__(backbone, 0, cfg.block)

@@ -42,9 +42,9 @@ import torch
 from torch import Tensor, nn
 
 from doctrans.layers.init import init_rnn_weights
-from doctrans.models.context.base import ContextModel, context_rows
-from doctrans.models.interface import (DecoderHook, EncoderOutput, RNNParts, SearchBatch, StepExtra,
-                                       StepInputs)
+from doctrans.models.context.base import HookedRNNContext, context_rows
+from doctrans.models.interface import EncoderOutput, SearchBatch
+from doctrans.models.rnn_hooks import DecoderHook, RNNParts, StepExtra, StepInputs
 from doctrans.models.rows import scatter_rows
 
 GATE_VARIANTS = ("thesis", "csnmt", "lcnmt")
@@ -64,11 +64,11 @@ class HRNNConfig:
     history_max_len: int = 80           # longer history sentences (words) are dropped [C]; 0 = keep all
 
 
-class HRNN(ContextModel):
+class HRNN(HookedRNNContext):
     """Hierarchical-RNN summary D of the previous N source sentences, fed to an RNNSearch
-    backbone (``models.interface.RNNParts``) by the configured strategies (module doc)."""
+    backbone (``models.rnn_hooks.RNNParts``) by the configured strategies (module doc)."""
 
-    backbone_parts = (RNNParts,)
+    empty_context = "a NULL sentence's summary D (docs/models.md §2.1)"
 
     def __init__(self, backbone, cfg: HRNNConfig):
         super().__init__(backbone, cfg.context_sents)
@@ -175,12 +175,3 @@ class HRNN(ContextModel):
         if self.cfg.gate_variant == "csnmt":
             return StepExtra(gru2=z.repeat(1, 3) * x.rows["d_proj"])
         return StepExtra(gru2=z * x.rows["d_proj"], keep=1.0 - z)
-
-    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
-        return self.backbone.decode_train(enc, tgt_in, select, self.hook(enc))
-
-    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
-        return self.backbone.decode_hidden(enc, tgt_in, self.hook(enc))
-
-    def init_state(self, enc: EncoderOutput):
-        return self.backbone.init_state(enc, self.hook(enc))

@@ -49,9 +49,9 @@ import torch
 from torch import Tensor, nn
 
 from doctrans.layers.init import init_rnn_weights
-from doctrans.models.context.base import ContextModel, context_rows
-from doctrans.models.interface import (DecoderHook, EncoderOutput, RNNParts, SearchBatch, StepExtra,
-                                       StepInputs)
+from doctrans.models.context.base import HookedRNNContext, context_rows
+from doctrans.models.interface import EncoderOutput, SearchBatch
+from doctrans.models.rnn_hooks import DecoderHook, RNNParts, StepExtra, StepInputs
 from doctrans.models.rows import encode_bucketed, scatter_rows
 
 GATE_ON = ("context", "projected")
@@ -72,11 +72,11 @@ class ISGConfig:
     max_len_ratio: float = 3.0          # … or with max(|x|,|A|)/min(|x|,|A|) above this [I]; 0 = off
 
 
-class InterSentenceGate(ContextModel):
+class InterSentenceGate(HookedRNNContext):
     """NMT_ISG: the previous sentence's attention context c^a_t and the current one's c^b_t,
-    gated by z_t into GRU_2 of an RNNSearch backbone (``models.interface.RNNParts``; module doc)."""
+    gated by z_t into GRU_2 of an RNNSearch backbone (``models.rnn_hooks.RNNParts``; module doc)."""
 
-    backbone_parts = (RNNParts,)
+    empty_context = "the previous sentence read as (eos, eos, eos) (docs/models.md §2.4)"
 
     def __init__(self, backbone, cfg: ISGConfig):
         super().__init__(backbone, cfg.context_sents)
@@ -225,12 +225,3 @@ class InterSentenceGate(ContextModel):
             z3 = z.repeat(1, 3)                                                     # (B, 3H)
             gi = (1 - z3) * self.backbone.project_gru2_input(c_b) + z3 * self.ctx_gru2(c_a)
         return StepExtra(gru2_input=gi)
-
-    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
-        return self.backbone.decode_train(enc, tgt_in, select, self.hook(enc))
-
-    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
-        return self.backbone.decode_hidden(enc, tgt_in, self.hook(enc))
-
-    def init_state(self, enc: EncoderOutput):
-        return self.backbone.init_state(enc, self.hook(enc))

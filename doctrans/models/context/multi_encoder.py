@@ -26,9 +26,9 @@ import torch
 from torch import Tensor, nn
 
 from doctrans.layers.init import init_rnn_weights
-from doctrans.models.context.base import ContextModel, context_rows, pad_stack
-from doctrans.models.interface import (DecoderHook, EncoderOutput, RNNParts, SearchBatch, StepExtra,
-                                       StepInputs)
+from doctrans.models.context.base import HookedRNNContext, context_rows, pad_stack
+from doctrans.models.interface import EncoderOutput, SearchBatch
+from doctrans.models.rnn_hooks import DecoderHook, RNNParts, StepExtra, StepInputs
 from doctrans.models.rows import scatter_rows
 
 
@@ -39,11 +39,9 @@ class MultiEncoderConfig:
     share_src_embeddings: bool = True   # Enc' reads the backbone's E_src [I]
 
 
-class MultiEncoder(ContextModel):
+class MultiEncoder(HookedRNNContext):
     """A second encoder and attention over X_{m-1}, its context c'_t fed to GRU_2 and the readout
-    of an RNNSearch backbone (``models.interface.RNNParts``; module doc)."""
-
-    backbone_parts = (RNNParts,)
+    of an RNNSearch backbone (``models.rnn_hooks.RNNParts``; module doc)."""
 
     def __init__(self, backbone, cfg: MultiEncoderConfig):
         super().__init__(backbone, cfg.context_sents)
@@ -143,12 +141,3 @@ class MultiEncoder(ContextModel):
         scores = self.ctx_v(torch.tanh(x.rows["keys"] + q)).squeeze(-1) + x.rows["bias"]    # (B, L)
         c = torch.bmm(torch.softmax(scores, -1).unsqueeze(1), x.rows["states"]).squeeze(1)  # (B, 2H)
         return StepExtra(gru2=self.ctx_gru2(c), readout=self.ctx_readout(c))
-
-    def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
-        return self.backbone.decode_train(enc, tgt_in, select, self.hook(enc))
-
-    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
-        return self.backbone.decode_hidden(enc, tgt_in, self.hook(enc))
-
-    def init_state(self, enc: EncoderOutput):
-        return self.backbone.init_state(enc, self.hook(enc))

@@ -39,7 +39,8 @@ from torch import Tensor
 
 from doctrans.models.context.base import context_rows
 from doctrans.models.context.concat import ConcatContext
-from doctrans.models.interface import ContextAttention, EncoderOutput, PortableTransformer, TargetPrefixParts
+from doctrans.models.interface import ContextAttention, EncoderOutput, TargetPrefixParts
+from doctrans.models.portable import PortableTransformer
 
 BOS_ID, EOS_ID = 1, 2          # <s>, </s> of every doctrans vocabulary (data/vocab.py)
 
