@@ -10,14 +10,14 @@ The Python API (``doctrans/api.py``)::
 
 import importlib
 
-__version__ = "0.1.0"
+from doctrans.version import __version__
 
 __all__ = ["Translator", "__version__"]
 
 
 def __getattr__(name: str):
-    # Lazy (PEP 562): `import doctrans` stays light (no torch), and the modules below the API that
-    # read __version__ from here do not import the API's own dependencies back.
+    # Lazy (PEP 562): `import doctrans` stays light (no torch); modules inside the package read the
+    # version from doctrans.version, never from here.
     if name == "Translator":
         return importlib.import_module("doctrans.api").Translator
     raise AttributeError(f"module 'doctrans' has no attribute {name!r}")

@@ -19,7 +19,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import click  # noqa: E402
 
-from doctrans import __version__  # noqa: E402
+from doctrans.version import __version__  # noqa: E402
 from doctrans.cli.annotate import annotate_dp_grp  # noqa: E402
 from doctrans.cli.configs import configs_cmd  # noqa: E402
 from doctrans.cli.contrastive import contrastive_grp  # noqa: E402

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from doctrans import __version__
+from doctrans.version import __version__
 from doctrans.config import TrainConfig, to_dict
 from doctrans.runtime import distributed as dist
 from doctrans.training.checkpoint import step_checkpoints

@@ -228,3 +228,13 @@ def test_commands_with_many_options_show_them_in_sections():
            if n > MAX_OPTIONS and not isinstance(commands[name], SectionedCommand)]
     assert not bad, f"more than {MAX_OPTIONS} options without sections (cli.options.SectionedCommand):\n" + \
         "\n".join(bad)
+
+
+def test_no_module_reads_the_top_level_package():
+    """``from doctrans import __version__`` in the trainer and the CLI went through
+    ``doctrans/__init__`` (the Python API's lazy entry point); the version lives in
+    ``doctrans/version.py`` and modules inside the package import what they need from its module."""
+    _, imports = _graph()
+    bad = sorted(f"{m}: from doctrans import {n}" for m, imps in imports.items() if m != "doctrans"
+                 for d, n in imps if d == "doctrans" and n is not None)
+    assert not bad, bad
