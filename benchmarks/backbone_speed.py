@@ -30,10 +30,10 @@ import time
 from pathlib import Path
 
 import torch
+from _common import prepared_vocabs, set_threads
 
 from doctrans.config import load_experiment
 from doctrans.data.batching import collate, epoch_batches, load_parallel, make_batches
-from doctrans.data.vocab import Vocab
 from doctrans.inference.shortlist import Shortlist
 from doctrans.inference.translate import decode_corpus
 from doctrans.models.build import build_model
@@ -89,14 +89,13 @@ def main() -> None:
     ap.add_argument("--checkpoints", default="", help="trained checkpoints (comma-separated): decode the test set only")
     ap.add_argument("--shortlist", default="", help="decode with this lexical shortlist (doctrans shortlist)")
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     if args.checkpoints:
         return decode_trained(args)
     paths, beams = args.configs.split(","), [int(b) for b in args.beams.split(",")]
     cfgs = [load_experiment(p, [f"data.prepared={args.prepared}"]) for p in paths]
     prep = Path(args.prepared)
-    src_v, tgt_v = Vocab.from_counts_file(prep / "vocab.zh.txt"), Vocab.from_counts_file(prep / "vocab.en.txt")
+    src_v, tgt_v = prepared_vocabs(prep)
     data, _ = load_parallel(prep / "train.bpe.zh", prep / "train.bpe.en", src_v, tgt_v, 128)
     batches = epoch_batches(make_batches(data, cfgs[0].train.max_tokens, 1), 1, 0)
     models = []

@@ -28,13 +28,13 @@ import time
 from pathlib import Path
 
 import torch
+from _common import prepared_vocabs, set_threads
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from doctrans.config import load_experiment  # noqa: E402
 from doctrans.data.documents import collate_doc, load_doc_split, make_doc_batches  # noqa: E402
-from doctrans.data.vocab import Vocab  # noqa: E402
 from doctrans.models.build import build_model  # noqa: E402
 from doctrans.models import rows as base  # noqa: E402
 from doctrans.models.context.base import ContextModel  # noqa: E402
@@ -88,9 +88,8 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
-    sv = Vocab.from_counts_file(a.prepared / "vocab.zh.txt")
-    tv = Vocab.from_counts_file(a.prepared / "vocab.en.txt")
+    set_threads(a.threads)
+    sv, tv = prepared_vocabs(a.prepared)
     cfg = load_experiment(REPO / "pipelines" / "quickstart.yaml", [f"data.prepared={a.prepared}"])
     docs = load_doc_split(a.prepared, "train", sv, tv, cfg.data.max_len)
     plan = make_doc_batches(docs, a.max_tokens, 3, cfg.train.seed, 0)[:a.batches]

@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
+from _common import set_threads  # noqa: E402
 
 from doctrans.evaluation.score import ScoreConfig, score_files  # noqa: E402
 from doctrans.inference.translate import TranslateConfig, Translator  # noqa: E402
@@ -66,7 +67,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--append", default="")
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
+    set_threads(a.threads)
     run, prep, data = Path(a.run), Path(a.prepared), Path(a.data)
     work = Path(a.work or run / "selection")
     work.mkdir(parents=True, exist_ok=True)

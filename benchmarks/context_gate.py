@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _common import set_threads
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -115,7 +116,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the records here (JSON lines)")
     ap.add_argument("--plot", type=Path, help="PNG: context share and word entropy against the update")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     records = []
     for arg in args.ckpts:
         name, _, path = arg.rpartition("=") if "=" in arg else ("", "", arg)

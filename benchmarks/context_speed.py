@@ -62,6 +62,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _common import prepared_vocabs, set_threads
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -287,9 +288,9 @@ def main() -> None:
                     help="the sentence model's YAML, relative to the repository (the reference row)")
     a = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    torch.set_num_threads(a.threads)
+    set_threads(a.threads)
     prep = a.prepared.resolve()
-    sv, tv = Vocab.from_counts_file(prep / "vocab.zh.txt"), Vocab.from_counts_file(prep / "vocab.en.txt")
+    sv, tv = prepared_vocabs(prep)
     if a.cudnn_sdp and a.device != "cuda":
         ap.error("--cudnn-sdp needs --device cuda")
     if a.device == "cuda" and a.translate_lines:

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import torch
+from _common import set_threads
 
 
 def main() -> None:
@@ -46,7 +47,7 @@ def main() -> None:
     from doctrans.inference.translate import TranslateConfig, Translator
     from doctrans.utils.io import atomic_write_lines, read_lines
 
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     prep = Path(args.prepared)

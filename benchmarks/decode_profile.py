@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import torch
+from _common import prepared_vocabs, set_threads
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -68,9 +69,9 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--sort", default="tottime")
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
+    set_threads(a.threads)
     prep = a.prepared
-    sv, tv = Vocab.from_counts_file(prep / "vocab.zh.txt"), Vocab.from_counts_file(prep / "vocab.en.txt")
+    sv, tv = prepared_vocabs(prep)
     model = load_model(a, sv, tv)
     by_doc = documents(prep, a.split, a.lines, sv)
     flat = [x for d in by_doc.values() for x in d]

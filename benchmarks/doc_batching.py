@@ -19,7 +19,8 @@ import numpy as np
 
 from doctrans.data.batching import collate, epoch_batches, load_parallel, make_batches
 from doctrans.data.documents import collate_doc, load_doc_split, make_doc_batches
-from doctrans.data.vocab import Vocab
+
+from _common import prepared_vocabs
 
 
 def grid_shares(batches) -> tuple[float, float, float]:
@@ -52,7 +53,7 @@ def main() -> None:
     ap.add_argument("--modes", default="runs,sorted", help="data.doc_batching modes to compare")
     a = ap.parse_args()
     prep = a.prepared
-    sv, tv = Vocab.from_counts_file(prep / "vocab.zh.txt"), Vocab.from_counts_file(prep / "vocab.en.txt")
+    sv, tv = prepared_vocabs(prep)
     target = prep / "train.target"
     pairs, _ = load_parallel(prep / "train.bpe.zh", prep / "train.bpe.en", sv, tv, a.max_len,
                              target if target.is_file() else None)

@@ -143,10 +143,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    import torch
+    from _common import set_threads
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     args.ref = args.ref or str(Path(args.data) / "test" / "test.ref.sgm")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     curves = {}

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _common import set_threads
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -99,7 +100,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--pronoun-dropout", type=float, default=0.5, help="p of the NAME+pd systems")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     cache: dict = {}
     names = args.systems.split(",")
     systems = {n: system(n, args.prepared, args.checkpoint, cache, args.pronoun_dropout) for n in names}

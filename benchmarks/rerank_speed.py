@@ -20,10 +20,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
+from _common import set_threads, timed
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -32,11 +32,11 @@ from doctrans.dp.apply import dp_inputs  # noqa: E402
 from doctrans.inference.translate import LoadedModel, TranslateConfig, Translator  # noqa: E402
 
 
-def timed(translator: Translator, lines: list[str]) -> tuple[float, float, list[str]]:
+def translate_timed(translator: Translator, lines: list[str]) -> tuple[float, float, list[str]]:
     """(process CPU s, wall s, outputs) of one translation of ``lines``."""
-    c0, w0 = time.process_time(), time.perf_counter()
-    out = translator.translate(lines)
-    return time.process_time() - c0, time.perf_counter() - w0, out
+    with timed() as t:
+        out = translator.translate(lines)
+    return t.cpu, t.wall, out
 
 
 def main() -> None:
@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rerank-vocab", default="0", help="comma-separated translate --rerank-vocab values")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     lines = args.input.read_text(encoding="utf-8").splitlines()
     if args.lines:
         lines = lines[:args.lines]
@@ -69,7 +69,7 @@ def main() -> None:
         outs: dict[str, list[str]] = {}
         for _ in range(args.repeats):
             for name, tr in systems.items():
-                cpu, wall, outs[name] = timed(tr, lines)
+                cpu, wall, outs[name] = translate_timed(tr, lines)
                 times[name].append((cpu, wall))
         mean = {k: (statistics.mean(c for c, _ in v), statistics.mean(w for _, w in v)) for k, v in times.items()}
         exact = outs.get("reranked, vocab full")

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import torch
+from _common import set_threads
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -42,7 +43,7 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=0, help="first N lines only (0 = all)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     lines = args.input.read_text(encoding="utf-8").splitlines()
     if args.lines:
         lines = lines[:args.lines]

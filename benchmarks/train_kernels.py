@@ -12,22 +12,14 @@ untimed call; ratios in one run.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from _common import per_call_ms, set_threads
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from doctrans.layers.attention import attention
 from doctrans.training.loss import label_smoothed_xent
-
-
-def timed(fn, repeats: int) -> float:
-    fn()
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - t0) / repeats * 1000
 
 
 def attention_rows(repeats: int) -> None:
@@ -50,7 +42,7 @@ def attention_rows(repeats: int) -> None:
                         with sdpa_kernel(backend):
                             o = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=causal)
                     o.sum().backward()
-                return timed(f, repeats)
+                return per_call_ms(f, repeats)
             ms = [run(kind) for kind in ("sdpa", "math", "explicit")]
             print(f"{str(dtype)[6:]:9s} {b:4d} {n:3d} {str(causal):>6s} {ms[0]:8.2f} {ms[1]:10.2f} {ms[2]:9.2f}")
 
@@ -70,7 +62,7 @@ def loss_rows(repeats: int, tokens: int, vocab: int) -> None:
         def fused():
             x = base.clone().requires_grad_(True)
             label_smoothed_xent(x, target, 0.1).total.backward()
-        a, b = timed(unfused, repeats), timed(fused, repeats)
+        a, b = per_call_ms(unfused, repeats), per_call_ms(fused, repeats)
         print(f"  {str(dtype)[6:]:9s} log_softmax graph {a:7.1f}   fused, chunked {b:7.1f}   ({a / b:.2f}×)")
 
 
@@ -81,7 +73,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=3900, help="target tokens of a batch (quickstart: ≈ 3,900)")
     ap.add_argument("--vocab", type=int, default=9129, help="output types (quickstart: 9,129)")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     attention_rows(args.repeats)
     loss_rows(args.repeats, args.tokens, args.vocab)

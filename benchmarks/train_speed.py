@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import torch
+from _common import set_threads
 
 from doctrans.config import load_experiment
 from doctrans.data.batching import collate, epoch_batches, load_parallel, make_batches
@@ -56,8 +57,7 @@ def main() -> None:
     ap.add_argument("--cpu-time", action="store_true",
                     help="tokens per CPU-second of this process instead of per wall-second (a shared machine)")
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     cfg = load_experiment(args.config, [f"data.prepared={args.prepared}"])
     src_v = Vocab.from_counts_file(f"{args.prepared}/vocab.zh.txt")
     tgt_v = Vocab.from_counts_file(f"{args.prepared}/vocab.en.txt")

@@ -19,13 +19,14 @@ import os
 import platform
 import shutil
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from doctrans.inference.translate import TranslateConfig, run  # noqa: E402
+
+from _common import timed  # noqa: E402
 
 
 def split_documents(prep: Path, work: Path, pseudo_lines: int) -> tuple[Path, Path, Path, int]:
@@ -50,10 +51,11 @@ def split_documents(prep: Path, work: Path, pseudo_lines: int) -> tuple[Path, Pa
     return whole, work / "docs", work / "pseudo", sum(1 for x in lines if x.strip())
 
 
-def timed(cfg: TranslateConfig) -> float:
-    t0 = time.time()
-    run(cfg)
-    return time.time() - t0
+def run_timed(cfg: TranslateConfig) -> float:
+    """Wall seconds of one ``translate.run``."""
+    with timed() as t:
+        run(cfg)
+    return t.wall
 
 
 def main() -> None:
@@ -87,7 +89,7 @@ def main() -> None:
     for label, inp, out, workers in modes:
         if out.is_dir():
             shutil.rmtree(out)
-        sec = timed(TranslateConfig(input=str(inp), output=str(out), workers=workers, **base))
+        sec = run_timed(TranslateConfig(input=str(inp), output=str(out), workers=workers, **base))
         rows.append((label, sec, n / sec))
         print(f"{label}: {n} sentences in {sec:.1f} s = {n / sec:.2f} sent/s", flush=True)
     ref = rows[0][2]
