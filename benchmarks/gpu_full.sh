@@ -23,29 +23,20 @@ set -uo pipefail
 C=$(realpath "${1:?CARRY}"); OUTD=$(realpath "${2:?OUT}"); MIN=${3:-7}; SHAPE=${4:-transformer_3x3_d256}
 TOK=${5:-32768}; LR=${6:-2e-3}; WARMUP=${7:-1000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-. "$ROOT/benchmarks/gpu_carry_env.sh"   # PY, DT, PYTHONPATH: the packages the GPU image lacks
+. "$ROOT/benchmarks/gpu_lib.sh"   # PY, DT, PYTHONPATH (gpu_carry_env.sh); gpu_unpack, gpu_banner, fp16_back, collect_into
 W=${WORK:-/tmp/gpu_full}; PREP=$W/prep; R=$W/run
-mkdir -p "$PREP" "$R"
-tar xJf "$C/prep.tar.xz" -C "$PREP" || exit 1
-nvidia-smi -L 2>/dev/null; date -u
+gpu_unpack "$PREP" "$R"
+gpu_banner
 INIT=; [ -f "$C/stage1.pt" ] && INIT="train.init_from=$C/stage1.pt"
 (cd "$ROOT" && $DT train "pipelines/full/$SHAPE.yaml" data.prepared="$PREP" run_dir="$R" train.device=auto \
    train.max_steps=10000000 train.max_time_min="$MIN" train.max_tokens="$TOK" train.lr="$LR" \
    train.warmup="$WARMUP" train.eval_every=2000 train.save_every=1000 train.keep_every=0 \
    train.tensorboard=false train.threads=4 $INIT) > "$R.log" 2>&1
 echo "== train exit $?"; tail -5 "$R.log"
-(cd "$W" && tar czf "$OUTD/run.tgz" run.log run/metrics.jsonl run/config.yaml run/train.log 2>/dev/null)
+collect_into "$W" run.tgz 'run.log run/metrics.jsonl run/config.yaml run/train.log'
 [ -f "$R/last.pt" ] || { echo "no last.pt"; exit 1; }
 $DT translate -c "$R/last.pt" -i "$PREP/test.tok.zh" --input-format tok --tokenized -o "$OUTD/test.hyp" --beam 5 \
   2>&1 | tail -2
 $DT score "$OUTD/test.hyp" -r "$C/tvsub/test/test.ref.sgm" --hyp-tokenized 2>&1 | tee "$OUTD/bleu.txt"
-$PY - "$R/last.pt" "$OUTD/$SHAPE.fp16.pt" <<'EOF'
-import sys, torch
-ck = torch.load(sys.argv[1], map_location="cpu", weights_only=True)
-ck["model"] = {k: (v.half() if v.is_floating_point() else v) for k, v in ck["model"].items()}
-for k in ("optimizer", "rng", "rng_ranks"):
-    ck.pop(k, None)
-torch.save(ck, sys.argv[2])
-EOF
-(cd "$OUTD" && split -b 15M "$SHAPE.fp16.pt" "$SHAPE.fp16.pt.part-" && rm "$SHAPE.fp16.pt")
+fp16_back "$R/last.pt" "$SHAPE" strip
 ls -la "$OUTD"

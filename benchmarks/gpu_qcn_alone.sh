@@ -15,15 +15,14 @@ set -uo pipefail
 C=$(realpath "${1:?CARRY}"); OUTD=$(realpath "${2:?OUT}"); MIN=${3:-4.5}; EVAL=${4:-500}; TABLE_S=${5:-100}
 SLOW=${6:-100}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-. "$ROOT/benchmarks/gpu_carry_env.sh"   # PY, DT, PYTHONPATH: the packages the GPU image lacks
+. "$ROOT/benchmarks/gpu_lib.sh"   # PY, DT, PYTHONPATH (gpu_carry_env.sh); gpu_unpack, gpu_banner, fp16_back, collect_into
 W=${WORK:-/tmp/gpu_qcn}; PREP=$W/prep; R=$W/runs
-mkdir -p "$PREP" "$R"
-tar xJf "$C/prep.tar.xz" -C "$PREP" || exit 1
-nvidia-smi -L 2>/dev/null; date -u
+gpu_unpack "$PREP" "$R"
+gpu_banner
 ARGS="pipelines/context/qcn.yaml data.prepared=$PREP train.init_from=$C/stage1.pt train.eval_bleu=false \
   train.metric=xent_nats train.metric_mode=min train.threads=2 train.tensorboard=false \
   train.coword_dropout=0.3 train.context_dropout=0.2"
-collect() { (cd "$W" && tar czf "$OUTD/runs.tgz" runs/*.log runs/*/metrics.jsonl runs/*/config.yaml runs/*/train.log 2>/dev/null); }
+collect() { collect_into "$W" runs.tgz 'runs/*.log runs/*/metrics.jsonl runs/*/config.yaml runs/*/train.log'; }
 (cd "$ROOT" && exec $DT train $ARGS train.max_steps=1000000 train.max_time_min=$MIN train.eval_every=$EVAL \
    train.save_every=$EVAL train.keep_last=200 run_dir=$R/qcn_usage) >"$R/qcn_usage.log" 2>&1 &
 PID=$!
@@ -45,15 +44,9 @@ echo "== last checkpoint: $S"
 mkdir -p "$W/eval/qcn_usage"
 for f in config.yaml metrics.jsonl; do ln -sf "$R/qcn_usage/$f" "$W/eval/qcn_usage/$f"; done
 ln -sf "$R/qcn_usage/checkpoint$S.pt" "$W/eval/qcn_usage/last.pt"
-$PY - "$R/qcn_usage/checkpoint$S.pt" "$OUTD/qcn_usage.fp16.pt" <<'EOF'
-import sys, torch
-ck = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
-ck["model"] = {k: (v.half() if v.is_floating_point() else v) for k, v in ck["model"].items()}
-torch.save(ck, sys.argv[2])
-EOF
-(cd "$OUTD" && split -b 15M qcn_usage.fp16.pt qcn_usage.fp16.pt.part- && rm qcn_usage.fp16.pt)
+fp16_back "$R/qcn_usage/checkpoint$S.pt" qcn_usage
 [ "$TABLE_S" -gt 0 ] || { collect; ls -la "$OUTD"; exit 0; }
 timeout "$TABLE_S" $DT table context --prepared "$PREP" --data "$C/tvsub" --usage --contrastive "$C/contrastive" \
   --work "$W/eval/work" --out "$W/eval/work/table.md" --system "QCN + CoWord 0.3 + context dropout 0.2=$W/eval/qcn_usage"
 echo "== table exit $?"; cat "$W/eval/work/table.md" 2>/dev/null
-(cd "$W/eval" && tar czf "$OUTD/table.tgz" work 2>/dev/null); collect; ls -la "$OUTD"
+collect_into "$W/eval" table.tgz work; collect; ls -la "$OUTD"

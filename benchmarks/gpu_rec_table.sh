@@ -38,10 +38,9 @@ set -uo pipefail
 C=$(realpath "${1:?CARRY}"); OUTD=$(realpath "${2:?OUT}"); STEPS=${3:-800}; MIN=${4:-4.5}; TABLE_S=${5:-200}
 PD=${6:-0.25}; SLOW_MIN=${7:-8}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-. "$ROOT/benchmarks/gpu_carry_env.sh"   # PY, DT, PYTHONPATH: the packages the GPU image lacks
+. "$ROOT/benchmarks/gpu_lib.sh"   # PY, DT, PYTHONPATH (gpu_carry_env.sh); gpu_unpack, gpu_banner, fp16_back, collect_into
 W=${WORK:-/tmp/gpu_rec}; PREP=$W/prep; R=$W/runs; TR=$R; E=$W/eval   # TR: the training runs (R becomes the tabulated links)
-mkdir -p "$PREP" "$R" "$E"
-tar xJf "$C/prep.tar.xz" -C "$PREP" || exit 1
+gpu_unpack "$PREP" "$R" "$E"
 # stage1.pt / gen.pt may come in fp16 (the carry's size limit): fp32 again before anything reads them
 $PY - "$C" "$W" <<'EOF' || exit 1
 import sys, torch
@@ -51,8 +50,7 @@ for n in ("stage1", "gen"):
     ck["model"] = {k: (v.float() if v.is_floating_point() else v) for k, v in ck["model"].items()}
     torch.save(ck, f"{W}/{n}.pt")
 EOF
-nvidia-smi -L 2>/dev/null; $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
-git -C "$ROOT" rev-parse --short HEAD 2>/dev/null; date -u
+gpu_banner
 
 COMMON="data.prepared=$PREP train.init_from=$W/stage1.pt train.max_steps=$STEPS \
   train.save_every=200 train.keep_last=20 train.eval_every=0 train.eval_bleu=false train.metric=xent_nats \
@@ -85,7 +83,7 @@ for n in $SLOW $FAST; do   # the slowest first
   PID[$n]=$!
 done
 collect() {                  # the runs' small files → OUT/runs.tgz (again after every phase)
-  (cd "$W" && tar czf "$OUTD/runs.tgz" runs/*.log runs/*/metrics.jsonl runs/*/config.yaml runs/*/train.log 2>/dev/null)
+  collect_into "$W" runs.tgz 'runs/*.log runs/*/metrics.jsonl runs/*/config.yaml runs/*/train.log'
 }
 sleep 60                     # fail fast: a run that dies at start stops everything
 dead=0
@@ -111,18 +109,7 @@ finish() {   # rows… : wait for them, pick their common update count, link E/r
   done
 }
 finish $FAST; collect
-$PY - "$E/runs" "$OUTD" $ORDER <<'EOF'
-import sys, torch
-R, OUT, *names = sys.argv[1:]
-for n in ("baseline", "nmt_dp_predicted"):
-    if n not in names:
-        continue
-    ck = torch.load(f"{R}/{n}/last.pt", map_location="cpu", weights_only=False)
-    ck.pop("optimizer", None)
-    ck["model"] = {k: (v.half() if v.is_floating_point() else v) for k, v in ck["model"].items()}
-    torch.save(ck, f"{OUT}/{n}.fp16.pt")
-EOF
-(cd "$OUTD" && for f in *.fp16.pt; do split -b 15M "$f" "$f.part-" && rm "$f"; done)
+for n in baseline nmt_dp_predicted; do has $n && fp16_back "$E/runs/$n/last.pt" "$n" strip; done
 R=$E/runs
 G="dp_generator=$W/gen.pt"
 declare -A NAME=([nmt_dp_continued]="+DPs" [nmt_dpp_continued]="Baseline (+DPPs)" [rec_enc]="enc-rec"
@@ -178,7 +165,7 @@ if not rows:
 (E / "table.md").write_text(render(rows, ext) + "\n")
 print((E / "table.md").read_text())
 EOF
-(cd "$W" && tar czf "$OUTD/table.tgz" --exclude=eval/runs eval 2>/dev/null)
+collect_into "$W" table.tgz '--exclude=eval/runs eval'
 collect; date -u
 
 # speed, the machine otherwise idle: reranked vs plain beam-10 decoding of the whole test set (wall

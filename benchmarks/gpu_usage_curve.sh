@@ -27,12 +27,10 @@
 set -uo pipefail
 C=$(realpath "${1:?CARRY}"); OUTD=$(realpath "${2:?OUT}"); MIN=${3:-5.3}; EVAL=${4:-500}; TABLE_S=${5:-170}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-. "$ROOT/benchmarks/gpu_carry_env.sh"   # PY, DT, PYTHONPATH: the packages the GPU image lacks
+. "$ROOT/benchmarks/gpu_lib.sh"   # PY, DT, PYTHONPATH (gpu_carry_env.sh); gpu_unpack, gpu_banner, fp16_back, collect_into
 W=${WORK:-/tmp/gpu_usage}; PREP=$W/prep; R=$W/runs; E=$W/eval
-mkdir -p "$PREP" "$R" "$E"
-tar xJf "$C/prep.tar.xz" -C "$PREP" || exit 1
-nvidia-smi -L 2>/dev/null; $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
-git -C "$ROOT" rev-parse --short HEAD 2>/dev/null; date -u
+gpu_unpack "$PREP" "$R" "$E"
+gpu_banner
 
 COMMON="data.prepared=$PREP train.init_from=$C/stage1.pt train.max_steps=1000000 train.max_time_min=$MIN \
   train.eval_every=$EVAL train.save_every=$EVAL train.keep_last=200 train.eval_bleu=false train.metric=xent_nats \
@@ -46,8 +44,7 @@ for n in transformer qcn_usage han_usage; do
   PID[$n]=$!
 done
 collect() {                  # the runs' small files → OUT/runs.tgz (again after every phase)
-  (cd "$W" && tar czf "$OUTD/runs.tgz" runs/*.log runs/*/metrics.jsonl runs/*/config.yaml runs/*/train.log \
-     runs/*/learning_curves.png 2>/dev/null)
+  collect_into "$W" runs.tgz 'runs/*.log runs/*/metrics.jsonl runs/*/config.yaml runs/*/train.log runs/*/learning_curves.png'
 }
 sleep 75                     # fail fast: a run that dies at start (a device bug) stops everything
 for n in "${!PID[@]}"; do
@@ -68,19 +65,11 @@ for n in transformer qcn_usage han_usage; do
   mkdir -p "$E/$n"; ln -sf "$R/$n/checkpoint$S.pt" "$E/$n/last.pt"
   ln -sf "$R/$n/config.yaml" "$E/$n/config.yaml"; ln -sf "$R/$n/metrics.jsonl" "$E/$n/metrics.jsonl"
 done
-$PY - "$R" "$S" "$OUTD" <<'EOF'
-import sys, torch
-R, S, OUT = sys.argv[1:]
-for n in ("transformer", "qcn_usage"):
-    ck = torch.load(f"{R}/{n}/checkpoint{S}.pt", map_location="cpu", weights_only=False)
-    ck["model"] = {k: (v.half() if v.is_floating_point() else v) for k, v in ck["model"].items()}
-    torch.save(ck, f"{OUT}/{n}.fp16.pt")
-EOF
-(cd "$OUTD" && for f in *.fp16.pt; do split -b 15M "$f" "$f.part-" && rm "$f"; done)
+for n in transformer qcn_usage; do fp16_back "$R/$n/checkpoint$S.pt" "$n"; done
 timeout "$TABLE_S" $DT table context --prepared "$PREP" --data "$C/tvsub" --usage --contrastive "$C/contrastive" \
   --work "$E/work" --out "$E/work/table.md" --system "Transformer=$E/transformer" \
   --system "QCN + CoWord 0.3 + context dropout 0.2=$E/qcn_usage" \
   --system "HAN encoder + CoWord 0.3 + context dropout 0.2=$E/han_usage"
 echo "== table exit $?"; cat "$E/work/table.md" 2>/dev/null
-(cd "$E" && tar czf "$OUTD/table.tgz" work 2>/dev/null)
+collect_into "$E" table.tgz work
 collect; ls -la "$OUTD"

@@ -1,0 +1,40 @@
+# Sourced by the benchmarks/gpu_*.sh scripts after they set C (the carry directory), OUTD (what
+# comes back) and ROOT (the repository): the skeleton they share.
+#   gpu_carry_env.sh   PY, DT, PYTHONPATH: the packages the GPU image lacks (sourced from here)
+#   gpu_unpack PREP [DIR …]   make PREP and the DIRs, unpack CARRY/prep.tar.xz into PREP (exit 1 if it fails)
+#   gpu_banner         the log's head: the GPU (nvidia-smi -L), torch and CUDA, the commit, the UTC time
+#   fp16_back SRC NAME [strip]   SRC's weights in fp16 as OUT/NAME.fp16.pt, split in 15 MiB parts
+#                      (NAME.fp16.pt.part-aa …; `cat` them back); strip: without optimizer/rng state
+#   collect_into DIR TGZ PATTERNS   the files under DIR matching PATTERNS (one quoted, space-separated
+#                      string, expanded in DIR; unmatched ones skipped silently) → OUT/TGZ
+. "$ROOT/benchmarks/gpu_carry_env.sh"
+
+gpu_unpack() {
+  local prep=$1; shift
+  mkdir -p "$prep" "$@"
+  tar xJf "$C/prep.tar.xz" -C "$prep" || exit 1
+}
+
+gpu_banner() {
+  nvidia-smi -L 2>/dev/null; $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+  git -C "$ROOT" rev-parse --short HEAD 2>/dev/null; date -u
+}
+
+fp16_back() {
+  $PY - "$1" "$OUTD/$2.fp16.pt" "${3:-}" <<'PYEOF'
+import sys, torch
+src, dst, strip = sys.argv[1:]
+ck = torch.load(src, map_location="cpu", weights_only=False)
+ck["model"] = {k: (v.half() if v.is_floating_point() else v) for k, v in ck["model"].items()}
+if strip:
+    for k in ("optimizer", "rng", "rng_ranks"):
+        ck.pop(k, None)
+torch.save(ck, dst)
+PYEOF
+  (cd "$OUTD" && split -b 15M "$2.fp16.pt" "$2.fp16.pt.part-" && rm "$2.fp16.pt")
+}
+
+collect_into() {
+  local dir=$1 tgz=$2; shift 2
+  (cd "$dir" && tar czf "$OUTD/$tgz" $* 2>/dev/null)      # $* unquoted: the patterns expand in DIR
+}
