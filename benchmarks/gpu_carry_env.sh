@@ -1,4 +1,4 @@
-# Sourced by the benchmarks/gpu_*.sh scripts after they set C (the carry directory) and ROOT (the
+# Sourced by benchmarks/gpu_lib.sh (the GPU scripts' library) after C (the carry directory) and ROOT (the
 # repository): makes the packages the GPU image lacks importable — CARRY/whl/*.whl installed to
 # /tmp/site (sacremoses), CARRY/site/ (pure-Python packages, e.g. subword_nmt), CARRY/jieba.tgz
 # (jieba without posseg/analyse/lac_small: the contrastive set's raw sources are segmented) — puts
