@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import torch
+from _common import set_threads
 
 REPO = Path(__file__).resolve().parents[1]
 HAN = "context={type: han, context_sents: 2, attach: both, heads: 4, d_ff: 512, dropout: 0.0}"
@@ -89,7 +90,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="")
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
+    set_threads(a.threads)
     from doctrans.inference.translate import TranslateConfig, Translator
 
     work = Path(a.out or tempfile.mkdtemp(prefix="stream_latency."))
