@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "doctrans"
 # lower layers, never of a higher one. Top-level modules (``doctrans.cli``, ``doctrans.stages``,
 # ``doctrans`` itself) are the top layer, which wires the others together.
 LAYERS = [
-    {"utils", "layers"},
+    {"utils", "layers", "version"},   # version: the package version, read by the trainer and the CLI
     {"data"},
     {"models"},
     {"config"},
