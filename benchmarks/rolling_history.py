@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _common import set_threads
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -55,7 +56,7 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=2000, help="vocabulary size of a fresh model")
     ap.add_argument("--checkpoint", default="")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     torch.manual_seed(0)
     if args.checkpoint:
         from doctrans.runtime.checkpoint import config_of, load_checkpoint
