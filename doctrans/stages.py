@@ -19,7 +19,7 @@ from doctrans.inference.translate import TranslateConfig, Translator
 from doctrans.training import train as _train
 
 
-def train(cfg: ExperimentConfig, resume: bool = False) -> Path:
+def train(cfg: ExperimentConfig, resume: bool = False, overwrite: bool = False) -> Path:
     """``doctrans train``: ``training.train.run`` with dev BLEU and, for a context model, dev
     CXMI (``evaluation.dev.dev_cxmi``), and the DP annotation reader of ``train.context_dense`` /
     ``train.context_attention_supervision`` (``dp.context_dense.TrainingContextData``). Returns the
@@ -27,7 +27,7 @@ def train(cfg: ExperimentConfig, resume: bool = False) -> Path:
     from doctrans.dp.context_dense import TrainingContextData
 
     return _train.run(cfg, resume=resume, dev_scorer=dev_bleu, dev_context_scorer=dev_cxmi,
-                      context_data=TrainingContextData())
+                      context_data=TrainingContextData(), overwrite=overwrite)
 
 
 def translate(cfg: TranslateConfig) -> Path | None:
