@@ -75,6 +75,9 @@ class TrainConfig:
     adadelta_eps: float = 1e-6
     weight_decay: float = 0.0
     clip_norm: float = 1.0              # 0 disables gradient clipping
+    max_nonfinite: int = 20             # updates with a NaN/inf loss or gradient are skipped (no optimizer step);
+                                        # this many in a row stop the run with an error (fairseq's fp16 trainer
+                                        # stops after ~20 overflows in a row, at its minimum loss scale)
     label_smoothing: float = 0.1
     max_tokens: int = 4096              # target+source tokens budget per batch (max of the two sides)
     accum: int = 1                      # gradient accumulation: batches per update (per process under torchrun)
