@@ -54,7 +54,10 @@ def shortlist(prepared: str, output: str = "", top_k: int = 20, frequent: int = 
     threads = threads or cpu_count()
 
     def align(src_path: Path, tgt_path: Path) -> list[str]:
-        with tempfile.TemporaryDirectory(dir=src_path.parent, prefix=".shortlist.") as tmp:
+        from doctrans.utils.io import temp_name_prefix
+
+        with tempfile.TemporaryDirectory(dir=src_path.parent, prefix=temp_name_prefix("shortlist"),
+                                         suffix=".tmp") as tmp:
             fwd, rev = Path(tmp) / "fwd", Path(tmp) / "rev"
             logging.getLogger(__name__).info("aligning %s and %s with eflomal (%d samplers)", src_path, tgt_path,
                                              threads)

@@ -55,6 +55,7 @@ from doctrans.training.progress import pace_note
 from doctrans.training.state import TrainState
 from doctrans.utils import bars_off
 from doctrans.utils.cpu import resolve_autocast
+from doctrans.utils.io import remove_stale_temps
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,8 @@ class Trainer:
         self._restored = False
         self._nonfinite = 0                              # consecutive skipped (non-finite) updates
         self._signals = StopSignals()
+        if self.main:
+            remove_stale_temps(self.run_dir)             # checkpoints a killed run was writing
 
     # -- checkpoints ----------------------------------------------------------------------
     def restore(self, ckpt: dict) -> None:
