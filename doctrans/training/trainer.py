@@ -295,7 +295,7 @@ class Trainer:
         msg = (f"training stopped by {reason.split()[1]} after update {self.state.step}; {where} holds it: "
                f"resume with `{resume_command(self.run_dir)}`")
         if self.main:
-            log.warning("%s", msg)
+            log.info("%s", msg)                          # (train.log; the CLI prints it as its last line)
         raise Interrupted(signum, msg)
 
     def _periodic(self, epoch_done: bool) -> bool:
@@ -391,7 +391,7 @@ class Trainer:
             raise NonFiniteLoss(
                 f"training diverged: {self._nonfinite} consecutive updates with a non-finite loss or gradient "
                 f"({what} at update {self.state.step + 1}; train.max_nonfinite {self.t.max_nonfinite}); {saved}. "
-                f"Lower train.lr (now {self.t.lr:g}), raise train.warmup, or keep train.clip_norm > 0")
+                f"Lower train.lr (now {self.t.lr:g}) or raise train.warmup (now {self.t.warmup})")
 
     def _log_train(self, w: dict) -> None:
         if not self.main:
