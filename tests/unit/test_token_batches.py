@@ -10,7 +10,7 @@ import torch
 
 from conftest import tiny_backbone
 from doctrans.data.vocab import SPECIALS, Vocab
-from doctrans.inference import documents, translate
+from doctrans.inference import decode, documents
 from doctrans.inference.token_batches import MAX_TOKENS, token_batches
 from doctrans.models.build import build_model
 
@@ -63,14 +63,14 @@ def test_token_batches_respects_both_limits():
 
 
 def test_sentence_batches_stay_within_the_token_budget_on_long_lines(monkeypatch):
-    shapes = _spy(monkeypatch, translate)
+    shapes = _spy(monkeypatch, decode)
     src = _lines(24, 60)
-    out = translate.decode_corpus(_model(), src, VOCAB, 1, 1.0, 0.01, 1, 64, max_tokens=200)
+    out = decode.decode_corpus(_model(), src, VOCAB, 1, 1.0, 0.01, 1, 64, max_tokens=200)
     assert len(out) == 24 and sum(r for r, _ in shapes) == 24
     assert all(r * w <= 200 for r, w in shapes), shapes
     assert len(shapes) > 1
     shapes.clear()
-    translate.decode_corpus(_model(), _lines(64, 20), VOCAB, 1, 1.0, 0.01, 1, 64)    # ordinary lines, the
+    decode.decode_corpus(_model(), _lines(64, 20), VOCAB, 1, 1.0, 0.01, 1, 64)    # ordinary lines, the
     assert [r for r, _ in shapes] == [64] and 64 * 20 < MAX_TOKENS                     # default budget: one batch
 
 
