@@ -82,3 +82,14 @@ def test_document_batches_stay_within_the_token_budget_on_long_lines(monkeypatch
     assert [len(d) for d in out] == [12, 6]
     assert all(r * w <= 240 for r, w in shapes), shapes              # targets and their context rows
     assert len(shapes) > 1
+
+
+def test_the_context_cache_is_bounded_by_elements_too():
+    from doctrans.models.context.base import RowCache
+
+    cache = RowCache(capacity=100, max_elements=1000)
+    for k in range(10):
+        cache.put(k, (torch.zeros(300),))          # 300 elements each: only 3 fit
+    assert list(cache.items) == [7, 8, 9] and cache.elements == 900
+    cache.put("big", (torch.zeros(5000),))         # alone over the bound: kept, the others dropped
+    assert list(cache.items) == ["big"] and cache.elements == 5000
