@@ -11,6 +11,10 @@ Example::
     train: {max_time_min: 45}
 
 Overrides use dotted paths: ``train.lr=5e-4 model.layers_enc=2``; values are parsed as YAML.
+
+Hostile YAML is bounded (``safe_load_bounded``): a config file over ``MAX_CONFIG_BYTES``, or a
+document whose aliases expand it beyond ``MAX_EXPANDED`` nodes and characters (a "billion
+laughs" alias bomb), is refused with a one-line ConfigError before anything is built from it.
 """
 from __future__ import annotations
 
@@ -22,10 +26,63 @@ from typing import Any
 import yaml
 
 from doctrans.models.build import BACKBONES, CONTEXT_MODELS, DEFAULT_BACKBONE, RECONSTRUCTOR
+from doctrans.utils.errors import short_repr
+
+MAX_CONFIG_BYTES = 1 << 20       # a config file larger than this is refused (the shipped ones are < 4 KB)
+MAX_EXPANDED = 1_000_000         # nodes + scalar characters of a YAML document with its aliases expanded
 
 
 class ConfigError(ValueError):
     """A config file or override is invalid; the message names the key and the file."""
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int], limit: int) -> int:
+    """Nodes + scalar characters of ``node`` with every alias expanded (each shared node counted
+    once per reference, computed once); stops counting past ``limit``. Raises ConfigError for a
+    recursive alias."""
+    key = id(node)
+    if key in memo:
+        if memo[key] < 0:
+            raise ConfigError("recursive YAML alias")
+        return memo[key]
+    memo[key] = -1
+    if isinstance(node, yaml.ScalarNode):
+        size = 1 + len(node.value)
+    else:
+        children = node.value if isinstance(node, yaml.SequenceNode) else [c for kv in node.value for c in kv]
+        size = 1
+        for child in children:
+            size += _expanded_size(child, memo, limit)
+            if size > limit:
+                break
+    memo[key] = size
+    return size
+
+
+def safe_load_bounded(text: str, source: str):
+    """``yaml.safe_load(text)`` bounded: ConfigError naming ``source`` for text over
+    ``MAX_CONFIG_BYTES`` characters or a document whose aliases expand to more than
+    ``MAX_EXPANDED`` nodes and characters (checked on the composed node graph, before any
+    Python object is built), or a recursive alias; ``yaml.YAMLError`` for invalid YAML."""
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: {len(text):,} characters: a config is at most {MAX_CONFIG_BYTES:,}")
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        try:
+            size = _expanded_size(node, {}, MAX_EXPANDED)
+        except ConfigError as e:
+            raise ConfigError(f"{source}: {e}") from None
+        except RecursionError:
+            raise ConfigError(f"{source}: YAML nested too deeply") from None
+        if size > MAX_EXPANDED:
+            raise ConfigError(f"{source}: YAML aliases expand this config beyond {MAX_EXPANDED:,} nodes and "
+                              f"characters (an alias bomb?): refused")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 @dataclass(frozen=True)
@@ -75,6 +132,9 @@ class TrainConfig:
     adadelta_eps: float = 1e-6
     weight_decay: float = 0.0
     clip_norm: float = 1.0              # 0 disables gradient clipping
+    max_nonfinite: int = 20             # updates with a NaN/inf loss or gradient are skipped (no optimizer step);
+                                        # this many in a row stop the run with an error (fairseq's fp16 trainer
+                                        # stops after ~20 overflows in a row, at its minimum loss scale)
     label_smoothing: float = 0.1
     max_tokens: int = 4096              # target+source tokens budget per batch (max of the two sides)
     accum: int = 1                      # gradient accumulation: batches per update (per process under torchrun)
@@ -176,11 +236,14 @@ def load_yaml_tree(path: Path, seen: tuple[Path, ...] = ()) -> dict:
         raise ConfigError(f"{path}: circular 'extends'")
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        try:
-            doc = yaml.safe_load(f) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: invalid YAML: {e}") from e
+    if path.stat().st_size > 4 * MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: {path.stat().st_size:,} bytes: a config is at most {MAX_CONFIG_BYTES:,} characters")
+    try:
+        doc = safe_load_bounded(path.read_text(encoding="utf-8"), str(path)) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: invalid YAML: {e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     parent = doc.pop("extends", None)
@@ -198,23 +261,23 @@ def _coerce(value: Any, ftype: Any, path: str, source: str) -> Any:
         try:
             return float(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{source}: '{path}' must be a number, got {value!r}") from None
+            raise ConfigError(f"{source}: '{path}' must be a number, got {short_repr(value)}") from None
     if ftype == "int" and isinstance(value, str):
-        raise ConfigError(f"{source}: '{path}' must be an integer, got {value!r}")
+        raise ConfigError(f"{source}: '{path}' must be an integer, got {short_repr(value)}")
     return value
 
 
 def from_dict(cls: type, data: dict, where: str = "", source: str = "") -> Any:
     """Build dataclass ``cls`` from ``data``; unknown keys raise ConfigError naming them."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: '{where or 'config'}' must be a mapping, got {data!r}")
+        raise ConfigError(f"{source}: '{where or 'config'}' must be a mapping, got {short_repr(data)}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs = {}
     for key, value in data.items():
         path = f"{where}.{key}" if where else key
         if key not in fields:
             raise ConfigError(
-                f"{source}: unknown config key '{path}' (known: {', '.join(sorted(fields))})"
+                f"{source}: unknown config key {short_repr(path)} (known: {', '.join(sorted(fields))})"
             )
         ftype = fields[key].type
         sub = _DATACLASS_FIELDS.get((cls, key))
@@ -232,7 +295,7 @@ def backbone_config_class(section: Any, path: str = "model", source: str = "") -
     ``transformer``), from ``models/build.py:BACKBONES``. Raises ConfigError for an unknown name."""
     name = section.get("backbone", DEFAULT_BACKBONE) if isinstance(section, dict) else DEFAULT_BACKBONE
     if name not in BACKBONES:
-        raise ConfigError(f"{source}: unknown {path}.backbone {name!r} (known: {', '.join(sorted(BACKBONES))})")
+        raise ConfigError(f"{source}: unknown {path}.backbone {short_repr(name)} (known: {', '.join(sorted(BACKBONES))})")
     return BACKBONES[name][0]
 
 
@@ -241,7 +304,7 @@ def context_config_class(section: Any, path: str = "context", source: str = "") 
     ``models/build.py:CONTEXT_MODELS``. Raises ConfigError for a missing or unknown type."""
     name = section.get("type") if isinstance(section, dict) else None
     if name not in CONTEXT_MODELS:
-        raise ConfigError(f"{source}: {path}.type must be one of {', '.join(sorted(CONTEXT_MODELS))}, got {name!r}")
+        raise ConfigError(f"{source}: {path}.type must be one of {', '.join(sorted(CONTEXT_MODELS))}, got {short_repr(name)}")
     return CONTEXT_MODELS[name][0]
 
 
@@ -268,7 +331,7 @@ def parse_overrides(overrides: list[str] | tuple[str, ...]) -> dict:
         parts = key.strip().split(".")
         for p in parts[:-1]:
             node = node.setdefault(p, {})
-        node[parts[-1]] = yaml.safe_load(raw)
+        node[parts[-1]] = safe_load_bounded(raw, f"override {key.strip()}")
     return tree
 
 
@@ -294,7 +357,7 @@ def override_context(context: Any, options: list[str] | tuple[str, ...], source:
         if key not in tree:
             raise ConfigError(f"{source}: unknown key '{key}' of context model {context.type!r} "
                               f"(known: {', '.join(sorted(k for k in tree if k != 'type'))})")
-        tree[key] = raw.strip() if types[key] == "str" else yaml.safe_load(raw)    # test_ablation=null: "null"
+        tree[key] = raw.strip() if types[key] == "str" else safe_load_bounded(raw, f"{source} {key}")    # test_ablation=null: "null"
     return from_dict(type(context), tree, "context", source)
 
 

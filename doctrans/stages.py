@@ -19,7 +19,7 @@ from doctrans.inference.translate import TranslateConfig, Translator
 from doctrans.training import train as _train
 
 
-def train(cfg: ExperimentConfig, resume: bool = False) -> Path:
+def train(cfg: ExperimentConfig, resume: bool = False, overwrite: bool = False) -> Path:
     """``doctrans train``: ``training.train.run`` with dev BLEU and, for a context model, dev
     CXMI (``evaluation.dev.dev_cxmi``), and the DP annotation reader of ``train.context_dense`` /
     ``train.context_attention_supervision`` (``dp.context_dense.TrainingContextData``). Returns the
@@ -27,7 +27,7 @@ def train(cfg: ExperimentConfig, resume: bool = False) -> Path:
     from doctrans.dp.context_dense import TrainingContextData
 
     return _train.run(cfg, resume=resume, dev_scorer=dev_bleu, dev_context_scorer=dev_cxmi,
-                      context_data=TrainingContextData())
+                      context_data=TrainingContextData(), overwrite=overwrite)
 
 
 def translate(cfg: TranslateConfig) -> Path | None:
@@ -54,7 +54,10 @@ def shortlist(prepared: str, output: str = "", top_k: int = 20, frequent: int = 
     threads = threads or cpu_count()
 
     def align(src_path: Path, tgt_path: Path) -> list[str]:
-        with tempfile.TemporaryDirectory(dir=src_path.parent, prefix=".shortlist.") as tmp:
+        from doctrans.utils.io import temp_name_prefix
+
+        with tempfile.TemporaryDirectory(dir=src_path.parent, prefix=temp_name_prefix("shortlist"),
+                                         suffix=".tmp") as tmp:
             fwd, rev = Path(tmp) / "fwd", Path(tmp) / "rev"
             logging.getLogger(__name__).info("aligning %s and %s with eflomal (%d samplers)", src_path, tgt_path,
                                              threads)

@@ -67,7 +67,12 @@ for _command in (preprocess_cmd, annotate_dp_grp, train_cmd, average_cmd, transl
 
 
 def main() -> None:
-    """Console-script entry point: turn known errors into a one-line message and exit code 1."""
+    """Console-script entry point: turn known errors into a one-line message (at most
+    ``utils.errors.MAX_MESSAGE`` characters) and exit code 1; a job stopped by a signal after
+    saving (``runtime.signals.Interrupted``) exits 128 + the signal number."""
+    from doctrans.runtime.signals import Interrupted
+    from doctrans.utils.errors import one_line
+
     try:
         cli(standalone_mode=False)
     except click.exceptions.Abort:
@@ -76,7 +81,10 @@ def main() -> None:
     except click.ClickException as e:
         e.show()
         sys.exit(e.exit_code)
-    except (ValueError, OSError, RuntimeError) as e:
-        click.echo(f"error: {e}", err=True)
+    except Interrupted as e:
+        click.echo(f"interrupted: {one_line(e)}", err=True)
+        sys.exit(e.exit_code)
+    except (ValueError, OSError, RuntimeError, ArithmeticError) as e:
+        click.echo(f"error: {one_line(e)}", err=True)
         sys.exit(1)
 

@@ -15,16 +15,23 @@ log = logging.getLogger(__name__)
 @click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(exists=True, dir_okay=False))
 @click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")
 @click.option("--resume", is_flag=True, help="Continue from RUN_DIR/last.pt with the same subsequent updates.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the model in RUN_DIR (best.pt, last.pt, step checkpoints, metrics.jsonl, tensorboard/); "
+                   "without it, a RUN_DIR holding a model is refused unless --resume.")
 @click.option("--max-time", "max_time", type=click.FloatRange(min=0), default=None,
               help="Wall-clock training budget in minutes (same as train.max_time_min=...; 0 = unlimited).")
-def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_time: float | None) -> None:
+def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, overwrite: bool,
+              max_time: float | None) -> None:
     """Train a model described by CONFIG.yaml (`doctrans configs` lists the shipped ones).
 
     KEY=VALUE pairs override config fields by dotted path, e.g.
     `train.lr=5e-4 model.layers_enc=2 run_dir=runs/try1`. Unknown keys are errors.
     The run directory receives config.yaml, metrics.jsonl, train.log, tensorboard/,
     learning_curves.png, best.pt, last.pt and, at the end, MODEL_CARD.md (what the model is, data,
-    updates, dev scores, config, commit). A `context:` section trains a context model on
+    updates, dev scores, config, commit); a RUN_DIR that already holds best.pt or last.pt needs
+    --resume (continue) or --overwrite (replace). SIGTERM or Ctrl-C finishes the current update,
+    writes last.pt and exits with 128 + the signal number (143, 130), printing the --resume command.
+    A `context:` section trains a context model on
     document batches: concatenation, HAN, QCN (capsules), HGC, HRNN, multi-encoder, ISG, cache
     (the YAMLs of pipelines/context/: `doctrans configs`; their keys and defaults:
     `doctrans configs --keys context`);
@@ -55,9 +62,9 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, max_ti
         if is_dp_config(config_path):                        # task: dp_generator (pipelines/dp/)
             log.info("%s has task: dp_generator: training a dropped-pronoun generator (doctrans/dp/train.py), "
                      "not a translation model", config_path)
-            run_dir = dp_train.run(load_dp_config(config_path, overrides), resume=resume)
+            run_dir = dp_train.run(load_dp_config(config_path, overrides), resume=resume, overwrite=overwrite)
         else:
-            run_dir = train(load_experiment(config_path, overrides), resume=resume)
+            run_dir = train(load_experiment(config_path, overrides), resume=resume, overwrite=overwrite)
     finally:
         distributed.shutdown()                               # under torchrun: leave the process group
     if distributed.env_rank() == 0:

@@ -37,6 +37,8 @@ import json
 import logging
 import multiprocessing
 import os
+import shutil
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -49,7 +51,7 @@ from doctrans.data.corpus import Sentence, read_doc_dir, read_sgml_aligned
 from doctrans.data.heldout import TVSUB_HELD_OUT
 from doctrans.data.text import LANGUAGES, TextProcessor, codes_path
 from doctrans.utils import bars_off
-from doctrans.utils.io import atomic_write_lines, atomic_write_text
+from doctrans.utils.io import atomic_write_lines, atomic_write_text, remove_stale_temps, temp_name_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -422,12 +424,38 @@ def run(cfg: PreprocessConfig) -> Path:
     """Build the prepared dataset described in the module docstring; returns ``cfg.out``.
 
     Raises FileNotFoundError for missing corpus files and ValueError for misaligned ones
-    (the message names the files). Interrupted runs leave no ``meta.json``.
+    (the message names the files).
+
+    The new dataset is written beside ``cfg.out``, in a temporary directory
+    (``.OUT.PID.XXXXXXXX.tmp``), and moved in when complete, ``meta.json`` last: a failed or
+    killed run leaves a finished dataset at ``cfg.out`` as it was (other files there, e.g.
+    ``dp/``, are kept), and a rerun removes what a killed one left (``remove_stale_temps``).
     """
     t0 = time.monotonic()
-    out = Path(cfg.out)
+    final = Path(cfg.out)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(final.parent)
+    if final.is_dir():
+        remove_stale_temps(final)
+    out = Path(tempfile.mkdtemp(dir=final.parent, prefix=temp_name_prefix(final.name), suffix=".tmp"))
+    try:
+        _build(cfg, out, t0)
+        _move_in(out, final)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return final
+
+
+def _move_in(staging: Path, out: Path) -> None:
+    """Move the files of ``staging`` into ``out`` (created), each with ``os.replace``; ``out``'s
+    ``meta.json`` goes first (its dataset is being replaced) and the new one comes last."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "meta.json").unlink(missing_ok=True)  # stale meta would bless a half-rewritten dir
+    (out / "meta.json").unlink(missing_ok=True)  # a stale meta would bless a half-replaced dir
+    for f in sorted(staging.iterdir(), key=lambda f: f.name == "meta.json"):
+        os.replace(f, out / f.name)
+
+
+def _build(cfg: PreprocessConfig, out: Path, t0: float) -> None:
     with Workers(cfg.workers) as workers:
         tok = _tokenize_splits(workers, read_splits(cfg), cfg)  # raw text freed afterwards
         targets, filter_stats = filter_train(tok[0], cfg)
@@ -441,6 +469,5 @@ def run(cfg: PreprocessConfig) -> Path:
     write_vocab(out, cfg.tgt, train_bpe.tgt)
     meta = _meta(cfg, tok, filter_stats)
     atomic_write_text(out / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False, default=str) + "\n")
-    logger.info("prepared dataset %s in %.1f s (%s)", out, time.monotonic() - t0,
+    logger.info("prepared dataset %s in %.1f s (%s)", cfg.out, time.monotonic() - t0,
                 ", ".join(f"{s.name} {len(s.src)}" for s in tok))
-    return out

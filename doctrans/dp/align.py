@@ -95,21 +95,38 @@ def eflomal_align(src_path: str | Path, tgt_path: str | Path, fwd_path: str | Pa
     in both files; an empty sentence gives an empty line). ``n_samplers``: parallel Gibbs
     samplers (threads); ``model``: 1 = IBM1, 2 = + HMM distortion, 3 = + fertility;
     ``rel_iterations`` scales eflomal's corpus-size-based iteration counts. Outputs are written
-    to temporary files and renamed, so an interrupted run leaves no partial file.
+    to temporary files and renamed, so an interrupted run leaves no partial file; eflomal's own
+    temporary files go to a directory beside them (not /tmp), removed at the end, and its
+    binary dies with this process (``utils.children``); what a killed run left is removed first
+    (``remove_stale_temps``).
     Raises ``ImportError`` if eflomal is not installed, ``ValueError`` if the line counts differ.
     """
     import eflomal   # imported here: only annotate-dp needs it
 
+    import shutil
+    import tempfile
+
+    from doctrans.utils.children import children_die_with_us
+    from doctrans.utils.io import remove_stale_temps, temp_name_prefix
+
     fwd_path, rev_path = Path(fwd_path), Path(rev_path)
+    for d in {fwd_path.parent, rev_path.parent}:
+        remove_stale_temps(d)
     aligner = eflomal.Aligner(model=model, n_samplers=n_samplers, rel_iterations=rel_iterations)
     tmp_f = _tmp_next_to(fwd_path)
     tmp_r = _tmp_next_to(rev_path)
+    work = tempfile.mkdtemp(dir=fwd_path.parent, prefix=temp_name_prefix("eflomal"), suffix=".tmp")
+    old_tempdir = tempfile.tempdir
     try:
-        with open(src_path, encoding="utf-8") as s, open(tgt_path, encoding="utf-8") as t:
+        tempfile.tempdir = work                 # eflomal's NamedTemporaryFiles (its input, priors)
+        with open(src_path, encoding="utf-8") as s, open(tgt_path, encoding="utf-8") as t, \
+                children_die_with_us():
             aligner.align(s, t, links_filename_fwd=tmp_f, links_filename_rev=tmp_r, quiet=quiet)
         os.replace(tmp_f, fwd_path)
         os.replace(tmp_r, rev_path)
     finally:
+        tempfile.tempdir = old_tempdir
+        shutil.rmtree(work, ignore_errors=True)
         for p in (tmp_f, tmp_r):
             if os.path.exists(p):
                 os.unlink(p)

@@ -36,6 +36,7 @@ import dataclasses
 import json
 import logging
 import multiprocessing as mp
+import os
 import random
 import shutil
 import time
@@ -118,8 +119,12 @@ def render_stats(stats: dict[str, dict]) -> str:
 _WORKER: dict = {}
 
 
-def _init_worker(lm_path: str, options: dict) -> None:
+def _init_worker(lm_path: str, options: dict, parent: int | None = None) -> None:
     from doctrans.dp.ngram_lm import KenLMScorer
+    from doctrans.utils.children import die_with_parent
+
+    if parent is not None:
+        die_with_parent(parent)                  # a killed annotate-dp leaves no search process
     _WORKER.update(lm=KenLMScorer(lm_path), options=options)
 
 
@@ -276,7 +281,8 @@ def annotate_split(cfg: AnnotateConfig, split: str, src: Path, tgt: Path, lm_pat
         results = map(_annotate_chunk, jobs)
         pool = None
     else:
-        pool = mp.get_context("fork").Pool(cfg.workers, initializer=_init_worker, initargs=init_args)
+        pool = mp.get_context("fork").Pool(cfg.workers, initializer=_init_worker,
+                                           initargs=(*init_args, os.getpid()))
         results = pool.imap_unordered(_annotate_chunk, jobs)
     try:
         for nums, rows, part in results:

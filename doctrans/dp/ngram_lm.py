@@ -74,7 +74,10 @@ def estimate_lm(text_path: str | Path, out_path: str | Path, order: int = 5, mem
     out_path.parent.mkdir(parents=True, exist_ok=True)
     lmplz_bin = find_kenlm_tool("lmplz", lmplz)
     bb_bin = find_kenlm_tool("build_binary", build_binary)
-    with tempfile.TemporaryDirectory(prefix=".lm.", dir=out_path.parent) as tmp:
+    from doctrans.utils.io import remove_stale_temps, temp_name_prefix
+
+    remove_stale_temps(out_path.parent)                   # what a killed run left
+    with tempfile.TemporaryDirectory(prefix=temp_name_prefix("lm"), suffix=".tmp", dir=out_path.parent) as tmp:
         arpa = Path(tmp) / "lm.arpa"
         cmd = [str(lmplz_bin), "-o", str(order), "-S", memory, "-T", tmp, "--text", str(text_path),
                "--arpa", str(arpa), "--discount_fallback", *extra_args]
@@ -89,7 +92,10 @@ def estimate_lm(text_path: str | Path, out_path: str | Path, order: int = 5, mem
 
 def _run(cmd: list[str], what: str) -> None:
     logger.info("running %s", " ".join(cmd))
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    from doctrans.utils.children import preexec
+
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=preexec)                       # dies with us
     if proc.returncode != 0:
         raise RuntimeError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
 

@@ -49,6 +49,7 @@ from doctrans.dp.generator import DPGenerator, build_model, decide, one_best
 from doctrans.dp.models import DP_MODELS
 from doctrans.runtime import distributed as dist
 from doctrans.training.checkpoint import check_resume_compatible
+from doctrans.training.run_dir import check_run_dir
 from doctrans.runtime.checkpoint import load_checkpoint
 from doctrans.training.train import add_file_log
 from doctrans.training.trainer import StepLoss, Trainer
@@ -225,10 +226,14 @@ class DPTask:
         return self.gen.checkpoint_extra()
 
 
-def run(cfg: DPGenConfig, resume: bool = False) -> Path:
+def run(cfg: DPGenConfig, resume: bool = False, overwrite: bool = False) -> Path:
     """Train (see module doc) on the shared loop; returns the run directory. Raises
     ``FileNotFoundError`` if the annotated corpus (or, with ``resume``, ``last.pt``) is missing,
-    ``ValueError`` for malformed label files or a changed config on resume."""
+    ``ValueError`` for malformed label files or a changed config on resume, RunDirExists (a
+    ValueError) for a run directory holding a model without ``resume`` or ``overwrite``
+    (``training.run_dir.check_run_dir``)."""
+    if dist.is_main():
+        check_run_dir(cfg.run_dir, resume, overwrite)
     torch.manual_seed(cfg.train.seed)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)

@@ -44,6 +44,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import multiprocessing
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -54,7 +55,8 @@ import torch
 from tqdm import tqdm
 
 from doctrans.utils import bars_off
-from doctrans.utils.io import atomic_write_lines, decode_lines, read_lines
+from doctrans.utils.children import die_with_parent
+from doctrans.utils.io import atomic_write_lines, decode_lines, read_lines, remove_stale_temps
 
 log = logging.getLogger(__name__)
 
@@ -293,9 +295,13 @@ def translate_group(translator, inp: Path, out: Path, group: list[Path], resume:
 _worker_translator = None
 
 
-def _init_worker(make_translator, threads: int, level: int) -> None:
-    """Pool initializer: ``threads`` torch threads, logging like the parent, the model loaded once."""
+def _init_worker(make_translator, threads: int, level: int, parent: int | None = None) -> None:
+    """Pool initializer: dies with the parent ``parent`` (a killed ``translate --workers N`` leaves
+    no worker: ``utils.children``), ``threads`` torch threads, logging like the parent, the model
+    loaded once."""
     global _worker_translator
+    if parent is not None:
+        die_with_parent(parent)
     torch.set_num_threads(threads)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     _worker_translator = make_translator()
@@ -333,7 +339,8 @@ def _summaries(make_translator, inp: Path, out: Path, groups: list[list[Path]], 
     order = sorted(groups, key=_size, reverse=True)
     with ProcessPoolExecutor(min(workers, len(groups)), mp_context=multiprocessing.get_context("spawn"),
                              initializer=_init_worker,
-                             initargs=(make_translator, threads, logging.getLogger().getEffectiveLevel())) as pool:
+                             initargs=(make_translator, threads, logging.getLogger().getEffectiveLevel(),
+                                       os.getpid())) as pool:
         futures = [pool.submit(_work, inp, out, resume, errors, out_suffix, g) for g in order]
         try:
             for done in as_completed(futures):
@@ -364,6 +371,8 @@ def translate_collection(make_translator, inp: Path, out: Path, resume: bool = F
     if out.resolve().is_relative_to(inp.resolve()):
         raise ValueError(f"output directory {out} is inside the input directory {inp}: choose another")
     files = document_files(inp, pattern)
+    if out.is_dir() and shard[0] == 0:
+        remove_stale_temps(out, recursive=True)          # outputs a killed run was writing
     _check_outputs(files, inp, out, out_suffix)
     rank, world = shard
     mine = plan_groups(files, group_lines)[rank::world]

@@ -8,16 +8,19 @@ from tqdm import tqdm
 
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
+from doctrans.inference.token_batches import MAX_TOKENS, token_batches
 from doctrans.utils import bars_off
 
 
 def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, beam: int,
                   lenpen: float, max_len_ratio: float, max_len_extra: int, batch_sentences: int,
                   progress: bool = False, weights: list[list[float]] | None = None,
-                  return_scores: bool = False, nbest: int = 0, shortlist=None, keep_states: bool = False):
+                  return_scores: bool = False, nbest: int = 0, shortlist=None, keep_states: bool = False,
+                  max_tokens: int = MAX_TOKENS):
     """Translate id sequences (each ending in ``</s>``) → target token strings, in input order.
 
-    Sentences are sorted by length and batched ``batch_sentences`` at a time to limit padding.
+    Sentences are sorted by length and batched ``batch_sentences`` at a time to limit padding,
+    a batch's rows × longest row within ``max_tokens`` source tokens (``token_batches``).
     With ``weights``, each item of ``src`` is a list of variants decoded as one mixture
     (``beam_search(variants=R)``), ``weights[i]`` their mixture weights. Variants of weight 0
     are dropped first and sentences are grouped by their number of remaining variants, so a
@@ -49,8 +52,7 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
     for r_var, members in sorted(groups.items()):
         order = sorted(members, key=lambda i: max(len(x) for x in rows[i]))
         per_batch = max(1, batch_sentences // r_var) if mixture else batch_sentences
-        for start in range(0, len(order), per_batch):
-            idx = order[start:start + per_batch]
+        for idx in token_batches(order, lambda i: max(len(x) for x in rows[i]), per_batch, max_tokens, r_var):
             width = max(len(x) for i in idx for x in rows[i])
             batch = torch.full((len(idx) * r_var, width), pad, dtype=torch.long)
             for n, i in enumerate(idx):

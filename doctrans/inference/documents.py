@@ -40,6 +40,7 @@ from tqdm import tqdm
 
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
+from doctrans.inference.token_batches import MAX_TOKENS, token_batches
 from doctrans.models.interface import EncoderOutput
 from doctrans.utils import bars_off
 
@@ -107,39 +108,45 @@ def build_batch(targets: list[Sentence], sents: dict[Sentence, np.ndarray], orde
 
 
 def block_batches(model, sents: dict[Sentence, np.ndarray], order: dict[int, list[int]], block: int,
-                  batch_sentences: int, vocab: Vocab, device):
+                  batch_sentences: int, vocab: Vocab, device, max_tokens: int = MAX_TOKENS):
     """Batches of whole sub-documents (``block`` consecutive non-empty lines of a document, the
     context of a ``context_block`` model, docs/models.md §2.7), sub-documents of similar length
-    together, about ``batch_sentences`` sentences per batch (at least one sub-document): yields
+    together, about ``batch_sentences`` sentences per batch and rows × longest row within
+    ``max_tokens`` (``token_batches``; at least one sub-document): yields
     (sentences (B,), _Batch with every row a target and ``block`` (B,))."""
     units = [[(d, line) for line in o[k:k + block]] for d, o in order.items() for k in range(0, len(o), block)]
     units.sort(key=lambda u: max(len(sents[s]) for s in u))
     n = model.document.context_sents
     chunk: list[list[Sentence]] = []
+    n_rows = wide = 0
     for unit in units + [None]:
-        if chunk and (unit is None or sum(map(len, chunk)) + len(unit) > batch_sentences):
+        w = max(len(sents[s]) for s in unit) if unit is not None else 0
+        if chunk and (unit is None or n_rows + len(unit) > batch_sentences
+                      or (n_rows + len(unit)) * max(wide, w) > max_tokens):
             rows = [s for u in chunk for s in u]
             blocks = torch.tensor([b for b, u in enumerate(chunk) for _ in u], dtype=torch.long, device=device)
             src = _pad([sents[s] for s in rows], vocab.pad_id, device)
             tgt_in = torch.full((len(rows), 1), vocab.bos_id, dtype=torch.long, device=device)
             ctx = torch.full((len(rows), n), -1, dtype=torch.long, device=device)
             yield rows, _Batch(src, tgt_in, ctx, torch.ones(len(rows), dtype=torch.bool, device=device), blocks)
-            chunk = []
+            chunk, n_rows, wide = [], 0, 0
         if unit is not None:
             chunk.append(unit)
+            n_rows += len(unit)
+            wide = max(wide, w)
 
 
 REGROUP = 32      # sub-document batches encoded before their sentences are decoded in length order
 
 
 def _decode_encoded(model, pending: list, vocab: Vocab, search: dict, batch_sentences: int,
-                    hyps: dict, bar) -> None:
+                    hyps: dict, bar, max_tokens: int = MAX_TOKENS) -> None:
     """Decode sentences encoded beforehand — pending: [(sentence, ids (L,), states (L, H),
-    padding mask (L,))], emptied — in batches of ``batch_sentences`` by source length, as a
-    sentence model's are (``beam_search(encoded=…)``); 1-best ids into ``hyps``."""
+    padding mask (L,))], emptied — in batches of ``batch_sentences`` by source length (and
+    ``max_tokens``: ``token_batches``), as a sentence model's are (``beam_search(encoded=…)``);
+    1-best ids into ``hyps``."""
     pending.sort(key=lambda p: p[1].numel())
-    for start in range(0, len(pending), batch_sentences):
-        chunk = pending[start:start + batch_sentences]
+    for chunk in token_batches(pending, lambda p: p[1].numel(), batch_sentences, max_tokens):
         width = max(p[1].numel() for p in chunk)
         src = chunk[0][1].new_full((len(chunk), width), vocab.pad_id)
         states = chunk[0][2].new_zeros((len(chunk), width, chunk[0][2].size(-1)))
@@ -156,7 +163,8 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
                         max_len_ratio: float, max_len_extra: int, batch_sentences: int,
                         progress: bool = False, context_cache: bool = True, shortlist=None,
                         rerank: DocumentReranker | None = None,
-                        given: dict[Sentence, list[int]] | None = None) -> list[list[str]]:
+                        given: dict[Sentence, list[int]] | None = None,
+                        max_tokens: int = MAX_TOKENS) -> list[list[str]]:
     """docs: per document, per line, source ids ending in ``</s>`` (None for an empty line) →
     per document, per line, target token strings ("" for empty lines). See the module doc for
     the two schedules. ``context_cache`` False: without the model's ``inference_cache`` (every
@@ -167,7 +175,9 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
     rows then carry the chosen translation). ``given``: (document, line) → target ids of sentences
     already translated (e.g. the previous lines of a stream, ``inference/stream.py``): they are
     not translated again, only read as context (a target-side model's context rows carry these
-    ids), and their output is these ids decoded. Raises ValueError if the model reads no context,
+    ids), and their output is these ids decoded. ``max_tokens``: a batch's rows (targets and their
+    context rows) × longest row at most this many source tokens (``token_batches``), besides
+    ``batch_sentences`` targets. Raises ValueError if the model reads no context,
     or for ``rerank`` or ``given`` with a sub-document model (``context_block``)."""
     doc = model.document
     n, block = doc.context_sents, doc.context_block
@@ -188,12 +198,16 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
     else:
         steps = [sorted((s for s in sents if s not in hyps), key=lambda s: len(sents[s]))]
     bar = tqdm(total=len(sents) - len(hyps), unit="sent", disable=not progress or bars_off(), desc="translate documents")
+
+    def context_of(s: Sentence) -> list[Sentence]:
+        return [(s[0], c) for c in _context(order[s[0]], position[s], n)]
+
     if block > 0:                                       # source-side sub-documents: no 1-best context
         search = dict(beam=beam, lenpen=lenpen, max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
                       shortlist=shortlist)
         pending: list = []
         model.eval()                                    # as beam_search would: encoding comes first here
-        for rows, batch in block_batches(model, sents, order, block, batch_sentences, vocab, device):
+        for rows, batch in block_batches(model, sents, order, block, batch_sentences, vocab, device, max_tokens):
             with torch.no_grad():
                 enc = model.encode(batch)
             if enc.extra or enc.shared:                 # rows that cannot be regrouped: decode them here
@@ -205,16 +219,16 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
             pending += [(s, batch.src[i, :n], enc.states[i, :n], enc.src_pad_mask[i, :n])
                         for i, (s, n) in enumerate(zip(rows, lengths))]
             if len(pending) >= REGROUP * batch_sentences:
-                _decode_encoded(model, pending, vocab, search, batch_sentences, hyps, bar)
-        _decode_encoded(model, pending, vocab, search, batch_sentences, hyps, bar)
+                _decode_encoded(model, pending, vocab, search, batch_sentences, hyps, bar, max_tokens)
+        _decode_encoded(model, pending, vocab, search, batch_sentences, hyps, bar, max_tokens)
         steps = []
     with (model.inference_cache(capacity=max(4096, 2 * (n + 1) * len(order))) if context_cache else nullcontext()):
         for step in steps:
             if not step:
                 continue
             step = sorted(step, key=lambda s: len(sents[s]))
-            for start in range(0, len(step), batch_sentences):
-                chunk = step[start:start + batch_sentences]
+            for chunk in token_batches(step, lambda s: max(len(sents[c]) for c in (s, *context_of(s))),
+                                       batch_sentences, max_tokens, rows=lambda s: 1 + len(context_of(s))):
                 batch = build_batch(chunk, sents, order, position, n, hyps, vocab, device)
                 if rerank is None:
                     res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra,

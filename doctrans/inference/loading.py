@@ -20,7 +20,7 @@ from doctrans.inference.documents import translate_documents
 from doctrans.inference.shortlist import Shortlist
 from doctrans.models.build import build_model
 from doctrans.models.interface import reads_documents
-from doctrans.runtime.checkpoint import config_of, load_checkpoint
+from doctrans.runtime.checkpoint import check_translation_checkpoint, config_of, load_checkpoint
 from doctrans.runtime.device import resolve_device
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class LoadedModel:
         """Load ``cfg.checkpoint`` (with ``cfg.context_options``) onto ``cfg.device``. Raises like
         ``load_checkpoint``, ``build_model`` and ``text_processors``."""
         ckpt = load_checkpoint(cfg.checkpoint)
-        exp = config_of(ckpt)
+        exp = check_translation_checkpoint(ckpt, cfg.checkpoint)   # metadata, sizes, finite weights: before building
         src_vocab, tgt_vocab = Vocab(ckpt["vocab"]["src"]), Vocab(ckpt["vocab"]["tgt"])
         context = override_context(exp.context, cfg.context_options)       # e.g. a test-time ablation
         if context is not exp.context:

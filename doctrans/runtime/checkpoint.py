@@ -10,13 +10,16 @@ and the DP generators read checkpoints through it).
 """
 from __future__ import annotations
 
+import dataclasses
 import pickle
+import re
 import zipfile
 from pathlib import Path
 
 import torch
 
 from doctrans.config import ExperimentConfig, experiment_from_dict
+from doctrans.utils.errors import one_line, short_repr
 
 
 def load_torch_file(path: str | Path, required: tuple[str, ...] = ()) -> dict:
@@ -69,3 +72,77 @@ def config_of(ckpt: dict) -> ExperimentConfig:
     """The resolved ``ExperimentConfig`` a checkpoint was trained with. Raises ConfigError for
     keys this doctrans does not know."""
     return experiment_from_dict(ckpt["config"], source="checkpoint")
+
+
+def _version_tuple(v) -> tuple[int, ...] | None:
+    if not isinstance(v, str) or not re.fullmatch(r"\d+(\.\d+){0,2}([.+-][0-9A-Za-z.+-]*)?", v):
+        return None
+    return tuple(int(x) for x in re.match(r"\d+(\.\d+){0,2}", v).group(0).split("."))
+
+
+def check_translation_checkpoint(ckpt: dict, path: str | Path, context=None) -> ExperimentConfig:
+    """Validate an NMT checkpoint (as ``load_checkpoint`` returns it) before a model is built from
+    it, and return its config. ``context``: the context model config to build with (a
+    ``--context-option`` override), default the checkpoint's.
+
+    Checked, each failure a ValueError naming ``path``: ``version`` (a doctrans version no newer
+    in its major number than this one), ``kind`` ("nmt" when present), ``vocab`` (lists of token
+    strings), ``text`` (absent, or ``{"src": settings, "tgt": settings}``), ``config`` (this
+    doctrans' schema), the model's sizes — the model the config describes is built on the
+    ``meta`` device (no memory) and every tensor of ``model`` must have the shape it expects, so a
+    tampered ``d_ff=1e8`` is refused before 12 GB are asked for —, and finite weights
+    (``checkpoint_write.NonFiniteWeights`` for NaN/inf: a diverged training).
+    """
+    from doctrans import __version__
+    from doctrans.models.build import build_model
+    from doctrans.runtime.checkpoint_write import check_finite
+
+    where = str(path)
+    version = ckpt.get("version", "0")
+    ours, theirs = _version_tuple(__version__), _version_tuple(version)
+    if theirs is None or theirs[0] > ours[0]:
+        raise ValueError(f"{where}: unknown checkpoint format version {short_repr(version)} (this doctrans "
+                         f"{__version__} reads checkpoints of doctrans {ours[0]}.x and older)")
+    if ckpt.get("kind", "nmt") != "nmt":
+        raise ValueError(f"{where} is a {short_repr(ckpt.get('kind'))} checkpoint, not a translation model")
+    vocab = ckpt.get("vocab")
+    if not (isinstance(vocab, dict) and all(isinstance(vocab.get(s), list) and vocab[s]
+                                            and all(isinstance(t, str) for t in vocab[s]) for s in ("src", "tgt"))):
+        raise ValueError(f"{where}: 'vocab' must hold the src and tgt token lists, got {short_repr(vocab)}")
+    text = ckpt.get("text", {})
+    if "text" in ckpt and not (isinstance(text, dict) and all(isinstance(text.get(s), dict) for s in ("src", "tgt"))):
+        raise ValueError(f"{where}: 'text' must hold the src and tgt text settings, got {short_repr(text)}")
+    if not isinstance(ckpt.get("model"), dict) or not all(isinstance(v, torch.Tensor) for v in ckpt["model"].values()):
+        raise ValueError(f"{where}: 'model' must be a state dict of tensors")
+    try:
+        exp = config_of(ckpt)
+    except ValueError as e:
+        raise ValueError(f"{where}: its config does not fit this doctrans ({e})") from None
+    model_cfg = exp.model
+    bad = {f.name: getattr(model_cfg, f.name) for f in dataclasses.fields(model_cfg)
+           if f.type in ("int", int) and not (isinstance(getattr(model_cfg, f.name), int)
+                                              and not isinstance(getattr(model_cfg, f.name), bool))}
+    if bad:
+        raise ValueError(f"{where}: model sizes must be integers: "
+                         f"{', '.join(f'model.{k}={short_repr(v)}' for k, v in bad.items())}")
+    try:
+        with torch.device("meta"):
+            expected = build_model(model_cfg, len(vocab["src"]), len(vocab["tgt"]),
+                                   context=exp.context if context is None else context).state_dict()
+    except (ValueError, TypeError, RuntimeError, ZeroDivisionError) as e:
+        raise ValueError(f"{where}: its config does not describe a model this doctrans builds ({one_line(e, 300)})") from None
+    got = ckpt["model"]
+    missing, unexpected = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+    if missing or unexpected:
+        raise ValueError(f"{where}: its weights do not match its config (missing {short_repr(missing)}, "
+                         f"unexpected {short_repr(unexpected)})")
+    wrong = [(k, tuple(got[k].shape), tuple(v.shape)) for k, v in expected.items() if got[k].shape != v.shape]
+    if wrong:
+        k, g, e = wrong[0]
+        raise ValueError(f"{where}: its weights do not match its config: {k} has shape {g}, the config says {e}"
+                         + (f" ({len(wrong)} tensors differ)" if len(wrong) > 1 else ""))
+    try:
+        check_finite(got, where)
+    except FloatingPointError as e:
+        raise ValueError(f"{e}; translate with an earlier checkpoint") from None
+    return exp

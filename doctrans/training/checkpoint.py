@@ -21,7 +21,7 @@ RESUME_MAY_CHANGE = {
     "train.eval_every", "train.save_every", "train.log_every", "train.threads",
     "train.eval_bleu", "train.eval_beam", "train.eval_max_sentences", "run_dir",
     "train.eval_every_epochs", "train.save_every_epochs", "train.device", "train.tensorboard",
-    "train.plot", "train.keep_last", "train.keep_every", "train.eval_cxmi_sentences",
+    "train.plot", "train.keep_last", "train.keep_every", "train.eval_cxmi_sentences", "train.max_nonfinite",
 }
 
 

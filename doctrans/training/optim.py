@@ -108,27 +108,33 @@ class MixedAdam:
         for o in self.opts:
             o.zero_grad(set_to_none=True)
 
-    def _clip(self, max_norm: float) -> None:
+    def _clip(self, max_norm: float) -> float:
+        """The global gradient norm; the gradients scaled to ``max_norm`` when it is finite and
+        above (``max_norm`` ≤ 0: the norm only)."""
         if not self.sparse:
-            torch.nn.utils.clip_grad_norm_(self.dense, max_norm)
-            return
+            limit = max_norm if max_norm > 0 else float("inf")
+            return float(torch.nn.utils.clip_grad_norm_(self.dense, limit)) if self.dense else 0.0
         sq = [p.grad.pow(2).sum() for p in self.dense if p.grad is not None]
         for p in self.sparse:
             if p.grad is not None:
                 p.grad = p.grad.coalesce()
                 sq.append(p.grad.values().pow(2).sum())
         total = torch.stack(sq).sum().sqrt() if sq else torch.tensor(0.0)
-        scale = float(max_norm / (total + 1e-6))
-        if scale < 1.0:
+        scale = float(max_norm / (total + 1e-6)) if max_norm > 0 else 1.0
+        if scale < 1.0 and math.isfinite(scale):
             for p in self.dense + self.sparse:
                 if p.grad is not None:
                     p.grad.mul_(scale)
+        return float(total)
 
-    def step(self, max_norm: float = 0.0) -> None:
-        if max_norm > 0:
-            self._clip(max_norm)
+    def step(self, max_norm: float = 0.0) -> bool:
+        """Clip the global gradient norm to ``max_norm`` (≤ 0: no clipping) and step; returns
+        False, without a step, when the gradient norm is NaN or inf (the caller skips the update)."""
+        if not math.isfinite(self._clip(max_norm)):
+            return False
         for o in self.opts:
             o.step()
+        return True
 
     def state_dict(self) -> list[dict]:
         return [o.state_dict() for o in self.opts]

@@ -35,6 +35,7 @@ from doctrans.runtime import distributed as dist
 from doctrans.training.checkpoint import check_resume_compatible
 from doctrans.runtime.checkpoint import load_checkpoint
 from doctrans.runtime.model_card import write_model_card
+from doctrans.training.run_dir import check_run_dir
 from doctrans.training.loss import MARGIN_LEVELS, context_margin_loss, dev_xent, forward_loss
 from doctrans.training.metrics import last_dev_scores
 from doctrans.training.trainer import StepLoss, Trainer
@@ -500,13 +501,17 @@ def _check_init_vocab(path: str, src_vocab: Vocab, tgt_vocab: Vocab) -> None:
 
 
 def run(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | None = None,
-        dev_context_scorer: DevContextScorer | None = None, context_data: ContextData | None = None) -> Path:
+        dev_context_scorer: DevContextScorer | None = None, context_data: ContextData | None = None,
+        overwrite: bool = False) -> Path:
     """Train; returns the run directory. ``dev_scorer``: dev BLEU (``DevScorer``), needed when
     ``train.eval_bleu`` is on (``doctrans.stages.train`` passes ``evaluation.dev.dev_bleu``);
     ``dev_context_scorer``: a context model's dev context usage (``DevContextScorer``, logged
     when ``train.eval_cxmi_sentences`` > 0; ``stages.train`` passes ``evaluation.dev.dev_cxmi``).
+    ``overwrite``: replace a run directory that holds a model (``run_dir.check_run_dir``).
     Raises FileNotFoundError if the prepared data is missing, ValueError on an incompatible
-    resume, an invalid train section or dev BLEU asked for without a scorer."""
+    resume, an invalid train section or dev BLEU asked for without a scorer, RunDirExists (a
+    ValueError) for a run directory holding ``best.pt``/``last.pt`` without ``resume`` or
+    ``overwrite``."""
     prep, run_dir = Path(cfg.data.prepared), Path(cfg.run_dir)
     if not (prep / "meta.json").is_file():
         raise FileNotFoundError(f"no prepared dataset at {prep} (run `doctrans preprocess -o {prep}` first)")
@@ -518,6 +523,8 @@ def run(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | Non
         raise ValueError("train.eval_bleu is on but no dev scorer was given: call doctrans.stages.train(cfg) "
                          "(or training.train.run(cfg, dev_scorer=doctrans.evaluation.dev.dev_bleu)), or set "
                          "train.eval_bleu=false")
+    if dist.is_main():
+        check_run_dir(run_dir, resume, overwrite)
     device = dist.setup(resolve_device(t.device))
     run_dir.mkdir(parents=True, exist_ok=True)
     if dist.is_main():

@@ -18,6 +18,14 @@ single-process one with ``accum = world × accum``. ``TrainState`` advances by t
 every rank. Rank 0 alone evaluates, logs (metrics.jsonl, TensorBoard, console), writes
 checkpoints (``last.pt`` also holds every rank's RNG state) and the curves; the stop reason is
 decided there and broadcast.
+
+Faults. SIGTERM / SIGINT (``runtime.signals``) end the loop after the current update: ``last.pt``
+is written (atomically, resuming exactly), the resume command logged, and ``fit`` raises
+``Interrupted`` (the CLI exits 128 + the signal number). An update whose loss or gradient norm
+is not finite (NaN/inf) is skipped — no optimizer step, the batches consumed — with a warning;
+``train.max_nonfinite`` of them in a row stop the run with ``NonFiniteLoss`` (fairseq skips
+overflowing fp16 updates and stops when its loss scale reaches the minimum). A checkpoint is
+never written with non-finite weights (``runtime.checkpoint_write``).
 """
 from __future__ import annotations
 
@@ -36,6 +44,8 @@ from tqdm import tqdm
 from doctrans.version import __version__
 from doctrans.config import TrainConfig, to_dict
 from doctrans.runtime import distributed as dist
+from doctrans.runtime.checkpoint_write import save_checkpoint
+from doctrans.runtime.signals import Interrupted, StopSignals, resume_command
 from doctrans.training.checkpoint import step_checkpoints
 from doctrans.training.curves import plot_learning_curves
 from doctrans.training.early_stopping import EarlyStopping
@@ -45,9 +55,13 @@ from doctrans.training.progress import pace_note
 from doctrans.training.state import TrainState
 from doctrans.utils import bars_off
 from doctrans.utils.cpu import resolve_autocast
-from doctrans.utils.io import atomic_torch_save
+from doctrans.utils.io import remove_stale_temps
 
 log = logging.getLogger(__name__)
+
+
+class NonFiniteLoss(FloatingPointError):
+    """``train.max_nonfinite`` consecutive updates with a NaN/inf loss or gradient: the run diverged."""
 
 
 @dataclass
@@ -125,6 +139,10 @@ class Trainer:
         self._order: list = []
         self._order_epoch = -1
         self._restored = False
+        self._nonfinite = 0                              # consecutive skipped (non-finite) updates
+        self._signals = StopSignals()
+        if self.main:
+            remove_stale_temps(self.run_dir)             # checkpoints a killed run was writing
 
     # -- checkpoints ----------------------------------------------------------------------
     def restore(self, ckpt: dict) -> None:
@@ -153,7 +171,7 @@ class Trainer:
         the optimizer state out (a checkpoint to translate or average, not to resume)."""
         if not self.main:
             return
-        atomic_torch_save({
+        save_checkpoint({
             "version": __version__, "kind": self.task.kind,
             "model": self.task.model.state_dict(), **({"optimizer": self.opt.state_dict()} if optimizer else {}),
             "state": self.state.to_dict(), "config": to_dict(self.task.config),
@@ -183,6 +201,8 @@ class Trainer:
     # -- the loop -------------------------------------------------------------------------
     def _stop_reason(self) -> str:
         s, t = self.state, self.t
+        if self._signals.received is not None:
+            return f"signal {self._signals.name}"
         if t.max_steps and s.step >= t.max_steps:
             return f"max_steps {t.max_steps}"
         if t.max_epochs and s.epoch >= t.max_epochs:
@@ -210,6 +230,10 @@ class Trainer:
         final evaluation, and an evaluation (periodic or final) is skipped, with a warning, when
         the budget is spent or the time left is shorter than the previous evaluation took. A run
         that never evaluated then gets ``best.pt`` = its last weights (``state.best_metric`` None).
+
+        Raises Interrupted after SIGTERM/SIGINT (``last.pt`` written first), NonFiniteLoss after
+        ``train.max_nonfinite`` non-finite updates in a row, OSError naming a checkpoint that could
+        not be written (``runtime.checkpoint_write``).
         """
         self._clock, self._cpu_clock = time.perf_counter(), time.process_time()
         if dist.world() > 1:
@@ -218,12 +242,18 @@ class Trainer:
                 torch.manual_seed(self.t.seed + dist.rank())
         bar = tqdm(initial=self.state.step, total=self.t.max_steps or None, unit="upd", desc="train",
                    disable=True if bars_off() or not self.main else None)
+        with self._signals:
+            return self._fit(bar)
+
+    def _fit(self, bar) -> TrainState:
         window = {"loss": 0.0, "nll": 0.0, "tok": 0, "time": 0.0, "terms": {}}
         evaluated = False
         self._session = (self.state.step, time.perf_counter())          # this session's pace (progress.py)
         while not (reason := dist.broadcast(self._stop_reason() if self.main else "")):
             stats, epoch_done = self._update()
             self._tick()
+            if stats is None:                            # a non-finite update, skipped
+                continue
             if self.state.step == self._session[0] + 1 and self.main:
                 self._log_first_update(stats)
             for k in window:
@@ -244,6 +274,8 @@ class Trainer:
         log.info("stopping after %d updates: %s", self.state.step, reason)
         self._tick()
         self._save_last()                                # before the final evaluation: a kill there loses nothing
+        if reason.startswith("signal "):
+            self._interrupted(reason)
         if not evaluated and dist.broadcast(self._evaluation_fits("final") if self.main else False):
             self._evaluate()
             self._tick()
@@ -253,6 +285,18 @@ class Trainer:
         self._finish_outputs()
         dist.barrier()                                   # checkpoints written before any rank returns
         return self.state
+
+    def _interrupted(self, reason: str) -> None:
+        """After a stop signal: last.pt is written; log how to resume, raise Interrupted."""
+        self._finish_outputs()
+        dist.barrier()
+        signum = self._signals.received if self._signals.received is not None else 15
+        where = self.run_dir / "last.pt"
+        msg = (f"training stopped by {reason.split()[1]} after update {self.state.step}; {where} holds it: "
+               f"resume with `{resume_command(self.run_dir)}`")
+        if self.main:
+            log.info("%s", msg)                          # (train.log; the CLI prints it as its last line)
+        raise Interrupted(signum, msg)
 
     def _periodic(self, epoch_done: bool) -> bool:
         """Evaluate / save when an interval ends; True if this update was evaluated."""
@@ -285,9 +329,10 @@ class Trainer:
             return (*key, True)
         return (*key, False)
 
-    def _update(self) -> tuple[dict, bool]:
+    def _update(self) -> tuple[dict | None, bool]:
         """accum batches (per rank; world × accum in all) → one optimizer step; the loss is the
-        mean over all their targets."""
+        mean over all their targets. Stats None: the loss or gradient was not finite and the
+        update was skipped (``_skip``)."""
         t0 = time.perf_counter()
         self.task.model.train()
         lr = learning_rate(self.t, self.state.step + 1, self.state.epoch)    # this update's epoch
@@ -318,15 +363,35 @@ class Trainer:
             total, nll, *summed = dist.all_reduce_grads(self.opt.dense, self.opt.sparse,
                                                         [total, nll, *(terms[k] for k in names)])
             terms = dict(zip(names, summed))
-        self.state.step += 1
         self.opt.set_lr(lr)
-        self.opt.step(self.t.clip_norm)
+        if not (math.isfinite(total) and self.opt.step(self.t.clip_norm)):     # no step on NaN/inf
+            self.opt.zero_grad()
+            self._skip(total)
+            return None, epoch_done
+        self._nonfinite = 0
+        self.state.step += 1
         self.opt.zero_grad()
         dt = time.perf_counter() - t0
         self.state.train_time_s += dt
         self.state.tgt_tokens += n_tok
         self._lr = lr
         return {"loss": total, "nll": nll, "tok": n_tok, "time": dt, "terms": terms}, epoch_done
+
+    def _skip(self, total: float) -> None:
+        """Count a skipped non-finite update; raise NonFiniteLoss at ``train.max_nonfinite`` in a row."""
+        self._nonfinite += 1
+        what = f"loss {total}" if not math.isfinite(total) else "gradient norm non-finite"
+        if self.main:
+            log.warning("update %d skipped: %s (%d in a row; train.max_nonfinite %d)", self.state.step + 1, what,
+                        self._nonfinite, self.t.max_nonfinite)
+        if self._nonfinite >= max(1, self.t.max_nonfinite):
+            last = self.run_dir / "last.pt"
+            saved = (f"{last} holds the last save point (finite weights)" if last.exists()
+                     else "no checkpoint was written")
+            raise NonFiniteLoss(
+                f"training diverged: {self._nonfinite} consecutive updates with a non-finite loss or gradient "
+                f"({what} at update {self.state.step + 1}; train.max_nonfinite {self.t.max_nonfinite}); {saved}. "
+                f"Lower train.lr (now {self.t.lr:g}) or raise train.warmup (now {self.t.warmup})")
 
     def _log_train(self, w: dict) -> None:
         if not self.main:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -88,11 +89,63 @@ def new_file_mode() -> int:
     return 0o666 & ~umask()
 
 
+def temp_name_prefix(name: str) -> str:
+    """The prefix of this process' temporary files for ``name``: ``.NAME.PID.`` (``mkstemp`` /
+    ``mkdtemp`` add 8 random characters, then ``.tmp``), so that ``remove_stale_temps`` can tell
+    a killed writer's leftover from a live one's file."""
+    return f".{name}.{os.getpid()}."
+
+
+# .NAME.PID.XXXXXXXX.tmp: a temporary file or directory of temp_name_prefix (mkstemp's 8 characters)
+_STALE = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[a-z0-9_]{8}\.tmp$")
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temps(directory: str | Path, recursive: bool = False) -> list[Path]:
+    """Remove the temporary files (and directories) that writers killed before their rename left
+    in ``directory`` (and its subdirectories with ``recursive``): only names of
+    ``temp_name_prefix`` (``.NAME.PID.XXXXXXXX.tmp``) whose process PID is no longer running, so a
+    live writer's file is never touched. Returns what was removed (logged)."""
+    import shutil
+
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    found = directory.rglob(".*.tmp") if recursive else directory.glob(".*.tmp")
+    removed = []
+    for p in sorted(found):
+        m = _STALE.match(p.name)
+        if m is None or _alive(int(m.group("pid"))):
+            continue
+        try:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+            removed.append(p)
+        except FileNotFoundError:
+            pass
+    if removed:
+        log.info("removed %d temporary file(s) left by a killed run in %s (%s)", len(removed), directory,
+                 ", ".join(p.name for p in removed[:3]) + (" …" if len(removed) > 3 else ""))
+    return removed
+
+
 def temp_file_next_to(path: str | Path) -> tuple[int, str]:
-    """``tempfile.mkstemp`` in ``path``'s directory, but with the mode a plain ``open()`` gives
-    under the umask (mkstemp's 0600 would otherwise survive the rename). Returns (fd, name)."""
+    """``tempfile.mkstemp`` in ``path``'s directory, named ``temp_name_prefix`` (so that
+    ``remove_stale_temps`` can remove it once its writer is dead), but with the mode a plain
+    ``open()`` gives under the umask (mkstemp's 0600 would otherwise survive the rename).
+    Returns (fd, name)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_name_prefix(path.name), suffix=".tmp")
     try:
         os.fchmod(fd, new_file_mode())
     except BaseException:

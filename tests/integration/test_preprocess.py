@@ -141,13 +141,23 @@ def test_parallel_equals_sequential(tmp_path, toy_corpus):
     assert not [p for p in par.iterdir() if ".tmp" in p.name]
 
 
-def test_failed_run_leaves_no_meta(tmp_path, toy_corpus):
+def test_a_failed_rerun_keeps_the_finished_dataset(tmp_path, toy_corpus):
+    """Issue 50 item 6: the new dataset is built beside the old one and moved in when complete,
+    so a failed (or killed) rerun leaves the finished dataset as it was, and no staging files."""
     out = run(PreprocessConfig(out=str(tmp_path / "prep"), workers=1, **toy_corpus))
-    assert (out / "meta.json").is_file()
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert "meta.json" in before
     _write(Path(toy_corpus["train_dir"]) / "1.en", ["bye .", "extra line"])
     with pytest.raises(ValueError, match="1.zh has 1 lines"):
         run(PreprocessConfig(out=str(out), workers=1, **toy_corpus))
-    assert not (out / "meta.json").exists()
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev", "prep", "train"]
+    stale = tmp_path / ".prep.999999999.abcdefgh.tmp"             # a killed run's staging directory
+    stale.mkdir()
+    (stale / "train.bpe.zh").write_text("x\n", encoding="utf-8")
+    _write(Path(toy_corpus["train_dir"]) / "1.en", ["bye ."])
+    run(PreprocessConfig(out=str(out), workers=1, **toy_corpus))
+    assert not stale.exists() and (out / "meta.json").is_file()
 
 
 def test_config_validation_and_missing_tvsub(tmp_path):

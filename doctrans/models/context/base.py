@@ -61,14 +61,21 @@ def pad_stack(rows: list[Tensor], value: float = 0.0) -> Tensor:
     return out
 
 
+CACHE_ELEMENTS = 32 * 2**20     # tensor elements a RowCache holds at most (128 MiB of float32)
+
+
 class RowCache:
     """A bounded LRU map (key → tuple of tensors) for per-sentence context computations kept
-    between the batches of one translation (``ContextModel.inference_cache``)."""
+    between the batches of one translation (``ContextModel.inference_cache``): at most
+    ``capacity`` sentences and ``max_elements`` tensor elements (long sentences hold many: a
+    sentence count alone let 2,000 long lines fill gigabytes, issue 50), least recently used
+    dropped first (the newest entry is always kept)."""
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, max_elements: int = CACHE_ELEMENTS):
         if capacity < 1:
             raise ValueError(f"cache capacity must be ≥ 1, got {capacity}")
         self.capacity, self.items = capacity, OrderedDict()
+        self.max_elements, self.elements = max_elements, 0
 
     def __contains__(self, key) -> bool:
         return key in self.items
@@ -77,11 +84,20 @@ class RowCache:
         self.items.move_to_end(key)
         return self.items[key]
 
+    @staticmethod
+    def _size(value) -> int:
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        return sum(t.numel() for t in items if isinstance(t, torch.Tensor))
+
     def put(self, key, value) -> None:
+        if key in self.items:
+            self.elements -= self._size(self.items[key])
         self.items[key] = value
         self.items.move_to_end(key)
-        while len(self.items) > self.capacity:
-            self.items.popitem(last=False)
+        self.elements += self._size(value)
+        while len(self.items) > 1 and (len(self.items) > self.capacity or self.elements > self.max_elements):
+            _, old = self.items.popitem(last=False)
+            self.elements -= self._size(old)
 
 
 class ContextModel(NoReconstruction, nn.Module):

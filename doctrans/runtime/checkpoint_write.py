@@ -1,0 +1,73 @@
+"""Writing checkpoints safely: never a non-finite model, never a half-written file, and a full
+disk reported as such (torch's own message is ``[enforce fail at inline_container.cc:…] …
+file write failed``, with neither the path nor the cause).
+
+``save_checkpoint(obj, path)`` writes through a temporary file in the same directory, renamed
+at the end (``utils.io.atomic_torch_save``), so the previous file of that name survives any
+failure.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+from doctrans.utils.io import atomic_torch_save
+
+LOW_SPACE_BYTES = 1 << 20        # less free than this after a failed write: the disk is full
+
+
+class NonFiniteWeights(FloatingPointError):
+    """A model holding NaN or ±inf weights (a diverged training), refused for saving or translating."""
+
+
+def non_finite_tensors(state: dict) -> list[str]:
+    """Names of the floating-point tensors of a state dict holding NaN or ±inf (in order)."""
+    return [k for k, v in state.items()
+            if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
+
+
+def check_finite(state: dict, what: str) -> None:
+    """Raise NonFiniteWeights naming ``what`` and the first tensors with NaN/inf values."""
+    bad = non_finite_tensors(state)
+    if bad:
+        raise NonFiniteWeights(f"{what}: non-finite (NaN/inf) weights in {len(bad)} tensor(s) "
+                               f"({', '.join(bad[:3])}{' …' if len(bad) > 3 else ''}): the training diverged")
+
+
+def _disk_full(exc: BaseException, directory: Path) -> bool:
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if "No space left" in str(exc) or "Disk quota" in str(exc):
+        return True
+    try:
+        return shutil.disk_usage(directory).free < LOW_SPACE_BYTES
+    except OSError:
+        return False
+
+
+def save_checkpoint(obj: dict, path: str | Path) -> None:
+    """``torch.save(obj)`` to ``path`` atomically. Raises NonFiniteWeights (nothing written) when
+    ``obj["model"]`` holds NaN/inf; OSError(ENOSPC) "cannot write checkpoint PATH: no space left on
+    device (N bytes free in DIR) …" when the write failed on a full disk (torch reports that as a
+    RuntimeError without the path); OSError naming the path for another write failure. The
+    previous file at ``path`` is untouched by a failure."""
+    path = Path(path)
+    if isinstance(obj.get("model"), dict):
+        check_finite(obj["model"], f"not saving {path}")
+    try:
+        atomic_torch_save(obj, path)
+    except (OSError, RuntimeError) as e:
+        detail = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        if _disk_full(e, path.parent):
+            try:
+                free = f"{shutil.disk_usage(path.parent).free:,} bytes free in {path.parent}"
+            except OSError:
+                free = f"in {path.parent}"
+            raise OSError(errno.ENOSPC, f"cannot write checkpoint {path}: no space left on device ({free}); "
+                          f"the previous {path.name}, if any, is untouched [{detail}]") from None
+        raise OSError(getattr(e, "errno", None) or errno.EIO,
+                      f"cannot write checkpoint {path}: {detail}") from None

@@ -1,0 +1,59 @@
+"""Checkpoints that pass the ``weights_only`` check but are wrong (issue 50, item 8): each is
+refused before a model is built, with a one-line error naming the file."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import train_tiny
+from doctrans.inference.translate import TranslateConfig, run
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    return train_tiny(tmp_path_factory.mktemp("hostile"), 12, "train.max_steps=1")
+
+
+def _tampered(trained: Path, tmp_path: Path, change) -> Path:
+    ck = torch.load(trained, weights_only=True)
+    change(ck)
+    out = tmp_path / "tampered.pt"
+    torch.save(ck, out)
+    return out
+
+
+def _translate(ckpt: Path, tmp_path: Path):
+    (tmp_path / "in.txt").write_text("w1 w2\n", encoding="utf-8")
+    return run(TranslateConfig(checkpoint=str(ckpt), input=str(tmp_path / "in.txt"),
+                               output=str(tmp_path / "out.txt"), input_format="bpe", beam=1))
+
+
+def _set_d_ff(ck, value):
+    ck["config"]["model"]["d_ff"] = value
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda ck: ck.update(text=None), "'text' must hold"),
+    (lambda ck: ck.update(text={"src": None, "tgt": None}), "'text' must hold"),
+    (lambda ck: _set_d_ff(ck, 1e8), r"model sizes must be integers: model\.d_ff=100000000\.0"),
+    (lambda ck: _set_d_ff(ck, 100_000_000), r"do not match its config: .*shape .*100000000"),
+    (lambda ck: ck.update(version="99.0.0"), "unknown checkpoint format version '99.0.0'"),
+    (lambda ck: ck.update(version=None), "unknown checkpoint format version None"),
+    (lambda ck: ck.update(vocab={"src": None, "tgt": []}), "'vocab' must hold"),
+    (lambda ck: ck.update(kind="dp_generator"), "not a translation model"),
+    (lambda ck: ck["model"].pop(next(iter(ck["model"]))), "do not match its config.*missing"),
+], ids=["text-none", "text-fields-none", "d_ff-float", "d_ff-huge", "version-new", "version-none", "vocab",
+        "kind", "missing-tensor"])
+def test_a_tampered_checkpoint_is_refused_naming_the_file(trained, tmp_path, change, message):
+    bad = _tampered(trained, tmp_path, change)
+    with pytest.raises(ValueError, match=message) as e:
+        _translate(bad, tmp_path)
+    assert str(bad) in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_the_untampered_checkpoint_still_translates(trained, tmp_path):
+    _translate(trained, tmp_path)
+    assert len((tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()) == 1
