@@ -93,7 +93,7 @@ def check_translation_checkpoint(ckpt: dict, path: str | Path, context=None) -> 
     tampered ``d_ff=1e8`` is refused before 12 GB are asked for —, and finite weights
     (``checkpoint_write.NonFiniteWeights`` for NaN/inf: a diverged training).
     """
-    from doctrans import __version__
+    from doctrans.version import __version__
     from doctrans.models.build import build_model
     from doctrans.runtime.checkpoint_write import check_finite
 

@@ -133,7 +133,7 @@ def test_make_rec_table_recipe(tmp_path):
     assert all((REPO / c).is_file() for c in configs)
     assert all(f"train.init_from={tmp_path}/run/last.pt" in cmd and "train.max_steps=7" in cmd for cmd in trains)
     assert any(f"data.src_dir={tmp_path}/prep/dp_jk3" in cmd for cmd in trains)
-    assert f"annotate-dp -p {tmp_path}/prep --jackknife 3" in out
+    assert f"annotate-dp jackknife -p {tmp_path}/prep --folds 3" in out
     table = shlex.split(next(line for line in out.splitlines() if "doctrans table rec" in line).replace("$(<", "("))
     systems = [table[i + 1].rpartition("=")[0] for i, a in enumerate(table) if a == "--system"]
     assert systems[:4] == ["Baseline (continued)", "+DPs", "+DPs (predicted)", "Baseline (+DPPs)"]
