@@ -115,6 +115,16 @@ class CollectionSummary:
     def documents(self) -> int:
         return self.translated + self.resumed + len(self.failed)
 
+    def finish(self, n_files: int, out, what: str) -> None:
+        """Sort the failures, log the summary, and raise CollectionError naming the first five
+        failed files (of ``n_files`` ``what``) when any failed; the others are written under ``out``."""
+        self.failed.sort()
+        self.log()
+        if self.failed:
+            detail = "; ".join(f"{f}: {r}" for f, r in self.failed[:5]) + (" …" if len(self.failed) > 5 else "")
+            raise CollectionError(f"{len(self.failed)} of {n_files} {what} failed and were skipped (the other "
+                                  f"outputs are written under {out}): {detail}")
+
     def log(self) -> None:
         rate = self.sentences / max(self.seconds, 1e-9)
         log.info("documents: %d translated, %d skipped (complete output exists, --resume), %d failed; "
@@ -387,10 +397,5 @@ def translate_collection(make_translator, inp: Path, out: Path, resume: bool = F
     total = gather(s) if gather is not None else s
     if total is None:
         return s
-    total.failed.sort()
-    total.log()
-    if total.failed:
-        detail = "; ".join(f"{f}: {r}" for f, r in total.failed[:5]) + (" …" if len(total.failed) > 5 else "")
-        raise CollectionError(f"{len(total.failed)} of {len(files)} documents failed and were skipped (the other "
-                              f"outputs are written under {out}): {detail}")
+    total.finish(len(files), out, "documents")
     return total

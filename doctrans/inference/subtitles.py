@@ -436,7 +436,7 @@ def translate_directory(translator, inp: str | Path, out: str | Path, options: S
     skips files whose output exists. Returns the ``collection.CollectionSummary``; raises
     ``collection.CollectionError`` at the end when some files failed (the others are written),
     ValueError when ``out`` lies inside ``inp`` or no subtitle file is there."""
-    from doctrans.inference.collection import CollectionError, CollectionSummary
+    from doctrans.inference.collection import CollectionSummary
 
     inp, out = Path(inp), Path(out)
     if out.resolve().is_relative_to(inp.resolve()):
@@ -493,12 +493,7 @@ def translate_directory(translator, inp: str | Path, out: str | Path, options: S
         size += len(doc.cues)
     flush()
     s.seconds = time.time() - t0
-    s.failed.sort()
-    s.log()
-    if s.failed:
-        detail = "; ".join(f"{f}: {r}" for f, r in s.failed[:5]) + (" …" if len(s.failed) > 5 else "")
-        raise CollectionError(f"{len(s.failed)} of {len(files)} subtitle files failed and were skipped (the other "
-                              f"outputs are written under {out}): {detail}")
+    s.finish(len(files), out, "subtitle files")
     return s
 
 
