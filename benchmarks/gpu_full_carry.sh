@@ -6,11 +6,11 @@
 #   bash benchmarks/gpu_full_carry.sh PREP_FULL CARRY [TVSUB] [STAGE1]
 set -euo pipefail
 PREP=$(realpath "${1:?PREP_FULL}"); C=${2:?CARRY}; TVSUB=${3:-../shared/corpora/tvsub}; S1=${4:-}
-mkdir -p "$C/tvsub/test"
+mkdir -p "$C/tvsub/test"; C=$(realpath "$C")      # absolute: the tar below runs in PREP
 cp "$TVSUB/test/test.ref.sgm" "$C/tvsub/test/"
 (cd "$PREP" && tar cf - train.bpe.zh train.bpe.en train.target train.docs dev.bpe.zh dev.bpe.en dev.docs \
    dev.tok.en test.bpe.zh test.bpe.en test.tok.zh test.docs vocab.zh.txt vocab.en.txt bpe.codes.zh bpe.codes.en \
-   meta.json | xz -T2 -6 > "$(realpath "$C")/prep.tar.xz")
+   meta.json | xz -T2 -6 > "$C/prep.tar.xz")
 # packages the GPU image lacks (benchmarks/gpu_carry_env.sh installs / puts them on PYTHONPATH)
 PYBIN=${PYTHON:-.venv/bin/python}
 SP=$($PYBIN -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
@@ -19,10 +19,11 @@ $PYBIN -m pip download -q --no-deps --only-binary=:all: -d "$C/whl" sacremoses
 cp -r "$SP/subword_nmt" "$C/site/"
 tar czf "$C/jieba.tgz" -C "$SP" --exclude=jieba/posseg --exclude=jieba/analyse --exclude=jieba/lac_small jieba
 if [ -n "$S1" ]; then
-  $PYBIN - "$S1" "$C/stage1.pt" <<'PY'
+  PYTHONPATH=. $PYBIN - "$S1" "$C/stage1.pt" <<'PY'
 import sys, torch
+from doctrans.runtime.shipped import half_weights
 ck = torch.load(sys.argv[1], map_location="cpu", weights_only=True)
-ck["model"] = {k: (v.half() if v.is_floating_point() else v) for k, v in ck["model"].items()}
+ck["model"] = half_weights(ck["model"], sys.argv[1])
 for k in ("optimizer", "rng", "rng_ranks"):
     ck.pop(k, None)
 torch.save(ck, sys.argv[2])

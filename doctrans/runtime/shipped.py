@@ -141,17 +141,29 @@ def make_shippable(checkpoint: str | Path, out: str | Path) -> dict:
     ckpt = load_checkpoint(checkpoint)
     if not ckpt.get("text"):
         raise ValueError(f"{checkpoint} has no text settings (BPE codes): it would not translate on its own")
-    weights = {}
-    for k, v in ckpt["model"].items():
-        if v.is_floating_point():
-            if not torch.isfinite(v).all():
-                raise ValueError(f"{checkpoint}: weight {k} is not finite; not shipping it")
-            v = v.half()
-        weights[k] = v
+    weights = half_weights(ckpt["model"], checkpoint)
     keep = {k: v for k, v in ckpt.items() if k not in ("optimizer", "rng", "rng_ranks", "model")}
     atomic_torch_save({**keep, "model": weights, "shipped": True}, out)
-    params = sum(v.numel() for v in weights.values() if v.is_floating_point())
+    unique = {v.untyped_storage().data_ptr(): v.numel() for v in weights.values() if v.is_floating_point()}
+    params = sum(unique.values())                                   # tied tensors counted once
     return {"sha256": sha256_of(out), "bytes": Path(out).stat().st_size, "params": params}
+
+
+def half_weights(model: dict[str, torch.Tensor], source: str | Path = "") -> dict[str, torch.Tensor]:
+    """``model`` (a state dict) with its floating-point tensors in fp16; tensors that share one
+    storage (tied weights: the decoder embedding and the output projection) stay one tensor, so
+    they are written once. Raises ValueError naming ``source`` and the key of a non-finite weight."""
+    out, done = {}, {}
+    for k, v in model.items():
+        if v.is_floating_point():
+            key = (v.untyped_storage().data_ptr(), v.storage_offset(), tuple(v.shape), tuple(v.stride()))
+            if key not in done:
+                if not torch.isfinite(v).all():
+                    raise ValueError(f"{source}: weight {k} is not finite; not shipping it")
+                done[key] = v.half()
+            v = done[key]
+        out[k] = v
+    return out
 
 
 def register(root: str | Path, model: ShippedModel) -> None:

@@ -40,6 +40,21 @@ def test_make_shippable_halves_the_weights_and_drops_the_optimizer(tmp_path, tin
     assert info["sha256"] == shipped.sha256_of(tmp_path / "m.pt")
 
 
+def test_make_shippable_keeps_tied_weights_shared(tmp_path, tiny_checkpoint):
+    """Tied tensors (the decoder's embedding and output projection) are one storage in the
+    checkpoint; halving each key on its own wrote them twice (a 6+2 d256 model: 33 MB, not 27)."""
+    orig = torch.load(tiny_checkpoint, weights_only=True)["model"]
+    tied = [k for k, v in orig.items() for k2, v2 in orig.items()
+            if k < k2 and v.untyped_storage().data_ptr() == v2.untyped_storage().data_ptr()]
+    assert tied, "the tiny model ties no weights: the test would not test anything"
+    info = shipped.make_shippable(tiny_checkpoint, tmp_path / "m.pt")
+    ship = torch.load(tmp_path / "m.pt", weights_only=True)["model"]
+    ptrs = {v.untyped_storage().data_ptr() for v in ship.values()}
+    assert len(ptrs) == len({v.untyped_storage().data_ptr() for v in orig.values()})
+    unique = {v.untyped_storage().data_ptr(): v.numel() for v in orig.values() if v.is_floating_point()}
+    assert info["params"] == sum(unique.values())
+
+
 def test_shipped_checkpoint_translates_like_its_fp16_weights(tmp_path, tiny_checkpoint):
     from doctrans.api import Translator
 
