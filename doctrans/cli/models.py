@@ -40,3 +40,33 @@ def models_show_cmd(name: str) -> None:
     model.verify()
     click.echo(model.card_path.read_text(encoding="utf-8").rstrip())
     click.echo(f"\nfile: {model.path} ({model.bytes:,} bytes, SHA-256 {model.sha256})")
+
+
+@models_grp.command("add", short_help="Ship a checkpoint (fp16, with its model card).")
+@click.argument("checkpoint", type=click.Path(exists=True, dir_okay=False))
+@click.option("--name", required=True, help="The model's name (file stem: letters, digits, -, _, .).")
+@click.option("--kind", type=click.Choice(["document", "sentence"]), required=True,
+              help="document: a context model (the default of translate without -c if first); "
+                   "sentence: a sentence-level model (translate --sentence).")
+@click.option("--card", "card_file", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="The model card (markdown): data, recipe, updates, GPU/CPU time, scores, limits.")
+@click.option("--summary", required=True, help="One line for `doctrans models`: what it is, what it scores.")
+@click.option("--dir", "root", default=None,
+              help="The shipped-models directory [default: $DOCTRANS_SHIPPED_DIR or doctrans/shipped].")
+@click.option("--replace", is_flag=True, help="Replace a model already shipped under NAME.")
+def models_add_cmd(checkpoint: str, name: str, kind: str, card_file: str, summary: str, root: str | None,
+                   replace: bool) -> None:
+    """Ship CHECKPOINT as NAME: its weights in fp16 without optimizer state (BPE codes and text
+    settings stay inside) as NAME.pt, the card as NAME.md with the file's SHA-256 appended, and
+    its entry in index.json. A name already shipped is refused unless --replace; a file over 30 MB
+    is refused (a shipped model must stay small)."""
+    from pathlib import Path
+
+    from doctrans.runtime.shipped import ship
+
+    try:
+        model = ship(checkpoint, name, kind, Path(card_file).read_text(encoding="utf-8"), summary, root, replace)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"shipped {model.name} ({model.kind}): {model.path} ({model.bytes / 2**20:.1f} MiB, "
+               f"SHA-256 {model.sha256})")

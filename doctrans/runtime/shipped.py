@@ -177,3 +177,33 @@ def register(root: str | Path, model: ShippedModel) -> None:
         r.pop("root", None)
     rows.insert(old[0], row) if old else rows.append(row)
     atomic_write_text(root / "index.json", json.dumps({"models": rows}, indent=2, ensure_ascii=False) + "\n")
+
+
+def ship(checkpoint: str | Path, name: str, kind: str, card: str, summary: str,
+         root: str | Path | None = None, replace: bool = False, max_mb: float = 30.0) -> ShippedModel:
+    """Ship ``checkpoint`` as ``NAME``: ``root/NAME.pt`` (``make_shippable``: fp16, no optimizer),
+    ``root/NAME.md`` = ``card`` (markdown) followed by a "File" section (SHA-256, bytes,
+    parameters), and its ``index.json`` entry (``register``). Raises ValueError for an unknown
+    ``kind``, a name that is not a plain file stem, a name already shipped without ``replace``
+    (a shipped model is replaced only when asked), or a file over ``max_mb`` MB (removed again)."""
+    from doctrans.utils.io import atomic_write_text as write
+
+    root = Path(root) if root is not None else shipped_dir()
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r}: expected one of {', '.join(KINDS)}")
+    if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
+        raise ValueError(f"model name {name!r}: use letters, digits, '-', '_' and '.'")
+    if not replace and any(m.name == name for m in shipped_models(root)):
+        raise ValueError(f"{name} is already shipped in {root}: pass replace=True (--replace) to replace it")
+    root.mkdir(parents=True, exist_ok=True)
+    out = root / f"{name}.pt"
+    info = make_shippable(checkpoint, out)
+    if info["bytes"] > max_mb * 1e6:
+        out.unlink()
+        raise ValueError(f"{checkpoint}: {info['bytes'] / 1e6:.1f} MB in fp16, over the {max_mb:g} MB a shipped "
+                         f"model may take")
+    write(root / f"{name}.md", card.rstrip() + f"\n\n## File\n\n`{name}.pt`: {info['bytes']:,} bytes, "
+          f"{info['params']:,} parameters (fp16), SHA-256 `{info['sha256']}`.\n")
+    model = ShippedModel(name, kind, f"{name}.pt", info["sha256"], info["bytes"], f"{name}.md", summary, str(root))
+    register(root, model)
+    return model

@@ -151,3 +151,31 @@ def test_translate_without_checkpoint_uses_the_shipped_model(tmp_path, tiny_chec
     assert a == (tmp_path / "b.txt").read_text(encoding="utf-8") and len(a.splitlines()) == 2
     res = CliRunner().invoke(cli, ["translate", "--sentence", "-c", "tiny-sentence", "-i", str(src)])
     assert res.exit_code != 0 and "without -c" in res.output
+
+
+def test_models_add_ships_with_card_checksum_and_refuses_replacing_unasked(tmp_path, tiny_checkpoint, monkeypatch):
+    from click.testing import CliRunner
+
+    from doctrans.cli import cli
+
+    root = tmp_path / "shipped"
+    monkeypatch.setenv("DOCTRANS_SHIPPED_DIR", str(root))
+    card = tmp_path / "card.md"
+    card.write_text("# tiny\n\nTrained 6 updates.\n", encoding="utf-8")
+    args = ["models", "add", str(tiny_checkpoint), "--name", "tiny-doc", "--kind", "document",
+            "--card", str(card), "--summary", "a tiny model"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    (model,) = shipped.shipped_models(root)
+    assert model.name == "tiny-doc" and model.kind == "document" and model.summary == "a tiny model"
+    text = model.card_path.read_text(encoding="utf-8")
+    assert text.startswith("# tiny") and model.sha256 in text and model.verify() == model.path
+    before = model.path.read_bytes()
+    res = CliRunner().invoke(cli, args)                           # again: refused, the file untouched
+    assert res.exit_code != 0 and "already shipped" in res.output and "--replace" in res.output
+    assert model.path.read_bytes() == before
+    res = CliRunner().invoke(cli, args + ["--replace"])
+    assert res.exit_code == 0 and len(shipped.shipped_models(root)) == 1
+    res = CliRunner().invoke(cli, ["models", "add", str(tiny_checkpoint), "--name", "../x", "--kind", "sentence",
+                                   "--card", str(card), "--summary", "s"])
+    assert res.exit_code != 0 and "model name" in res.output
