@@ -31,7 +31,7 @@
 #                     NAME_pd: NAME trained with pronoun dropout, REC_PD)
 #                     → results/rec_table.md (BLEU, pronouns, DP recall, contrastive, DP P/R/F, speed; docs/dp.md)
 #   make full         the whole corpus (less data/heldout.py's episodes): stage 1 FULL_SHAPE for FULL_STEPS
-#                     updates, stage 2 from it (Transformer continued, HAN encoder, joint DP labeler over the
+#                     updates, stage 2 from it (Transformer continued, HAN encoder, tgt_concat, joint DP labeler over the
 #                     HAN encoder + PD, +DPs predicted; FULL_CTX_STEPS each) → results/full_{context,rec}.md;
 #                     many CPU-hours, resumable (run it again); SIZE=base DEVICE=cuda on a GPU (docs/results.md)
 #   make full-sweep   the stage-1 shapes side by side at equal CPU time (FULL_SWEEP_CPU_MIN) → results/full_sweep.md
@@ -396,8 +396,9 @@ results/rnn_context_table.md: $(foreach m,rnnsearch $(RNN_OPEN) $(RNN_FROZEN),$(
 # Stage 1: the sentence Transformer of pipelines/full/FULL_SHAPE.yaml on PREP_FULL (every episode
 # but the held-out ones of doctrans/data/heldout.py), FULL_STEPS updates, resumable at any point
 # (run `make full` again). Stage 2 from its last.pt, FULL_CTX_STEPS updates each: the sentence
-# model continued, the HAN encoder, the joint DP labeler over the HAN encoder + pronoun dropout,
-# +DPs (predicted); then the tables results/full_context.md and results/full_rec.md.
+# model continued, the HAN encoder, the target-side context model (tgt_concat), the joint DP labeler
+# over the HAN encoder + pronoun dropout, +DPs (predicted); then the tables results/full_context.md
+# and results/full_rec.md.
 # SIZE=base DEVICE=cuda: the papers' base Transformer on a GPU (pipelines/full/transformer_base.yaml).
 FULL_RUNS  ?= runs/full
 SIZE       ?= small
@@ -453,6 +454,10 @@ $(FULL_RUNS)/han_encoder/.done: $(FULL_S1)/.done
 	$(BIN)/doctrans train pipelines/context/han_encoder.yaml $(FULL_CTX) $(FULL_HAN) run_dir=$(FULL_RUNS)/han_encoder \
 	  $(call resume,$(FULL_RUNS)/han_encoder)
 	touch $@
+$(FULL_RUNS)/tgt_concat/.done: $(FULL_S1)/.done
+	$(BIN)/doctrans train pipelines/context/tgt_concat.yaml $(FULL_CTX) run_dir=$(FULL_RUNS)/tgt_concat \
+	  $(call resume,$(FULL_RUNS)/tgt_concat)
+	touch $@
 $(FULL_RUNS)/rec_joint_labeler_han_pd/.done: $(FULL_S1)/.done $(PREP_FULL)/dp/meta.json
 	$(BIN)/doctrans train pipelines/dp/rec_joint_labeler_han.yaml $(FULL_CTX) $(FULL_HAN) $(REC_PD) \
 	  run_dir=$(FULL_RUNS)/rec_joint_labeler_han_pd $(call resume,$(FULL_RUNS)/rec_joint_labeler_han_pd)
@@ -464,9 +469,10 @@ $(FULL_RUNS)/nmt_dp_predicted/.done: $(FULL_S1)/.done $(FULL_JK)/meta.json
 	$(BIN)/doctrans train pipelines/dp/nmt_dp_predicted.yaml $(FULL_CTX) data.src_dir=$(FULL_JK) \
 	  run_dir=$(FULL_RUNS)/nmt_dp_predicted $(call resume,$(FULL_RUNS)/nmt_dp_predicted)
 	touch $@
-results/full_context.md: $(FULL_RUNS)/transformer/.done $(FULL_RUNS)/han_encoder/.done
+results/full_context.md: $(FULL_RUNS)/transformer/.done $(FULL_RUNS)/han_encoder/.done $(FULL_RUNS)/tgt_concat/.done
 	$(BIN)/doctrans table context --prepared $(PREP_FULL) --data $(DATA) --ref $(TEST_REF) --beam $(BEAM) \
 	  --system "Transformer (continued)=$(FULL_RUNS)/transformer" --system "HAN encoder=$(FULL_RUNS)/han_encoder" \
+	  --system "Target context (tgt_concat)=$(FULL_RUNS)/tgt_concat" \
 	  --discourse --lone --out $@ --work results/full_context
 results/full_rec.md: $(FULL_RUNS)/transformer/.done $(FULL_RUNS)/rec_joint_labeler_han_pd/.done \
 	  $(FULL_RUNS)/nmt_dp_predicted/.done
