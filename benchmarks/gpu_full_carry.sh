@@ -15,7 +15,7 @@ cp "$TVSUB/test/test.ref.sgm" "$C/tvsub/test/"
 PYBIN=${PYTHON:-.venv/bin/python}
 SP=$($PYBIN -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 mkdir -p "$C/whl" "$C/site"
-$PYBIN -m pip download -q --no-deps --only-binary=:all: -d "$C/whl" sacremoses
+$PYBIN -m pip download -q --no-deps --only-binary=:all: -d "$C/whl" sacremoses opencc-python-reimplemented
 cp -r "$SP/subword_nmt" "$C/site/"
 tar czf "$C/jieba.tgz" -C "$SP" --exclude=jieba/posseg --exclude=jieba/analyse --exclude=jieba/lac_small jieba
 if [ -n "$S1" ]; then
