@@ -93,12 +93,13 @@ def context_needed_items(seg: Sequence[str], ref: Sequence[str], doc_ids: Sequen
         for j in dropped_pronouns(s, r, a):
             cls = english_class(toks[j])
             rules = deciding_context(seg, ref, doc_ids, i, cls, max_distance)
-            if not rules:
+            contrasts = contrasts_of(toks[j])
+            if not rules or not contrasts:               # "yourselves": in no case table, nothing to swap
                 continue
             rule = min(rules, key=lambda k: (rules[k], k))
             items.append({"line": i, "position": j, "pronoun": toks[j], "class": cls, "kind": "dp",
                           "context_needed": True, "rule": rule, "rules": dict(sorted(rules.items())),
-                          "distance": rules[rule], "contrasts": contrasts_of(toks[j])})
+                          "distance": rules[rule], "contrasts": contrasts})
     return items
 
 

@@ -211,6 +211,8 @@ def read_set(path: Path) -> tuple[list[str], list[str], list[str], list[dict]]:
         if tok != it["pronoun"]:
             raise ValueError(f"{path / 'items.jsonl'}:{k + 1}: token {it['position']} of reference line "
                              f"{it['line'] + 1} is {tok!r}, not {it['pronoun']!r}")
+        if not it.get("contrasts"):
+            raise ValueError(f"{path / 'items.jsonl'}:{k + 1}: the item has no contrast (nothing to score it against)")
         items.append(it)
     return src, ref, docs, items
 

@@ -104,3 +104,25 @@ def test_errors_name_the_file(tmp_path):
         build_heldout_set(data, tmp_path / "x", ids=["5"], check_test=False, aligner=no_links)
     with pytest.raises(ValueError, match="max_distance"):
         build_heldout_set(data, tmp_path / "x", ids=["7"], max_distance=0, check_test=False, aligner=no_links)
+
+
+def test_a_pronoun_without_contrasts_makes_no_item(tmp_path):
+    """A dropped "yourselves" (a form of no case table: no contrast) made an item with no
+    contrasts, and `score contrastive` then failed on the real held-out set with "zero-size array
+    to reduction operation maximum"; such a pronoun makes no item, and a set that holds one is
+    refused naming the file and line."""
+    import json
+
+    from doctrans.evaluation.context_needed import context_needed_items
+
+    seg, ref = ["我 也 觉得", "介绍 一下"], ["me too .", "you should introduce yourselves ."]   # the real line
+    items = context_needed_items(seg, ref, ["a", "a"], ["", ""], max_distance=3)
+    assert [it["pronoun"] for it in items] == ["you"] and all(it["contrasts"] for it in items)
+    data = _corpus(tmp_path)
+    build_heldout_set(data, tmp_path / "set", ids=["7"], check_test=False, aligner=no_links)
+    path = tmp_path / "set" / "items.jsonl"
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    rows[0]["contrasts"] = []
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"items.jsonl:1: .*no contrast"):
+        read_set(tmp_path / "set")
