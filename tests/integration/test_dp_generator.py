@@ -69,9 +69,11 @@ def _synthetic(root: Path, n_train: int = 300, n_dev: int = 60) -> Path:
     return prep
 
 
+# the labeler's dev detection and prediction F1 are 1.0 after its first epoch, and stay so to tiny.yaml's
+# 30 (2026-11-28, both rows): 4 epochs train the same best.pt in a seventh of the time
 @pytest.mark.parametrize("yaml_name, extra", [
-    ("tiny", []),
-    ("tiny", ["model.context_next=1"]),
+    ("tiny", ["train.max_epochs=4"]),
+    ("tiny", ["model.context_next=1", "train.max_epochs=4"]),
     ("tiny_thesis", ["model.det_emb=16", "model.det_hidden=16", "model.feat_emb=8", "model.feat_hidden=16",
                      "model.surface_epochs=30", "train.max_epochs=12", "train.lr=0.02", "model.feat_min_freq=1"]),
 ])
@@ -392,7 +394,9 @@ def test_pseudo_dp_deletes_an_overt_pronoun_between_unlabelled_positions():
 
 def test_pseudo_dps_teach_a_pronoun_the_dp_labels_never_show(tmp_path):
     """DP labels only ever say 我 (before 去); 你 occurs only overtly, always before 来. With
-    pseudo-DPs the labeler's P(pronoun | DP) before 来 prefers 你; without them, 我."""
+    pseudo-DPs the labeler's P(pronoun | DP) before 来 prefers 你; without them, 我. Both runs' dev
+    F1 is 1.0 from the first epoch (2026-11-28): best.pt, the first best epoch, is the same after
+    4 epochs as after tiny.yaml's 30 (你 0.90 / 0.55 with pseudo-DPs; 我 without)."""
     rng = random.Random(0)
     words = ["吃", "饭", "学校", "今天", "很", "好", "了", "吗"]
     prep = tmp_path / "prep"
@@ -415,7 +419,8 @@ def test_pseudo_dps_teach_a_pronoun_the_dp_labels_never_show(tmp_path):
     for rate in (0.0, 1.0):
         cfg = load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml",
                              [f"data.prepared={prep}", f"run_dir={tmp_path / f'run{rate}'}", "data.min_freq=1",
-                              "train.threads=1", "data.tune_on=annotated", f"model.pseudo_dp={rate}"])
+                              "train.threads=1", "data.tune_on=annotated", f"model.pseudo_dp={rate}",
+                              "train.max_epochs=4"])
         gen = DPGenerator.load(run(cfg) / "best.pt")
         probs = gen.distributions(probe)
         choice[rate] = [gen.labels[int(p[t, 1:].argmax()) + 1] for p, t in zip(probs, (1, 2))]
