@@ -194,10 +194,18 @@ def _dp_overrides(prep: Path, run_dir: Path) -> list[str]:
     return [f"data.prepared={prep}", f"run_dir={run_dir}"]
 
 
+@pytest.fixture(scope="module")
+def slice_dp_generator(slice_annotated, tmp_path_factory) -> Path:
+    """The run directory of ``doctrans train pipelines/dp/tiny.yaml`` on the slice's annotation
+    (one training shared by the tests below; they only read it)."""
+    run_dir = tmp_path_factory.mktemp("slice_dp") / "dp_run"
+    _invoke("train", REPO / "pipelines" / "dp" / "tiny.yaml", *_dp_overrides(slice_annotated, run_dir))
+    return run_dir
+
+
 @needs_kenlm
-def test_dp_generator_trained_on_the_slice_annotation(slice_annotated, tvsub_slice, tmp_path):
-    prep, run_dir, corpus = slice_annotated, tmp_path / "dp_run", tvsub_slice
-    _invoke("train", REPO / "pipelines" / "dp" / "tiny.yaml", *_dp_overrides(prep, run_dir))
+def test_dp_generator_trained_on_the_slice_annotation(slice_annotated, slice_dp_generator, tvsub_slice, tmp_path):
+    prep, run_dir, corpus = slice_annotated, slice_dp_generator, tvsub_slice
     assert (run_dir / "best.pt").is_file()
 
     gen = tmp_path / "test"
@@ -218,15 +226,14 @@ def test_dp_generator_trained_on_the_slice_annotation(slice_annotated, tvsub_sli
 
 
 @needs_kenlm
-def test_dp_table_discourse_columns(slice_annotated, tvsub_slice, tmp_path):
+def test_dp_table_discourse_columns(slice_annotated, slice_dp_generator, tvsub_slice, tmp_path):
     """``make dp-table``'s script with ``--discourse`` on tiny models: every single-input row gets
     contrastive accuracy scored on the input it translates, APT, cohesion and coherence; the
     N-best mixture rows get no contrastive figure."""
     prep, corpus = slice_annotated, tvsub_slice
-    nmt, gen = tmp_path / "nmt", tmp_path / "gen"
+    nmt, gen = tmp_path / "nmt", slice_dp_generator
     _invoke("train", REPO / "pipelines" / "transformer" / "tiny.yaml", f"data.prepared={prep}", f"run_dir={nmt}",
             "train.max_steps=4", "train.eval_every=4", "train.threads=1")
-    _invoke("train", REPO / "pipelines" / "dp" / "tiny.yaml", *_dp_overrides(prep, gen))
     out = _invoke("table", "dp", *["--baseline", str(nmt / "best.pt"), "--dp", str(nmt / "best.pt"), "--generator",
                     str(gen / "best.pt"), "--prepared", str(prep), "--data", str(corpus), "--out",
                     str(tmp_path / "table.md"), "--work", str(tmp_path / "work"), "--nbest", "2", "--beam", "1",
