@@ -97,7 +97,7 @@ CONTEXTS = {
     "concat": (TRANSFORMER, ["context={type: concat, context_sents: 1}"], 150),
     # the target-side concatenation (issue 52): the previous target, v<first word of m−2> v<…m−1> …, is
     # the decoder's prefix in training; translating, the model's own previous output (rolling history)
-    "tgt_concat": (TRANSFORMER, ["context={type: tgt_concat, context_sents: 1}"], 150),
+    "tgt_concat": (TRANSFORMER, ["context={type: tgt_concat, context_sents: 1}"], 100),
     "han_encoder": (TRANSFORMER, ["context={type: han, context_sents: 1, attach: encoder, heads: 4, d_ff: 128, "
                                   "dropout: 0.0}"], 150),
     "hrnn": (RNN, ["context={type: hrnn, context_sents: 3, init_enc: true, init_dec: true, auxi: true, "
