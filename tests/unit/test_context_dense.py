@@ -85,3 +85,20 @@ def test_dense_batches_upweight_dense_targets_with_their_context():
     again = dense_batches(data, dense, 0.5, 200, 2, seed=1, epoch=0)
     assert all(np.array_equal(a.rows, b.rows) for a, b in zip(specs, again))     # deterministic
     assert dense_batches(data, dense, 0.05, 200, 2, seed=1, epoch=0) == []
+
+
+def test_count_dense_command(tmp_path):
+    from click.testing import CliRunner
+
+    from doctrans.cli import cli
+
+    _prepared(tmp_path)
+    res = CliRunner().invoke(cli, ["annotate-dp", "count-dense", "-p", str(tmp_path), "--json"])
+    assert res.exit_code == 0, res.output
+    import json
+    assert json.loads(res.output)["context_dense"] == 3
+    res = CliRunner().invoke(cli, ["annotate-dp", "count-dense", "-p", str(tmp_path)])
+    assert res.exit_code == 0 and "8 lines, 5 with a dropped pronoun, 3 context-dense" in res.output
+    (tmp_path / "dp" / "train.dplabel").unlink()
+    res = CliRunner().invoke(cli, ["annotate-dp", "count-dense", "-p", str(tmp_path)])
+    assert res.exit_code != 0 and "annotate-dp" in res.output
