@@ -10,8 +10,8 @@ from doctrans.cli.options import NON_NEGATIVE
 @click.command("export", short_help="Export a checkpoint for another inference engine (CTranslate2).")
 @click.option("--format", "format_", type=click.Choice(["ctranslate2"]), default="ctranslate2", show_default=True,
               help="ctranslate2: a CTranslate2 model directory (pip install 'doctrans[ct2]').")
-@click.option("-c", "--checkpoint", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="A checkpoint written by `doctrans train`.")
+@click.option("-c", "--checkpoint", required=True,
+              help="A checkpoint written by `doctrans train`, or the name of a shipped model (`doctrans models`).")
 @click.option("-o", "--output", required=True, type=click.Path(), help="The model directory to write.")
 @click.option("--prepared", default="", help="Prepared dataset dir holding the BPE codes (older checkpoints only).")
 def export_cmd(format_, checkpoint, output, prepared) -> None:
@@ -21,8 +21,15 @@ def export_cmd(format_, checkpoint, output, prepared) -> None:
     sentence-level Transformer and the concatenation context model; others are refused with the
     list. An earlier export at OUTPUT is replaced; the directory is written atomically, with a
     MODEL_CARD.md."""
-    from doctrans.inference.export import export_ctranslate2
+    from pathlib import Path
 
+    from doctrans.inference.export import export_ctranslate2
+    from doctrans.runtime.shipped import resolve
+
+    checkpoint = resolve(checkpoint)
+    if not Path(checkpoint).is_file():
+        raise click.BadParameter(f"{checkpoint}: no such checkpoint file, nor a shipped model's name "
+                                 "(`doctrans models` lists them)", param_hint="-c/--checkpoint")
     out = export_ctranslate2(checkpoint, output, prepared)
     click.echo(f"exported {checkpoint} → {out} (translate: doctrans translate --engine ctranslate2 -c {out} …)")
 
