@@ -186,8 +186,6 @@ def ship(checkpoint: str | Path, name: str, kind: str, card: str, summary: str,
     parameters), and its ``index.json`` entry (``register``). Raises ValueError for an unknown
     ``kind``, a name that is not a plain file stem, a name already shipped without ``replace``
     (a shipped model is replaced only when asked), or a file over ``max_mb`` MB (removed again)."""
-    from doctrans.utils.io import atomic_write_text as write
-
     root = Path(root) if root is not None else shipped_dir()
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: expected one of {', '.join(KINDS)}")
@@ -202,7 +200,7 @@ def ship(checkpoint: str | Path, name: str, kind: str, card: str, summary: str,
         out.unlink()
         raise ValueError(f"{checkpoint}: {info['bytes'] / 1e6:.1f} MB in fp16, over the {max_mb:g} MB a shipped "
                          f"model may take")
-    write(root / f"{name}.md", card.rstrip() + f"\n\n## File\n\n`{name}.pt`: {info['bytes']:,} bytes, "
+    atomic_write_text(root / f"{name}.md", card.rstrip() + f"\n\n## File\n\n`{name}.pt`: {info['bytes']:,} bytes, "
           f"{info['params']:,} parameters (fp16), SHA-256 `{info['sha256']}`.\n")
     model = ShippedModel(name, kind, f"{name}.pt", info["sha256"], info["bytes"], f"{name}.md", summary, str(root))
     register(root, model)
