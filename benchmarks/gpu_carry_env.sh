@@ -14,5 +14,7 @@ fi
 if [ -f "$C/jieba.tgz" ]; then mkdir -p /tmp/site_jieba && tar xzf "$C/jieba.tgz" -C /tmp/site_jieba \
   && export PYTHONPATH=/tmp/site_jieba:${PYTHONPATH:-}; fi
 export PYTHONPATH=$ROOT:${PYTHONPATH:-}
-$PY -c "import subword_nmt, sacremoses, click, sacrebleu, jieba, opencc" || { echo "a package is missing: carry it (see above)"; exit 1; }
+# GPU_IMPORTS: the modules the calling script needs (a training-only script needs no jieba / OpenCC)
+GPU_IMPORTS=${GPU_IMPORTS:-"subword_nmt sacremoses click sacrebleu jieba opencc"}
+$PY -c "import ${GPU_IMPORTS// /, }" || { echo "a package is missing: carry it (see above)"; exit 1; }
 DT="$PY $ROOT/bin/doctrans"

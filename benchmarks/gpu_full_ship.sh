@@ -33,7 +33,7 @@ TOK=${TOK:-32768}; LR_SMALL=${LR_SMALL:-2e-3}; LR_BASE=${LR_BASE:-1e-3}; LR_S2=$
 WARMUP=${WARMUP:-1000}; EVAL=${EVAL:-500}; KEEP=${KEEP:-100}
 SHAPES=${SHAPES:-"transformer_6x2_d256 transformer_3x3_d256 transformer_base"}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-. "$ROOT/benchmarks/gpu_lib.sh"   # PY, DT, PYTHONPATH; gpu_unpack, gpu_banner, fp16_back, collect_into
+. "$ROOT/benchmarks/gpu_lib.sh"   # PY, DT, PYTHONPATH; gpu_unpack, gpu_banner, fp16_back, equal_update_point, collect_into
 W=${WORK:-/tmp/gpu_ship}; PREP=$W/prep
 rm -rf "$W"; gpu_unpack "$PREP" "$W/s1" "$W/s2" "$W/test"
 gpu_banner
@@ -87,15 +87,7 @@ for m in transformer:pipelines/quickstart.yaml tgt_concat:pipelines/context/tgt_
 done
 wait
 stamp "stage 2 done"; for m in transformer tgt_concat; do echo "-- $m"; tail -3 "$W/s2/$m.log"; done
-M=$($PY - "$W/s2" <<'PYEOF'
-import re, sys
-from pathlib import Path
-got = [{int(m.group(1)) for p in (Path(sys.argv[1]) / r).glob("checkpoint*.pt")
-        if (m := re.fullmatch(r"checkpoint(\d+)\.pt", p.name))} for r in ("transformer", "tgt_concat")]
-both = got[0] & got[1]
-print(max(both) if both else 0)
-PYEOF
-)
+M=$(equal_update_point "$W/s2/transformer" "$W/s2/tgt_concat")
 echo "equal-update point M = $M" | tee -a "$W/choice.txt"
 pick() { if [ "$M" -gt 0 ]; then echo "$W/s2/$1/checkpoint$M.pt"; else echo "$W/s2/$1/last.pt"; fi; }
 

@@ -5,6 +5,8 @@
 #   gpu_banner         the log's head: the GPU (nvidia-smi -L), torch and CUDA, the commit, the UTC time
 #   fp16_back SRC NAME [strip]   SRC's weights in fp16 as OUT/NAME.fp16.pt, split in 15 MiB parts
 #                      (NAME.fp16.pt.part-aa …; `cat` them back); strip: without optimizer/rng state
+#   equal_update_point RUN_A RUN_B   the last STEP with checkpoint{STEP}.pt in both run dirs (0: none):
+#                      two runs from one start compared at equal updates
 #   collect_into DIR TGZ PATTERNS   the files under DIR matching PATTERNS (one quoted, space-separated
 #                      string, expanded in DIR; unmatched ones skipped silently) → OUT/TGZ
 . "$ROOT/benchmarks/gpu_carry_env.sh"
@@ -33,6 +35,11 @@ if strip:
 torch.save(ck, dst)
 PYEOF
   (cd "$OUTD" && split -b 15M "$2.fp16.pt" "$2.fp16.pt.part-" && rm "$2.fp16.pt")
+}
+
+equal_update_point() {
+  comm -12 <(ls "$1" | sed -n 's/^checkpoint\([0-9]*\)\.pt$/\1/p' | sort) \
+           <(ls "$2" | sed -n 's/^checkpoint\([0-9]*\)\.pt$/\1/p' | sort) | sort -n | tail -1 | grep . || echo 0
 }
 
 collect_into() {
