@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from doctrans.cli.options import NON_NEGATIVE, POSITIVE
+from doctrans.evaluation.metrics import corpus_metrics, metric_options
 
 
 class _ScoreGroup(click.Group):
@@ -71,6 +72,19 @@ def _model_options(f):
                         help="Tokens per scoring batch.")(f)
 
 
+_OPTION_TYPES = {"file": click.Path(exists=True, dir_okay=False), "positive": POSITIVE, "non_negative": NON_NEGATIVE}
+
+
+def _metric_options(f):
+    """The options of the metric table's rows (``evaluation/metrics/``: ``Option``s with a flag),
+    in table order, each passed to ``ScoreConfig`` under its name."""
+    for opt in reversed([o for o in metric_options().values() if o.flag]):
+        kw = {"is_flag": True} if opt.type == "flag" else {"type": _OPTION_TYPES.get(opt.type)}
+        f = click.option(opt.flag, opt.name, default=opt.default, show_default=opt.show_default, help=opt.help,
+                         metavar=opt.metavar, **kw)(f)
+    return f
+
+
 @score_grp.command("bleu", epilog=_BLEU_EPILOG,
                    short_help="HYP against references: BLEU, chrF, significance, discourse columns (default).")
 @click.argument("hyp", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
@@ -83,47 +97,17 @@ def _model_options(f):
 @click.option("--refs-tokenized/--refs-detok", "refs_tokenized", default=None,
               help="Whether the references are Moses-tokenized [default: detected; no evidence: yes for .sgm, no "
                    "for plain text].")
-@click.option("--metrics", default=",".join(("bleu_tok_lc", "sacrebleu", "chrf")), show_default=True,
-              help="Comma-separated subset of bleu_tok_lc,sacrebleu,chrf.")
+@click.option("--metrics", default=",".join(corpus_metrics()), show_default=True,
+              help=f"Comma-separated subset of {','.join(corpus_metrics())}.")
 @click.option("--detok-case", type=click.Choice(["auto", "lc", "mixed"]), default="auto", show_default=True,
               help="Case handling of sacrebleu/chrf; auto = case-insensitive iff all references are lowercase.")
 @click.option("--no-split-hyphens", is_flag=True,
               help="bleu_tok_lc: do not split hyphens Moses-style (mix-up -> mix @-@ up) on both sides.")
 @_json_out_options
-@click.option("--baseline", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="A baseline hypothesis (same format as HYP): adds paired bootstrap resampling (sacrebleu, "
-                   "Koehn 2004) and the sign test of HYP vs it, in the bleu_tok_lc setting.")
-@click.option("--bootstrap", type=POSITIVE, default=1000, show_default=True,
-              help="Paired-bootstrap samples (with --baseline).")
-@click.option("--base", type=click.Path(exists=True, dir_okay=False),
-              help="With --oracle: the segmented source (test.seg.zh), for DP translation recall.")
-@click.option("--oracle", type=click.Path(exists=True, dir_okay=False),
-              help="With --base: the oracle DP-inserted source (test.oracle-dp.seg.zh): adds DP translation recall "
-                   "of HYP (share of the dropped pronouns the reference realises that HYP realises too).")
-@click.option("--cohesion", is_flag=True,
-              help="Add lexical cohesion (Wong & Kit 2012; lemma repetition) of HYP and the first reference, per "
-                   "document (--docs or an .sgm reference).")
-@click.option("--cohesion-window", type=NON_NEGATIVE, default=0, show_default=True,
-              help="--cohesion over consecutive windows of this many lines of each document (0: whole documents; "
-                   "a subtitle episode of 300–800 lines repeats nearly every content word, so whole-episode "
-                   "cohesion saturates).")
-@click.option("--docs", type=click.Path(exists=True, dir_okay=False),
-              help="--cohesion, --lsa: doc_id<TAB>position per line (as PREP/test.docs) [default: from an .sgm -r].")
-@click.option("--lsa", type=click.Path(exists=True, dir_okay=False),
-              help="Add coherence (Foltz et al. 1998: adjacent-sentence cosine in LSA space, and averaged word "
-                   "vectors): an LSA model (.pkl) or a tokenized English corpus to fit one on (e.g. "
-                   "PREP/train.tok.en; cached beside it).")
-@click.option("--apt", "apt_src", type=click.Path(exists=True, dir_okay=False),
-              help="Add APT pronoun and noun translation accuracy (Miculicich Werlen & Popescu-Belis 2017): the "
-                   "segmented source (e.g. test.seg.zh) aligned with eflomal to the first reference and to HYP.")
-@click.option("--apt-corpus", default=None, metavar="PREFIX",
-              help="--apt: tokenized parallel text PREFIX.zh / PREFIX.en (e.g. PREP/train.tok, first 50,000 "
-                   "lines) aligned alongside, for better alignments.")
+@_metric_options
 def score_bleu_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool | None, refs_tokenized: bool | None,
                    metrics: str, detok_case: str, no_split_hyphens: bool, as_json: bool, out: str | None,
-                   baseline: str | None, bootstrap: int, base: str | None, oracle: str | None, cohesion: bool,
-                   cohesion_window: int, docs: str | None, lsa: str | None, apt_src: str | None,
-                   apt_corpus: str | None) -> None:
+                   **options) -> None:
     """Score HYP (a file, or - for stdin) against references with sacrebleu; prints each score
     with its signature.
 
@@ -146,16 +130,14 @@ def score_bleu_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool | None, 
 
     from doctrans.evaluation import score
 
-    if (base is None) != (oracle is None):
-        raise click.UsageError("DP translation recall needs both --base and --oracle")
-    cfg = score.ScoreConfig(
-        hyp=hyp, refs=tuple(refs), hyp_tokenized=hyp_tokenized, refs_tokenized=refs_tokenized,
-        metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()),
-        lowercase_detok={"auto": None, "lc": True, "mixed": False}[detok_case],
-        split_hyphens=not no_split_hyphens, fmt="json" if as_json else "table", out=out,
-        baseline=baseline, bootstrap=bootstrap, dp_base=base, dp_oracle=oracle, cohesion=cohesion, lsa=lsa,
-        cohesion_window=cohesion_window, docs=docs, apt_src=apt_src, apt_corpus=apt_corpus,
-    )
+    try:
+        cfg = score.ScoreConfig(
+            hyp=hyp, refs=tuple(refs), hyp_tokenized=hyp_tokenized, refs_tokenized=refs_tokenized,
+            metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()),
+            lowercase_detok={"auto": None, "lc": True, "mixed": False}[detok_case],
+            split_hyphens=not no_split_hyphens, fmt="json" if as_json else "table", out=out, **options)
+    except score.ScoreOptionError as e:
+        raise click.UsageError(str(e)) from None
     result = score.run(cfg)
     click.echo(result.read_text(encoding="utf-8") if isinstance(result, Path) else score.render(result, cfg.fmt),
                nl=False)

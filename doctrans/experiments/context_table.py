@@ -69,7 +69,8 @@ def slug(name: str) -> str:
 
 def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
                 options: tuple[str, ...] = ()) -> tuple[dict, Path]:
-    from doctrans.evaluation.score import ScoreConfig, discourse_columns, score_files
+    from doctrans.evaluation.metrics import metric_columns
+    from doctrans.evaluation.score import ScoreConfig, score_files
     from doctrans.inference.translate import TranslateConfig, Translator
     from doctrans.models.interface import reads_documents
     from doctrans.runtime.checkpoint import load_checkpoint
@@ -125,7 +126,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
         boot = res["dp_recall"].get("bootstrap")
         if boot:                                            # against the first row (paired bootstrap over lines)
             row["dp_recall_p"], row["dp_recall_ci95"] = boot["p_value"], boot["ci95"]
-    row.update(discourse_columns(res))
+    row.update(metric_columns(res))
     if args.discourse or args.usage:
         if options:
             raise SystemExit(f"--discourse/--usage with --context-option ({name}): the discourse columns score the "

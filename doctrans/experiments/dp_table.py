@@ -93,7 +93,8 @@ def translate_row(loaded: dict, cfg, lines: list[str]) -> list[str]:
 
 def run(args: DPTableConfig) -> Path:
     """Translate and score every row, write ``args.out`` (and WORK/rows.json); returns ``args.out``."""
-    from doctrans.evaluation.score import ScoreConfig, discourse_columns, score_files
+    from doctrans.evaluation.metrics import metric_columns
+    from doctrans.evaluation.score import ScoreConfig, score_files
     from doctrans.inference.translate import TranslateConfig
 
     prep, data, work = Path(args.prepared), Path(args.data), Path(args.work)
@@ -145,7 +146,7 @@ def run(args: DPTableConfig) -> Path:
                "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"]}
         if dp:
             row["dp_recall"] = res["dp_recall"]["recall"]
-        row.update(discourse_columns(res))
+        row.update(metric_columns(res))
         if args.discourse and (not key.startswith("dp_") or key == "dp_1best"):
             row.update(_contrastive(ckpt, cfg, tok, docs, args))
         if "significance" in res:
