@@ -15,7 +15,7 @@ def table_grp() -> None:
 
 
 def _table_options(out: str, work: str):
-    """The options every table shares."""
+    """The options every table shares (``experiments.base.TableConfig``)."""
     def deco(f):
         for opt in reversed([
             click.option("--prepared", default="data/quickstart", show_default=True,
@@ -34,6 +34,13 @@ def _table_options(out: str, work: str):
             f = opt(f)
         return f
     return deco
+
+
+def _run_table_options(f):
+    """The options of the tables whose rows are run directories (context, rec: ``RunTableConfig``)."""
+    f = click.option("--checkpoint", type=click.Choice(["last", "best"]), default="last", show_default=True,
+                     help="Which checkpoint of each run translates (last: equal updates).")(f)
+    return click.option("--ref", default="", help="Test references (SGML) [default: DATA/test/test.ref.sgm].")(f)
 
 
 def _nbest_list(ctx, param, value: str) -> tuple[int, ...]:
@@ -95,9 +102,7 @@ def _system_spec(ctx, param, values: tuple[str, ...]) -> list[tuple[str, "Path"]
 @click.option("--system", "systems", multiple=True, required=True, metavar="NAME=RUN_DIR", callback=_system_spec,
               help="A row: its name and run directory (the first row is the baseline). Repeatable.")
 @_table_options("results/context_table.md", "results/context_table")
-@click.option("--ref", default="", help="Test references (SGML) [default: DATA/test/test.ref.sgm].")
-@click.option("--checkpoint", type=click.Choice(["last", "best"]), default="last", show_default=True,
-              help="Which checkpoint of each run translates (last: equal updates).")
+@_run_table_options
 @click.option("--discourse", is_flag=True,
               help="Add CXMI and contrastive pronoun accuracy per system (a few minutes each; docs/discourse.md).")
 @click.option("--usage", is_flag=True,
@@ -173,9 +178,7 @@ def table_context_cmd(systems, context_options, tables, **kw) -> None:
 @click.option("--generator", default="", help="The external DP generator: its 1-best completion of the test source "
                                               "heads the DP prediction table (P/R/F against the hand oracle).")
 @_table_options("results/rec_table.md", "results/rec_table")
-@click.option("--ref", default="", help="Test references (SGML) [default: DATA/test/test.ref.sgm].")
-@click.option("--checkpoint", type=click.Choice(["last", "best"]), default="last", show_default=True,
-              help="Which checkpoint of each run translates (last: equal updates).")
+@_run_table_options
 @click.option("--discourse", is_flag=True, help="Add contrastive DP / overt pronoun accuracy per row (minutes each).")
 @click.option("--skip-missing", is_flag=True, help="Skip a row whose run has no checkpoint yet (with a warning).")
 def table_rec_cmd(systems, row_options, **kw) -> None:

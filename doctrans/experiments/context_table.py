@@ -21,28 +21,24 @@ context-needed, McNemar's test against the first row on the context-needed and D
 minute or two per system (``make quickstart``); ``--lone`` adds each context model's BLEU with
 every test line its own document (the empty context everywhere). The file ends with the line of
 ``utils.provenance.provenance_line``: the git commit of the doctrans checkout (``(modified)``
-with uncommitted changes, ``unknown`` outside git), the date and the machine.
+with uncommitted changes, ``unknown`` outside git), the date, the machine and the command. The
+settings, scoring (the metric table's columns), the contrastive and discourse columns and that
+line are the table base's (``experiments/base.py``).
 """
 from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from doctrans.experiments.base import (RunTableConfig, column_table, contrastive_columns, contrastive_dir,
+                                       discourse_columns, p_values, score, slug, train_speed, write_rows, write_table)
 from doctrans.training.metrics import read_metrics
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
-from doctrans.utils.provenance import provenance_line
 
 logger = logging.getLogger(__name__)
-
-
-def train_speed(run_dir: Path) -> float:
-    recs = [r["tok_per_s"] for r in read_metrics(run_dir / "metrics.jsonl") if r.get("kind") == "train"
-            and "tok_per_s" in r]
-    return sum(recs) / len(recs) if recs else float("nan")
 
 
 def _peak_memory(run_dir: Path) -> float:
@@ -53,26 +49,10 @@ def _peak_memory(run_dir: Path) -> float:
     return max(recs) if recs else float("nan")
 
 
-def recall_delta(r: dict, b: dict) -> str:
-    """`` (+6.2, p 0.004)``: a row's DP recall against the first row's ``b``, in points, with the
-    paired bootstrap p-value over lines (``evaluation.dp_recall.dp_recall_bootstrap``); empty for
-    the first row or a row without one."""
-    if r is b or r.get("dp_recall_p") is None or b.get("dp_recall") is None or r.get("dp_recall") is None:
-        return ""
-    return f" ({(r['dp_recall'] - b['dp_recall']) * 100:+.1f}, p {r['dp_recall_p']:.3f})"
-
-
-def slug(name: str) -> str:
-    """A file-name-safe form of a row name (``+Gating Auxi`` → ``_Gating_Auxi``)."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
-
-
 def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
                 options: tuple[str, ...] = ()) -> tuple[dict, Path]:
     from doctrans.evaluation.metrics import metric_columns
-    from doctrans.evaluation.score import ScoreConfig, score_files
     from doctrans.inference.translate import TranslateConfig, Translator
-    from doctrans.models.interface import reads_documents
     from doctrans.runtime.checkpoint import load_checkpoint
 
     prep, work = Path(args.prepared), Path(args.work)
@@ -104,29 +84,11 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
         atomic_write_lines(hyp, tr.translate(lines, doc_ids=doc_ids))
         dt = time.perf_counter() - t0
         atomic_write_text(done, json.dumps({**stamp, "decode_s": dt, "date": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
-    ref = references(args)
-    seg, oracle = Path(args.data) / "test" / "test.seg.zh", Path(args.data) / "test" / "test.oracle-dp.seg.zh"
-    dp = seg.is_file() and oracle.is_file()
-    res = score_files(ScoreConfig(hyp=str(hyp), refs=(ref,), hyp_tokenized=True,
-                                  metrics=("bleu_tok_lc", "sacrebleu"),
-                                  baseline=None if base_hyp is None else str(base_hyp), bootstrap=args.bootstrap,
-                                  dp_base=str(seg) if dp else None, dp_oracle=str(oracle) if dp else None,
-                                  cohesion=args.discourse, lsa=_lsa_corpus(args),
-                                  apt_src=str(prep / "test.tok.zh") if args.discourse else None,
-                                  apt_corpus=str(prep / "train.tok") if args.discourse and (
-                                      prep / "train.tok.zh").is_file() else None))
-    row = {"system": name, "run": str(run_dir), "options": list(options), "updates": load_checkpoint(ckpt)["state"]["step"],
-           "bleu": res["bleu_tok_lc"]["score"], "sacrebleu": res["sacrebleu"]["score"],
-           "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"],
-           "params_m": params_m, "engine": engine,
-           "train_tok_s": train_speed(run_dir), "decode_sent_s": len(lines) / dt,
+    res = score(args, hyp, ("bleu_tok_lc", "sacrebleu"), baseline=base_hyp, text=args.discourse)
+    row = {"system": name, "run": str(run_dir), "options": list(options),
+           "updates": load_checkpoint(ckpt)["state"]["step"], **metric_columns(res), "params_m": params_m,
+           "engine": engine, "train_tok_s": train_speed(run_dir), "decode_sent_s": len(lines) / dt,
            "peak_rss_gib": _peak_memory(run_dir)}
-    if dp:
-        row["dp_recall"] = res["dp_recall"]["recall"]
-        boot = res["dp_recall"].get("bootstrap")
-        if boot:                                            # against the first row (paired bootstrap over lines)
-            row["dp_recall_p"], row["dp_recall_ci95"] = boot["p_value"], boot["ci95"]
-    row.update(metric_columns(res))
     if args.discourse or args.usage:
         if options:
             raise SystemExit(f"--discourse/--usage with --context-option ({name}): the discourse columns score the "
@@ -135,10 +97,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
     if args.lone and tr.reads_documents:
         lone = work / f"test.{slug(name)}.lone.hyp"
         atomic_write_lines(lone, tr.translate(lines, doc_ids=[f"line{i}" for i in range(len(lines))]))
-        row["lone_bleu"] = score_files(ScoreConfig(hyp=str(lone), refs=(ref,), hyp_tokenized=True,
-                                                   metrics=("bleu_tok_lc",)))["bleu_tok_lc"]["score"]
-    if "significance" in res:
-        row.update(p_values(res))
+        row["lone_bleu"] = score(args, lone, dp=False)["bleu_tok_lc"]["score"]
     logger.info("%s: BLEU %.2f, %.1f sent/s", name, row["bleu"], row["decode_sent_s"])
     return row, hyp
 
@@ -162,33 +121,22 @@ def _engine(name: str, tr, args, options: tuple[str, ...]) -> str:
     return f"ctranslate2 {args.compute_type}"
 
 
-def _lsa_corpus(args) -> str | None:
-    """With --discourse: the English training side of the prepared data, for coherence's LSA."""
-    corpus = Path(args.prepared) / "train.tok.en"
-    return str(corpus) if args.discourse and corpus.is_file() else None
-
-
 def _discourse(ckpt: Path, lines: list[str], doc_ids: list[str], args) -> dict:
     """CXMI (real vs empty and vs random context, nats per sentence), P-CXMI of pronouns (nats
     per word, vs empty) and contrastive pronoun accuracy (DP / overt / context-needed / all, and
     the per-item results) of one checkpoint (issues 17, 29)."""
-    from doctrans.evaluation.contrastive import table_columns
     from doctrans.evaluation.cxmi import compute_cxmi, load_scoring_set
     from doctrans.models.interface import reads_documents
 
     refs = read_lines(Path(args.prepared) / "test.tok.en")
     s = load_scoring_set(str(ckpt), lines, refs, doc_ids, tokenized=True)
-    contrastive = table_columns(str(ckpt), _set_dir(args), Path(args.data))
+    contrastive = contrastive_columns(ckpt, args)
     if not reads_documents(s.model):                 # a sentence model ignores its context: exactly 0
         return {"cxmi": 0.0, "cxmi_random": 0.0, "pcxmi_pronoun": 0.0, **contrastive}
     both = compute_cxmi(s.model, s.src, s.tgt, s.doc, s.targets, conditions=("empty", "random"))
     cx = both["empty"]
     return {"cxmi": cx["cxmi"], "cxmi_random": both["random"]["cxmi"],
             "pcxmi_pronoun": cx["by_class"].get("pronoun", {}).get("mean_pcxmi", float("nan")), **contrastive}
-
-
-def _set_dir(args) -> Path:
-    return Path(args.contrastive) if args.contrastive else Path(args.work) / "contrastive_test"
 
 
 def _mcnemar_columns(rows: list[dict], args) -> None:
@@ -198,7 +146,7 @@ def _mcnemar_columns(rows: list[dict], args) -> None:
 
     if len(rows) < 2 or "contrastive_per_item" not in rows[0]:
         return
-    items = read_set(_set_dir(args))[3]
+    items = read_set(contrastive_dir(args))[3]
     base = rows[0]["contrastive_per_item"]
     for r in rows[1:]:
         if "contrastive_per_item" not in r:
@@ -251,18 +199,14 @@ def render(rows: list[dict], title: str = "") -> str:
     if len({r.get("engine", "native") for r in rows}) > 1:
         lines += ["", "Rows were decoded by different engines (named in the decode column): their decoding speeds "
                       "compare the engines too."]
-    def cell(r, k, fmt):
-        return format(r[k], fmt) if k in r else "—"
     if any("cxmi_random" in r or "lone_bleu" in r for r in rows):
-        lines += ["", "| system | DP recall | contrastive all | DP | overt | context-needed | McNemar p DP / "
-                      "context-needed | CXMI vs empty | CXMI vs random | lone-sentence BLEU |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        for r in rows:
-            lines.append(f"| {r['system']} | {cell(r, 'dp_recall', '.1%')}{recall_delta(r, b)} | {cell(r, 'contrastive', '.1%')} "
-                         f"| {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
-                         f"| {cell(r, 'contrastive_context_needed', '.1%')} "
-                         f"| {cell(r, 'mcnemar_dp_p', '.3f')} / {cell(r, 'mcnemar_cn_p', '.3f')} "
-                         f"| {cell(r, 'cxmi', '+.3f')} | {cell(r, 'cxmi_random', '+.3f')} | {cell(r, 'lone_bleu', '.2f')} |")
+        usage = [("DP recall", "dp_recall", ".1%"), ("contrastive all", "contrastive", ".1%"),
+                 ("DP", "contrastive_dp", ".1%"), ("overt", "contrastive_overt", ".1%"),
+                 ("context-needed", "contrastive_context_needed", ".1%"),
+                 ("McNemar p DP / context-needed", "mcnemar_dp_p / mcnemar_cn_p", ".3f"),
+                 ("CXMI vs empty", "cxmi", "+.3f"), ("CXMI vs random", "cxmi_random", "+.3f"),
+                 ("lone-sentence BLEU", "lone_bleu", ".2f")]
+        lines += ["", *column_table(rows, usage)]
         n_cn = b.get("contrastive_context_needed_items", "?")
         lines += ["", f"Context usage (docs/discourse.md): contrastive = the model scores the reference above every "
                       f"same-case pronoun swap (TVsub test; DP / overt items; context-needed: the {n_cn} DP items whose "
@@ -271,21 +215,9 @@ def render(rows: list[dict], title: str = "") -> str:
                       "document context (nats per sentence; 0: context unused); lone-sentence BLEU: every test line "
                       "translated as its own document (context models only)."]
     if args_discourse(rows) and any("dp_recall" in r or "cxmi" in r for r in rows):
-        lines += ["", "| system | EN pronouns | DP recall | contrastive DP | contrastive overt | contrastive all "
-                      "| APT pronouns | APT nouns | CXMI (nats/sent) | P-CXMI pronouns (nats/word) | cohesion "
-                      "| coherence (LSA) |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-
-        for r in rows:
-            lines.append(f"| {r['system']} | {r['pronouns']} | {cell(r, 'dp_recall', '.1%')}{recall_delta(r, b)} "
-                         f"| {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
-                         f"| {cell(r, 'contrastive', '.1%')} | {cell(r, 'apt_pronoun', '.1%')} "
-                         f"| {cell(r, 'apt_noun', '.1%')} | {cell(r, 'cxmi', '+.3f')} "
-                         f"| {cell(r, 'pcxmi_pronoun', '+.4f')} | {cell(r, 'cohesion', '.4f')} "
-                         f"| {cell(r, 'coherence', '.4f')} |")
-        if "ref_cohesion" in b:
-            lines.append(f"| reference 1 | {b['ref_pronouns'][0]} | — | — | — | — | — | — | — | — "
-                         f"| {cell(b, 'ref_cohesion', '.4f')} | {cell(b, 'ref_coherence', '.4f')} |")
+        lines += ["", *column_table(rows, discourse_columns(
+            "pronouns", "dp_recall", "contrastive_dp", "contrastive_overt", "contrastive", "apt_pronoun", "apt_noun",
+            "cxmi", "pcxmi_pronoun", "cohesion", "coherence"), reference=True)]
         lines += ["", "Discourse columns (docs/discourse.md): DP recall = share of the hand-annotated dropped pronouns "
                       "the first reference realises that the translation realises too (in brackets: the difference to the "
                       "first row in points, paired bootstrap p over lines); contrastive = the model scores "
@@ -298,24 +230,18 @@ def render(rows: list[dict], title: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True)
-class ContextTableConfig:
-    """The settings of ``doctrans table context`` (its options, same names)."""
+@dataclass(frozen=True, kw_only=True)
+class ContextTableConfig(RunTableConfig):
+    """The settings of ``doctrans table context`` (its options, same names; the shared ones are
+    ``RunTableConfig``'s; ``discourse``: CXMI, contrastive pronoun accuracy, APT, cohesion and
+    coherence per system)."""
 
-    prepared: str = "data/quickstart"
-    data: str = "../shared/corpora/tvsub"
-    ref: str = ""                       # test references (SGML) [default: DATA/test/test.ref.sgm]
-    checkpoint: str = "last"            # last | best: which checkpoint of each run
     out: str = "results/context_table.md"
     work: str = "results/context_table"
-    beam: int = 5
-    bootstrap: int = 1000
-    discourse: bool = False             # add CXMI and contrastive pronoun accuracy per system
     engine: str = "native"              # native | ctranslate2: rows CTranslate2 can run decode with it
     compute_type: str = "int8"          # --engine ctranslate2: CTranslate2's compute type
     usage: bool = False                 # only the context-usage columns (CXMI vs empty/random, contrastive)
     lone: bool = False                  # also BLEU with every test line its own document (context models)
-    contrastive: str = ""               # contrastive set directory [default: built under WORK]
     threads: int = 0                    # torch threads (and CTranslate2's) of this process; 0 = torch's count
 
 
@@ -337,12 +263,9 @@ def run(systems: list[tuple[str, Path]], args: ContextTableConfig, options: dict
         base_hyp = base_hyp or hyp
         rows[name], hyps[name] = row, hyp
     _mcnemar_columns(list(rows.values()), args)
-    atomic_write_text(Path(args.work) / "rows.json", json.dumps(list(rows.values()), indent=1) + "\n")
-    out = Path(args.out)
-    stamp = f"\n{provenance_line()}\n"
+    write_rows(args, list(rows.values()))
     if not tables:
-        atomic_write_text(out, render(list(rows.values())) + stamp)
-        return out
+        return write_table(args, render(list(rows.values())))
     parts = []
     for title, members in tables:
         table_rows = [dict(rows[m]) for m in members]
@@ -352,26 +275,10 @@ def run(systems: list[tuple[str, Path]], args: ContextTableConfig, options: dict
             for r, m in zip(table_rows[1:], members[1:]):
                 r.update(_significance(hyps[m], hyps[members[0]], args))
         parts.append(render(table_rows, title))
-    atomic_write_text(out, "\n".join(parts) + stamp)
-    return out
+    return write_table(args, "\n".join(parts))
 
 
 def _significance(hyp: Path, base_hyp: Path, args) -> dict:
     """Paired bootstrap and sign-test p-values of ``hyp`` against ``base_hyp`` (3-reference BLEU,
     the thesis setting)."""
-    from doctrans.evaluation.score import ScoreConfig, score_files
-    return p_values(score_files(ScoreConfig(hyp=str(hyp), refs=(references(args),), hyp_tokenized=True,
-                                             metrics=("bleu_tok_lc",), baseline=str(base_hyp),
-                                             bootstrap=args.bootstrap)))
-
-
-def references(args) -> str:
-    """The test references: ``--ref``, else DATA/test/test.ref.sgm."""
-    return args.ref or str(Path(args.data) / "test" / "test.ref.sgm")
-
-
-def p_values(res: dict) -> dict:
-    """``score_files``' significance (``res["significance"]``) as the row's bootstrap_p / sign_p."""
-    sig = res["significance"]
-    return {"bootstrap_p": sig["paired_bootstrap"]["p_value"], "sign_p": sig["sign_test"]["p_value"]}
-
+    return p_values(score(args, hyp, baseline=base_hyp, dp=False))

@@ -13,19 +13,22 @@
 
 and scores each in the thesis setting (tokenized, lowercased BLEU, 3 references) with paired
 bootstrap and sign test against the baseline, counts English pronouns in each output (Table
-6.8), and times 1-best vs N-best decoding of the same model and beam.
+6.8), and times 1-best vs N-best decoding of the same model and beam. The settings, the scoring
+(the metric table's columns), the discourse columns and the provenance line at the end of the file
+(commit, date, machine, command) are the table base's (``experiments/base.py``).
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctrans.dp.pronouns import CHINESE_PRONOUNS
 from doctrans.dp.agreement import base_chars, extract_dps, project_offsets
-from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
+from doctrans.dp.pronouns import CHINESE_PRONOUNS
+from doctrans.experiments.base import (TableConfig, column_table, contrastive_columns, discourse_columns, score,
+                                       write_rows, write_table)
+from doctrans.utils.io import atomic_write_lines, read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -58,23 +61,18 @@ def oracle_onto_tokens(tokens: list[str], oracle_base: str, oracle_line: str) ->
     return out
 
 
-@dataclass(frozen=True)
-class DPTableConfig:
-    """The settings of ``doctrans table dp`` (its options, same names)."""
+@dataclass(frozen=True, kw_only=True)
+class DPTableConfig(TableConfig):
+    """The settings of ``doctrans table dp`` (its options, same names; the shared ones are
+    ``TableConfig``'s; ``discourse``: contrastive, APT, cohesion and coherence columns)."""
 
     baseline: str                       # the sentence-level Transformer (original input)
     dp: str                             # the +DPs Transformer
     generator: str                      # the DP generator (doctrans train pipelines/dp/...)
     dpp: str = ""                       # the +DPPs Transformer (row left out when empty)
-    prepared: str = "data/quickstart"
-    data: str = "../shared/corpora/tvsub"
     out: str = "results/dp_table.md"
     work: str = "results/dp_table"
     nbest: tuple[int, ...] = (2, 4, 6, 8)
-    beam: int = 5
-    bootstrap: int = 1000
-    discourse: bool = False
-    contrastive: str = ""               # contrastive set directory [default: built into WORK]
 
 
 def translate_row(loaded: dict, cfg, lines: list[str]) -> list[str]:
@@ -94,12 +92,10 @@ def translate_row(loaded: dict, cfg, lines: list[str]) -> list[str]:
 def run(args: DPTableConfig) -> Path:
     """Translate and score every row, write ``args.out`` (and WORK/rows.json); returns ``args.out``."""
     from doctrans.evaluation.metrics import metric_columns
-    from doctrans.evaluation.score import ScoreConfig, score_files
     from doctrans.inference.translate import TranslateConfig
 
     prep, data, work = Path(args.prepared), Path(args.data), Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    ref = str(data / "test" / "test.ref.sgm")
     tok = read_lines(prep / "test.tok.zh")
     docs = str(prep / "test.docs")
     oracle = [" ".join(oracle_onto_tokens(t.split(), b, o)) for t, b, o in zip(
@@ -129,36 +125,17 @@ def run(args: DPTableConfig) -> Path:
         t0 = time.time()
         atomic_write_lines(hyp, translate_row(loaded, cfg, read_lines(cfg.input)))
         dt = time.time() - t0
-        seg, oracle = data / "test" / "test.seg.zh", data / "test" / "test.oracle-dp.seg.zh"
-        dp = seg.is_file() and oracle.is_file()
-        lsa = prep / "train.tok.en"
-        res = score_files(ScoreConfig(hyp=str(hyp), refs=(ref,), hyp_tokenized=True, metrics=("bleu_tok_lc",),
-                                      baseline=None if base_hyp is None else str(base_hyp),
-                                      bootstrap=args.bootstrap, dp_base=str(seg) if dp else None,
-                                      dp_oracle=str(oracle) if dp else None, cohesion=args.discourse,
-                                      lsa=str(lsa) if args.discourse and lsa.is_file() else None,
-                                      apt_src=str(prep / "test.tok.zh") if args.discourse else None,
-                                      apt_corpus=str(prep / "train.tok") if args.discourse and (
-                                          prep / "train.tok.zh").is_file() else None))
+        res = score(args, hyp, baseline=base_hyp, text=args.discourse)
         if base_hyp is None:
             base_hyp = hyp
-        row = {"system": name, "key": key, "bleu": res["bleu_tok_lc"]["score"], "decode_s": round(dt, 1),
-               "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"]}
-        if dp:
-            row["dp_recall"] = res["dp_recall"]["recall"]
-        row.update(metric_columns(res))
+        row = {"system": name, "key": key, "decode_s": round(dt, 1), **metric_columns(res)}
         if args.discourse and (not key.startswith("dp_") or key == "dp_1best"):
             row.update(_contrastive(ckpt, cfg, tok, docs, args))
-        if "significance" in res:
-            row["bootstrap_p"] = res["significance"]["paired_bootstrap"]["p_value"]
-            row["sign_p"] = res["significance"]["sign_test"]["p_value"]
         rows.append(row)
         logger.info("%s: BLEU %.2f (%.1f s)", name, row["bleu"], dt)
-    atomic_write_text(work / "rows.json", json.dumps(rows, indent=1) + "\n")
+    write_rows(args, rows)
     src_pron = sum(1 for line in tok for t in line.split() if t in CHINESE_PRONOUNS)
-    out = Path(args.out)
-    atomic_write_text(out, render(rows, src_pron))
-    return out
+    return write_table(args, render(rows, src_pron))
 
 
 def _contrastive(ckpt: str, cfg, tok: list[str], docs: str, args) -> dict:
@@ -166,15 +143,13 @@ def _contrastive(ckpt: str, cfg, tok: list[str], docs: str, args) -> dict:
     test source itself, the generator's 1-best DP (or DPP) completion of it, or an oracle input
     file (N-best mixtures have no single input and get none)."""
     from doctrans.dp.apply import DPInputVariants
-    from doctrans.evaluation.contrastive import table_columns
 
     if cfg.dp_generator:
         variants = DPInputVariants(cfg.dp_generator, cfg.dp_input, nbest=1, combine="1best", docs=docs)(tok)
         source = [v[0][0] if v else "" for v in variants]
     else:
         source = read_lines(cfg.input)
-    set_dir = Path(args.contrastive) if args.contrastive else Path(args.work) / "contrastive_test"
-    return table_columns(ckpt, set_dir, Path(args.data), source)
+    return contrastive_columns(ckpt, args, source)
 
 
 def render(rows: list[dict], src_pronouns: int) -> str:
@@ -192,18 +167,9 @@ def render(rows: list[dict], src_pronouns: int) -> str:
                      f"{r['pronouns']} | {rec} | {r['decode_s']}{ratio} |")
     refs = rows[0]["ref_pronouns"]
     if any("contrastive" in r or "cohesion" in r for r in rows):
-        def cell(r, k, fmt):
-            return format(r[k], fmt) if k in r else "—"
-        lines += ["", "| system | contrastive DP | contrastive overt | contrastive all | APT pronouns | APT nouns "
-                      "| cohesion | coherence (LSA) |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        for r in rows:
-            lines.append(f"| {r['system']} | {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
-                         f"| {cell(r, 'contrastive', '.1%')} | {cell(r, 'apt_pronoun', '.1%')} "
-                         f"| {cell(r, 'apt_noun', '.1%')} | {cell(r, 'cohesion', '.4f')} | {cell(r, 'coherence', '.4f')} |")
-        b = rows[0]
-        if "ref_cohesion" in b:
-            lines.append(f"| reference 1 | — | — | — | — | — | {b['ref_cohesion']:.4f} "
-                         f"| {cell(b, 'ref_coherence', '.4f')} |")
+        lines += ["", *column_table(rows, discourse_columns("contrastive_dp", "contrastive_overt", "contrastive",
+                                                            "apt_pronoun", "apt_noun", "cohesion", "coherence"),
+                                    reference=True)]
         lines += ["", "Contrastive: each model scored on the input it translates (the test source, the generator's "
                       "1-best completion, or the oracle input; N-best mixtures: —). docs/discourse.md."]
     lines += ["", f"English pronouns in the 3 references: {refs} (thesis Table 6.8: human 972); "

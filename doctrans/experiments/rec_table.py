@@ -27,7 +27,8 @@ checkpoint path and time, beam, options, line count, decoding seconds) matches, 
 context``, and its contrastive scores while the checkpoint file and the source it reads are
 unchanged (``contrastive.table_columns``). A ``--system`` whose run has no checkpoint yet is skipped with a warning when
 ``skip_missing`` (``make rec-table`` lists only the rows whose YAML exists). The file ends with the
-``provenance_line``.
+``provenance_line`` (commit, date, machine, command). The settings, scoring (the metric table's
+columns) and the contrastive column are the table base's (``experiments/base.py``).
 """
 from __future__ import annotations
 
@@ -38,30 +39,23 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctrans.experiments.context_table import p_values, recall_delta, references, slug, train_speed
+from doctrans.experiments.base import (RunTableConfig, cell, contrastive_columns, dp_files, recall_delta, score, slug,
+                                       train_speed, write_rows, write_table)
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
-from doctrans.utils.provenance import provenance_line
 
 logger = logging.getLogger(__name__)
 
 ROW_OPTIONS = ("dp_generator", "dp_input", "rerank", "rerank_k", "rerank_vocab", "dp_threshold")
 
 
-@dataclass(frozen=True)
-class RecTableConfig:
-    """The settings of ``doctrans table rec`` (its options, same names)."""
+@dataclass(frozen=True, kw_only=True)
+class RecTableConfig(RunTableConfig):
+    """The settings of ``doctrans table rec`` (its options, same names; the shared ones are
+    ``RunTableConfig``'s; ``discourse``: contrastive DP / overt accuracy per row)."""
 
-    prepared: str = "data/quickstart"
-    data: str = "../shared/corpora/tvsub"
-    ref: str = ""                       # test references (SGML) [default: DATA/test/test.ref.sgm]
     generator: str = ""                 # the external DP generator scored in the DP table ("" = none)
-    checkpoint: str = "last"            # last | best: which checkpoint of each run
     out: str = "results/rec_table.md"
     work: str = "results/rec_table"
-    beam: int = 5
-    bootstrap: int = 1000
-    discourse: bool = False             # contrastive DP / overt accuracy per row
-    contrastive: str = ""               # contrastive set directory [default: built under WORK]
     skip_missing: bool = False          # skip rows whose run has no checkpoint (with a warning)
 
 
@@ -75,11 +69,6 @@ def parse_row_options(pairs: list[str]) -> dict:
             raise ValueError(f"row option {kv!r}: expected KEY=VALUE with KEY one of {', '.join(ROW_OPTIONS)}")
         out[key] = int(value) if key in ("rerank_k", "rerank_vocab") else float(value) if key == "dp_threshold" else value
     return out
-
-
-def _dp_files(args: RecTableConfig) -> tuple[Path, Path] | None:
-    seg, oracle = Path(args.data) / "test" / "test.seg.zh", Path(args.data) / "test" / "test.oracle-dp.seg.zh"
-    return (seg, oracle) if seg.is_file() and oracle.is_file() else None
 
 
 def _translate_row(name: str, ckpt: Path, opts: dict, args: RecTableConfig) -> tuple[Path, Path | None, float, object]:
@@ -121,7 +110,6 @@ def _contrastive(ckpt: Path, tr, args: RecTableConfig) -> dict:
     the DP generator's 1-best completion for a model whose encoder reads x̂ (+DPs rows, encoder_input
     "annotated")."""
     from doctrans.dp.apply import DPInputVariants
-    from doctrans.evaluation.contrastive import table_columns
 
     prep = Path(args.prepared)
     tok = read_lines(prep / "test.tok.zh")
@@ -131,8 +119,7 @@ def _contrastive(ckpt: Path, tr, args: RecTableConfig) -> dict:
         variants = DPInputVariants(c.dp_generator, c.dp_input, nbest=1, combine="1best",
                                    docs=str(prep / "test.docs"))(tok)
         source = [v[0][0] if v else "" for v in variants]
-    set_dir = Path(args.contrastive) if args.contrastive else Path(args.work) / "contrastive_test"
-    return table_columns(str(ckpt), set_dir, Path(args.data), source)
+    return contrastive_columns(ckpt, args, source)
 
 
 def _dp_scores(dp_file: Path, base: Path, args: RecTableConfig, baseline: Path | None = None) -> dict:
@@ -140,7 +127,7 @@ def _dp_scores(dp_file: Path, base: Path, args: RecTableConfig, baseline: Path |
     paired bootstrap p-value of pronoun F against ``baseline``, another DP-completed file of ``base``)."""
     from doctrans.dp.agreement import dp_agreement_with_bootstrap
 
-    seg, oracle = _dp_files(args)
+    seg, oracle = dp_files(args)
     res = dp_agreement_with_bootstrap(base, dp_file, seg, oracle, baseline, base if baseline else None,
                                       args.bootstrap if baseline else 0)
     row = {"dp_position": res["position"], "dp_pronoun": res["pronoun"], "sys_dps": res["sys_dps"],
@@ -156,13 +143,13 @@ def run(systems: list[tuple[str, Path]], args: RecTableConfig, row_options: dict
     options, write ``args.out`` and WORK/rows.json; returns ``args.out``. Raises
     ``FileNotFoundError`` for a run without a checkpoint (unless ``skip_missing``) and
     ``ValueError`` for a bad row option."""
-    from doctrans.evaluation.score import ScoreConfig, score_files
+    from doctrans.evaluation.metrics import metric_columns
     from doctrans.runtime.checkpoint import load_checkpoint
 
     work, prep = Path(args.work), Path(args.prepared)
     work.mkdir(parents=True, exist_ok=True)
     row_options = row_options or {}
-    dp = _dp_files(args)
+    dp = dp_files(args)
     rows: list[dict] = []
     base_hyp = None
     external = None
@@ -184,25 +171,14 @@ def run(systems: list[tuple[str, Path]], args: RecTableConfig, row_options: dict
             raise FileNotFoundError(f"{name}: {ckpt} not found")
         opts = parse_row_options(row_options.get(name, []))
         hyp, dp_out, dt, tr = _translate_row(name, ckpt, opts, args)
-        res = score_files(ScoreConfig(hyp=str(hyp), refs=(references(args),), hyp_tokenized=True,
-                                      metrics=("bleu_tok_lc",), baseline=None if base_hyp is None else str(base_hyp),
-                                      bootstrap=args.bootstrap, dp_base=str(dp[0]) if dp else None,
-                                      dp_oracle=str(dp[1]) if dp else None))
+        res = score(args, hyp, baseline=base_hyp)
         n_lines = len(read_lines(prep / "test.tok.zh"))
         row = {"system": name, "run": str(run_dir), "options": opts,
-               "updates": load_checkpoint(ckpt)["state"]["step"], "bleu": res["bleu_tok_lc"]["score"],
+               "updates": load_checkpoint(ckpt)["state"]["step"], **metric_columns(res),
                "len_ratio": res["bleu_tok_lc"]["sys_len"] / max(res["bleu_tok_lc"]["ref_len"], 1),
-               "pronouns": res["pronouns"]["hyp"], "ref_pronouns": res["pronouns"]["refs"],
                "params_m": sum(p.numel() for p in tr.model.parameters()) / 1e6,
                "train_tok_s": train_speed(run_dir), "decode_sent_s": n_lines / dt,
                "reranked": bool(opts.get("rerank"))}
-        if dp:
-            row["dp_recall"] = res["dp_recall"]["recall"]
-            boot = res["dp_recall"].get("bootstrap")
-            if boot:                                        # against the first row (paired bootstrap over lines)
-                row["dp_recall_p"], row["dp_recall_ci95"] = boot["p_value"], boot["ci95"]
-        if "significance" in res:
-            row.update(p_values(res))
         if args.discourse:
             row.update(_contrastive(ckpt, tr, args))
         if dp_out is not None and dp:
@@ -216,10 +192,8 @@ def run(systems: list[tuple[str, Path]], args: RecTableConfig, row_options: dict
     if external is not None:
         ext_row = {"system": f"external generator ({args.generator})",
                    **_dp_scores(external, prep / "test.tok.zh", args)}
-    atomic_write_text(work / "rows.json", json.dumps({"rows": rows, "external": ext_row}, indent=1) + "\n")
-    out = Path(args.out)
-    atomic_write_text(out, render(rows, ext_row) + f"\n{provenance_line()}\n")
-    return out
+    write_rows(args, {"rows": rows, "external": ext_row})
+    return write_table(args, render(rows, ext_row))
 
 
 def _ratio(x: float, base: float) -> str:
@@ -230,9 +204,9 @@ def render(rows: list[dict], external: dict | None = None) -> str:
     """The markdown tables (module doc); ratios, Δ and significance against the first row."""
     b = rows[0]
 
-    def cell(r, k, fmt):
+    def cell_nan(r, k, fmt):                        # a NaN (a run without the figure) as "—" too
         v = r.get(k)
-        return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+        return "—" if isinstance(v, float) and math.isnan(v) else cell(r, k, fmt)
 
     plain = {r["run"]: r for r in rows if not r["reranked"]}
     lines = ["| system | updates | test BLEU | Δ | bootstrap p | sign p | length ratio | EN pronouns | DP recall "
@@ -243,9 +217,9 @@ def render(rows: list[dict], external: dict | None = None) -> str:
         same = plain.get(r["run"]) if r["reranked"] else None
         lines.append(
             f"| {r['system']} | {r['updates']} | {r['bleu']:.2f}{mark} | {r['bleu'] - b['bleu']:+.2f} "
-            f"| {cell(r, 'bootstrap_p', '.3f')} | {cell(r, 'sign_p', '.3f')} | {cell(r, 'len_ratio', '.3f')} "
+            f"| {cell_nan(r, 'bootstrap_p', '.3f')} | {cell_nan(r, 'sign_p', '.3f')} | {cell_nan(r, 'len_ratio', '.3f')} "
             f"| {r['pronouns']} "
-            f"| {cell(r, 'dp_recall', '.1%')}{recall_delta(r, b)} | {cell(r, 'contrastive_dp', '.1%')} | {cell(r, 'contrastive_overt', '.1%')} "
+            f"| {cell_nan(r, 'dp_recall', '.1%')}{recall_delta(r, b)} | {cell_nan(r, 'contrastive_dp', '.1%')} | {cell_nan(r, 'contrastive_overt', '.1%')} "
             f"| {r['params_m']:.2f} | {r['train_tok_s']:.0f} ({_ratio(r['train_tok_s'], b['train_tok_s'])}) "
             f"| {r['decode_sent_s']:.1f} ({_ratio(r['decode_sent_s'], b['decode_sent_s'])}) "
             f"| {_ratio(r['decode_sent_s'], same['decode_sent_s']) if same else '—'} |")
@@ -266,7 +240,7 @@ def render(rows: list[dict], external: dict | None = None) -> str:
             pos, pro = r["dp_position"], r["dp_pronoun"]
             lines.append(f"| {r['system']} | {r['sys_dps']} | {pos['precision']:.3f} | {pos['recall']:.3f} "
                          f"| {pos['f1']:.3f} | {pro['precision']:.3f} | {pro['recall']:.3f} | {pro['f1']:.3f} "
-                         f"| {cell(r, 'dp_pronoun_f1_p', '.3f')} |")
+                         f"| {cell_nan(r, 'dp_pronoun_f1_p', '.3f')} |")
         lines += ["", f"Hand-annotated DPs in the test oracle: {(external or joint[0])['oracle_dps']}. Joint models: "
                       "their `translate --dp-out` output, scored as the external generator's 1-best completion "
                       "(`doctrans score dp`; thesis Table 6.6: external 0.66 F, joint labeler 0.75)."]

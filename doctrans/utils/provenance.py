@@ -1,15 +1,18 @@
 """Where a result was made: the git commit of the doctrans checkout, the date and the machine.
 
-``provenance_line()`` is the line the experiment tables end with (``doctrans table context``
-writes it under its ``--out``, e.g. ``runs/quickstart/quickstart_table.md``), so a table says
-which code made it. It never fails: outside a git checkout (an installed wheel) or without
-``git`` the commit is ``unknown``.
+``provenance_line(command=command_line())`` is the line every experiment table ends with
+(``doctrans table dp|context|rec`` write it under their ``--out``, e.g.
+``runs/quickstart/quickstart_table.md``), so a table says which code and which command made it.
+It never fails: outside a git checkout (an installed wheel) or without ``git`` the commit is
+``unknown``.
 """
 from __future__ import annotations
 
 import os
 import platform
+import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -45,12 +48,23 @@ def cpu_count() -> int:
     return os.cpu_count() or 1
 
 
-def provenance_line(where: str | Path = PACKAGE_DIR) -> str:
+def command_line(argv: list[str] | None = None) -> str:
+    """The command this process runs, as a shell would take it: ``sys.argv`` (or ``argv``) with the
+    program's path reduced to its name (``doctrans table dp --baseline B.pt …``; ``python -m
+    doctrans …`` for ``__main__.py``)."""
+    argv = list(sys.argv if argv is None else argv)
+    prog = Path(argv[0]).name if argv else "doctrans"
+    head = ["python", "-m", "doctrans"] if prog == "__main__.py" else [prog]
+    return shlex.join(head + argv[1:])
+
+
+def provenance_line(where: str | Path = PACKAGE_DIR, command: str | None = None) -> str:
     """``Made by doctrans at commit C on DATE on MACHINE (N CPUs).`` (``git_commit``, local
-    time, ``platform.platform()`` and processor)."""
+    time, ``platform.platform()`` and processor), followed by `` Command: `COMMAND`.`` when
+    ``command`` is given (``command_line()``)."""
     machine = platform.platform()
     proc = platform.processor() or platform.machine()
     if proc and proc not in machine:
         machine += f", {proc}"
     return (f"Made by doctrans at commit {git_commit(where)} on {time.strftime('%Y-%m-%d %H:%M:%S %Z').strip()} "
-            f"on {machine} ({cpu_count()} CPUs).")
+            f"on {machine} ({cpu_count()} CPUs)." + (f" Command: `{command}`." if command else ""))
