@@ -1,12 +1,16 @@
-"""Checkpoint I/O: tensors and primitive types only, so ``torch.load(weights_only=True)`` works.
+"""Reading a checkpoint file, for every consumer — resuming training, translation and
+validation, the DP generators: ``load_torch_file`` (``torch.load(weights_only=True)`` with errors
+naming the file), ``load_checkpoint``, ``config_of`` and ``check_translation_checkpoint`` (the
+checks before a model is built to translate). Checkpoints hold tensors and primitive types only,
+so that ``weights_only=True`` works.
 
 A checkpoint holds ``model``, ``optimizer``, ``state`` (TrainState), ``config`` (the resolved
 ExperimentConfig), ``vocab`` (source/target token lists), ``rng`` (torch CPU RNG state),
 ``prepared`` (the dataset dir it was trained on) and ``version``; an NMT checkpoint also
 ``text`` (``{"src": …, "tgt": …}``, each ``TextProcessor.settings()``: lowercasing and the BPE
 codes' text), so that it translates anywhere without its dataset. ``Trainer.save``
-(``training/trainer.py``) writes them, atomically; this module loads them (training, inference
-and the DP generators read checkpoints through it).
+(``training/trainer.py``) writes them, atomically; what training does with a run's checkpoints
+(resume checks, the step checkpoints, averaging) is ``training/checkpoint.py``.
 """
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
-"""Training checkpoints: resume checks, the step checkpoints of a run, averaging. Loading is
-``runtime/checkpoint.py``'s (``load_checkpoint``, ``load_torch_file``, ``config_of``).
+"""A run's checkpoints as training sees them: whether a checkpoint may be resumed under the
+current config (``check_resume_compatible``: only the keys of ``RESUME_MAY_CHANGE`` may differ),
+the step checkpoints a run keeps (``step_checkpoints``, ``train.keep_last``) and averaging several
+into one to translate (``average_checkpoints``, ``doctrans average``). ``Trainer.save``
+(``training/trainer.py``) writes checkpoints, atomically.
 
-A checkpoint holds ``model``, ``optimizer``, ``state`` (TrainState), ``config`` (the resolved
-ExperimentConfig), ``vocab`` (source/target token lists), ``rng`` (torch CPU RNG state),
-``prepared`` (the dataset dir it was trained on) and ``version``; an NMT checkpoint also
-``text`` (``{"src": …, "tgt": …}``, each ``TextProcessor.settings()``: lowercasing and the BPE
-codes' text), so that it translates anywhere without its dataset. ``Trainer.save``
-(``training/trainer.py``) writes them, atomically; this module checks them for resuming.
+Reading a checkpoint file — its contents, the safe ``torch.load``, the version and translation
+checks — is ``runtime/checkpoint.py``'s job, for every consumer (training, inference, the DP
+generators); this module reads through its ``load_checkpoint``.
 """
 from __future__ import annotations
 
