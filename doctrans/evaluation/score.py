@@ -226,7 +226,8 @@ def score_files(cfg: ScoreConfig) -> dict:
                           cfg.lowercase_detok, cfg.split_hyphens, how={"refs": refs_how}, texts=texts)
     result.update(hyp=str(cfg.hyp), refs=[str(r) for r in cfg.refs],
                   sacrebleu_version=sacrebleu.__version__)
-    analyses = [m for m in METRIC_TABLE.values() if m.kind != "corpus" and m.enabled(cfg.metrics, cfg.options)]
+    analyses = [m for m in METRIC_TABLE.values()
+                if m.kind in ("analysis", "comparison") and m.enabled(cfg.metrics, cfg.options)]
     wanting: dict[str, list[str]] = {}
     for m in analyses:
         for need in m.needs:

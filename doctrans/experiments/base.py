@@ -1,18 +1,21 @@
 """What the experiment tables (``doctrans table dp|context|rec``) share: their settings
 (``TableConfig``; ``RunTableConfig`` for tables whose rows are run directories), the test set's
 files (references, the hand DP annotation), scoring a row's translation with the metric table
-(``score``: ``evaluation.metrics.metric_columns`` gives the row's columns), the contrastive column,
-the markdown columns of the discourse measures (``DISCOURSE_COLUMNS``, ``column_table``), and
+(``score``: ``evaluation.metrics.metric_columns`` gives the row's columns), a checkpoint's model
+metrics (``model_columns``, ``compare_to_first``), the metrics' markdown columns in each view
+(``view_columns``: ``Metric.views`` in ``VIEW_ORDER``; ``column_table``), and
 writing the table stamped with where it was made (``write_table``: ``utils.provenance``, the
 commit and the command).
 """
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from doctrans.evaluation.metrics.base import Column
 from doctrans.training.metrics import read_metrics
 from doctrans.utils.io import atomic_write_text
 from doctrans.utils.provenance import command_line, provenance_line
@@ -91,17 +94,32 @@ def p_values(res: dict) -> dict:
     return METRIC_TABLE["significance"].columns(res["significance"])
 
 
-def contrastive_dir(args: TableConfig) -> Path:
-    """The contrastive set: ``args.contrastive``, else WORK/contrastive_test (built there)."""
-    return Path(args.contrastive) if args.contrastive else Path(args.work) / "contrastive_test"
+def model_columns(ckpt: str | Path, args: TableConfig, views: tuple[str, ...], source: list[str] | None = None,
+                  test_source: list[str] | None = None, doc_ids: list[str] | None = None) -> dict:
+    """The columns of ``ckpt`` of every model metric the table shows in one of its ``views``
+    (``evaluation.metrics.model_metrics``, in table order: CXMI, contrastive accuracy …), each
+    metric's ``compute`` given a ``ModelInputs``: the checkpoint, ``args``, the ``source`` the row's
+    model reads (None: the test source) and the test source / document ids as the builder has them
+    (None: read from PREP)."""
+    from doctrans.evaluation.metrics import model_metrics
+    from doctrans.evaluation.metrics.base import ModelInputs
+
+    inputs = ModelInputs(Path(ckpt), args, source, test_source, doc_ids)
+    row: dict = {}
+    for m in model_metrics(views):
+        row.update(m.compute(inputs))
+    return row
 
 
-def contrastive_columns(ckpt: str | Path, args: TableConfig, source: list[str] | None = None) -> dict:
-    """Contrastive pronoun accuracy of ``ckpt`` (``evaluation.contrastive.table_columns``: all / DP /
-    overt / context-needed, per item) on the source it reads (``source``; None: the test source)."""
-    from doctrans.evaluation.contrastive import table_columns
+def compare_to_first(rows: list[dict], args: TableConfig, views: tuple[str, ...]) -> None:
+    """Every row after the first gets each model metric's ``compare`` columns against the first row
+    (in place; McNemar's test of the contrastive items)."""
+    from doctrans.evaluation.metrics import model_metrics
 
-    return table_columns(str(ckpt), contrastive_dir(args), Path(args.data), source)
+    for m in model_metrics(views):
+        if m.compare is not None:
+            for r in rows[1:]:
+                r.update(m.compare(r, rows[0], args))
 
 
 def train_speed(run_dir: Path) -> float:
@@ -125,54 +143,51 @@ def recall_delta(r: dict, b: dict) -> str:
     return f" ({(r['dp_recall'] - b['dp_recall']) * 100:+.1f}, p {r['dp_recall_p']:.3f})"
 
 
-# The discourse columns of the tables: row key → (header, format). DP recall carries its difference
-# to the first row (``recall_delta``); "A / B" joins two cells.
-DISCOURSE_COLUMNS = {
-    "pronouns": ("EN pronouns", "d"),
-    "dp_recall": ("DP recall", ".1%"),
-    "contrastive_dp": ("contrastive DP", ".1%"),
-    "contrastive_overt": ("contrastive overt", ".1%"),
-    "contrastive": ("contrastive all", ".1%"),
-    "contrastive_context_needed": ("context-needed", ".1%"),
-    "apt_pronoun": ("APT pronouns", ".1%"),
-    "apt_noun": ("APT nouns", ".1%"),
-    "cxmi": ("CXMI (nats/sent)", "+.3f"),
-    "pcxmi_pronoun": ("P-CXMI pronouns (nats/word)", "+.4f"),
-    "cohesion": ("cohesion", ".4f"),
-    "coherence": ("coherence (LSA)", ".4f"),
+# The order of the metrics' markdown columns (``Metric.views``) in each view of the tables, by
+# metric row; a metric with columns in a view that does not name it comes after these, in table order.
+VIEW_ORDER = {
+    "context_usage": ("dp_recall", "contrastive", "cxmi"),
+    "context_discourse": ("pronouns", "dp_recall", "contrastive", "apt", "cxmi", "cohesion", "coherence"),
+    "dp_discourse": ("contrastive", "apt", "cohesion", "coherence"),
+    "rec": ("dp_recall", "contrastive"),
 }
-# The first reference's figure under a column of a system's (the reference row of column_table).
-REFERENCE_OF = {"pronouns": lambda b: b["ref_pronouns"][0], "cohesion": lambda b: cell(b, "ref_cohesion", ".4f"),
-                "coherence": lambda b: cell(b, "ref_coherence", ".4f")}
 
 
-def cell(r: dict, key: str, fmt: str) -> str:
-    """``r[key]`` formatted, "—" when the row has none."""
-    return "—" if r.get(key) is None else format(r[key], fmt)
+def view_columns(view: str) -> list[Column]:
+    """The markdown columns of ``view``: those of the metric table's rows (``Metric.views``) in
+    ``VIEW_ORDER``."""
+    from doctrans.evaluation.metrics import METRIC_TABLE
+
+    named = [n for n in VIEW_ORDER.get(view, ()) if n in METRIC_TABLE]
+    order = named + [n for n in METRIC_TABLE if n not in named]
+    return [c for n in order for c in METRIC_TABLE[n].views.get(view, ())]
 
 
-def column_table(rows: list[dict], columns: list[tuple[str, str, str]], reference: bool = False) -> list[str]:
-    """A markdown table of ``rows`` under "system" and ``columns`` (header, row key, format; a key
-    "a / b" joins two cells); ``dp_recall`` with its difference to the first row. With
-    ``reference`` and a first row that has the reference's cohesion, a last row "reference 1"."""
+def cell(r: dict, key: str, fmt: str, nan_dash: bool = False) -> str:
+    """``r[key]`` formatted, "—" when the row has none (or, with ``nan_dash``, a NaN)."""
+    v = r.get(key)
+    if v is None or (nan_dash and isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return format(v, fmt)
+
+
+def row_cells(r: dict, b: dict, columns: list[Column], nan_dash: bool = False) -> list[str]:
+    """Row ``r``'s cells under ``columns`` (a key "a / b" joins two cells); ``dp_recall`` with its
+    difference to the first row ``b`` (``recall_delta``)."""
+    return [" / ".join(cell(r, k, c.fmt, nan_dash) for k in c.keys)
+            + (recall_delta(r, b) if c.key == "dp_recall" else "") for c in columns]
+
+
+def column_table(rows: list[dict], columns: list[Column], reference: bool = False) -> list[str]:
+    """A markdown table of ``rows`` under "system" and ``columns`` (``row_cells``). With
+    ``reference`` and a first row that has the reference's cohesion (the text measures), a last
+    row "reference 1": each column's ``reference`` figure."""
     b = rows[0]
-
-    def one(r: dict, key: str, fmt: str) -> str:
-        if " / " in key:
-            return " / ".join(cell(r, k, fmt) for k in key.split(" / "))
-        return cell(r, key, fmt) + (recall_delta(r, b) if key == "dp_recall" else "")
-
-    lines = ["| system | " + " | ".join(h for h, _, _ in columns) + " |", "| --- |" + " ---: |" * len(columns)]
-    lines += [f"| {r['system']} | " + " | ".join(one(r, k, f) for _, k, f in columns) + " |" for r in rows]
+    lines = ["| system | " + " | ".join(c.header for c in columns) + " |", "| --- |" + " ---: |" * len(columns)]
+    lines += [f"| {r['system']} | " + " | ".join(row_cells(r, b, columns)) + " |" for r in rows]
     if reference and "ref_cohesion" in b:
-        lines.append("| reference 1 | " + " | ".join(str(REFERENCE_OF[k](b)) if k in REFERENCE_OF else "—"
-                                                     for _, k, _ in columns) + " |")
+        lines.append("| reference 1 | " + " | ".join(c.reference(b) if c.reference else "—" for c in columns) + " |")
     return lines
-
-
-def discourse_columns(*keys: str) -> list[tuple[str, str, str]]:
-    """``column_table`` columns of ``DISCOURSE_COLUMNS`` rows."""
-    return [(DISCOURSE_COLUMNS[k][0], k, DISCOURSE_COLUMNS[k][1]) for k in keys]
 
 
 def write_rows(args: TableConfig, rows: object) -> Path:

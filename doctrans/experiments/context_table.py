@@ -22,8 +22,9 @@ minute or two per system (``make quickstart``); ``--lone`` adds each context mod
 every test line its own document (the empty context everywhere). The file ends with the line of
 ``utils.provenance.provenance_line``: the git commit of the doctrans checkout (``(modified)``
 with uncommitted changes, ``unknown`` outside git), the date, the machine and the command. The
-settings, scoring (the metric table's columns), the contrastive and discourse columns and that
-line are the table base's (``experiments/base.py``).
+settings, scoring (the metric table's columns), the model metrics (the metric table's rows of kind
+"model" shown in ``VIEWS``: CXMI, contrastive accuracy and its McNemar test), the markdown columns
+of the metrics and that line are the table base's (``experiments/base.py``).
 """
 from __future__ import annotations
 
@@ -33,12 +34,18 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from doctrans.experiments.base import (RunTableConfig, column_table, contrastive_columns, contrastive_dir,
-                                       discourse_columns, p_values, score, slug, train_speed, write_rows, write_table)
+from doctrans.evaluation.metrics import model_metrics
+from doctrans.evaluation.metrics.base import Column
+from doctrans.experiments.base import (RunTableConfig, column_table, compare_to_first, model_columns, p_values, score,
+                                       slug, train_speed, view_columns, write_rows, write_table)
 from doctrans.training.metrics import read_metrics
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
 
 logger = logging.getLogger(__name__)
+
+# The views of the metric table this table shows (``Metric.views``): its model metrics are those
+# with columns in one of them (CXMI, contrastive accuracy).
+VIEWS = ("context_usage", "context_discourse")
 
 
 def _peak_memory(run_dir: Path) -> float:
@@ -93,7 +100,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
         if options:
             raise SystemExit(f"--discourse/--usage with --context-option ({name}): the discourse columns score the "
                              "checkpoint as trained")
-        row.update(_discourse(ckpt, lines, doc_ids, args))
+        row.update(model_columns(ckpt, args, VIEWS, test_source=lines, doc_ids=doc_ids))
     if args.lone and tr.reads_documents:
         lone = work / f"test.{slug(name)}.lone.hyp"
         atomic_write_lines(lone, tr.translate(lines, doc_ids=[f"line{i}" for i in range(len(lines))]))
@@ -121,47 +128,21 @@ def _engine(name: str, tr, args, options: tuple[str, ...]) -> str:
     return f"ctranslate2 {args.compute_type}"
 
 
-def _discourse(ckpt: Path, lines: list[str], doc_ids: list[str], args) -> dict:
-    """CXMI (real vs empty and vs random context, nats per sentence), P-CXMI of pronouns (nats
-    per word, vs empty) and contrastive pronoun accuracy (DP / overt / context-needed / all, and
-    the per-item results) of one checkpoint (issues 17, 29)."""
-    from doctrans.evaluation.cxmi import compute_cxmi, load_scoring_set
-    from doctrans.models.interface import reads_documents
-
-    refs = read_lines(Path(args.prepared) / "test.tok.en")
-    s = load_scoring_set(str(ckpt), lines, refs, doc_ids, tokenized=True)
-    contrastive = contrastive_columns(ckpt, args)
-    if not reads_documents(s.model):                 # a sentence model ignores its context: exactly 0
-        return {"cxmi": 0.0, "cxmi_random": 0.0, "pcxmi_pronoun": 0.0, **contrastive}
-    both = compute_cxmi(s.model, s.src, s.tgt, s.doc, s.targets, conditions=("empty", "random"))
-    cx = both["empty"]
-    return {"cxmi": cx["cxmi"], "cxmi_random": both["random"]["cxmi"],
-            "pcxmi_pronoun": cx["by_class"].get("pronoun", {}).get("mean_pcxmi", float("nan")), **contrastive}
-
-
-def _mcnemar_columns(rows: list[dict], args) -> None:
-    """McNemar's test of every row after the first against the first row on the contrastive
-    set's DP and context-needed items (in place: ``mcnemar_dp_p``, ``mcnemar_cn_p``)."""
-    from doctrans.evaluation.contrastive import mcnemar, read_set
-
-    if len(rows) < 2 or "contrastive_per_item" not in rows[0]:
-        return
-    items = read_set(contrastive_dir(args))[3]
-    base = rows[0]["contrastive_per_item"]
-    for r in rows[1:]:
-        if "contrastive_per_item" not in r:
-            continue
-        for key, keep in (("mcnemar_dp_p", lambda it: it["kind"] == "dp"),
-                          ("mcnemar_cn_p", lambda it: it.get("context_needed", False))):
-            idx = [k for k, it in enumerate(items) if keep(it)]
-            r[key] = mcnemar([r["contrastive_per_item"][k] for k in idx], [base[k] for k in idx])["p_value"]
-
-
 def args_discourse(rows: list[dict]) -> bool:
     """Whether the rows carry the full discourse columns (``--discourse``, or DP recall alone
     without the context-usage table), which get the second table."""
-    return any("apt_pronoun" in r or "cohesion" in r for r in rows) or not any(
-        "cxmi_random" in r or "lone_bleu" in r for r in rows)
+    return any("apt_pronoun" in r or "cohesion" in r for r in rows) or not _usage(rows)
+
+
+def _model_keys() -> set[str]:
+    """The row keys of the columns of this table's model metrics (``--usage``, ``--discourse``)."""
+    return {k for m in model_metrics(VIEWS) for columns in m.views.values() for c in columns for k in c.keys}
+
+
+def _usage(rows: list[dict]) -> bool:
+    """Whether the rows carry the context-usage columns: a model metric's, or the lone-sentence BLEU."""
+    keys = _model_keys() | {"lone_bleu"}
+    return any(keys & r.keys() for r in rows)
 
 
 def _engine_note(row: dict) -> str:
@@ -199,13 +180,8 @@ def render(rows: list[dict], title: str = "") -> str:
     if len({r.get("engine", "native") for r in rows}) > 1:
         lines += ["", "Rows were decoded by different engines (named in the decode column): their decoding speeds "
                       "compare the engines too."]
-    if any("cxmi_random" in r or "lone_bleu" in r for r in rows):
-        usage = [("DP recall", "dp_recall", ".1%"), ("contrastive all", "contrastive", ".1%"),
-                 ("DP", "contrastive_dp", ".1%"), ("overt", "contrastive_overt", ".1%"),
-                 ("context-needed", "contrastive_context_needed", ".1%"),
-                 ("McNemar p DP / context-needed", "mcnemar_dp_p / mcnemar_cn_p", ".3f"),
-                 ("CXMI vs empty", "cxmi", "+.3f"), ("CXMI vs random", "cxmi_random", "+.3f"),
-                 ("lone-sentence BLEU", "lone_bleu", ".2f")]
+    if _usage(rows):
+        usage = [*view_columns("context_usage"), Column("lone-sentence BLEU", "lone_bleu", ".2f")]
         lines += ["", *column_table(rows, usage)]
         n_cn = b.get("contrastive_context_needed_items", "?")
         lines += ["", f"Context usage (docs/discourse.md): contrastive = the model scores the reference above every "
@@ -214,10 +190,8 @@ def render(rows: list[dict], title: str = "") -> str:
                       "log-likelihood gain of the reference from the real context over an empty / a random other-"
                       "document context (nats per sentence; 0: context unused); lone-sentence BLEU: every test line "
                       "translated as its own document (context models only)."]
-    if args_discourse(rows) and any("dp_recall" in r or "cxmi" in r for r in rows):
-        lines += ["", *column_table(rows, discourse_columns(
-            "pronouns", "dp_recall", "contrastive_dp", "contrastive_overt", "contrastive", "apt_pronoun", "apt_noun",
-            "cxmi", "pcxmi_pronoun", "cohesion", "coherence"), reference=True)]
+    if args_discourse(rows) and any("dp_recall" in r or _model_keys() & r.keys() for r in rows):
+        lines += ["", *column_table(rows, view_columns("context_discourse"), reference=True)]
         lines += ["", "Discourse columns (docs/discourse.md): DP recall = share of the hand-annotated dropped pronouns "
                       "the first reference realises that the translation realises too (in brackets: the difference to the "
                       "first row in points, paired bootstrap p over lines); contrastive = the model scores "
@@ -262,7 +236,7 @@ def run(systems: list[tuple[str, Path]], args: ContextTableConfig, options: dict
         row, hyp = _system_row(name, run, args, base_hyp, tuple(options.get(name, ())))
         base_hyp = base_hyp or hyp
         rows[name], hyps[name] = row, hyp
-    _mcnemar_columns(list(rows.values()), args)
+    compare_to_first(list(rows.values()), args, VIEWS)
     write_rows(args, list(rows.values()))
     if not tables:
         return write_table(args, render(list(rows.values())))

@@ -14,8 +14,9 @@
 and scores each in the thesis setting (tokenized, lowercased BLEU, 3 references) with paired
 bootstrap and sign test against the baseline, counts English pronouns in each output (Table
 6.8), and times 1-best vs N-best decoding of the same model and beam. The settings, the scoring
-(the metric table's columns), the discourse columns and the provenance line at the end of the file
-(commit, date, machine, command) are the table base's (``experiments/base.py``).
+(the metric table's columns), the model metrics (the rows shown in the ``dp_discourse`` view:
+contrastive accuracy), the metrics' markdown columns and the provenance line at the end of the
+file (commit, date, machine, command) are the table base's (``experiments/base.py``).
 """
 from __future__ import annotations
 
@@ -26,11 +27,13 @@ from pathlib import Path
 
 from doctrans.dp.agreement import base_chars, extract_dps, project_offsets
 from doctrans.dp.pronouns import CHINESE_PRONOUNS
-from doctrans.experiments.base import (TableConfig, column_table, contrastive_columns, discourse_columns, score,
-                                       write_rows, write_table)
+from doctrans.experiments.base import (TableConfig, column_table, model_columns, score, view_columns, write_rows,
+                                       write_table)
 from doctrans.utils.io import atomic_write_lines, read_lines
 
 logger = logging.getLogger(__name__)
+
+VIEWS = ("dp_discourse",)     # the metric table's view this table shows: its model metrics (contrastive accuracy)
 
 
 def oracle_onto_tokens(tokens: list[str], oracle_base: str, oracle_line: str) -> list[str]:
@@ -130,7 +133,7 @@ def run(args: DPTableConfig) -> Path:
             base_hyp = hyp
         row = {"system": name, "key": key, "decode_s": round(dt, 1), **metric_columns(res)}
         if args.discourse and (not key.startswith("dp_") or key == "dp_1best"):
-            row.update(_contrastive(ckpt, cfg, tok, docs, args))
+            row.update(_model_columns(ckpt, cfg, tok, docs, args))
         rows.append(row)
         logger.info("%s: BLEU %.2f (%.1f s)", name, row["bleu"], dt)
     write_rows(args, rows)
@@ -138,10 +141,10 @@ def run(args: DPTableConfig) -> Path:
     return write_table(args, render(rows, src_pron))
 
 
-def _contrastive(ckpt: str, cfg, tok: list[str], docs: str, args) -> dict:
-    """Contrastive pronoun accuracy of ``ckpt`` scored on the input this row translates: the
-    test source itself, the generator's 1-best DP (or DPP) completion of it, or an oracle input
-    file (N-best mixtures have no single input and get none)."""
+def _model_columns(ckpt: str, cfg, tok: list[str], docs: str, args) -> dict:
+    """The model metrics' columns of ``ckpt`` (contrastive pronoun accuracy) scored on the input
+    this row translates: the test source itself, the generator's 1-best DP (or DPP) completion of
+    it, or an oracle input file (N-best mixtures have no single input and get none)."""
     from doctrans.dp.apply import DPInputVariants
 
     if cfg.dp_generator:
@@ -149,7 +152,7 @@ def _contrastive(ckpt: str, cfg, tok: list[str], docs: str, args) -> dict:
         source = [v[0][0] if v else "" for v in variants]
     else:
         source = read_lines(cfg.input)
-    return contrastive_columns(ckpt, args, source)
+    return model_columns(ckpt, args, VIEWS, source=source, test_source=tok)
 
 
 def render(rows: list[dict], src_pronouns: int) -> str:
@@ -166,10 +169,9 @@ def render(rows: list[dict], src_pronouns: int) -> str:
         lines.append(f"| {r['system']} | {r['bleu']:.2f}{mark} | {r['bleu'] - base:+.2f} | {bp} | {sp} | "
                      f"{r['pronouns']} | {rec} | {r['decode_s']}{ratio} |")
     refs = rows[0]["ref_pronouns"]
-    if any("contrastive" in r or "cohesion" in r for r in rows):
-        lines += ["", *column_table(rows, discourse_columns("contrastive_dp", "contrastive_overt", "contrastive",
-                                                            "apt_pronoun", "apt_noun", "cohesion", "coherence"),
-                                    reference=True)]
+    columns = view_columns("dp_discourse")
+    if any(k in r for r in rows for c in columns for k in c.keys):
+        lines += ["", *column_table(rows, columns, reference=True)]
         lines += ["", "Contrastive: each model scored on the input it translates (the test source, the generator's "
                       "1-best completion, or the oracle input; N-best mixtures: —). docs/discourse.md."]
     lines += ["", f"English pronouns in the 3 references: {refs} (thesis Table 6.8: human 972); "

@@ -28,7 +28,8 @@ context``, and its contrastive scores while the checkpoint file and the source i
 unchanged (``contrastive.table_columns``). A ``--system`` whose run has no checkpoint yet is skipped with a warning when
 ``skip_missing`` (``make rec-table`` lists only the rows whose YAML exists). The file ends with the
 ``provenance_line`` (commit, date, machine, command). The settings, scoring (the metric table's
-columns) and the contrastive column are the table base's (``experiments/base.py``).
+columns), the model metrics (the metric table's rows shown in the ``rec`` view: contrastive
+accuracy) and the metrics' markdown columns are the table base's (``experiments/base.py``).
 """
 from __future__ import annotations
 
@@ -39,12 +40,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctrans.experiments.base import (RunTableConfig, cell, contrastive_columns, dp_files, recall_delta, score, slug,
-                                       train_speed, write_rows, write_table)
+from doctrans.experiments.base import (RunTableConfig, cell, dp_files, model_columns, row_cells, score, slug,
+                                       train_speed, view_columns, write_rows, write_table)
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
 
 logger = logging.getLogger(__name__)
 
+VIEWS = ("rec",)     # the metric table's view this table shows: its model metrics (contrastive accuracy)
 ROW_OPTIONS = ("dp_generator", "dp_input", "rerank", "rerank_k", "rerank_vocab", "dp_threshold")
 
 
@@ -105,10 +107,10 @@ def _translate_row(name: str, ckpt: Path, opts: dict, args: RecTableConfig) -> t
     return hyp, dp_out, dt, tr
 
 
-def _contrastive(ckpt: Path, tr, args: RecTableConfig) -> dict:
-    """Contrastive pronoun accuracy of ``ckpt`` scored on the source it reads: the test source, or
-    the DP generator's 1-best completion for a model whose encoder reads x̂ (+DPs rows, encoder_input
-    "annotated")."""
+def _model_columns(ckpt: Path, tr, args: RecTableConfig) -> dict:
+    """The model metrics' columns of ``ckpt`` (contrastive pronoun accuracy) scored on the source it
+    reads: the test source, or the DP generator's 1-best completion for a model whose encoder reads
+    x̂ (+DPs rows, encoder_input "annotated")."""
     from doctrans.dp.apply import DPInputVariants
 
     prep = Path(args.prepared)
@@ -119,7 +121,7 @@ def _contrastive(ckpt: Path, tr, args: RecTableConfig) -> dict:
         variants = DPInputVariants(c.dp_generator, c.dp_input, nbest=1, combine="1best",
                                    docs=str(prep / "test.docs"))(tok)
         source = [v[0][0] if v else "" for v in variants]
-    return contrastive_columns(ckpt, args, source)
+    return model_columns(ckpt, args, VIEWS, source=source, test_source=tok)
 
 
 def _dp_scores(dp_file: Path, base: Path, args: RecTableConfig, baseline: Path | None = None) -> dict:
@@ -180,7 +182,7 @@ def run(systems: list[tuple[str, Path]], args: RecTableConfig, row_options: dict
                "train_tok_s": train_speed(run_dir), "decode_sent_s": n_lines / dt,
                "reranked": bool(opts.get("rerank"))}
         if args.discourse:
-            row.update(_contrastive(ckpt, tr, args))
+            row.update(_model_columns(ckpt, tr, args))
         if dp_out is not None and dp:
             row.update(_dp_scores(dp_out, prep / "test.tok.zh", args, external))
         rows.append(row)
@@ -205,22 +207,22 @@ def render(rows: list[dict], external: dict | None = None) -> str:
     b = rows[0]
 
     def cell_nan(r, k, fmt):                        # a NaN (a run without the figure) as "—" too
-        v = r.get(k)
-        return "—" if isinstance(v, float) and math.isnan(v) else cell(r, k, fmt)
+        return cell(r, k, fmt, nan_dash=True)
 
     plain = {r["run"]: r for r in rows if not r["reranked"]}
-    lines = ["| system | updates | test BLEU | Δ | bootstrap p | sign p | length ratio | EN pronouns | DP recall "
-             "| contrastive DP | contrastive overt | params (M) | train tok/s (×) | decode sent/s (× base) | (× same run) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    metrics = view_columns("rec")                   # DP recall, contrastive DP / overt (the metric table's)
+    lines = ["| system | updates | test BLEU | Δ | bootstrap p | sign p | length ratio | EN pronouns | "
+             + "".join(f"{c.header} | " for c in metrics)
+             + "params (M) | train tok/s (×) | decode sent/s (× base) | (× same run) |",
+             "| --- |" + " ---: |" * (11 + len(metrics))]
     for r in rows:
         mark = "*" if r.get("bootstrap_p", 1) < 0.05 and r.get("sign_p", 1) < 0.05 else ""
         same = plain.get(r["run"]) if r["reranked"] else None
         lines.append(
             f"| {r['system']} | {r['updates']} | {r['bleu']:.2f}{mark} | {r['bleu'] - b['bleu']:+.2f} "
             f"| {cell_nan(r, 'bootstrap_p', '.3f')} | {cell_nan(r, 'sign_p', '.3f')} | {cell_nan(r, 'len_ratio', '.3f')} "
-            f"| {r['pronouns']} "
-            f"| {cell_nan(r, 'dp_recall', '.1%')}{recall_delta(r, b)} | {cell_nan(r, 'contrastive_dp', '.1%')} | {cell_nan(r, 'contrastive_overt', '.1%')} "
-            f"| {r['params_m']:.2f} | {r['train_tok_s']:.0f} ({_ratio(r['train_tok_s'], b['train_tok_s'])}) "
+            f"| {r['pronouns']} | " + "".join(x + " | " for x in row_cells(r, b, metrics, nan_dash=True))
+            + f"{r['params_m']:.2f} | {r['train_tok_s']:.0f} ({_ratio(r['train_tok_s'], b['train_tok_s'])}) "
             f"| {r['decode_sent_s']:.1f} ({_ratio(r['decode_sent_s'], b['decode_sent_s'])}) "
             f"| {_ratio(r['decode_sent_s'], same['decode_sent_s']) if same else '—'} |")
     refs = b["ref_pronouns"]

@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from doctrans.evaluation import score as S
-from doctrans.evaluation.metrics import METRIC_TABLE, check_table, metric_columns
-from doctrans.evaluation.metrics.base import CorpusTexts, Metric, Option, ScoreInputs
+from doctrans.evaluation.metrics import METRIC_TABLE, check_table, metric_columns, model_metrics
+from doctrans.evaluation.metrics.base import Column, CorpusTexts, Metric, Option, ScoreInputs
 
 HYP = ["it 's fine .", "see you later .", "thank you very much ."]
 REF = ["it 's fine .", "see you .", "thanks a lot ."]
@@ -98,6 +98,19 @@ def test_the_table_is_checked():
         Metric(name="m", title="m", kind="analysis", needs=frozenset({"model weights"}), compute=_length)
     with pytest.raises(ValueError, match="says its form"):
         Metric(name="m", title="m", kind="corpus", needs=frozenset(), compute=_ter)
+    # a model metric (doctrans table's, ModelInputs) needs the model, takes no score options, and
+    # says its markdown columns in known views
+    with pytest.raises(ValueError, match="needs 'model' exactly when its kind is 'model'"):
+        Metric(name="m", title="m", kind="model", needs=frozenset(), compute=_length)
+    with pytest.raises(ValueError, match="no doctrans score options"):
+        Metric(name="m", title="m", kind="model", needs=frozenset({"model"}), compute=_length, options=(Option("x"),))
+    with pytest.raises(ValueError, match="unknown views \\['context'\\]"):
+        Metric(name="m", title="m", kind="model", needs=frozenset({"model"}), compute=_length,
+               views={"context": (Column("m", "m", ".2f"),)})
+    with pytest.raises(ValueError, match="only a model metric compares rows"):
+        Metric(name="m", title="m", kind="analysis", needs=frozenset(), compute=_length, compare=lambda *a: {})
+    assert [m.name for m in model_metrics(("context_usage",))] == ["cxmi", "contrastive"]
+    assert [m.name for m in model_metrics(("rec",))] == ["contrastive"]
 
 
 def test_options_given_in_part_and_unknown_keywords(tmp_path):

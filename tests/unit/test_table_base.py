@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from doctrans.evaluation.metrics.base import Column
 from doctrans.experiments import base, dp_table
 from doctrans.experiments.context_table import ContextTableConfig
 from doctrans.experiments.rec_table import RecTableConfig
@@ -63,8 +64,23 @@ def test_dp_table_ends_with_commit_and_command(tmp_path, monkeypatch):
 def test_column_table_reference_row_and_joined_cells():
     rows = [{"system": "A", "pronouns": 5, "ref_pronouns": [7], "dp_recall": 0.5, "ref_cohesion": 0.4, "x": 0.1},
             {"system": "B", "pronouns": 6, "dp_recall": 0.6, "dp_recall_p": 0.03, "x": 0.2, "y": 0.3}]
-    cols = [*base.discourse_columns("pronouns", "dp_recall", "cohesion"), ("x / y", "x / y", ".2f")]
+    named = {c.key: c for c in base.view_columns("context_discourse")}
+    cols = [named["pronouns"], named["dp_recall"], named["cohesion"], Column("x / y", "x / y", ".2f")]
     assert base.column_table(rows, cols, reference=True) == [
         "| system | EN pronouns | DP recall | cohesion | x / y |", "| --- | ---: | ---: | ---: | ---: |",
         "| A | 5 | 50.0% | — | 0.10 / — |", "| B | 6 | 60.0% (+10.0, p 0.030) | — | 0.20 / 0.30 |",
         "| reference 1 | 7 | — | 0.4000 | — |"]
+
+
+def test_the_views_lay_out_the_metric_rows_columns():
+    """The markdown columns of each view come from the metric table's rows (``Metric.views``) in
+    ``VIEW_ORDER``: the headers of the tables before the model metrics were rows."""
+    headers = {v: [c.header for c in base.view_columns(v)] for v in base.VIEW_ORDER}
+    assert headers["context_usage"] == ["DP recall", "contrastive all", "DP", "overt", "context-needed",
+                                        "McNemar p DP / context-needed", "CXMI vs empty", "CXMI vs random"]
+    assert headers["context_discourse"] == [
+        "EN pronouns", "DP recall", "contrastive DP", "contrastive overt", "contrastive all", "APT pronouns",
+        "APT nouns", "CXMI (nats/sent)", "P-CXMI pronouns (nats/word)", "cohesion", "coherence (LSA)"]
+    assert headers["dp_discourse"] == ["contrastive DP", "contrastive overt", "contrastive all", "APT pronouns",
+                                       "APT nouns", "cohesion", "coherence (LSA)"]
+    assert headers["rec"] == ["DP recall", "contrastive DP", "contrastive overt"]

@@ -3,8 +3,10 @@
 ``METRIC_TABLE``: result key → ``Metric`` (``metrics/base.py``). A metric is one module in this
 package defining ``METRIC`` and one row here; ``doctrans score`` (its options, the loop of
 ``evaluation/score.py``, the printed table and JSON) and the experiment tables' columns
-(``metric_columns``) follow from the row. The order of the rows is the order of the score table,
-of the result's keys, of the analysis lines (comparisons last) and of the options. ``check_table``
+(``metric_columns``; the model metrics, ``model_metrics``, computed per row by ``doctrans table``)
+and their markdown columns (``Metric.views``) follow from the row. The order of the rows is the
+order of the score table, of the result's keys, of the analysis lines (comparisons last), of the
+options and of a row's model columns. ``check_table``
 runs on import: names match their rows, shared options are one object, no option shadows a
 ``ScoreConfig`` field.
 """
@@ -12,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from doctrans.evaluation.metrics import (apt, bleu_tok_lc, chrf, coherence, cohesion, dp_recall, pronouns,
-                                         sacrebleu_13a, significance)
+from doctrans.evaluation.metrics import (apt, bleu_tok_lc, chrf, coherence, cohesion, contrastive, cxmi, dp_recall,
+                                         pronouns, sacrebleu_13a, significance)
 from doctrans.evaluation.metrics.base import Metric, Option
 
 METRIC_TABLE: dict[str, Metric] = {
@@ -26,6 +28,8 @@ METRIC_TABLE: dict[str, Metric] = {
     "cohesion": cohesion.METRIC,
     "coherence": coherence.METRIC,
     "apt": apt.METRIC,
+    "cxmi": cxmi.METRIC,                  # model metrics: the experiment tables' (ModelInputs)
+    "contrastive": contrastive.METRIC,
 }
 
 # ScoreConfig's own fields (evaluation/score.py): no metric option may take one of these names.
@@ -45,6 +49,11 @@ def metric_options(table: Mapping[str, Metric] | None = None) -> dict[str, Optio
         for o in m.options:
             out.setdefault(o.name, o)
     return out
+
+
+def model_metrics(views: tuple[str, ...], table: Mapping[str, Metric] | None = None) -> list[Metric]:
+    """The model metrics shown in one of ``views`` (an experiment table's views), in table order."""
+    return [m for m in (table or METRIC_TABLE).values() if m.kind == "model" and set(m.views) & set(views)]
 
 
 def metric_columns(result: Mapping, table: Mapping[str, Metric] | None = None) -> dict:

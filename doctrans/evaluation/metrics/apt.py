@@ -3,7 +3,7 @@
 and to HYP, optionally alongside ``--apt-corpus`` parallel text for better alignments."""
 from __future__ import annotations
 
-from doctrans.evaluation.metrics.base import Metric, Option, ScoreInputs
+from doctrans.evaluation.metrics.base import Column, Metric, Option, ScoreInputs
 
 APT_SRC = Option("apt_src", flag="--apt",
                  help="Add APT pronoun and noun translation accuracy (Miculicich Werlen & Popescu-Belis 2017): the "
@@ -43,4 +43,6 @@ METRIC = Metric(
     needs=frozenset({"hypothesis", "references", "source"}), compute=compute,
     options=(APT_SRC, APT_CORPUS, APT_CORPUS_LINES), when=("apt_src",), report=report,
     columns=lambda a: {"apt_pronoun": a["pronoun"]["apt"], "apt_noun": a["noun"]["apt"]},
+    views={v: (Column("APT pronouns", "apt_pronoun", ".1%"), Column("APT nouns", "apt_noun", ".1%"))
+           for v in ("context_discourse", "dp_discourse")},
 )

@@ -16,6 +16,17 @@ Kinds of metric (``Metric.kind``):
     ``compute(inputs: ScoreInputs) -> dict``.
 ``comparison``
     An analysis against the baseline hypothesis (``--baseline``), printed last.
+``model``
+    A figure of a row's checkpoint rather than of its translation (contrastive pronoun accuracy,
+    CXMI), computed by the experiment tables (``doctrans table``), never by ``doctrans score``:
+    ``compute(inputs: ModelInputs) -> {column: value}`` (the row's columns themselves), and
+    optionally ``compare(row, first, table) -> {column: value}``: the columns of a row against the
+    first row of ``table context`` (McNemar's test).
+
+``views`` says where the experiment tables' markdown shows a metric's columns: view → ``Column``s
+(``VIEWS`` names the views; the order of the metrics within a view is
+``experiments/base.py: VIEW_ORDER``, a metric not named there last). A table computes the model
+metrics shown in one of its views.
 
 ``needs`` names what a metric reads (``NEEDS``); ``options`` are its inputs and switches — each
 one a ``ScoreConfig`` keyword and, with a ``flag``, a ``doctrans score`` option (in table order;
@@ -33,7 +44,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-KINDS = ("corpus", "analysis", "comparison")
+KINDS = ("corpus", "analysis", "comparison", "model")
 
 NEEDS = {
     "hypothesis": "the translation scored (HYP)",
@@ -43,6 +54,15 @@ NEEDS = {
     "documents": "the document of every line (--docs, or the first .sgm reference's)",
     "source": "the segmented source of the hypothesis (--apt)",
     "lsa": "an LSA model or a tokenized English corpus to fit one on (--lsa)",
+    "model": "a table row's checkpoint and the test set it reads (doctrans table: ModelInputs)",
+}
+
+# The markdown tables of the experiment tables that show metric columns (``Metric.views``).
+VIEWS = {
+    "context_usage": "table context: the context-usage table (--usage, --discourse, --lone)",
+    "context_discourse": "table context: the discourse table (with DP recall or --discourse), a reference row last",
+    "dp_discourse": "table dp --discourse: the discourse table, a reference row last",
+    "rec": "table rec: the main table, after the pronoun count (a NaN shown as —)",
 }
 
 OPTION_TYPES = ("file", "flag", "positive", "non_negative", "text")
@@ -73,11 +93,35 @@ class Option:
 
 
 @dataclass(frozen=True)
+class Column:
+    """A markdown column of an experiment table: ``header``, the row ``key`` it shows (``"a / b"``:
+    two cells joined by " / "), the format spec ``fmt`` (a missing value: —), and ``reference``:
+    the first reference's figure under it in a view's "reference 1" row (first row → text)."""
+
+    header: str
+    key: str
+    fmt: str
+    reference: Callable[[dict], str] | None = None
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The row keys of its cells."""
+        return tuple(self.key.split(" / "))
+
+
+def reference_cell(key: str, fmt: str) -> Callable[[dict], str]:
+    """A ``Column.reference``: the first row's ``key`` formatted, — without it."""
+    return lambda first: "—" if first.get(key) is None else format(first[key], fmt)
+
+
+@dataclass(frozen=True)
 class Metric:
     """A row of the metric table (module doc): its result key ``name``, ``title`` (in words, for
     messages), ``kind``, ``needs``, ``compute``, ``options``, ``when``, ``form`` and ``legend``
     (corpus: one line under the table, printed once however many metrics share it), ``report``
-    (analysis: ``entry -> lines``) and ``columns`` (``entry -> {column: value}``)."""
+    (analysis: ``entry -> lines``), ``columns`` (``entry -> {column: value}``), ``views`` (view →
+    the ``Column``s the experiment tables' markdown shows there) and ``compare`` (model: a row's
+    columns against the first row's)."""
 
     name: str
     title: str
@@ -90,10 +134,22 @@ class Metric:
     legend: str = ""
     report: Callable[[dict], list[str]] | None = None
     columns: Callable[[dict], dict] | None = None
+    views: Mapping[str, tuple[Column, ...]] = field(default_factory=dict)
+    compare: Callable[[dict, dict, object], dict] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"metric {self.name}: kind {self.kind!r} is not one of {KINDS}")
+        if set(self.views) - set(VIEWS):
+            raise ValueError(f"metric {self.name}: unknown views {sorted(set(self.views) - set(VIEWS))} (known: "
+                             f"{', '.join(VIEWS)})")
+        if (self.kind == "model") != ("model" in self.needs):
+            raise ValueError(f"metric {self.name}: a metric needs 'model' exactly when its kind is 'model'")
+        if self.kind == "model" and (self.options or self.columns is not None):
+            raise ValueError(f"metric {self.name}: a model metric has no doctrans score options and returns its "
+                             f"columns from compute")
+        if self.compare is not None and self.kind != "model":
+            raise ValueError(f"metric {self.name}: only a model metric compares rows (compare)")
         if not self.needs <= set(NEEDS):
             raise ValueError(f"metric {self.name}: unknown needs {sorted(self.needs - set(NEEDS))} (known: "
                              f"{', '.join(NEEDS)})")
@@ -240,3 +296,44 @@ class ScoreInputs:
         if len(doc_ids) != n:
             raise ValueError(f"{cfg.docs or sgm[0]}: {len(doc_ids)} document lines for {n} hypothesis lines")
         return doc_ids
+
+
+@dataclass
+class ModelInputs:
+    """What a model metric reads: a table row's ``checkpoint``, the table's settings ``table``
+    (``experiments.base.TableConfig``: ``prepared``, ``data``, ``work``, ``contrastive`` …), and
+    ``source``: the source lines the row's model reads when they are not the test source (a +DPs
+    row's DP-completed input; None: the test source); ``test_source`` (PREP/test.tok.zh) and
+    ``doc_ids`` (PREP/test.docs) as the builder has them, else read from PREP. Read once, when
+    first asked: ``references`` (PREP/test.tok.en, the tokenized first reference) and
+    ``scoring_set`` (the checkpoint loaded with the source it reads and the references,
+    ``evaluation.cxmi.load_scoring_set``)."""
+
+    checkpoint: Path
+    table: object
+    source: list[str] | None = None
+    test_source: list[str] | None = None    # as the builder has them (None: read from PREP)
+    doc_ids: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.test_source is None:
+            self.test_source = self._prepared("test.tok.zh")
+        if self.doc_ids is None:
+            self.doc_ids = [x.split("\t")[0] for x in self._prepared("test.docs")]
+
+    def _prepared(self, name: str) -> list[str]:
+        from doctrans.utils.io import read_lines
+
+        return read_lines(Path(self.table.prepared) / name)
+
+    @cached_property
+    def references(self) -> list[str]:
+        return self._prepared("test.tok.en")
+
+    @cached_property
+    def scoring_set(self):
+        """``evaluation.cxmi.ScoringSet`` of the checkpoint on (the source it reads, the references)."""
+        from doctrans.evaluation.cxmi import load_scoring_set
+
+        src = self.test_source if self.source is None else self.source
+        return load_scoring_set(str(self.checkpoint), src, self.references, self.doc_ids, tokenized=True)

@@ -3,7 +3,7 @@
 one on) and with averaged word vectors, of HYP and the first reference."""
 from __future__ import annotations
 
-from doctrans.evaluation.metrics.base import DOCS, Metric, Option, ScoreInputs
+from doctrans.evaluation.metrics.base import DOCS, Column, Metric, Option, ScoreInputs, reference_cell
 
 LSA = Option("lsa", flag="--lsa",
              help="Add coherence (Foltz et al. 1998: adjacent-sentence cosine in LSA space, and averaged word "
@@ -32,4 +32,6 @@ METRIC = Metric(
     needs=frozenset({"hypothesis", "references", "documents", "lsa"}), compute=compute, options=(LSA, DOCS),
     when=("lsa",), report=report,
     columns=lambda c: {"coherence": c["lsa"]["hyp"], "ref_coherence": c["lsa"]["ref"]},
+    views={v: (Column("coherence (LSA)", "coherence", ".4f", reference=reference_cell("ref_coherence", ".4f")),)
+           for v in ("context_discourse", "dp_discourse")},
 )

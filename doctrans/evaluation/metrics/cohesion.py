@@ -3,7 +3,7 @@ over content words; ``evaluation.cohesion``) of HYP and the first reference, per
 (``--docs`` or an .sgm reference), optionally over windows of ``--cohesion-window`` lines."""
 from __future__ import annotations
 
-from doctrans.evaluation.metrics.base import DOCS, Metric, Option, ScoreInputs
+from doctrans.evaluation.metrics.base import DOCS, Column, Metric, Option, ScoreInputs, reference_cell
 
 COHESION = Option("cohesion", False, flag="--cohesion", type="flag",
                   help="Add lexical cohesion (Wong & Kit 2012; lemma repetition) of HYP and the first reference, per "
@@ -35,4 +35,6 @@ METRIC = Metric(
                                                                                   "documents"}),
     compute=compute, options=(COHESION, COHESION_WINDOW, DOCS), when=("cohesion",), report=report,
     columns=lambda c: {"cohesion": c["hyp"], "ref_cohesion": c["ref"]},
+    views={v: (Column("cohesion", "cohesion", ".4f", reference=reference_cell("ref_cohesion", ".4f")),)
+           for v in ("context_discourse", "dp_discourse")},
 )

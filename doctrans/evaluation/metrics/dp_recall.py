@@ -4,7 +4,7 @@ the first reference realises and HYP realises too; with ``--baseline`` also the 
 and a paired bootstrap of the difference over lines."""
 from __future__ import annotations
 
-from doctrans.evaluation.metrics.base import BASELINE, BOOTSTRAP, Metric, Option, ScoreInputs
+from doctrans.evaluation.metrics.base import BASELINE, BOOTSTRAP, Column, Metric, Option, ScoreInputs
 
 DP_BASE = Option("dp_base", flag="--base",
                  help="With --oracle: the segmented source (test.seg.zh), for DP translation recall.")
@@ -51,4 +51,5 @@ METRIC = Metric(
     name="dp_recall", title="DP translation recall", kind="analysis",
     needs=frozenset({"hypothesis", "references", "dp_annotation"}), compute=compute,
     options=(DP_BASE, DP_ORACLE, BASELINE, BOOTSTRAP), when=("dp_base", "dp_oracle"), report=report, columns=columns,
+    views={v: (Column("DP recall", "dp_recall", ".1%"),) for v in ("context_usage", "context_discourse", "rec")},
 )

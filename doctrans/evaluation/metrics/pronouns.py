@@ -3,7 +3,7 @@ reference and the baseline (``--baseline``), in the tokenized, lowercased form; 
 Thesis Table 6.8 compares these counts (``evaluation.significance.count_pronouns``)."""
 from __future__ import annotations
 
-from doctrans.evaluation.metrics.base import BASELINE, BASELINE_TOKENIZED, Metric, ScoreInputs
+from doctrans.evaluation.metrics.base import BASELINE, BASELINE_TOKENIZED, Column, Metric, ScoreInputs
 
 
 def compute(inputs: ScoreInputs) -> dict:
@@ -25,4 +25,6 @@ METRIC = Metric(
     name="pronouns", title="English pronoun counts", kind="analysis", needs=frozenset({"hypothesis", "references"}),
     compute=compute, options=(BASELINE, BASELINE_TOKENIZED), report=report,
     columns=lambda e: {"pronouns": e["hyp"], "ref_pronouns": e["refs"]},
+    views={"context_discourse": (Column("EN pronouns", "pronouns", "d",
+                                        reference=lambda first: str(first["ref_pronouns"][0])),)},
 )
