@@ -93,3 +93,26 @@ def test_the_context_cache_is_bounded_by_elements_too():
     assert list(cache.items) == [7, 8, 9] and cache.elements == 900
     cache.put("big", (torch.zeros(5000),))         # alone over the bound: kept, the others dropped
     assert list(cache.items) == ["big"] and cache.elements == 5000
+
+
+def test_the_context_cache_keeps_no_batch_tensor_alive():
+    """A row sliced out of a batch tensor is cached as its own copy: a cached view kept the whole
+    batch tensor alive while the element bound counted only the row (issue 50 item 11: 1.8 GB for
+    200 long lines through the HAN encoder)."""
+    import weakref
+
+    from doctrans.models.context.base import RowCache
+
+    cache = RowCache(capacity=100, max_elements=1000)
+    batch = torch.arange(4 * 1000, dtype=torch.float32).view(4, 1000)
+    gone = weakref.ref(batch)
+    cache.put("row", (batch[2, :10], batch[1]))
+    stored = cache.get("row")
+    assert torch.equal(stored[0], torch.arange(2000, 2010, dtype=torch.float32))
+    assert torch.equal(stored[1], torch.arange(1000, 2000, dtype=torch.float32))
+    assert [t.untyped_storage().nbytes() for t in stored] == [10 * 4, 1000 * 4]
+    del batch
+    assert gone() is None                          # nothing in the cache holds the batch tensor
+    own = torch.zeros(5)
+    cache.put("own", own)                          # a tensor with its own storage is not copied
+    assert cache.get("own") is own
