@@ -15,6 +15,11 @@ drawn uniformly from 1…``--max-chars`` characters, random CJK characters with 
 ``--docs``: the whole input is one document, as a fuzzed file is. ``doctrans translate`` runs in a
 subprocess; its peak resident memory is ``ru_maxrss`` of the child (GiB), printed as one JSON
 line with the wall time.
+
+The 2-update model ends no translation (every line decodes to its length cap: hours for 2,000
+lines); a trained one ends them — e.g. the quickstart's HAN encoder,
+``--checkpoint runs/context/han_encoder/last.pt``: 200 lines in ≈ 10.5 min on 2 cores
+(docs/journal/2026-11-28-long-line-memory.md).
 """
 from __future__ import annotations
 
