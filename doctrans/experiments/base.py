@@ -134,15 +134,6 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
-def recall_delta(r: dict, b: dict) -> str:
-    """`` (+6.2, p 0.004)``: a row's DP recall against the first row's ``b``, in points, with the
-    paired bootstrap p-value over lines (``evaluation.dp_recall.dp_recall_bootstrap``); empty for
-    the first row or a row without one."""
-    if r is b or r.get("dp_recall_p") is None or b.get("dp_recall") is None or r.get("dp_recall") is None:
-        return ""
-    return f" ({(r['dp_recall'] - b['dp_recall']) * 100:+.1f}, p {r['dp_recall_p']:.3f})"
-
-
 # The order of the metrics' markdown columns (``Metric.views``) in each view of the tables, by
 # metric row; a metric with columns in a view that does not name it comes after these, in table order.
 VIEW_ORDER = {
@@ -172,10 +163,10 @@ def cell(r: dict, key: str, fmt: str, nan_dash: bool = False) -> str:
 
 
 def row_cells(r: dict, b: dict, columns: list[Column], nan_dash: bool = False) -> list[str]:
-    """Row ``r``'s cells under ``columns`` (a key "a / b" joins two cells); ``dp_recall`` with its
-    difference to the first row ``b`` (``recall_delta``)."""
+    """Row ``r``'s cells under ``columns`` (a key "a / b" joins two cells), each followed by its
+    column's comparison with the first row ``b`` (``Column.against_first``)."""
     return [" / ".join(cell(r, k, c.fmt, nan_dash) for k in c.keys)
-            + (recall_delta(r, b) if c.key == "dp_recall" else "") for c in columns]
+            + (c.against_first(r, b) if c.against_first else "") for c in columns]
 
 
 def column_table(rows: list[dict], columns: list[Column], reference: bool = False) -> list[str]:

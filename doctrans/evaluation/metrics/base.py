@@ -96,12 +96,15 @@ class Option:
 class Column:
     """A markdown column of an experiment table: ``header``, the row ``key`` it shows (``"a / b"``:
     two cells joined by " / "), the format spec ``fmt`` (a missing value: —), and ``reference``:
-    the first reference's figure under it in a view's "reference 1" row (first row → text)."""
+    the first reference's figure under it in a view's "reference 1" row (first row → text);
+    ``against_first``: text after each row's cell that compares it with the first row ((row, first
+    row) → text, e.g. DP recall's `` (+6.2, p 0.004)``)."""
 
     header: str
     key: str
     fmt: str
     reference: Callable[[dict], str] | None = None
+    against_first: Callable[[dict, dict], str] | None = None
 
     @property
     def keys(self) -> tuple[str, ...]:

@@ -47,9 +47,18 @@ def columns(d: dict) -> dict:
     return row
 
 
+def against_first(r: dict, b: dict) -> str:
+    """`` (+6.2, p 0.004)``: a row's DP recall against the first row's ``b``, in points, with the
+    paired bootstrap p-value over lines (``evaluation.dp_recall.dp_recall_bootstrap``); empty for
+    the first row or a row without one (``Column.against_first``)."""
+    if r is b or r.get("dp_recall_p") is None or b.get("dp_recall") is None or r.get("dp_recall") is None:
+        return ""
+    return f" ({(r['dp_recall'] - b['dp_recall']) * 100:+.1f}, p {r['dp_recall_p']:.3f})"
+
+
 METRIC = Metric(
     name="dp_recall", title="DP translation recall", kind="analysis",
     needs=frozenset({"hypothesis", "references", "dp_annotation"}), compute=compute,
     options=(DP_BASE, DP_ORACLE, BASELINE, BOOTSTRAP), when=("dp_base", "dp_oracle"), report=report, columns=columns,
-    views={v: (Column("DP recall", "dp_recall", ".1%"),) for v in ("context_usage", "context_discourse", "rec")},
+    views={v: (Column("DP recall", "dp_recall", ".1%", against_first=against_first),) for v in ("context_usage", "context_discourse", "rec")},
 )
