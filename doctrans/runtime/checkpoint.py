@@ -15,6 +15,7 @@ codes' text), so that it translates anywhere without its dataset. ``Trainer.save
 from __future__ import annotations
 
 import dataclasses
+import math
 import pickle
 import re
 import zipfile
@@ -84,6 +85,57 @@ def _version_tuple(v) -> tuple[int, ...] | None:
     return tuple(int(x) for x in re.match(r"\d+(\.\d+){0,2}", v).group(0).split("."))
 
 
+_RANGES = {torch.arange, torch.range, torch.linspace, torch.logspace}
+
+
+def _range_numel(func, args, kwargs) -> int | None:
+    """Elements a range factory (``arange``/``range``/``linspace``/``logspace``) would allocate, or
+    None when its arguments are not plain numbers."""
+    nums = [a for a in args if isinstance(a, (int, float)) and not isinstance(a, bool)]
+    if len(nums) != len(args):
+        return None
+    if func in (torch.linspace, torch.logspace):
+        steps = nums[2] if len(nums) > 2 else kwargs.get("steps")
+        return int(steps) if isinstance(steps, int) else None
+    if not 1 <= len(nums) <= 3:
+        return None
+    start, end, step = (0, nums[0], 1) if len(nums) == 1 else (nums[0], nums[1], nums[2] if len(nums) == 3 else 1)
+    return max(0, math.ceil((end - start) / step)) + (func is torch.range)
+
+
+class _AllocationBound(torch.overrides.TorchFunctionMode):
+    """Counts the elements tensor factories (``torch.empty``, ``zeros``, ``arange``, … — the
+    functions ``torch.device(...)`` redirects) are asked for, and raises ``_TooLarge`` *before*
+    the allocation that would take the total past ``limit``. The size of a call is read from its
+    arguments (ranges) or from the same call on the ``meta`` device (no memory). Replaces building
+    the model on ``meta``: ``normal_``, ``sin``, ``cat`` … on meta tensors are Python
+    decompositions that import ``torch._dynamo`` and sympy (≈ 70 MB resident, seconds of import
+    on every translation). A torch-function mode is local to its thread."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        from torch.utils._device import _device_constructors
+        self.limit, self.total, self.factories = limit, 0, _device_constructors()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.factories and str(kwargs.get("device", "cpu")) != "meta":
+            n = _range_numel(func, args, kwargs) if func in _RANGES else None
+            if n is None:
+                probe = func(*args, **{**kwargs, "device": "meta"})
+                n = probe.numel() if isinstance(probe, torch.Tensor) else 0
+            if self.total + n > self.limit:
+                raise _TooLarge(func.__name__, n, probe.shape if func not in _RANGES else (n,))
+            self.total += n
+        return func(*args, **kwargs)
+
+
+class _TooLarge(Exception):
+    def __init__(self, name: str, numel: int, shape):
+        super().__init__(name, numel, shape)
+        self.name, self.numel, self.shape = name, numel, tuple(shape)
+
+
 def check_translation_checkpoint(ckpt: dict, path: str | Path, context=None) -> ExperimentConfig:
     """Validate an NMT checkpoint (as ``load_checkpoint`` returns it) before a model is built from
     it, and return its config. ``context``: the context model config to build with (a
@@ -92,9 +144,10 @@ def check_translation_checkpoint(ckpt: dict, path: str | Path, context=None) -> 
     Checked, each failure a ValueError naming ``path``: ``version`` (a doctrans version no newer
     in its major number than this one), ``kind`` ("nmt" when present), ``vocab`` (lists of token
     strings), ``text`` (absent, or ``{"src": settings, "tgt": settings}``), ``config`` (this
-    doctrans' schema), the model's sizes — the model the config describes is built on the
-    ``meta`` device (no memory) and every tensor of ``model`` must have the shape it expects, so a
-    tampered ``d_ff=1e8`` is refused before 12 GB are asked for —, and finite weights
+    doctrans' schema), the model's sizes — the model the config describes is built on the CPU
+    with its allocations bounded by ``_AllocationBound`` (twice the elements the weights hold, plus
+    64 Mi), and every tensor of ``model`` must have the shape it expects, so a tampered
+    ``d_ff=1e8`` is refused before 12 GB are asked for —, and finite weights
     (``checkpoint_write.NonFiniteWeights`` for NaN/inf: a diverged training).
     """
     from doctrans.version import __version__
@@ -129,18 +182,24 @@ def check_translation_checkpoint(ckpt: dict, path: str | Path, context=None) -> 
     if bad:
         raise ValueError(f"{where}: model sizes must be integers: "
                          f"{', '.join(f'model.{k}={short_repr(v)}' for k, v in bad.items())}")
-    try:
-        with torch.device("meta"):
-            expected = build_model(model_cfg, len(vocab["src"]), len(vocab["tgt"]),
-                                   context=exp.context if context is None else context).state_dict()
-    except (ValueError, TypeError, RuntimeError, ZeroDivisionError) as e:
-        raise ValueError(f"{where}: its config does not describe a model this doctrans builds ({one_line(e, 300)})") from None
     got = ckpt["model"]
+    held = sum(t.numel() for t in got.values())
+    limit = 2 * held + (1 << 26)              # the weights twice (temporaries of initialisation) + 64 Mi for buffers
+    try:
+        with _AllocationBound(limit):
+            expected = {k: v.shape for k, v in build_model(model_cfg, len(vocab["src"]), len(vocab["tgt"]),
+                                                           context=exp.context if context is None else context
+                                                           ).state_dict().items()}
+    except _TooLarge as e:
+        raise ValueError(f"{where}: its weights do not match its config: building it asks {e.name} for a tensor "
+                         f"of shape {e.shape}, past {limit:,} elements in all (its weights hold {held:,})") from None
+    except (ValueError, TypeError, RuntimeError, ZeroDivisionError, OverflowError) as e:
+        raise ValueError(f"{where}: its config does not describe a model this doctrans builds ({one_line(e, 300)})") from None
     missing, unexpected = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
     if missing or unexpected:
         raise ValueError(f"{where}: its weights do not match its config (missing {short_repr(missing)}, "
                          f"unexpected {short_repr(unexpected)})")
-    wrong = [(k, tuple(got[k].shape), tuple(v.shape)) for k, v in expected.items() if got[k].shape != v.shape]
+    wrong = [(k, tuple(got[k].shape), tuple(v)) for k, v in expected.items() if got[k].shape != v]
     if wrong:
         k, g, e = wrong[0]
         raise ValueError(f"{where}: its weights do not match its config: {k} has shape {g}, the config says {e}"

@@ -57,3 +57,18 @@ def test_a_tampered_checkpoint_is_refused_naming_the_file(trained, tmp_path, cha
 def test_the_untampered_checkpoint_still_translates(trained, tmp_path):
     _translate(trained, tmp_path)
     assert len((tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()) == 1
+
+
+def test_the_size_check_does_not_import_the_compiler(trained):
+    """The meta-device build of the size check ran ``normal_`` on meta tensors, whose Python
+    decomposition imports ``torch._dynamo`` (and sympy): +70 MB resident and seconds of import on
+    every ``translate``. A fresh interpreter checks the checkpoint without importing it."""
+    import subprocess
+    import sys
+    code = ("import sys, torch\n"
+            "from doctrans.runtime.checkpoint import load_checkpoint, check_translation_checkpoint\n"
+            f"p = {str(trained)!r}\n"
+            "check_translation_checkpoint(load_checkpoint(p), p)\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
