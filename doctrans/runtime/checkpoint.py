@@ -121,11 +121,13 @@ class _AllocationBound(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         if func in self.factories and str(kwargs.get("device", "cpu")) != "meta":
             n = _range_numel(func, args, kwargs) if func in _RANGES else None
+            shape = (n,)
             if n is None:
                 probe = func(*args, **{**kwargs, "device": "meta"})
-                n = probe.numel() if isinstance(probe, torch.Tensor) else 0
+                shape = tuple(probe.shape) if isinstance(probe, torch.Tensor) else (0,)
+                n = math.prod(shape)
             if self.total + n > self.limit:
-                raise _TooLarge(func.__name__, n, probe.shape if func not in _RANGES else (n,))
+                raise _TooLarge(func.__name__, n, shape)
             self.total += n
         return func(*args, **kwargs)
 
