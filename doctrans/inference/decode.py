@@ -10,6 +10,7 @@ from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
 from doctrans.inference.token_batches import MAX_TOKENS, token_batches
 from doctrans.utils import bars_off
+from doctrans.utils.memory import HeapTrimmer
 
 
 def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, beam: int,
@@ -46,6 +47,7 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
     pad = tgt_vocab.pad_id
     device = next(model.parameters()).device
     bar = tqdm(total=len(src), unit="sent", disable=not progress or bars_off(), desc="translate")
+    trim = HeapTrimmer()                   # freed batch memory back to the system (utils/memory.py)
     groups: dict[int, list[int]] = {}
     for i, v in enumerate(rows):
         groups.setdefault(len(v), []).append(i)
@@ -69,6 +71,7 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
                 if keep_states:
                     states[i] = res.nbest_states[n]
             bar.update(len(idx))
+            trim()
     bar.close()
     if keep_states:
         return out, lists, states

@@ -25,6 +25,8 @@ The model's ``inference_cache`` (``models/context/base.py``) is on for the whole
 sentence's context computations (e.g. HAN's projected states of a previous sentence) are made
 once and reused by the batches of the next N sentences, so each sentence is encoded about once
 [I]. Its capacity covers the N + 1 latest sentences of every document twice over (at least 4,096).
+After each batch a ``HeapTrimmer`` (``utils/memory.py``) hands the heap memory the batch freed
+back to the system once the process has grown by 64 MiB (glibc keeps it otherwise: issue 50).
 
 Empty lines are not sentences: they give empty output and are skipped as context [I: the
 previous N *sentences*]. Output keeps every line in place.
@@ -43,6 +45,7 @@ from doctrans.inference.beam_search import beam_search
 from doctrans.inference.token_batches import MAX_TOKENS, token_batches
 from doctrans.models.interface import EncoderOutput
 from doctrans.utils import bars_off
+from doctrans.utils.memory import HeapTrimmer
 
 Sentence = tuple[int, int]        # (document, line) of a non-empty line
 
@@ -140,7 +143,7 @@ REGROUP = 32      # sub-document batches encoded before their sentences are deco
 
 
 def _decode_encoded(model, pending: list, vocab: Vocab, search: dict, batch_sentences: int,
-                    hyps: dict, bar, max_tokens: int = MAX_TOKENS) -> None:
+                    hyps: dict, bar, trim, max_tokens: int = MAX_TOKENS) -> None:
     """Decode sentences encoded beforehand — pending: [(sentence, ids (L,), states (L, H),
     padding mask (L,))], emptied — in batches of ``batch_sentences`` by source length (and
     ``max_tokens``: ``token_batches``), as a sentence model's are (``beam_search(encoded=…)``);
@@ -156,6 +159,7 @@ def _decode_encoded(model, pending: list, vocab: Vocab, search: dict, batch_sent
         res = beam_search(model, src, vocab, **search, encoded=EncoderOutput(states, mask))
         hyps.update(zip([p[0] for p in chunk], res.tokens))
         bar.update(len(chunk))
+        trim()
     pending.clear()
 
 
@@ -198,6 +202,7 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
     else:
         steps = [sorted((s for s in sents if s not in hyps), key=lambda s: len(sents[s]))]
     bar = tqdm(total=len(sents) - len(hyps), unit="sent", disable=not progress or bars_off(), desc="translate documents")
+    trim = HeapTrimmer()                    # freed batch memory back to the system (utils/memory.py)
 
     def context_of(s: Sentence) -> list[Sentence]:
         return [(s[0], c) for c in _context(order[s[0]], position[s], n)]
@@ -214,13 +219,14 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
                 res = beam_search(model, batch, vocab, **search, encoded=enc)
                 hyps.update(zip(rows, res.tokens))
                 bar.update(len(rows))
+                trim()
                 continue
             lengths = batch.src.ne(vocab.pad_id).sum(1).tolist()
             pending += [(s, batch.src[i, :n], enc.states[i, :n], enc.src_pad_mask[i, :n])
                         for i, (s, n) in enumerate(zip(rows, lengths))]
             if len(pending) >= REGROUP * batch_sentences:
-                _decode_encoded(model, pending, vocab, search, batch_sentences, hyps, bar, max_tokens)
-        _decode_encoded(model, pending, vocab, search, batch_sentences, hyps, bar, max_tokens)
+                _decode_encoded(model, pending, vocab, search, batch_sentences, hyps, bar, trim, max_tokens)
+        _decode_encoded(model, pending, vocab, search, batch_sentences, hyps, bar, trim, max_tokens)
         steps = []
     with (model.inference_cache(capacity=max(4096, 2 * (n + 1) * len(order))) if context_cache else nullcontext()):
         for step in steps:
@@ -243,6 +249,7 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
                     chosen = rerank(batch, enc, chunk, res.nbest, res.nbest_states)
                     hyps.update((s, res.nbest[r][j][1]) for r, (s, j) in enumerate(zip(chunk, chosen)))
                 bar.update(len(chunk))
+                trim()
     bar.close()
     return [["" if x is None else vocab.decode(hyps[(d, i)]) for i, x in enumerate(lines)]
             for d, lines in enumerate(docs)]
