@@ -11,16 +11,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from doctrans.config import override_context
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
 from doctrans.inference.config import TranslateConfig
 from doctrans.inference.decode import decode_corpus
 from doctrans.inference.documents import translate_documents
 from doctrans.inference.shortlist import Shortlist
-from doctrans.models.build import build_model
 from doctrans.models.interface import reads_documents
-from doctrans.runtime.checkpoint import check_translation_checkpoint, config_of, load_checkpoint
+from doctrans.runtime.checkpoint import build_translation_model, config_of, load_checkpoint
 from doctrans.runtime.device import resolve_device
 
 log = logging.getLogger(__name__)
@@ -100,15 +98,13 @@ class LoadedModel:
     @classmethod
     def load(cls, cfg: TranslateConfig) -> "LoadedModel":
         """Load ``cfg.checkpoint`` (with ``cfg.context_options``) onto ``cfg.device``. Raises like
-        ``load_checkpoint``, ``build_model`` and ``text_processors``."""
+        ``load_checkpoint``, ``build_translation_model`` and ``text_processors``."""
         ckpt = load_checkpoint(cfg.checkpoint)
-        exp = check_translation_checkpoint(ckpt, cfg.checkpoint)   # metadata, sizes, finite weights: before building
+        # metadata, sizes, finite weights checked while the model is built (context options: e.g. a test-time ablation)
+        exp, context, model = build_translation_model(ckpt, cfg.checkpoint, cfg.context_options)
         src_vocab, tgt_vocab = Vocab(ckpt["vocab"]["src"]), Vocab(ckpt["vocab"]["tgt"])
-        context = override_context(exp.context, cfg.context_options)       # e.g. a test-time ablation
         if context is not exp.context:
             log.info("context model %s with %s", context.type, ", ".join(cfg.context_options))
-        model = build_model(exp.model, len(src_vocab), len(tgt_vocab), context=context)
-        model.load_state_dict(ckpt["model"])
         model.to(resolve_device(cfg.device))
         model.eval()
         if cfg.quantize != "none":

@@ -141,7 +141,8 @@ class _TooLarge(Exception):
 def check_translation_checkpoint(ckpt: dict, path: str | Path, context=None) -> ExperimentConfig:
     """Validate an NMT checkpoint (as ``load_checkpoint`` returns it) before a model is built from
     it, and return its config. ``context``: the context model config to build with (a
-    ``--context-option`` override), default the checkpoint's.
+    ``--context-option`` override), default the checkpoint's. ``build_translation_model`` checks
+    the same and returns the model it built for the check, its weights loaded.
 
     Checked, each failure a ValueError naming ``path``: ``version`` (a doctrans version no newer
     in its major number than this one), ``kind`` ("nmt" when present), ``vocab`` (lists of token
@@ -152,6 +153,32 @@ def check_translation_checkpoint(ckpt: dict, path: str | Path, context=None) -> 
     ``d_ff=1e8`` is refused before 12 GB are asked for —, and finite weights
     (``checkpoint_write.NonFiniteWeights`` for NaN/inf: a diverged training).
     """
+    return _checked_model(ckpt, path, lambda exp: exp.context if context is None else context)[0]
+
+
+def build_translation_model(ckpt: dict, path: str | Path, context_options=()) -> tuple[ExperimentConfig, object,
+                                                                                      torch.nn.Module]:
+    """The checks of ``check_translation_checkpoint``, then the model they built (on the CPU, in
+    training mode) with the checkpoint's weights loaded: (config, the context config it was built
+    with — the checkpoint's with ``context_options`` ["KEY=VALUE", …] (``--context-option``)
+    applied —, model). One build where checking and loading used to build twice. Raises
+    ValueError as the checks do, ``config.ConfigError`` for a bad context option."""
+    from doctrans.config import override_context
+
+    chosen = []
+
+    def context_of(exp: ExperimentConfig):
+        chosen.append(override_context(exp.context, list(context_options)))
+        return chosen[0]
+
+    exp, model = _checked_model(ckpt, path, context_of)
+    model.load_state_dict(ckpt["model"])
+    return exp, chosen[0], model
+
+
+def _checked_model(ckpt: dict, path: str | Path, context_of) -> tuple[ExperimentConfig, torch.nn.Module]:
+    """``check_translation_checkpoint``'s checks; the model built with context config
+    ``context_of(config)``, weights not loaded."""
     from doctrans.version import __version__
     from doctrans.models.build import build_model
     from doctrans.runtime.checkpoint_write import check_finite
@@ -187,11 +214,11 @@ def check_translation_checkpoint(ckpt: dict, path: str | Path, context=None) -> 
     got = ckpt["model"]
     held = sum(t.numel() for t in got.values())
     limit = 2 * held + (1 << 26)              # the weights twice (temporaries of initialisation) + 64 Mi for buffers
+    context = context_of(exp)
     try:
         with _AllocationBound(limit):
-            expected = {k: v.shape for k, v in build_model(model_cfg, len(vocab["src"]), len(vocab["tgt"]),
-                                                           context=exp.context if context is None else context
-                                                           ).state_dict().items()}
+            model = build_model(model_cfg, len(vocab["src"]), len(vocab["tgt"]), context=context)
+            expected = {k: v.shape for k, v in model.state_dict().items()}
     except _TooLarge as e:
         raise ValueError(f"{where}: its weights do not match its config: building it asks {e.name} for a tensor "
                          f"of shape {e.shape}, past {limit:,} elements in all (its weights hold {held:,})") from None
@@ -210,4 +237,4 @@ def check_translation_checkpoint(ckpt: dict, path: str | Path, context=None) -> 
         check_finite(got, where)
     except FloatingPointError as e:
         raise ValueError(f"{e}; translate with an earlier checkpoint") from None
-    return exp
+    return exp, model

@@ -72,3 +72,24 @@ def test_the_size_check_does_not_import_the_compiler(trained):
             "print('torch._dynamo' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+def test_loading_builds_the_model_once(trained, tmp_path, monkeypatch):
+    """The size check builds the checkpoint's model; loading used to build it a second time
+    (≈ 0.3 s and the model's memory again for the quickstart's HAN encoder): the checked model is
+    the one loaded (a context option reaching it: test_isg.py)."""
+    import doctrans.inference.loading as loading
+    import doctrans.models.build as build
+
+    built = []
+    real = build.build_model
+
+    def counting(*args, **kw):
+        built.append(kw.get("context"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(build, "build_model", counting)
+    monkeypatch.setattr(loading, "build_model", counting, raising=False)
+    _translate(trained, tmp_path)
+    assert len(built) == 1
+    assert len((tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()) == 1
