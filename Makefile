@@ -6,7 +6,8 @@
 #                     BLEU side by side with significance, DP recall, contrastive pronoun accuracy (all /
 #                     DP / context-needed) and CXMI (72 min on a 2-core CPU, install included: README)
 #   make test         install and run the test suite (tests/unit, tests/integration, tests/system; tests
-#                     marked `corpus` cut a small slice of DATA at test time and skip without it);
+#                     marked `corpus` cut a small slice of DATA at test time and skip without it), a
+#                     pytest-xdist worker per core (one torch thread each: tests/conftest.py);
 #                     one tier or a selection: make test TEST_ARGS='-m unit' (or "-m 'not corpus'", -k …)
 #   make dp           DP-annotate the quickstart slice (eflomal + KenLM + Algorithm 1) into PREP/dp
 #   make dp-full      preprocess the full TVsub corpus into PREP_FULL and DP-annotate it (≈8 min)
@@ -484,7 +485,7 @@ results/full_rec.md: $(FULL_RUNS)/transformer/.done $(FULL_RUNS)/rec_joint_label
 
 TEST_ARGS ?=
 test: install
-	$(BIN)/python -m pytest -q tests $(TEST_ARGS)
+	$(BIN)/python -m pytest -q -n auto tests $(TEST_ARGS)
 
 clean-quickstart:
 	rm -rf $(PREP) $(RUN) $(CTX_RUNS)/transformer $(CTX_RUNS)/$(QS_CONTEXT)

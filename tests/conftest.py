@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,9 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 TVSUB = (REPO / ".." / "shared" / "corpora" / "tvsub").resolve()
 TIERS = ("unit", "integration", "system")
+
+if os.environ.get("PYTEST_XDIST_WORKER"):   # `make test` runs a worker per core (pytest-xdist): one thread each
+    torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config, items):
