@@ -61,6 +61,23 @@ def backbones() -> list[str]:
     return sorted(BACKBONES)
 
 
+def random_lines(vocab, n: int, length: int, seed: int = 0) -> list[np.ndarray]:
+    """``n`` source id lines of ``length // 2`` … ``length − 1`` random non-special ids of ``vocab``,
+    each ending in ``</s>``."""
+    rng = np.random.default_rng(seed)
+    return [np.append(rng.integers(4, len(vocab), int(rng.integers(length // 2, length))), vocab.eos_id)
+            for _ in range(n)]
+
+
+def tiny_transformer(vocab, *overrides: str):
+    """The tiny Transformer (``overrides``: e.g. a context model) over ``vocab`` on both sides, seed 0, eval mode."""
+    from doctrans.models.build import build_model
+
+    cfg = tiny_backbone("transformer", *overrides)
+    torch.manual_seed(0)
+    return build_model(cfg.model, len(vocab), len(vocab), 0, cfg.context).eval()
+
+
 def tiny_backbone(name: str, *overrides: str):
     """The ExperimentConfig of ``pipelines/<name>/tiny.yaml`` with ``key=value`` overrides."""
     from doctrans.config import load_experiment

@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import tiny_backbone
+from conftest import random_lines, tiny_transformer
 from doctrans.data.vocab import SPECIALS, Vocab
 from doctrans.inference import decode, documents
-from doctrans.models.build import build_model
 from doctrans.utils import memory
 from doctrans.utils.memory import HeapTrimmer
 
@@ -23,15 +22,11 @@ HAN = "context={type: han, context_sents: 2, attach: encoder, heads: 2, d_ff: 32
 
 
 def _lines(n: int, length: int, seed: int = 0) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [np.append(rng.integers(4, len(VOCAB), int(rng.integers(length // 2, length))), VOCAB.eos_id)
-            for _ in range(n)]
+    return random_lines(VOCAB, n, length, seed)
 
 
 def _model(*overrides: str):
-    cfg = tiny_backbone("transformer", *overrides)
-    torch.manual_seed(0)
-    return build_model(cfg.model, len(VOCAB), len(VOCAB), 0, cfg.context).eval()
+    return tiny_transformer(VOCAB, *overrides)
 
 
 def test_the_trimmer_trims_only_after_the_process_grew():
