@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Issue 48, the third GPU call (2026-11-28 evening): the shipped models trained on, from ONE start.
+# CARRY/start.pt is a tgt_concat checkpoint (the shipped tvsub-tgt-concat-3x3); the sentence model
+# starts from the same weights without the "backbone." prefix. Side by side on the one GPU for MIN
+# minutes, the same settings (lr LR, warm-up WARMUP, inverse sqrt, 32,768-token batches, bf16 autocast),
+# checkpoints kept every KEEP updates: the sentence model (pipelines/quickstart.yaml) reaches about
+# five times the updates of tgt_concat (each target row also carries the previous line on both sides).
+#   bash benchmarks/gpu_stage2_long.sh CARRY OUT [MIN] [TOTAL_S]
+# Back (at most two models fit the device's 64 MiB): the sentence model at its LAST update (the
+# candidate to ship) and tgt_concat at M, the last update both reached (equal updates from the same
+# start); the sentence model at M is translated on the GPU (its test hypotheses come back in runs3.tgz,
+# the equal-update control), as are the two models that come back. TOTAL_S (default 540): the weights
+# are written first, the translations are cut short before the deadline.
+# CARRY: prep.tar.xz, whl/ (sacremoses, opencc-python-reimplemented), site/ (subword_nmt),
+# tvsub/test/test.ref.sgm, start.pt (benchmarks/gpu_full_carry.sh builds all but start.pt).
+# EXTRA: more key=value overrides (a CPU smoke test).
+# OUT: sentence.fp16.pt.part-*, document.fp16.pt.part-* (`cat` them back), runs3.tgz (metrics.jsonl,
+# config.yaml, train.log of both runs, the test hypotheses and their scores, M).
+set -uo pipefail
+C=$(realpath "${1:?CARRY}"); OUTD=$(realpath "${2:?OUT}"); MIN=${3:-7.0}; TOTAL=${4:-540}
+T0=$(date +%s)
+LR=${LR:-1.5e-3}; WARMUP=${WARMUP:-200}; KEEP=${KEEP:-100}; EVAL=${EVAL:-500}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+GPU_IMPORTS="sacremoses click yaml sacrebleu opencc subword_nmt"
+. "$ROOT/benchmarks/gpu_lib.sh"   # PY, DT, PYTHONPATH; gpu_unpack, gpu_banner, fp16_back, equal_update_point, collect_into
+W=${WORK:-/tmp/g3}; rm -rf "$W"; gpu_unpack "$W/prep" "$W/test"
+left() { echo $(( TOTAL - ($(date +%s) - T0) )); }
+stamp() { echo "== $(( $(date +%s) - T0 )) s: $*"; }
+gpu_banner
+$PY - "$C/start.pt" "$W/start_sent.pt" <<'PYEOF'
+import sys, torch
+ck = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
+ck["model"] = {k.removeprefix("backbone."): v for k, v in ck["model"].items()}
+ck["config"]["context"] = None
+torch.save(ck, sys.argv[2])
+PYEOF
+A="data.prepared=$W/prep train.device=auto train.max_tokens=32768 train.tensorboard=false train.threads=4 train.eval_bleu=false
+ train.metric=xent_nats train.metric_mode=min train.plot=false train.max_steps=10000000 train.max_time_min=$MIN
+ train.lr=$LR train.warmup=$WARMUP train.eval_every=$EVAL train.save_every=$KEEP train.keep_every=$KEEP train.keep_last=0 ${EXTRA:-}"
+stamp "training side by side, $MIN min each"
+TO=$(python3 -c "print(int($MIN * 60 + 120))")
+(cd "$ROOT" && timeout -s TERM "$TO" $DT train pipelines/quickstart.yaml $A train.init_from="$W/start_sent.pt" \
+   run_dir="$W/transformer") > "$W/transformer.log" 2>&1 &
+(cd "$ROOT" && timeout -s TERM "$TO" $DT train pipelines/context/tgt_concat.yaml $A train.init_from="$C/start.pt" \
+   run_dir="$W/tgt_concat") > "$W/tgt_concat.log" 2>&1 &
+wait; stamp "trained"; tail -n 3 "$W"/*.log
+M=$(equal_update_point "$W/transformer" "$W/tgt_concat"); echo "$M" > "$W/M.txt"; echo "equal-update point M = $M"
+LASTS=$(ls "$W/transformer" | sed -n 's/^checkpoint\([0-9]*\)\.pt$/\1/p' | sort -n | tail -1); echo "sentence model's last kept update: ${LASTS:-none}"
+[ -n "$LASTS" ] && fp16_back "$W/transformer/checkpoint$LASTS.pt" sentence strip
+[ "$M" -gt 0 ] && fp16_back "$W/tgt_concat/checkpoint$M.pt" document strip
+collect_into "$W" runs3.tgz 'M.txt *.log */metrics.jsonl */config.yaml */train.log'
+stamp "weights back ($(left) s left)"; ls -la "$OUTD"
+TT=$(( $(left) - 20 ))
+xl() {  # NAME CKPT [--docs FILE]
+  local n=$1 ck=$2; shift 2
+  [ -f "$ck" ] || return 0
+  timeout -s TERM "$TT" $DT -q translate -c "$ck" -i "$W/prep/test.tok.zh" --input-format tok --tokenized --beam 5 \
+    -o "$W/test/$n.hyp" "$@" > "$W/test/$n.log" 2>&1 \
+  && $DT score "$W/test/$n.hyp" -r "$C/tvsub/test/test.ref.sgm" --hyp-tokenized > "$W/test/$n.bleu" 2>&1
+}
+if [ "$TT" -gt 15 ]; then
+  xl "sentence_M$M" "$W/transformer/checkpoint$M.pt" &
+  xl "sentence_last$LASTS" "$W/transformer/checkpoint$LASTS.pt" &
+  xl "tgt_concat_M$M" "$W/tgt_concat/checkpoint$M.pt" --docs "$W/prep/test.docs" &
+  wait
+fi
+for f in "$W"/test/*.bleu; do [ -f "$f" ] && echo "$(basename "$f" .bleu): $(grep -E '^(bleu_tok_lc|English pronouns)' "$f" | tr -s ' ' | paste -sd ';')"; done | tee "$W/bleu.txt"
+collect_into "$W" runs3.tgz 'M.txt bleu.txt *.log */metrics.jsonl */config.yaml */train.log test/*'
+stamp "done"; ls -la "$OUTD"
