@@ -35,6 +35,38 @@ def scatter_rows(parts: list[tuple[Tensor, EncoderOutput]], b: int, s: int) -> E
     return EncoderOutput(states, mask)
 
 
+def ragged_concat(tokens: Tensor, seg_rows: Tensor, seg_len: Tensor, drop: Tensor, pad_id: int) -> Tensor:
+    """Each output row's segments concatenated, right-padded, in one gather (no loop over rows).
+
+    tokens (R, L): the segments' source rows; seg_rows (B, K) long: row of ``tokens`` holding
+    segment k of output row b (any value where ``seg_len`` is 0); seg_len (B, K) long: its length
+    (segment k is ``tokens[seg_rows[b, k], :seg_len[b, k]]``); drop (B,) long: tokens cut from the
+    front of each row's concatenation (0 ≤ drop ≤ its total length). Returns (B, W) with row b
+    = the concatenation of its segments in order, without its first ``drop[b]`` tokens,
+    right-padded with ``pad_id``; W = the longest row (0 when every row is empty). Same device as
+    ``tokens``; one host synchronisation (W).
+
+    The concatenation models build their inputs this way (``ConcatContext.concatenated_source``,
+    ``TargetConcat.target_prefix``): a document batch holds thousands of rows, and a loop of
+    per-row ``torch.cat`` launched thousands of kernels per batch
+    (``benchmarks/concat_rows.py``) [I: our implementation]."""
+    b, k = seg_rows.shape
+    if b == 0 or k == 0:
+        return tokens.new_full((b, 0), pad_id)
+    ends = seg_len.cumsum(1)                                                        # (B, K)
+    out_len = ends[:, -1] - drop                                                    # (B,)
+    width = int(out_len.max())
+    if width <= 0:
+        return tokens.new_full((b, 0), pad_id)
+    cols = torch.arange(width, device=tokens.device)
+    pos = cols[None, :] + drop[:, None]                                             # (B, W) position in the concatenation
+    seg = torch.searchsorted(ends, pos.contiguous(), right=True).clamp_(max=k - 1)  # its segment
+    row = seg_rows.gather(1, seg).clamp(min=0, max=tokens.size(0) - 1)
+    col = (pos - (ends - seg_len).gather(1, seg)).clamp_(min=0, max=max(tokens.size(1) - 1, 0))
+    out = tokens[row, col]
+    return out.masked_fill_(cols[None, :] >= out_len[:, None], pad_id)
+
+
 LENGTH_BUCKETS = 8     # at most this many sub-batches per document batch (see length_buckets; 8 vs 4, and grid-minimising
                        # cuts vs equal-count groups: measured in benchmarks/RESULTS.md, "Document batches in 8 length
                        # buckets instead of 4" and "QCN + regularisation reaches the training-speed goal; …")

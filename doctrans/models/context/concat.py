@@ -20,7 +20,7 @@ from torch import Tensor
 from doctrans.models.context.base import ContextModel, context_rows
 from doctrans.models.interface import EncoderOutput, SearchBatch
 from doctrans.models.portable import PortableTransformer
-from doctrans.models.rows import encode_bucketed, scatter_rows
+from doctrans.models.rows import encode_bucketed, ragged_concat, scatter_rows
 
 
 @dataclass(frozen=True)
@@ -43,16 +43,14 @@ class ConcatContext(ContextModel):
         """(B, C+S) ids: each row's existing context sentences (oldest first, padding removed)
         followed by its own sentence, right-padded."""
         src = batch.src                                                     # (B, S)
-        rows = context_rows(batch, self.context_sents, src.device).tolist()
-        lengths = src.ne(self.pad_id).sum(1).tolist()
-        seqs = []
-        for b, ctx in enumerate(rows):
-            parts = [src[r, :lengths[r]] for r in ctx if r >= 0]
-            context = torch.cat(parts) if parts else src.new_zeros(0)
-            if self.cfg.max_context_tokens and context.numel() > self.cfg.max_context_tokens:
-                context = context[-self.cfg.max_context_tokens:]
-            seqs.append(torch.cat([context, src[b, :lengths[b]]]))
-        return torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=self.pad_id)
+        ctx = context_rows(batch, self.context_sents, src.device)           # (B, N)
+        lengths = src.ne(self.pad_id).sum(1)                                # (B,)
+        ctx_len = torch.where(ctx.ge(0), lengths[ctx.clamp(min=0)], 0)      # (B, N)
+        own = torch.arange(src.size(0), device=src.device)[:, None]
+        drop = ctx_len.sum(1)
+        drop = (drop - self.cfg.max_context_tokens).clamp(min=0) if self.cfg.max_context_tokens else drop.zero_()
+        return ragged_concat(src, torch.cat([ctx, own], 1), torch.cat([ctx_len, lengths[:, None]], 1), drop,
+                             self.pad_id)
 
     def encode(self, batch) -> EncoderOutput:
         """batch.src (B, S) and batch.ctx (B, N) → the backbone's encoding of the concatenation,

@@ -41,6 +41,7 @@ from doctrans.models.context.base import context_rows
 from doctrans.models.context.concat import ConcatContext
 from doctrans.models.interface import ContextAttention, EncoderOutput, TargetPrefixParts
 from doctrans.models.portable import PortableTransformer
+from doctrans.models.rows import ragged_concat
 
 BOS_ID, EOS_ID = 1, 2          # <s>, </s> of every doctrans vocabulary (data/vocab.py)
 
@@ -89,16 +90,15 @@ class TargetConcat(ConcatContext):
         tgt_in = getattr(batch, "tgt_in", None)
         if tgt_in is None:
             raise ValueError("the target-side concatenation model needs the context rows' targets (batch.tgt_in)")
-        lengths = tgt_in.ne(self.pad_id).sum(1).tolist()
-        eos = tgt_in.new_full((1,), EOS_ID)
-        seqs = []
-        for ctx in rows.tolist():
-            parts = [t for r in ctx if r >= 0 for t in (tgt_in[r, :lengths[r]], eos)]
-            seq = torch.cat(parts) if parts else tgt_in.new_zeros(0)
-            if seq.numel() > self.prefix_cap:
-                seq = torch.cat([tgt_in.new_full((1,), BOS_ID), seq[seq.numel() - self.prefix_cap + 1:]])
-            seqs.append(seq)
-        return torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=self.pad_id)
+        lengths = tgt_in.ne(self.pad_id).sum(1)                                      # (R,) <s> y
+        ended = torch.cat([tgt_in, tgt_in.new_full((tgt_in.size(0), 1), self.pad_id)], 1)
+        ended.scatter_(1, lengths[:, None], EOS_ID)                                   # <s> y </s>
+        seg_len = torch.where(rows.ge(0), lengths[rows.clamp(min=0)] + 1, 0)          # (B, N)
+        drop = (seg_len.sum(1) - self.prefix_cap).clamp(min=0)                        # (B,)
+        prefix = ragged_concat(ended, rows, seg_len, drop, self.pad_id)
+        if prefix.size(1):                                     # a cut prefix starts with <s> again
+            prefix[:, 0] = torch.where(drop.gt(0), BOS_ID, prefix[:, 0])
+        return prefix
 
     def encode(self, batch) -> EncoderOutput:
         """The source concatenation's encoding (``ConcatContext.encode``) with each row's target
