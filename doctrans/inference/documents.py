@@ -163,12 +163,27 @@ def _decode_encoded(model, pending: list, vocab: Vocab, search: dict, batch_sent
     pending.clear()
 
 
+def _history_pieces(docs: list[list[np.ndarray | None]], chunk: int, n: int) -> list[tuple[int, list[int], int]]:
+    """The pieces of ``translate_documents(history_chunk=chunk)``: per document, its non-empty
+    lines cut into runs of ``chunk``, each run preceded by (up to) the ``n`` non-empty lines
+    before it → [(document, line indices, warm-up count)], in document order; every non-empty
+    line is kept (after the warm-up) in exactly one piece. A document without non-empty lines
+    gives none."""
+    pieces = []
+    for d, lines in enumerate(docs):
+        idx = [i for i, x in enumerate(lines) if x is not None]
+        for start in range(0, len(idx), chunk):
+            lo = max(0, start - n)
+            pieces.append((d, idx[lo:start + chunk], start - lo))
+    return pieces
+
+
 def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab, beam: int, lenpen: float,
                         max_len_ratio: float, max_len_extra: int, batch_sentences: int,
                         progress: bool = False, context_cache: bool = True, shortlist=None,
                         rerank: DocumentReranker | None = None,
                         given: dict[Sentence, list[int]] | None = None,
-                        max_tokens: int = MAX_TOKENS) -> list[list[str]]:
+                        max_tokens: int = MAX_TOKENS, history_chunk: int = 0) -> list[list[str]]:
     """docs: per document, per line, source ids ending in ``</s>`` (None for an empty line) →
     per document, per line, target token strings ("" for empty lines). See the module doc for
     the two schedules. ``context_cache`` False: without the model's ``inference_cache`` (every
@@ -181,8 +196,15 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
     not translated again, only read as context (a target-side model's context rows carry these
     ids), and their output is these ids decoded. ``max_tokens``: a batch's rows (targets and their
     context rows) × longest row at most this many source tokens (``token_batches``), besides
-    ``batch_sentences`` targets. Raises ValueError if the model reads no context,
-    or for ``rerank`` or ``given`` with a sub-document model (``context_block``)."""
+    ``batch_sentences`` targets. ``history_chunk`` C > 0 (target-side context only; without
+    ``given``): each document's sentences are translated as independent pieces of C, each
+    preceded by the N sentences before it as warm-up (translated with the context they have in
+    the piece, their output discarded; ``_history_pieces``), so a document of L sentences takes
+    C + N sequential steps instead of L and the pieces of all documents share each step's
+    batches; every kept sentence reads N previous sentences of its document, the model's own
+    translations — at a piece's start the warm-up's, made with less context [I]. Raises
+    ValueError if the model reads no context, for ``rerank`` or ``given`` with a sub-document
+    model (``context_block``), or for a negative ``history_chunk``."""
     doc = model.document
     n, block = doc.context_sents, doc.context_block
     if not doc.reads_documents:
@@ -191,6 +213,19 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
         raise ValueError("reranking is not supported for sub-document models (context_block > 0, e.g. HGC)")
     if given and block > 0:
         raise ValueError("given translations are not supported for sub-document models (context_block > 0, e.g. HGC)")
+    if history_chunk < 0:
+        raise ValueError(f"history_chunk must be ≥ 0 (0 = whole documents), got {history_chunk}")
+    if history_chunk and doc.needs_target and not given and block == 0:
+        pieces = _history_pieces(docs, history_chunk, n)
+        if len(pieces) > len(docs):
+            out = translate_documents(model, [[docs[d][i] for i in lines] for d, lines, _ in pieces], vocab, beam,
+                                      lenpen, max_len_ratio, max_len_extra, batch_sentences, progress,
+                                      context_cache, shortlist, rerank, None, max_tokens)
+            result = [[""] * len(lines) for lines in docs]
+            for (d, lines, warm), hyp in zip(pieces, out):
+                for i, h in list(zip(lines, hyp))[warm:]:
+                    result[d][i] = h
+            return result
     device = next(model.parameters()).device
     sents = {(d, i): x for d, lines in enumerate(docs) for i, x in enumerate(lines) if x is not None}
     order = {d: [i for i, x in enumerate(lines) if x is not None] for d, lines in enumerate(docs)}

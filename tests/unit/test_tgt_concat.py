@@ -164,3 +164,49 @@ def test_portable_form_names_the_target_context():
 def test_negative_prefix_cut_is_refused(bad):
     with pytest.raises(ValueError, match="max_target_context_tokens"):
         model(max_target_context_tokens=bad)
+
+
+def test_history_pieces_keep_every_line_once_after_its_warm_up():
+    from doctrans.inference.documents import _history_pieces
+
+    x = np.array([4, 2])
+    docs = [[x, None, x, x, x, None, x], [], [None], [x, x]]
+    pieces = _history_pieces(docs, chunk=2, n=1)
+    assert pieces == [(0, [0, 2], 0), (0, [2, 3, 4], 1), (0, [4, 6], 1), (3, [0, 1], 0)]
+    kept = [(d, i) for d, lines, warm in pieces for i in lines[warm:]]
+    assert sorted(kept) == [(d, i) for d, lines in enumerate(docs) for i, y in enumerate(lines) if y is not None]
+    assert _history_pieces(docs, chunk=1, n=2)[2] == (0, [0, 2, 3], 2)     # up to N warm-up lines
+
+
+def test_history_chunk_translates_pieces_side_by_side(monkeypatch):
+    """translate_documents(history_chunk=C): the first C sentences of a document come out as the
+    whole-document translation's (same context); a later sentence is what translating its piece
+    (warm-up included) as a document of its own gives; empty lines stay in place; each step's
+    batch holds one sentence of every piece (C + N steps, not the document's length)."""
+    from doctrans.inference import documents
+    from doctrans.inference.documents import translate_documents
+
+    m = model(n=1, seed=3)
+    rng = np.random.default_rng(1)
+    docs = [[np.r_[4 + k % 12, rng.integers(4, 20, int(rng.integers(1, 3))), 2] for k in range(7)],
+            [np.r_[5, 6, 2], None, np.r_[7, 2]]]
+    kw = dict(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=64)
+    whole = translate_documents(m, docs, VOCAB, **kw)
+    sizes = []
+    real = documents.build_batch
+
+    def spy(chunk, *args, **kwargs):
+        sizes.append(len(chunk))
+        return real(chunk, *args, **kwargs)
+
+    monkeypatch.setattr(documents, "build_batch", spy)
+    out = translate_documents(m, docs, VOCAB, history_chunk=3, **kw)
+    monkeypatch.setattr(documents, "build_batch", real)
+    assert [len(o) for o in out] == [7, 3] and out[1][1] == "" and out[1] == whole[1]
+    assert out[0][:3] == whole[0][:3]
+    piece = translate_documents(m, [docs[0][2:6]], VOCAB, **kw)[0]      # sentences 3–5 with sentence 2 as warm-up
+    assert out[0][3:6] == piece[1:]
+    assert len(sizes) == 4 and sizes[0] == 4                   # 3 + 1 steps; the first holds every piece's start
+    assert translate_documents(m, docs, VOCAB, history_chunk=10, **kw) == whole
+    with pytest.raises(ValueError, match="history_chunk"):
+        translate_documents(m, docs, VOCAB, history_chunk=-1, **kw)
