@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 48, the third GPU call (2026-11-28 evening): the shipped models trained on, from ONE start.
-# CARRY/start.pt is a tgt_concat checkpoint (the shipped tvsub-tgt-concat-3x3); the sentence model
-# starts from the same weights without the "backbone." prefix. Side by side on the one GPU for MIN
+# CARRY/start.pt is a tgt_concat checkpoint (the shipped tvsub-tgt-concat-3x3: the sentence model
+# starts from the same weights without the "backbone." prefix) or a sentence model (e.g. the shipped
+# tvsub-transformer-3x3: both start from it, tgt_concat through train.init_from as in stage 2). Side by side on the one GPU for MIN
 # minutes, the same settings (lr LR, warm-up WARMUP, inverse sqrt, 32,768-token batches, bf16 autocast),
 # checkpoints kept every KEEP updates: the sentence model (pipelines/quickstart.yaml) reaches about
 # five times the updates of tgt_concat (each target row also carries the previous line on both sides).
@@ -30,7 +31,7 @@ gpu_banner
 $PY - "$C/start.pt" "$W/start_sent.pt" <<'PYEOF'
 import sys, torch
 ck = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
-ck["model"] = {k.removeprefix("backbone."): v for k, v in ck["model"].items()}
+ck["model"] = {k.removeprefix("backbone."): v for k, v in ck["model"].items()}   # a sentence model: unchanged
 ck["config"]["context"] = None
 torch.save(ck, sys.argv[2])
 PYEOF
