@@ -93,13 +93,7 @@ pick() { if [ "$M" -gt 0 ]; then echo "$W/s2/$1/checkpoint$M.pt"; else echo "$W/
 
 stamp "test translations ($(left) s left)"
 TT=$(( $(left) - 45 )); [ "$TT" -gt 240 ] && TT=240
-xl() {  # NAME CKPT [--docs FILE]
-  local n=$1 ck=$2; shift 2
-  [ -f "$ck" ] || return 0
-  timeout -s TERM "$TT" $DT -q translate -c "$ck" -i "$PREP/test.tok.zh" --input-format tok --tokenized --beam 5 \
-    -o "$W/test/$n.hyp" "$@" > "$W/test/$n.log" 2>&1 \
-  && $DT score "$W/test/$n.hyp" -r "$C/tvsub/test/test.ref.sgm" --hyp-tokenized > "$W/test/$n.bleu" 2>&1
-}
+xl() { test_translation "$W/test" "$PREP" "$TT" "$@"; }   # NAME CKPT [--docs FILE]
 if [ "$TT" -gt 20 ]; then
   for s in $SHAPES; do xl "s1_$s" "$W/s1/$s/last.pt" & done
   xl s2_transformer "$(pick transformer)" &

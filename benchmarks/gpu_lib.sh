@@ -7,6 +7,9 @@
 #                      (NAME.fp16.pt.part-aa …; `cat` them back); strip: without optimizer/rng state
 #   equal_update_point RUN_A RUN_B   the last STEP with checkpoint{STEP}.pt in both run dirs (0: none):
 #                      two runs from one start compared at equal updates
+#   test_translation DIR PREP SECONDS NAME CKPT [ARGS…]   the TVsub test (PREP/test.tok.zh, beam 5, ARGS e.g.
+#                      --docs FILE) by CKPT within SECONDS → DIR/NAME.hyp and its score DIR/NAME.bleu
+#                      (CARRY/tvsub/test/test.ref.sgm); nothing when CKPT is missing
 #   collect_into DIR TGZ PATTERNS   the files under DIR matching PATTERNS (one quoted, space-separated
 #                      string, expanded in DIR; unmatched ones skipped silently) → OUT/TGZ
 . "$ROOT/benchmarks/gpu_carry_env.sh"
@@ -40,6 +43,14 @@ PYEOF
 equal_update_point() {
   comm -12 <(ls "$1" | sed -n 's/^checkpoint\([0-9]*\)\.pt$/\1/p' | sort) \
            <(ls "$2" | sed -n 's/^checkpoint\([0-9]*\)\.pt$/\1/p' | sort) | sort -n | tail -1 | grep . || echo 0
+}
+
+test_translation() {
+  local dir=$1 prep=$2 tt=$3 n=$4 ck=$5; shift 5
+  [ -f "$ck" ] || return 0
+  timeout -s TERM "$tt" $DT -q translate -c "$ck" -i "$prep/test.tok.zh" --input-format tok --tokenized --beam 5 \
+    -o "$dir/$n.hyp" "$@" > "$dir/$n.log" 2>&1 \
+  && $DT score "$dir/$n.hyp" -r "$C/tvsub/test/test.ref.sgm" --hyp-tokenized > "$dir/$n.bleu" 2>&1
 }
 
 collect_into() {

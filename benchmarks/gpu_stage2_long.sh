@@ -52,13 +52,7 @@ LASTS=$(ls "$W/transformer" | sed -n 's/^checkpoint\([0-9]*\)\.pt$/\1/p' | sort 
 collect_into "$W" runs3.tgz 'M.txt *.log */metrics.jsonl */config.yaml */train.log'
 stamp "weights back ($(left) s left)"; ls -la "$OUTD"
 TT=$(( $(left) - 20 ))
-xl() {  # NAME CKPT [--docs FILE]
-  local n=$1 ck=$2; shift 2
-  [ -f "$ck" ] || return 0
-  timeout -s TERM "$TT" $DT -q translate -c "$ck" -i "$W/prep/test.tok.zh" --input-format tok --tokenized --beam 5 \
-    -o "$W/test/$n.hyp" "$@" > "$W/test/$n.log" 2>&1 \
-  && $DT score "$W/test/$n.hyp" -r "$C/tvsub/test/test.ref.sgm" --hyp-tokenized > "$W/test/$n.bleu" 2>&1
-}
+xl() { test_translation "$W/test" "$W/prep" "$TT" "$@"; }   # NAME CKPT [--docs FILE]
 if [ "$TT" -gt 15 ]; then
   xl "sentence_M$M" "$W/transformer/checkpoint$M.pt" &
   xl "sentence_last$LASTS" "$W/transformer/checkpoint$LASTS.pt" &
