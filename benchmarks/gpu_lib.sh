@@ -5,8 +5,10 @@
 #   gpu_banner         the log's head: the GPU (nvidia-smi -L), torch and CUDA, the commit, the UTC time
 #   fp16_back SRC NAME [strip]   SRC's weights in fp16 as OUT/NAME.fp16.pt, split in 15 MiB parts
 #                      (NAME.fp16.pt.part-aa …; `cat` them back); strip: without optimizer/rng state
-#   equal_update_point RUN_A RUN_B   the last STEP with checkpoint{STEP}.pt in both run dirs (0: none):
-#                      two runs from one start compared at equal updates
+#   equal_update_point RUN …   the last STEP with checkpoint{STEP}.pt in every run dir (0: none):
+#                      runs from one start compared at equal updates
+#   averaged RUN STEP K OUT   the weights of RUN's checkpoints STEP, STEP−KEEP, … (K of them, those kept)
+#                      averaged (`doctrans average`) into OUT; K = 1: a copy; prints how many; 1 when none
 #   test_translation DIR PREP SECONDS NAME CKPT [ARGS…]   the TVsub test (PREP/test.tok.zh, beam 5, ARGS e.g.
 #                      --docs FILE) by CKPT within SECONDS → DIR/NAME.hyp and its score DIR/NAME.bleu
 #                      (CARRY/tvsub/test/test.ref.sgm); nothing when CKPT is missing
@@ -41,8 +43,19 @@ PYEOF
 }
 
 equal_update_point() {
-  comm -12 <(ls "$1" | sed -n 's/^checkpoint\([0-9]*\)\.pt$/\1/p' | sort) \
-           <(ls "$2" | sed -n 's/^checkpoint\([0-9]*\)\.pt$/\1/p' | sort) | sort -n | tail -1 | grep . || echo 0
+  local d n=$#
+  for d in "$@"; do ls "$d" | sed -n 's/^checkpoint\([0-9]*\)\.pt$/\1/p' | sort -u; done \
+    | sort -n | uniq -c | awk -v n="$n" '$1 == n { s = $2 } END { print s + 0 }'
+}
+
+averaged() {
+  local run=$1 step=$2 k=$3 out=$4 i s cks=()
+  for ((i = 0; i < k; i++)); do
+    s=$(( step - i * ${KEEP:-100} )); [ -f "$run/checkpoint$s.pt" ] && cks+=("$run/checkpoint$s.pt")
+  done
+  [ ${#cks[@]} -gt 0 ] || return 1
+  if [ ${#cks[@]} -eq 1 ]; then cp "${cks[0]}" "$out"; else $DT -q average "${cks[@]}" -o "$out" >/dev/null; fi
+  echo "${#cks[@]}"
 }
 
 test_translation() {

@@ -15,11 +15,21 @@
 # CARRY: prep.tar.xz, whl/ (sacremoses, opencc-python-reimplemented), site/ (subword_nmt),
 # tvsub/test/test.ref.sgm, start.pt (benchmarks/gpu_full_carry.sh builds all but start.pt).
 # EXTRA: more key=value overrides (a CPU smoke test).
+# DENSE=SHARE (issue 52 item 2 on the whole corpus): a third run side by side, tgt_concat with
+# train.context_dense={share: SHARE, max_distance: 1} (needs dp/train.dplabel in prep.tar.xz:
+# `DENSE_DP=1 JIEBA=0 bash benchmarks/gpu_full_carry.sh PREP_FULL CARRY`, then CARRY/start.pt: 65.2 MB with
+# the repository less its two shipped .pt files, under the device's 64 MiB; the tokenized text it reads is the BPE text with the
+# "@@ " joins undone, byte-identical to preprocess' train.tok.*). M is then the last update all three
+# reached; what comes back is the two document models at M (document.*, dense.*), the sentence model's
+# test hypotheses at M and at its last update (its weights do not fit beside them).
+# AVG=K (default 1): each model brought back or translated is the average of its checkpoints at the
+# update named and the K−1 kept before it (KEEP apart; `doctrans average`), the same for every run.
 # OUT: sentence.fp16.pt.part-*, document.fp16.pt.part-* (`cat` them back), runs3.tgz (metrics.jsonl,
 # config.yaml, train.log of both runs, the test hypotheses and their scores, M).
 set -uo pipefail
 C=$(realpath "${1:?CARRY}"); OUTD=$(realpath "${2:?OUT}"); MIN=${3:-7.0}; TOTAL=${4:-540}
 T0=$(date +%s)
+DENSE=${DENSE:-}; AVG=${AVG:-1}
 LR=${LR:-1.5e-3}; WARMUP=${WARMUP:-200}; KEEP=${KEEP:-100}; EVAL=${EVAL:-500}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 GPU_IMPORTS="sacremoses click yaml sacrebleu opencc subword_nmt"
@@ -28,6 +38,10 @@ W=${WORK:-/tmp/g3}; rm -rf "$W"; gpu_unpack "$W/prep" "$W/test"
 left() { echo $(( TOTAL - ($(date +%s) - T0) )); }
 stamp() { echo "== $(( $(date +%s) - T0 )) s: $*"; }
 gpu_banner
+if [ -n "$DENSE" ]; then
+  [ -f "$W/prep/dp/train.dplabel" ] || { echo "DENSE needs dp/train.dplabel in $C/prep.tar.xz (DENSE_DP=1 gpu_full_carry.sh)"; exit 1; }
+  for l in zh en; do sed -r 's/(@@ )|(@@ ?$)//g' "$W/prep/train.bpe.$l" > "$W/prep/train.tok.$l"; done
+fi
 $PY - "$C/start.pt" "$W/start_sent.pt" <<'PYEOF'
 import sys, torch
 ck = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
@@ -44,19 +58,32 @@ TO=$(python3 -c "print(int($MIN * 60 + 120))")
    run_dir="$W/transformer") > "$W/transformer.log" 2>&1 &
 (cd "$ROOT" && timeout -s TERM "$TO" $DT train pipelines/context/tgt_concat.yaml $A train.init_from="$C/start.pt" \
    run_dir="$W/tgt_concat") > "$W/tgt_concat.log" 2>&1 &
+RUNS="$W/transformer $W/tgt_concat"
+if [ -n "$DENSE" ]; then
+  (cd "$ROOT" && timeout -s TERM "$TO" $DT train pipelines/context/tgt_concat.yaml $A train.init_from="$C/start.pt" \
+     "train.context_dense={share: $DENSE, max_distance: 1}" run_dir="$W/tgt_concat_dense") > "$W/tgt_concat_dense.log" 2>&1 &
+  RUNS="$RUNS $W/tgt_concat_dense"
+fi
 wait; stamp "trained"; tail -n 3 "$W"/*.log
-M=$(equal_update_point "$W/transformer" "$W/tgt_concat"); echo "$M" > "$W/M.txt"; echo "equal-update point M = $M"
+M=$(equal_update_point $RUNS); echo "$M" > "$W/M.txt"; echo "equal-update point M = $M"
 LASTS=$(ls "$W/transformer" | sed -n 's/^checkpoint\([0-9]*\)\.pt$/\1/p' | sort -n | tail -1); echo "sentence model's last kept update: ${LASTS:-none}"
-[ -n "$LASTS" ] && fp16_back "$W/transformer/checkpoint$LASTS.pt" sentence strip
-[ "$M" -gt 0 ] && fp16_back "$W/tgt_concat/checkpoint$M.pt" document strip
+mkdir -p "$W/avg"
+pick() { averaged "$W/$1" "$2" "$AVG" "$W/avg/$1_$2.pt" >/dev/null && echo "$W/avg/$1_$2.pt"; }   # RUN STEP → a checkpoint
+SL=$([ -n "$LASTS" ] && pick transformer "$LASTS"); SM=$([ "$M" -gt 0 ] && pick transformer "$M")
+DM=$([ "$M" -gt 0 ] && pick tgt_concat "$M"); XM=$([ -n "$DENSE" ] && [ "$M" -gt 0 ] && pick tgt_concat_dense "$M")
+echo "averaged over AVG=$AVG kept checkpoints: ${SL:-} ${SM:-} ${DM:-} ${XM:-}"
+[ -z "$DENSE" ] && [ -n "$SL" ] && fp16_back "$SL" sentence strip
+[ -n "$DM" ] && fp16_back "$DM" document strip
+[ -n "$XM" ] && fp16_back "$XM" dense strip
 collect_into "$W" runs3.tgz 'M.txt *.log */metrics.jsonl */config.yaml */train.log'
 stamp "weights back ($(left) s left)"; ls -la "$OUTD"
 TT=$(( $(left) - 20 ))
 xl() { test_translation "$W/test" "$W/prep" "$TT" "$@"; }   # NAME CKPT [--docs FILE]
 if [ "$TT" -gt 15 ]; then
-  xl "sentence_M$M" "$W/transformer/checkpoint$M.pt" &
-  xl "sentence_last$LASTS" "$W/transformer/checkpoint$LASTS.pt" &
-  xl "tgt_concat_M$M" "$W/tgt_concat/checkpoint$M.pt" --docs "$W/prep/test.docs" &
+  xl "sentence_M$M" "${SM:-none}" &
+  xl "sentence_last$LASTS" "${SL:-none}" &
+  xl "tgt_concat_M$M" "${DM:-none}" --docs "$W/prep/test.docs" &
+  [ -n "$DENSE" ] && xl "tgt_concat_dense_M$M" "${XM:-none}" --docs "$W/prep/test.docs" &
   wait
 fi
 for f in "$W"/test/*.bleu; do [ -f "$f" ] && echo "$(basename "$f" .bleu): $(grep -E '^(bleu_tok_lc|English pronouns)' "$f" | tr -s ' ' | paste -sd ';')"; done | tee "$W/bleu.txt"
