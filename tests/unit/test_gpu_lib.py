@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-LIB = Path('/tmp/oldlib.sh')
+LIB = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_lib.sh"
 
 
 def equal_update_point(*dirs: Path) -> int:
