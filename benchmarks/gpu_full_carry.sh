@@ -23,7 +23,9 @@ SP=$($PYBIN -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 mkdir -p "$C/whl" "$C/site"
 $PYBIN -m pip download -q --no-deps --only-binary=:all: -d "$C/whl" sacremoses opencc-python-reimplemented
 cp -r "$SP/subword_nmt" "$C/site/"
-[ "${JIEBA:-1}" = 1 ] && tar czf "$C/jieba.tgz" -C "$SP" --exclude=jieba/posseg --exclude=jieba/analyse --exclude=jieba/lac_small jieba
+if [ "${JIEBA:-1}" = 1 ]; then
+  tar czf "$C/jieba.tgz" -C "$SP" --exclude=jieba/posseg --exclude=jieba/analyse --exclude=jieba/lac_small jieba
+fi
 if [ -n "$S1" ]; then
   PYTHONPATH=. $PYBIN - "$S1" "$C/stage1.pt" <<'PY'
 import sys, torch
