@@ -8,7 +8,8 @@
 #   equal_update_point RUN …   the last STEP with checkpoint{STEP}.pt in every run dir (0: none):
 #                      runs from one start compared at equal updates
 #   averaged RUN STEP K OUT   the weights of RUN's checkpoints STEP, STEP−KEEP, … (K of them, those kept)
-#                      averaged (`doctrans average`) into OUT; K = 1: a copy; prints how many; 1 when none
+#                      averaged (`doctrans average`) into OUT; K = 1 (or one kept): a copy; prints how many
+#                      were averaged; exit status 1, OUT unwritten, when none of them was kept
 #   test_translation DIR PREP SECONDS NAME CKPT [ARGS…]   the TVsub test (PREP/test.tok.zh, beam 5, ARGS e.g.
 #                      --docs FILE) by CKPT within SECONDS → DIR/NAME.hyp and its score DIR/NAME.bleu
 #                      (CARRY/tvsub/test/test.ref.sgm); nothing when CKPT is missing
