@@ -70,3 +70,21 @@ def paired_bootstrap(base: Sequence[str], system: Sequence[str], refs: Sequence[
 def count_pronouns(lines: Sequence[str]) -> int:
     """English central pronouns (Table 4.2, any case) in whitespace-tokenized lines."""
     return sum(t.lower() in TRIGGERS for line in lines for t in line.split())
+
+
+PRONOUN_CLASSES: tuple[str, ...] = ("1SG", "1PL", "2", "3SGM", "3SGF", "3SGN", "3PL")
+
+
+def count_pronouns_by_class(lines: Sequence[str]) -> dict[str, int]:
+    """``count_pronouns`` split by Table 4.2 class (``PRONOUN_CLASSES`` order, every class
+    present; 2SG and 2PL one class "2", as *you* does not tell them apart): which pronouns a
+    system adds or drops, e.g. a model that inserts *I* and *you* where the references have none."""
+    from doctrans.dp.context_rules import english_class
+
+    out = dict.fromkeys(PRONOUN_CLASSES, 0)
+    for line in lines:
+        for t in line.split():
+            t = t.lower()
+            if t in TRIGGERS:
+                out[english_class(t)] += 1
+    return out

@@ -7,7 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from doctrans.cli import cli
-from doctrans.evaluation.significance import count_pronouns, paired_bootstrap, sign_test, sign_test_p
+from doctrans.evaluation.significance import (count_pronouns, count_pronouns_by_class, paired_bootstrap, sign_test,
+                                              sign_test_p)
 
 
 def test_sign_test_p_values():
@@ -45,6 +46,14 @@ def test_count_pronouns_hand_example():
     assert count_pronouns(["I told him , you know .", "it 's hers and theirs", "the dog"]) == 6   # I him you it hers theirs
 
 
+def test_count_pronouns_by_class_hand_example():
+    lines = ["I told him , you know .", "it 's hers and theirs", "We saw YOURSELVES and me , myself", "the dog"]
+    by = count_pronouns_by_class(lines)
+    assert by == {"1SG": 3, "1PL": 1, "2": 2, "3SGM": 1, "3SGF": 1, "3SGN": 1, "3PL": 1}
+    assert list(by) == ["1SG", "1PL", "2", "3SGM", "3SGF", "3SGN", "3PL"] and sum(by.values()) == count_pronouns(lines)
+    assert count_pronouns_by_class([]) == dict.fromkeys(by, 0)
+
+
 def test_score_cli_with_baseline(tmp_path):
     ref = tmp_path / "ref.txt"
     ref.write_text("i love you .\nwhere are we going ?\nhe is here .\n", encoding="utf-8")
@@ -56,7 +65,12 @@ def test_score_cli_with_baseline(tmp_path):
                                  "--json"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     res = json.loads(r.output)
+    by = res["pronouns"].pop("by_class")
     assert res["pronouns"] == {"hyp": 4, "refs": [4], "baseline": 0}
+    assert by["hyp"] == by["refs"][0] == {"1SG": 1, "1PL": 1, "2": 1, "3SGM": 1, "3SGF": 0, "3SGN": 0, "3PL": 0}
+    assert sum(by["baseline"].values()) == 0
+    text = CliRunner().invoke(cli, ["score", str(hyp), "-r", str(ref), "--baseline", str(base)]).output
+    assert "by class (hyp / refs / baseline): 1SG 1 / 1 / 0; 1PL 1 / 1 / 0; 2 1 / 1 / 0; 3SGM 1 / 1 / 0; 3SGF 0" in text
     st = res["significance"]["sign_test"]
     assert (st["wins"], st["losses"]) == (3, 0)
     assert res["significance"]["paired_bootstrap"]["system"] == pytest.approx(100.0)

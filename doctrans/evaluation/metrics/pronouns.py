@@ -1,24 +1,41 @@
 """``pronouns``: English pronouns (the forms of thesis Table 4.2) counted in the hypothesis, each
 reference and the baseline (``--baseline``), in the tokenized, lowercased form; always on.
-Thesis Table 6.8 compares these counts (``evaluation.significance.count_pronouns``)."""
+Thesis Table 6.8 compares these counts (``evaluation.significance.count_pronouns``); the counts
+by class (1SG, 1PL, 2, 3SGM, 3SGF, 3SGN, 3PL: ``count_pronouns_by_class``) say which pronouns a
+system adds or drops."""
 from __future__ import annotations
 
 from doctrans.evaluation.metrics.base import BASELINE, BASELINE_TOKENIZED, Column, Metric, ScoreInputs
 
 
 def compute(inputs: ScoreInputs) -> dict:
-    """{"hyp": count, "refs": [count per reference], "baseline": count (with a baseline)}."""
-    from doctrans.evaluation.significance import count_pronouns
+    """{"hyp": count, "refs": [count per reference], "baseline": count (with a baseline),
+    "by_class": {"hyp": {class: count}, "refs": [{class: count} per reference], "baseline": …}}."""
+    from doctrans.evaluation.significance import count_pronouns, count_pronouns_by_class
 
     out = {"hyp": count_pronouns(inputs.hyp), "refs": [count_pronouns(r) for r in inputs.refs]}
+    by = {"hyp": count_pronouns_by_class(inputs.hyp), "refs": [count_pronouns_by_class(r) for r in inputs.refs]}
     if inputs.baseline is not None:
         out["baseline"] = count_pronouns(inputs.baseline)
+        by["baseline"] = count_pronouns_by_class(inputs.baseline)
+    out["by_class"] = by
     return out
 
 
 def report(pr: dict) -> list[str]:
-    return [f"English pronouns (Table 4.2 forms): hyp {pr['hyp']}, refs {pr['refs']}"
-            + (f", baseline {pr['baseline']}" if "baseline" in pr else "")]
+    lines = [f"English pronouns (Table 4.2 forms): hyp {pr['hyp']}, refs {pr['refs']}"
+             + (f", baseline {pr['baseline']}" if "baseline" in pr else "")]
+    by = pr.get("by_class")
+    if by:
+        who = "hyp / refs" + (" / baseline" if "baseline" in by else "")
+        cells = []
+        for c in by["hyp"]:
+            n = [str(by["hyp"][c])] + ["/".join(str(r[c]) for r in by["refs"])]
+            if "baseline" in by:
+                n.append(str(by["baseline"][c]))
+            cells.append(f"{c} {' / '.join(n)}")
+        lines.append(f"  by class ({who}): " + "; ".join(cells))
+    return lines
 
 
 METRIC = Metric(
