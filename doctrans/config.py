@@ -115,6 +115,8 @@ class ContextDenseConfig:
     share: float = 0.3                  # dense target rows per epoch, as a share of all (extra batches)
     max_distance: int = 1               # the deciding line at most this many lines back (≤ the model's N)
     dp_dir: str = ""                    # the annotate-dp output with train.dplabel ("" = PREPARED/dp)
+    rules: tuple[str, ...] = ()         # the deciding rules that select a line: agreement, agreement_en,
+                                        # reply (the I/you flip); () = all (dp/context_dense.py)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from doctrans.utils.io import read_lines
 log = logging.getLogger(__name__)
 
 NO_DP = "N"
+RULES: tuple[str, ...] = ("agreement", "agreement_en", "reply")   # evaluation.context_needed.deciding_context's
 
 
 def dp_classes(label_line: str) -> list[str]:
@@ -52,13 +53,27 @@ def dp_classes(label_line: str) -> list[str]:
     return out
 
 
+def check_rules(rules) -> tuple[str, ...]:
+    """``rules`` as a tuple, every name one of ``RULES`` (empty = all of them). Raises ValueError
+    naming an unknown rule."""
+    rules = tuple(rules or ())
+    bad = [r for r in rules if r not in RULES]
+    if bad:
+        raise ValueError(f"train.context_dense.rules: unknown rule(s) {bad}; the rules are {list(RULES)}")
+    return rules
+
+
 def dense_lines(seg: list[str], ref: list[str], doc_ids: list[str], labels: list[str], max_distance: int = 1,
-                targets: np.ndarray | None = None) -> tuple[np.ndarray, Counter]:
+                targets: np.ndarray | None = None, rules: tuple[str, ...] = ()) -> tuple[np.ndarray, Counter]:
     """(bool (n,) True at the context-dense lines, Counter of the deciding rules over them).
     seg: segmented source lines; ref: tokenized English lines; doc_ids: each line's document
     (contiguous); labels: ``.dplabel`` lines; targets: (n,) bool, the lines that may be chosen
-    (None: all). Raises ValueError on different line counts or ``max_distance`` < 1."""
+    (None: all); rules: the deciding rules that select a line (``RULES`` names; empty = all) —
+    e.g. ``("agreement", "agreement_en")`` keeps the 3rd-person lines and leaves out the I/you
+    replies. Raises ValueError on different line counts, ``max_distance`` < 1 or an unknown rule."""
     from doctrans.dp.context_rules import deciding_context
+
+    keep = set(check_rules(rules) or RULES)
 
     n = len(seg)
     if not (len(ref) == len(doc_ids) == len(labels) == n):
@@ -74,14 +89,15 @@ def dense_lines(seg: list[str], ref: list[str], doc_ids: list[str], labels: list
         fired = {}
         for cls in dict.fromkeys(dp_classes(lab)):
             fired.update(deciding_context(seg, ref, doc_ids, i, cls, max_distance))
+        fired = {r: d for r, d in fired.items() if r in keep}
         if fired:
             dense[i] = True
             rules.update(fired)
     return dense, rules
 
 
-def load_dense(prepared: Path, dp_dir: Path | None = None, split: str = "train", max_distance: int = 1
-               ) -> tuple[np.ndarray, Counter]:
+def load_dense(prepared: Path, dp_dir: Path | None = None, split: str = "train", max_distance: int = 1,
+               rules: tuple[str, ...] = ()) -> tuple[np.ndarray, Counter]:
     """``dense_lines`` of a prepared split (``{split}.tok.zh``, ``{split}.tok.en``, ``{split}.docs``,
     ``{split}.target`` where it exists) and its DP annotation (``DP_DIR/{split}.dplabel``, default
     ``PREPARED/dp``). Raises FileNotFoundError naming a missing file (run `doctrans annotate-dp`)."""
@@ -99,19 +115,21 @@ def load_dense(prepared: Path, dp_dir: Path | None = None, split: str = "train",
     names, doc, _ = read_doc_positions(paths[2], len(seg))
     target_path = prepared / f"{split}.target"
     targets = read_targets(target_path, len(seg)) if target_path.is_file() else None
-    return dense_lines(seg, ref, [names[d] for d in doc], labels, max_distance, targets)
+    return dense_lines(seg, ref, [names[d] for d in doc], labels, max_distance, targets, rules)
 
 
-def count_dense(prepared: Path, dp_dir: Path | None = None, split: str = "train", max_distance: int = 1) -> dict:
+def count_dense(prepared: Path, dp_dir: Path | None = None, split: str = "train", max_distance: int = 1,
+                rules: tuple[str, ...] = ()) -> dict:
     """How many context-dense pairs a prepared + annotated split holds: {lines, with_dp,
-    context_dense, share_of_lines, by_rule, max_distance}."""
+    context_dense, share_of_lines, by_rule, max_distance, rules}."""
     dp_dir = Path(dp_dir) if dp_dir else Path(prepared) / "dp"
-    dense, rules = load_dense(Path(prepared), dp_dir, split, max_distance)
+    chosen = check_rules(rules)
+    dense, rules = load_dense(Path(prepared), dp_dir, split, max_distance, chosen)
     labels = read_lines(dp_dir / f"{split}.dplabel")
     with_dp = sum(1 for lab in labels if lab and set(lab.split()) != {NO_DP})
     return {"lines": int(dense.size), "with_dp": with_dp, "context_dense": int(dense.sum()),
             "share_of_lines": float(dense.mean()) if dense.size else 0.0, "by_rule": dict(rules),
-            "max_distance": max_distance}
+            "max_distance": max_distance, "rules": list(chosen or RULES)}
 
 
 
@@ -123,8 +141,9 @@ class TrainingContextData:
     ``dp.attention_marks.supervision_table``."""
 
     @staticmethod
-    def dense(prepared: Path, dp_dir: Path | None, max_distance: int) -> tuple[np.ndarray, Counter]:
-        return load_dense(prepared, dp_dir, "train", max_distance)
+    def dense(prepared: Path, dp_dir: Path | None, max_distance: int, rules: tuple[str, ...] = ()
+              ) -> tuple[np.ndarray, Counter]:
+        return load_dense(prepared, dp_dir, "train", max_distance, rules)
 
     @staticmethod
     def marks(prepared: Path, dp_dir: Path | None, max_distance: int) -> dict:

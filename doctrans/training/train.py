@@ -101,8 +101,10 @@ class ContextData(Protocol):
     corpus's DP annotation (``dp.context_dense.TrainingContextData``; passed in by
     ``doctrans.stages.train``, as dev BLEU is: training sits below ``dp``)."""
 
-    def dense(self, prepared: Path, dp_dir: Path | None, max_distance: int) -> tuple[np.ndarray, Any]:
-        """(n,) bool: the context-dense train lines; and a count of the deciding rules."""
+    def dense(self, prepared: Path, dp_dir: Path | None, max_distance: int, rules: tuple[str, ...] = ()
+              ) -> tuple[np.ndarray, Any]:
+        """(n,) bool: the context-dense train lines (selected by ``rules``, empty = all); and a count
+        of the deciding rules."""
         ...
 
     def marks(self, prepared: Path, dp_dir: Path | None, max_distance: int) -> dict:
@@ -338,7 +340,8 @@ class DocNMTTask(NMTTask):
             if context_block:
                 raise ValueError("train.context_dense: sub-document models (model.context_block, e.g. HGC) "
                                  "read no previous sentences to decide a pronoun")
-            self.dense, rules = context_data.dense(Path(cfg.data.prepared), dp_dir, dense_cfg.max_distance)
+            self.dense, rules = context_data.dense(Path(cfg.data.prepared), dp_dir, dense_cfg.max_distance,
+                                                   tuple(dense_cfg.rules))
             self.dense &= train.is_target
             n_t, n_d = int(train.is_target.sum()), int(self.dense.sum())
             log.info("train.context_dense: %d of %d target pairs context-dense (%.2f%%; %s); %d extra dense rows "

@@ -42,6 +42,20 @@ def test_selector_on_a_hand_made_corpus(tmp_path):
     assert report["context_dense"] == 3 and report["with_dp"] == 5 and report["lines"] == 8
 
 
+def test_rules_choose_which_deciding_context_selects(tmp_path):
+    _prepared(tmp_path)
+    dense, rules = load_dense(tmp_path, rules=("agreement", "agreement_en"))    # the 3rd person, no I/you replies
+    assert np.flatnonzero(dense).tolist() == [1, 7] and rules == {"agreement": 1, "agreement_en": 2}
+    dense, rules = load_dense(tmp_path, rules=("reply",))
+    assert np.flatnonzero(dense).tolist() == [3] and rules == {"reply": 1}
+    dense, _ = load_dense(tmp_path, rules=("agreement_en",))                  # line 1: "he came ." decides too
+    assert np.flatnonzero(dense).tolist() == [1, 7]
+    assert count_dense(tmp_path, rules=("reply",))["rules"] == ["reply"]
+    assert count_dense(tmp_path)["rules"] == ["agreement", "agreement_en", "reply"]
+    with pytest.raises(ValueError, match=r"unknown rule\(s\) \['replies'\]"):
+        load_dense(tmp_path, rules=("replies",))
+
+
 def test_context_only_lines_are_never_chosen(tmp_path):
     dense, _ = load_dense(_prepared(tmp_path, target=[1, 1, 1, 0, 1, 1, 1, 1]))
     assert np.flatnonzero(dense).tolist() == [1, 7]
@@ -99,6 +113,10 @@ def test_count_dense_command(tmp_path):
     assert json.loads(res.output)["context_dense"] == 3
     res = CliRunner().invoke(cli, ["annotate-dp", "count-dense", "-p", str(tmp_path)])
     assert res.exit_code == 0 and "8 lines, 5 with a dropped pronoun, 3 context-dense" in res.output
+    res = CliRunner().invoke(cli, ["annotate-dp", "count-dense", "-p", str(tmp_path), "--rules", "agreement, reply"])
+    assert res.exit_code == 0 and "2 context-dense" in res.output and "agreement 1, reply 1" in res.output
+    res = CliRunner().invoke(cli, ["annotate-dp", "count-dense", "-p", str(tmp_path), "--rules", "nope"])
+    assert res.exit_code != 0 and "unknown rule(s) ['nope']" in res.output
     (tmp_path / "dp" / "train.dplabel").unlink()
     res = CliRunner().invoke(cli, ["annotate-dp", "count-dense", "-p", str(tmp_path)])
     assert res.exit_code != 0 and "annotate-dp" in res.output
