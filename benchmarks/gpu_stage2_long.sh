@@ -22,6 +22,7 @@
 # "@@ " joins undone, byte-identical to preprocess' train.tok.*). M is then the last update all three
 # reached; what comes back is the two document models at M (document.*, dense.*), the sentence model's
 # test hypotheses at M and at its last update (its weights do not fit beside them).
+# DENSE_RULES="agreement, agreement_en" (default: all rules): train.context_dense.rules of that run.
 # AVG=K (default 1): each model brought back or translated is the average of its checkpoints at the
 # update named and the K−1 kept before it (KEEP apart; `doctrans average`), the same for every run.
 # OUT: sentence.fp16.pt.part-*, document.fp16.pt.part-* (`cat` them back), runs3.tgz (metrics.jsonl,
@@ -29,7 +30,7 @@
 set -uo pipefail
 C=$(realpath "${1:?CARRY}"); OUTD=$(realpath "${2:?OUT}"); MIN=${3:-7.0}; TOTAL=${4:-540}
 T0=$(date +%s)
-DENSE=${DENSE:-}; AVG=${AVG:-1}
+DENSE=${DENSE:-}; DENSE_RULES=${DENSE_RULES:-}; AVG=${AVG:-1}
 LR=${LR:-1.5e-3}; WARMUP=${WARMUP:-200}; KEEP=${KEEP:-100}; EVAL=${EVAL:-500}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 GPU_IMPORTS="sacremoses click yaml sacrebleu opencc subword_nmt"
@@ -61,7 +62,7 @@ TO=$(python3 -c "print(int($MIN * 60 + 120))")
 RUNS="$W/transformer $W/tgt_concat"
 if [ -n "$DENSE" ]; then
   (cd "$ROOT" && timeout -s TERM "$TO" $DT train pipelines/context/tgt_concat.yaml $A train.init_from="$C/start.pt" \
-     "train.context_dense={share: $DENSE, max_distance: 1}" run_dir="$W/tgt_concat_dense") > "$W/tgt_concat_dense.log" 2>&1 &
+     "train.context_dense={share: $DENSE, max_distance: 1, rules: [$DENSE_RULES]}" run_dir="$W/tgt_concat_dense") > "$W/tgt_concat_dense.log" 2>&1 &
   RUNS="$RUNS $W/tgt_concat_dense"
 fi
 wait; stamp "trained"; tail -n 3 "$W"/*.log
