@@ -34,7 +34,6 @@ from doctrans.utils.io import read_lines
 log = logging.getLogger(__name__)
 
 NO_DP = "N"
-RULES: tuple[str, ...] = ("agreement", "agreement_en", "reply")   # evaluation.context_needed.deciding_context's
 
 
 def dp_classes(label_line: str) -> list[str]:
@@ -54,8 +53,10 @@ def dp_classes(label_line: str) -> list[str]:
 
 
 def check_rules(rules) -> tuple[str, ...]:
-    """``rules`` as a tuple, every name one of ``RULES`` (empty = all of them). Raises ValueError
-    naming an unknown rule."""
+    """``rules`` as a tuple, every name one of ``dp.context_rules.RULES`` (empty = all of them).
+    Raises ValueError naming an unknown rule."""
+    from doctrans.dp.context_rules import RULES
+
     rules = tuple(rules or ())
     bad = [r for r in rules if r not in RULES]
     if bad:
@@ -68,10 +69,11 @@ def dense_lines(seg: list[str], ref: list[str], doc_ids: list[str], labels: list
     """(bool (n,) True at the context-dense lines, Counter of the deciding rules over them).
     seg: segmented source lines; ref: tokenized English lines; doc_ids: each line's document
     (contiguous); labels: ``.dplabel`` lines; targets: (n,) bool, the lines that may be chosen
-    (None: all); rules: the deciding rules that select a line (``RULES`` names; empty = all) —
+    (None: all); rules: the deciding rules that select a line (``dp.context_rules.RULES`` names;
+    empty = all) —
     e.g. ``("agreement", "agreement_en")`` keeps the 3rd-person lines and leaves out the I/you
     replies. Raises ValueError on different line counts, ``max_distance`` < 1 or an unknown rule."""
-    from doctrans.dp.context_rules import deciding_context
+    from doctrans.dp.context_rules import RULES, deciding_context
 
     keep = set(check_rules(rules) or RULES)
 
@@ -122,6 +124,8 @@ def count_dense(prepared: Path, dp_dir: Path | None = None, split: str = "train"
                 rules: tuple[str, ...] = ()) -> dict:
     """How many context-dense pairs a prepared + annotated split holds: {lines, with_dp,
     context_dense, share_of_lines, by_rule, max_distance, rules}."""
+    from doctrans.dp.context_rules import RULES
+
     dp_dir = Path(dp_dir) if dp_dir else Path(prepared) / "dp"
     chosen = check_rules(rules)
     dense, rules = load_dense(Path(prepared), dp_dir, split, max_distance, chosen)

@@ -17,6 +17,7 @@ from doctrans.dp.pronouns import ENGLISH_PRONOUNS, chinese_roots, root_rows
 THIRD_PERSON = ("3SGM", "3SGF", "3SGN", "3PL")
 REPLY = {"1SG": "2", "2": "1SG"}
 EN_THIRD_PERSON = ("3SGM", "3SGF", "3PL")          # he / she / they forms (it: mostly expletive)
+RULES = ("agreement", "agreement_en", "reply")     # the names deciding_context gives its rules
 
 
 def pronoun_class(row: str) -> str:

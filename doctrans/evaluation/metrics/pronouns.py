@@ -11,13 +11,12 @@ from doctrans.evaluation.metrics.base import BASELINE, BASELINE_TOKENIZED, Colum
 def compute(inputs: ScoreInputs) -> dict:
     """{"hyp": count, "refs": [count per reference], "baseline": count (with a baseline),
     "by_class": {"hyp": {class: count}, "refs": [{class: count} per reference], "baseline": …}}."""
-    from doctrans.evaluation.significance import count_pronouns, count_pronouns_by_class
+    from doctrans.evaluation.significance import count_pronouns_by_class
 
-    out = {"hyp": count_pronouns(inputs.hyp), "refs": [count_pronouns(r) for r in inputs.refs]}
     by = {"hyp": count_pronouns_by_class(inputs.hyp), "refs": [count_pronouns_by_class(r) for r in inputs.refs]}
     if inputs.baseline is not None:
-        out["baseline"] = count_pronouns(inputs.baseline)
         by["baseline"] = count_pronouns_by_class(inputs.baseline)
+    out = {k: [sum(c.values()) for c in v] if k == "refs" else sum(v.values()) for k, v in by.items()}
     out["by_class"] = by
     return out
 
