@@ -316,7 +316,10 @@ def test_a_vocabulary_smaller_than_two_beams_starts_from_k_copies(backbone):
         got = beam_search(m, src, VOCAB, beam, 1.0, 1.2, 3, nbest=beam)
         ref = _loop_reference_search(m.model, src, VOCAB, beam, 1.0, 1.2, 3, nbest=beam, copies=True)
     assert m.rows[0] == 4 * beam
-    assert got.tokens == ref.tokens and got.scores == ref.scores and got.nbest == ref.nbest
+    # the same search; the Transformer reads a sentence's K copies as K query positions of one memory
+    # (grouped attention), which may differ from row-by-row attention in the last float bit
+    assert got.tokens == ref.tokens and got.scores == pytest.approx(ref.scores, abs=1e-6)
+    assert [[h for _, h in n] for n in got.nbest] == [[h for _, h in n] for n in ref.nbest]
 
 
 @each_backbone

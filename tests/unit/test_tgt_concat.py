@@ -89,6 +89,50 @@ def test_forced_ragged_prefixes_decode_as_teacher_forcing():
     assert stepwise_equals_teacher_forcing(m, b, order=torch.tensor([2, 2, 1, 3, 0]), atol=1e-5)
 
 
+def _long_batch(rows: int = 32, seed: int = 3) -> DocBatchStub:
+    """One document of ``rows`` sentences whose targets are 1–12 tokens: target prefixes of
+    very different lengths in one batch (several length buckets)."""
+    g = torch.Generator().manual_seed(seed)
+    lens = torch.randint(1, 13, (rows,), generator=g)
+    src = torch.randint(4, len(VOCAB), (rows, 5), generator=g)
+    src[:, -1] = 2
+    tgt_in = torch.zeros(rows, 13, dtype=torch.long)
+    for r, n in enumerate(lens.tolist()):
+        tgt_in[r, 0] = 1
+        tgt_in[r, 1:n + 1] = torch.randint(4, len(VOCAB), (n,), generator=g)
+    ctx = torch.tensor([[r - 2, r - 1] for r in range(rows)]).clamp(min=-1)
+    ctx[1, 0] = -1
+    return DocBatchStub(src, tgt_in, ctx, torch.ones(rows, dtype=torch.bool))
+
+
+def test_bucketed_prefixes_and_grouped_hypotheses_decode_as_teacher_forcing(monkeypatch):
+    """Many ragged prefixes: the forced pass runs in length buckets (each cut to its longest),
+    and the hypotheses of a row read its prefix and source once as a group — widened, reordered
+    within groups, a row leaving, and a selection that breaks the groups all equal teacher
+    forcing."""
+    import doctrans.models.backbones.transformer as tr
+    m, b = model(), _long_batch()
+    buckets = []
+    real = tr.length_buckets
+    monkeypatch.setattr(tr, "length_buckets", lambda lengths: buckets.append(real(lengths)) or buckets[-1])
+    assert stepwise_equals_teacher_forcing(m, b, atol=1e-5)
+    assert len(buckets[0]) > 1
+    wide = torch.arange(32).repeat_interleave(3)                                 # groups of 3
+    assert stepwise_equals_teacher_forcing(m, b, order=wide, atol=1e-5)
+    with torch.no_grad():
+        enc = m.encode(b)
+        state = m.init_state(enc).reorder(wide)
+        assert state.group == 3 and state.layers[0].prefix_k.size(0) == 32
+        full = torch.log_softmax(m.decode_train(enc, b.tgt_in), -1)
+        rows = wide.clone()
+        for t, keep in enumerate([None, torch.arange(93), torch.tensor([0, 4, 5, 9, 20, 21, 22])]):
+            if keep is not None:                       # row 31 leaves; then a selection across groups
+                state, rows = state.reorder(keep), rows[keep]
+            lp, state = m.decode_step(state, b.tgt_in[rows, t])
+            assert torch.allclose(lp, full[rows, t], atol=1e-5)
+        assert state.group == 1
+
+
 def test_context_dropout_gives_exactly_the_lone_sentence_input():
     m, b = model(), batch()
     dropped = apply_context_usage(b, context_dropout=0.999, generator=torch.Generator().manual_seed(0))

@@ -29,6 +29,7 @@ from doctrans.layers.masks import attn_keep_mask, pad_mask
 from doctrans.layers.output import project
 from doctrans.models.interface import EncoderOutput, SentenceModelDefaults, SourceBatch
 from doctrans.models.portable import PortableTransformer
+from doctrans.models.rows import length_buckets
 
 
 @dataclass(frozen=True)
@@ -61,49 +62,88 @@ def sinusoidal_positions(n: int, dim: int) -> Tensor:
 
 @dataclass
 class LayerCache:
-    """Key/value cache of one decoder layer. self_k/self_v: (B, heads, t, H/heads) for the
-    t target positions produced so far; cross_k/cross_v: (B, heads, S, H/heads), computed once."""
+    """Key/value cache of one decoder layer (shapes: R state rows in G groups of g, ``DecoderState``).
+
+    self_k/self_v: (R, heads, t, H/heads) for the t target positions each row produced so far (None
+    before the first step); cross_k/cross_v: (G, heads, S, H/heads), computed once per encoder row;
+    prefix_k/prefix_v: (G, heads, P, H/heads), a forced target prefix's keys/values
+    (``Transformer.init_state_with_prefix``), or None."""
 
     self_k: Tensor | None
     self_v: Tensor | None
     cross_k: Tensor
     cross_v: Tensor
+    prefix_k: Tensor | None = None
+    prefix_v: Tensor | None = None
 
 
 @dataclass
 class DecoderState:
     """Everything a decoding step needs besides the next input token.
 
-    memory_keep: (B, 1, 1, S) bool SDPA mask (True = attend) or None; step: positions decoded
-    (columns of the self-attention cache); src_rows: (B,) the encoder row each state row reads
-    (``init_state``: 0 … B−1), or None. After a forced target prefix of per-row length
-    (``init_state_with_prefix``): self_keep (B, step) bool, True at the cache columns a row
-    attends (its own prefix tokens and everything decoded after it; False at the prefix's
-    padding), and pos (B,) long, each row's next position; both None otherwise (every row at
-    position ``step``, no column masked).
+    The R state rows come in G groups of ``group`` = g consecutive rows that read one encoder row
+    (beam search: a sentence's K hypotheses). What the rows of a group share is kept once per
+    group and read by its g rows as g query positions: the cross-attention keys/values and
+    ``memory_keep`` (G, 1, 1, S) bool SDPA mask (True = attend) or None, and a forced target
+    prefix (``prefix_k``/``prefix_v``, ``prefix_keep`` (G, 1, 1, P) True at its tokens, False at
+    its padding, ``prefix_len`` (G,) tokens per group's prefix; all None without a prefix). Only
+    the rows' own keys/values (``LayerCache.self_k``) are per row. step: positions decoded after
+    the prefix (columns of ``self_k``); a row of group j is at position ``prefix_len[j] + step``.
+    src_rows: (R,) the encoder row each state row reads (``init_state``: 0 … B−1), or None: then
+    every row is its own group and ``reorder`` copies the shared tensors at every step (the
+    behaviour before groups; tests compare with it).
     """
 
     layers: list[LayerCache]
     memory_keep: Tensor | None
     step: int
     src_rows: Tensor | None = None
-    self_keep: Tensor | None = None
-    pos: Tensor | None = None
+    group: int = 1
+    prefix_keep: Tensor | None = None
+    prefix_len: Tensor | None = None
+    prefix_max: int = 0
 
     def reorder(self, index: Tensor) -> "DecoderState":
-        """Select batch rows (beam reordering / dropping finished sentences). index: (B',).
+        """Select state rows (beam reordering / dropping finished sentences). index: (R',).
 
-        The source side (cross-attention keys/values, ``memory_keep``) is copied only when
-        some row's encoder row changes: a beam step that only reorders the hypotheses of each
-        sentence keeps every row on its own encoder row, so those tensors stay as they are."""
-        def sel(t: Tensor | None) -> Tensor | None:
-            return None if t is None else t.index_select(0, index)
-        src = sel(self.src_rows)
-        same_source = src is not None and torch.equal(src, self.src_rows)
-        layers = [LayerCache(sel(c.self_k), sel(c.self_v), c.cross_k if same_source else sel(c.cross_k),
-                             c.cross_v if same_source else sel(c.cross_v)) for c in self.layers]
-        return DecoderState(layers, self.memory_keep if same_source else sel(self.memory_keep), self.step, src,
-                            sel(self.self_keep), sel(self.pos))
+        The rows' own caches are selected row by row. The shared tensors are selected per group,
+        and only when the groups change: a beam step that only reorders the hypotheses of each
+        sentence keeps them as they are; rows that come in equal consecutive blocks from one
+        group each (the beam widening, sentences leaving) form the new groups; any other
+        selection makes every row its own group (copying the shared tensors per row)."""
+        def sel(t: Tensor | None, i: Tensor) -> Tensor | None:
+            return None if t is None else t.index_select(0, i)
+        old = index if self.group == 1 else torch.div(index, self.group, rounding_mode="floor")  # (R',) old groups
+        n_groups = self.layers[0].cross_k.size(0) if self.layers else 0
+        g = _blocks(old, self.group) if self.src_rows is not None else 1
+        picked = old if g == 1 else old[::g]                                         # (G',) old group of each new one
+        same = picked.numel() == n_groups and torch.equal(picked, torch.arange(n_groups, device=picked.device))
+        if same:
+            layers = [LayerCache(sel(c.self_k, index), sel(c.self_v, index), c.cross_k, c.cross_v,
+                                 c.prefix_k, c.prefix_v) for c in self.layers]
+            return DecoderState(layers, self.memory_keep, self.step, sel(self.src_rows, index), g,
+                                self.prefix_keep, self.prefix_len, self.prefix_max)
+        layers = [LayerCache(sel(c.self_k, index), sel(c.self_v, index), sel(c.cross_k, picked),
+                             sel(c.cross_v, picked), sel(c.prefix_k, picked), sel(c.prefix_v, picked))
+                  for c in self.layers]
+        prefix_len = sel(self.prefix_len, picked)
+        prefix_max = int(prefix_len.max()) if prefix_len is not None and prefix_len.numel() else 0
+        return DecoderState(layers, sel(self.memory_keep, picked), self.step, sel(self.src_rows, index), g,
+                            sel(self.prefix_keep, picked), prefix_len, prefix_max)
+
+
+def _blocks(groups: Tensor, hint: int) -> int:
+    """groups (R',) the group of each row → g if the rows come in consecutive blocks of g from
+    one group each (``hint`` tried first, then the run lengths), else 1."""
+    n = groups.numel()
+    if n == 0:
+        return max(hint, 1)
+    if hint > 1 and n % hint == 0:
+        blocks = groups.view(-1, hint)
+        if bool(blocks.eq(blocks[:, :1]).all()):
+            return hint
+    counts = torch.unique_consecutive(groups, return_counts=True)[1]
+    return int(counts[0]) if bool(counts.eq(counts[0]).all()) else 1
 
 
 class MultiHeadAttention(nn.Module):
@@ -147,22 +187,55 @@ class MultiHeadAttention(nn.Module):
         q, k, v = (self._split(t) for t in self.qkv(x).chunk(3, dim=-1))
         return self._attend(q, k, v, keep, causal)
 
-    def forward_self_step(self, x: Tensor, cache: LayerCache, keep: Tensor | None = None) -> Tensor:
-        """One incremental step. x: (B, 1, H); appends this step's k/v to ``cache``. keep:
-        (B, 1, 1, t) bool over the cache's t columns after the append (True = attend) or None.
-        With L > 1 positions x (B, L, H) and an empty cache: a causal pass over them that
-        fills the cache (a forced prefix, ``Transformer.init_state_with_prefix``)."""
+    def project_self_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """The self-attention keys and values of x (B, L, H) → (B, heads, L, dk) each."""
+        _, k, v = (self._split(t) for t in self.qkv(x).chunk(3, dim=-1))
+        return k, v
+
+    def forward_prefix(self, x: Tensor, cache: LayerCache) -> Tensor:
+        """A forced target prefix x (B, P, H) (right-padded): a causal pass over it (a token never
+        sees the padding after it) that keeps its keys/values as ``cache.prefix_k``/``prefix_v``."""
         q, k, v = (self._split(t) for t in self.qkv(x).chunk(3, dim=-1))
-        if x.size(1) > 1:
-            if cache.self_k is not None:
-                raise ValueError("a multi-position step needs an empty self-attention cache")
-            cache.self_k, cache.self_v = k, v
-            return self._attend(q, k, v, None, True)
+        cache.prefix_k, cache.prefix_v = k, v
+        return self._attend(q, k, v, None, True)
+
+    def forward_self_step(self, x: Tensor, cache: LayerCache, group: int = 1,
+                          prefix_keep: Tensor | None = None) -> Tensor:
+        """One incremental step. x: (R, 1, H), R rows in groups of ``group``; appends this step's
+        k/v to ``cache.self_k``/``self_v``. With a forced prefix (``cache.prefix_k`` (G, heads, P,
+        dk), ``prefix_keep`` (G, 1, 1, P) True at its tokens) each row attends its group's prefix
+        and its own positions in one softmax, the prefix read by the group's rows as ``group``
+        query positions (never copied per row). → (R, 1, H)."""
+        q, k, v = (self._split(t) for t in self.qkv(x).chunk(3, dim=-1))
         if cache.self_k is not None:
             k = torch.cat([cache.self_k, k], dim=2)
             v = torch.cat([cache.self_v, v], dim=2)
         cache.self_k, cache.self_v = k, v
-        return self._attend(q, k, v, keep, False)
+        if cache.prefix_k is None:
+            return self._attend(q, k, v, None, False)
+        r, p = q.size(0), cache.prefix_k.size(2)
+        n_groups = r // group
+        qg = q.reshape(n_groups, group, self.heads, self.dk).transpose(1, 2)          # (G, heads, g, dk)
+        s_pre = torch.matmul(qg, cache.prefix_k.transpose(-1, -2))                    # (G, heads, g, P)
+        s_pre = s_pre.transpose(1, 2).reshape(r, self.heads, 1, p)                    # (R, heads, 1, P)
+        s_own = torch.matmul(q, k.transpose(-1, -2))                                  # (R, heads, 1, t)
+        scores = torch.cat([s_pre, s_own], -1).float() * (self.dk ** -0.5)
+        keep = prefix_keep.expand(-1, -1, group, -1).transpose(1, 2).reshape(r, 1, 1, p)
+        scores[..., :p] = scores[..., :p].masked_fill(~keep, torch.finfo(scores.dtype).min)
+        w = torch.softmax(scores, dim=-1).to(v.dtype)                                 # (R, heads, 1, P+t)
+        w_pre = w[..., :p].reshape(n_groups, group, self.heads, p).transpose(1, 2)    # (G, heads, g, P)
+        o = torch.matmul(w_pre, cache.prefix_v).transpose(1, 2).reshape(r, self.heads, 1, self.dk)
+        o = o + torch.matmul(w[..., p:], v)                                           # (R, heads, 1, dk)
+        return self.out(o.transpose(1, 2).reshape(r, 1, self.heads * self.dk))
+
+    def forward_cross_step(self, x: Tensor, k: Tensor, v: Tensor, keep: Tensor | None, group: int = 1) -> Tensor:
+        """One incremental step of cross-attention. x: (R, 1, H), R rows in groups of ``group``
+        that share one memory: k, v (G, heads, S, dk), keep (G, 1, 1, S) or None; a group's rows
+        are its ``group`` query positions. → (R, 1, H)."""
+        r = x.size(0)
+        q = self.q(x).view(r // group, group, self.heads, self.dk).transpose(1, 2)     # (G, heads, g, dk)
+        o = attention(q, k, v, keep)                                                  # (G, heads, g, dk)
+        return self.out(o.transpose(1, 2).reshape(r, 1, self.heads * self.dk))
 
     def forward_cross(self, x: Tensor, k: Tensor, v: Tensor, keep: Tensor | None) -> Tensor:
         """x: (B, T, H); k, v: (B, heads, S, dk); keep: (B,1,1,S) or None → (B, T, H)."""
@@ -246,15 +319,28 @@ class DecoderLayer(nn.Module):
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.relu_dropout)
         self.sub = _Sublayers(cfg.d_model, 3, cfg.dropout, cfg.norm == "pre")
 
-    def forward(self, y: Tensor, mem_k: Tensor, mem_v: Tensor, mem_keep: Tensor | None,
-                cache: LayerCache | None = None, self_keep: Tensor | None = None) -> Tensor:
-        # y: (B, T, H) full teacher-forced target, or (B, 1, H) with ``cache`` (one step; a forced
-        # prefix (B, P, H) into an empty cache); self_keep: (B, 1, 1, t) cache columns to attend
-        if cache is None:
-            y = self.sub.apply(0, y, lambda z: self.self_attn.forward_self(z, None, causal=True))
-        else:
-            y = self.sub.apply(0, y, lambda z: self.self_attn.forward_self_step(z, cache, self_keep))
+    def forward(self, y: Tensor, mem_k: Tensor, mem_v: Tensor, mem_keep: Tensor | None) -> Tensor:
+        """Teacher forcing. y: (B, T, H); mem_k/mem_v: (B, heads, S, dk); mem_keep: (B,1,1,S) or None."""
+        y = self.sub.apply(0, y, lambda z: self.self_attn.forward_self(z, None, causal=True))
         y = self.sub.apply(1, y, lambda z: self.cross_attn.forward_cross(z, mem_k, mem_v, mem_keep))
+        return self.sub.apply(2, y, self.ffn)
+
+    def step(self, y: Tensor, cache: LayerCache, mem_keep: Tensor | None, group: int = 1,
+             prefix_keep: Tensor | None = None) -> Tensor:
+        """One incremental step. y: (R, 1, H), R rows in groups of ``group`` (``DecoderState``)."""
+        y = self.sub.apply(0, y, lambda z: self.self_attn.forward_self_step(z, cache, group, prefix_keep))
+        y = self.sub.apply(1, y, lambda z: self.cross_attn.forward_cross_step(z, cache.cross_k, cache.cross_v,
+                                                                               mem_keep, group))
+        return self.sub.apply(2, y, self.ffn)
+
+    def prefix(self, y: Tensor, cache: LayerCache, mem_keep: Tensor | None, last: bool = False) -> Tensor | None:
+        """A forced prefix y (B, P, H): fills ``cache.prefix_k``/``prefix_v`` and returns the layer's
+        output, or (``last``: no layer reads it) only fills the cache and returns None."""
+        if last:
+            cache.prefix_k, cache.prefix_v = self.self_attn.project_self_kv(self.sub.norms[0](y) if self.sub.pre else y)
+            return None
+        y = self.sub.apply(0, y, lambda z: self.self_attn.forward_prefix(z, cache))
+        y = self.sub.apply(1, y, lambda z: self.cross_attn.forward_cross(z, cache.cross_k, cache.cross_v, mem_keep))
         return self.sub.apply(2, y, self.ffn)
 
 
@@ -395,21 +481,18 @@ class Transformer(SentenceModelDefaults, nn.Module):
         return project(self.out_proj, hidden, vocab)
 
     def decode_step_hidden(self, state: DecoderState, prev_tokens: Tensor) -> tuple[Tensor, DecoderState]:
-        """One incremental step. prev_tokens: (B,) → (top decoder state (B, H), state); updates
-        ``state`` in place (appends self-attention keys/values, advances ``step``; after a forced
-        prefix also ``pos`` and ``self_keep``)."""
-        if state.pos is None:
-            y = self._embed(self.tgt_embed, prev_tokens[:, None], offset=state.step)     # (B, 1, H)
-            keep = None
-        else:                                             # per-row positions after a ragged prefix
-            if int(state.pos.max()) >= self.cfg.max_positions:
+        """One incremental step. prev_tokens: (R,) → (top decoder state (R, H), state); updates
+        ``state`` in place (appends the rows' self-attention keys/values, advances ``step``).
+        Raises ValueError when a forced prefix and the output exceed ``max_positions``."""
+        if state.prefix_len is None:
+            y = self._embed(self.tgt_embed, prev_tokens[:, None], offset=state.step)     # (R, 1, H)
+        else:                                             # per-group positions after a ragged prefix
+            if state.prefix_max + state.step >= self.cfg.max_positions:
                 raise ValueError(f"target prefix and output exceed model.max_positions={self.cfg.max_positions}")
-            y = self.drop(self.tgt_embed(prev_tokens[:, None]) * self.embed_scale + self.positions[state.pos][:, None])
-            state.self_keep = torch.cat([state.self_keep, state.self_keep.new_ones(state.self_keep.size(0), 1)], 1)
-            keep = None if bool(state.self_keep.all()) else state.self_keep[:, None, None, :]
-            state.pos = state.pos + 1
+            pos = (state.prefix_len + state.step).repeat_interleave(state.group)          # (R,)
+            y = self.drop(self.tgt_embed(prev_tokens[:, None]) * self.embed_scale + self.positions[pos][:, None])
         for layer, cache in zip(self.decoder, state.layers):
-            y = layer(y, cache.cross_k, cache.cross_v, state.memory_keep, cache=cache, self_keep=keep)
+            y = layer.step(y, cache, state.memory_keep, state.group, state.prefix_keep)
         state.step += 1
         return self.dec_norm(y[:, 0]), state
 
@@ -436,18 +519,43 @@ class Transformer(SentenceModelDefaults, nn.Module):
     def init_state_with_prefix(self, enc: EncoderOutput, prefix: Tensor) -> DecoderState:
         """``init_state`` followed by force-decoding a target prefix per row (``models.interface.
         TargetPrefixParts``). prefix: (B, P) ids, right-padded with ``pad_id`` (rows may be
-        shorter, or empty); the prefix is run in one causal pass (its outputs are not needed)
-        and its keys/values kept, so the next ``decode_step`` of row b reads its L_b prefix
-        tokens at positions 0 … L_b−1 and takes position L_b — what teacher forcing of the
-        concatenation ``prefix_b · tgt_in_b`` computes. P = 0: ``init_state``."""
+        shorter, or empty); the prefix is run in one causal pass (its outputs are not needed, so
+        the last layer only projects its keys/values; rows in length buckets, ``models.rows.
+        length_buckets``, each cut to its longest prefix) and its keys/values kept once per row
+        (``LayerCache.prefix_k``; a row's beam hypotheses read them as a group, never copies), so
+        the next ``decode_step`` of row b reads its L_b prefix tokens at positions 0 … L_b−1 and
+        takes position L_b — what teacher forcing of the concatenation ``prefix_b · tgt_in_b``
+        computes. P = 0: ``init_state``."""
         state = self.init_state(enc)
         if prefix.size(1) == 0:
             return state
         keep = prefix.ne(self.pad_id)                                            # (B, P)
-        y = self._embed(self.tgt_embed, prefix)                                   # (B, P, H)
-        for layer, cache in zip(self.decoder, state.layers):
-            y = layer(y, cache.cross_k, cache.cross_v, state.memory_keep, cache=cache)
-        state.step, state.self_keep, state.pos = prefix.size(1), keep, keep.sum(1)
+        lengths = keep.sum(1)                                                     # (B,)
+        buckets = length_buckets(lengths)
+        last = len(self.decoder) - 1
+        if len(buckets) == 1:
+            y = self._embed(self.tgt_embed, prefix)                               # (B, P, H)
+            for i, (layer, cache) in enumerate(zip(self.decoder, state.layers)):
+                y = layer.prefix(y, cache, state.memory_keep, last=i == last)
+        else:                       # ragged prefixes: each length bucket cut to its own longest
+            b, p = prefix.shape
+            for cache in state.layers:
+                shape = (b, self.cfg.heads, p, self.cfg.d_model // self.cfg.heads)
+                cache.prefix_k = cache.cross_k.new_zeros(shape)
+                cache.prefix_v = cache.cross_v.new_zeros(shape)
+            for rows in buckets:
+                width = int(lengths[rows].max())
+                if width == 0:
+                    continue
+                y = self._embed(self.tgt_embed, prefix[rows, :width])             # (R_k, W_k, H)
+                mem_keep = None if state.memory_keep is None else state.memory_keep[rows]
+                for i, (layer, cache) in enumerate(zip(self.decoder, state.layers)):
+                    part = LayerCache(None, None, cache.cross_k[rows], cache.cross_v[rows])
+                    y = layer.prefix(y, part, mem_keep, last=i == last)
+                    cache.prefix_k[rows, :, :width] = part.prefix_k
+                    cache.prefix_v[rows, :, :width] = part.prefix_v
+        state.prefix_keep, state.prefix_len = keep[:, None, None, :], lengths
+        state.prefix_max = int(state.prefix_len.max())
         return state
 
     # -- the model contract ------------------------------------------------------------------
