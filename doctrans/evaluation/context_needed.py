@@ -11,8 +11,10 @@ the hand one, deterministically:
    ``doctrans preprocess`` makes of them (``data/text.py``).
 2. **Alignment**: eflomal over those lines (the TVsub test set's lines appended when
    ``check_test``, so both are aligned in one run), symmetrised by intersection — the settings
-   of ``doctrans annotate-dp`` (``dp/corpus.py``). eflomal samples; its seed is fixed, so the same
-   files give the same links.
+   of ``doctrans annotate-dp`` (``dp/corpus.py``). eflomal samples with a seed from ``/dev/urandom``
+   (it takes none), so two builds differ in a few links and items (a rebuild on a fresh machine,
+   2026-11-29: 1,990 items where the first build had 1,986); the set directory keeps its
+   alignment and a rebuild there reuses it.
 3. **Dropped pronouns**: ``dp.annotate.find_dps`` (Algorithm 1 of the thesis, with
    ``overt_match``) on every pair: an English central pronoun the alignment leaves without a
    Chinese pronoun (and no unclaimed compatible pronoun left in the source) is dropped. The
