@@ -67,6 +67,23 @@ def ragged_concat(tokens: Tensor, seg_rows: Tensor, seg_len: Tensor, drop: Tenso
     return out.masked_fill_(cols[None, :] >= out_len[:, None], pad_id)
 
 
+def rows_per_group(groups: Tensor, hint: int = 0) -> int:
+    """groups (R,) the group of each row (e.g. the sentence of each beam hypothesis) → g if the
+    rows come in consecutive blocks of g rows of one group each, else 1; ``hint`` (the previous
+    g) is tried first, one comparison instead of the run lengths. R = 0 → ``hint`` or 1. Used by
+    decoder states that keep a sentence's shared tensors once for its K hypotheses (the
+    Transformer's ``DecoderState``, HAN's decoder memory)."""
+    n = groups.numel()
+    if n == 0:
+        return max(hint, 1)
+    if hint > 1 and n % hint == 0:
+        blocks = groups.view(-1, hint)
+        if bool(blocks.eq(blocks[:, :1]).all()):
+            return hint
+    counts = torch.unique_consecutive(groups, return_counts=True)[1]
+    return int(counts[0]) if bool(counts.eq(counts[0]).all()) else 1
+
+
 LENGTH_BUCKETS = 8     # at most this many sub-batches per document batch (see length_buckets; 8 vs 4, and grid-minimising
                        # cuts vs equal-count groups: measured in benchmarks/RESULTS.md, "Document batches in 8 length
                        # buckets instead of 4" and "QCN + regularisation reaches the training-speed goal; …")

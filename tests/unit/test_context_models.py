@@ -250,7 +250,7 @@ def test_beams_sharing_one_context_memory_search_like_one_memory_per_row(name, m
     grouped = beam_search(m, b, VOCAB, beam=3, max_len_extra=4)
     # step 0 runs one row per sentence; the widening reorder sets the group to the beam
     assert groups[0] == 1 and len(groups) > 1 and set(groups[1:]) == {3}
-    monkeypatch.setattr(han, "_rows_per_sentence", lambda sent: 1)        # every row its own memory
+    monkeypatch.setattr(han, "rows_per_group", lambda sent, hint=0: 1)    # every row its own memory
     rows = beam_search(m, b, VOCAB, beam=3, max_len_extra=4)
     assert set(groups[len(groups) - 1:]) == {1}
     assert grouped.tokens == rows.tokens

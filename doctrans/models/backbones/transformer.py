@@ -29,7 +29,7 @@ from doctrans.layers.masks import attn_keep_mask, pad_mask
 from doctrans.layers.output import project
 from doctrans.models.interface import EncoderOutput, SentenceModelDefaults, SourceBatch
 from doctrans.models.portable import PortableTransformer
-from doctrans.models.rows import length_buckets
+from doctrans.models.rows import length_buckets, rows_per_group
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,8 @@ class DecoderState:
     group and read by its g rows as g query positions: the cross-attention keys/values and
     ``memory_keep`` (G, 1, 1, S) bool SDPA mask (True = attend) or None, and a forced target
     prefix (``prefix_k``/``prefix_v``, ``prefix_keep`` (G, 1, 1, P) True at its tokens, False at
-    its padding, ``prefix_len`` (G,) tokens per group's prefix; all None without a prefix). Only
+    its padding, ``prefix_len`` (G,) tokens per group's prefix, ``prefix_max`` its maximum as a
+    Python int — the position check without a device sync per step; None / 0 without a prefix). Only
     the rows' own keys/values (``LayerCache.self_k``) are per row. step: positions decoded after
     the prefix (columns of ``self_k``); a row of group j is at position ``prefix_len[j] + step``.
     src_rows: (R,) the encoder row each state row reads (``init_state``: 0 … B−1), or None: then
@@ -115,7 +116,7 @@ class DecoderState:
             return None if t is None else t.index_select(0, i)
         old = index if self.group == 1 else torch.div(index, self.group, rounding_mode="floor")  # (R',) old groups
         n_groups = self.layers[0].cross_k.size(0) if self.layers else 0
-        g = _blocks(old, self.group) if self.src_rows is not None else 1
+        g = rows_per_group(old, self.group) if self.src_rows is not None else 1
         picked = old if g == 1 else old[::g]                                         # (G',) old group of each new one
         same = picked.numel() == n_groups and torch.equal(picked, torch.arange(n_groups, device=picked.device))
         if same:
@@ -130,20 +131,6 @@ class DecoderState:
         prefix_max = int(prefix_len.max()) if prefix_len is not None and prefix_len.numel() else 0
         return DecoderState(layers, sel(self.memory_keep, picked), self.step, sel(self.src_rows, index), g,
                             sel(self.prefix_keep, picked), prefix_len, prefix_max)
-
-
-def _blocks(groups: Tensor, hint: int) -> int:
-    """groups (R',) the group of each row → g if the rows come in consecutive blocks of g from
-    one group each (``hint`` tried first, then the run lengths), else 1."""
-    n = groups.numel()
-    if n == 0:
-        return max(hint, 1)
-    if hint > 1 and n % hint == 0:
-        blocks = groups.view(-1, hint)
-        if bool(blocks.eq(blocks[:, :1]).all()):
-            return hint
-    counts = torch.unique_consecutive(groups, return_counts=True)[1]
-    return int(counts[0]) if bool(counts.eq(counts[0]).all()) else 1
 
 
 class MultiHeadAttention(nn.Module):
@@ -203,7 +190,7 @@ class MultiHeadAttention(nn.Module):
                           prefix_keep: Tensor | None = None) -> Tensor:
         """One incremental step. x: (R, 1, H), R rows in groups of ``group``; appends this step's
         k/v to ``cache.self_k``/``self_v``. With a forced prefix (``cache.prefix_k`` (G, heads, P,
-        dk), ``prefix_keep`` (G, 1, 1, P) True at its tokens) each row attends its group's prefix
+        dk), ``prefix_keep`` (R, 1, 1, P) True at its tokens, per row) each row attends its group's prefix
         and its own positions in one softmax, the prefix read by the group's rows as ``group``
         query positions (never copied per row). → (R, 1, H)."""
         q, k, v = (self._split(t) for t in self.qkv(x).chunk(3, dim=-1))
@@ -220,8 +207,7 @@ class MultiHeadAttention(nn.Module):
         s_pre = s_pre.transpose(1, 2).reshape(r, self.heads, 1, p)                    # (R, heads, 1, P)
         s_own = torch.matmul(q, k.transpose(-1, -2))                                  # (R, heads, 1, t)
         scores = torch.cat([s_pre, s_own], -1).float() * (self.dk ** -0.5)
-        keep = prefix_keep.expand(-1, -1, group, -1).transpose(1, 2).reshape(r, 1, 1, p)
-        scores[..., :p] = scores[..., :p].masked_fill(~keep, torch.finfo(scores.dtype).min)
+        scores[..., :p].masked_fill_(~prefix_keep, torch.finfo(scores.dtype).min)
         w = torch.softmax(scores, dim=-1).to(v.dtype)                                 # (R, heads, 1, P+t)
         w_pre = w[..., :p].reshape(n_groups, group, self.heads, p).transpose(1, 2)    # (G, heads, g, P)
         o = torch.matmul(w_pre, cache.prefix_v).transpose(1, 2).reshape(r, self.heads, 1, self.dk)
@@ -484,6 +470,7 @@ class Transformer(SentenceModelDefaults, nn.Module):
         """One incremental step. prev_tokens: (R,) → (top decoder state (R, H), state); updates
         ``state`` in place (appends the rows' self-attention keys/values, advances ``step``).
         Raises ValueError when a forced prefix and the output exceed ``max_positions``."""
+        row_keep = None
         if state.prefix_len is None:
             y = self._embed(self.tgt_embed, prev_tokens[:, None], offset=state.step)     # (R, 1, H)
         else:                                             # per-group positions after a ragged prefix
@@ -491,8 +478,9 @@ class Transformer(SentenceModelDefaults, nn.Module):
                 raise ValueError(f"target prefix and output exceed model.max_positions={self.cfg.max_positions}")
             pos = (state.prefix_len + state.step).repeat_interleave(state.group)          # (R,)
             y = self.drop(self.tgt_embed(prev_tokens[:, None]) * self.embed_scale + self.positions[pos][:, None])
+            row_keep = state.prefix_keep.repeat_interleave(state.group, 0)                # (R, 1, 1, P), once per step
         for layer, cache in zip(self.decoder, state.layers):
-            y = layer.step(y, cache, state.memory_keep, state.group, state.prefix_keep)
+            y = layer.step(y, cache, state.memory_keep, state.group, row_keep)
         state.step += 1
         return self.dec_norm(y[:, 0]), state
 
@@ -531,29 +519,28 @@ class Transformer(SentenceModelDefaults, nn.Module):
             return state
         keep = prefix.ne(self.pad_id)                                            # (B, P)
         lengths = keep.sum(1)                                                     # (B,)
-        buckets = length_buckets(lengths)
         last = len(self.decoder) - 1
+
+        def run(tokens: Tensor, caches: list[LayerCache], mem_keep: Tensor | None) -> None:
+            y = self._embed(self.tgt_embed, tokens)                               # (B', W, H)
+            for i, (layer, cache) in enumerate(zip(self.decoder, caches)):
+                y = layer.prefix(y, cache, mem_keep, last=i == last)
+
+        buckets = length_buckets(lengths)
         if len(buckets) == 1:
-            y = self._embed(self.tgt_embed, prefix)                               # (B, P, H)
-            for i, (layer, cache) in enumerate(zip(self.decoder, state.layers)):
-                y = layer.prefix(y, cache, state.memory_keep, last=i == last)
+            run(prefix, state.layers, state.memory_keep)
         else:                       # ragged prefixes: each length bucket cut to its own longest
-            b, p = prefix.shape
+            shape = (prefix.size(0), self.cfg.heads, prefix.size(1), self.cfg.d_model // self.cfg.heads)
             for cache in state.layers:
-                shape = (b, self.cfg.heads, p, self.cfg.d_model // self.cfg.heads)
-                cache.prefix_k = cache.cross_k.new_zeros(shape)
-                cache.prefix_v = cache.cross_v.new_zeros(shape)
+                cache.prefix_k, cache.prefix_v = cache.cross_k.new_zeros(shape), cache.cross_v.new_zeros(shape)
             for rows in buckets:
                 width = int(lengths[rows].max())
                 if width == 0:
                     continue
-                y = self._embed(self.tgt_embed, prefix[rows, :width])             # (R_k, W_k, H)
-                mem_keep = None if state.memory_keep is None else state.memory_keep[rows]
-                for i, (layer, cache) in enumerate(zip(self.decoder, state.layers)):
-                    part = LayerCache(None, None, cache.cross_k[rows], cache.cross_v[rows])
-                    y = layer.prefix(y, part, mem_keep, last=i == last)
-                    cache.prefix_k[rows, :, :width] = part.prefix_k
-                    cache.prefix_v[rows, :, :width] = part.prefix_v
+                parts = [LayerCache(None, None, c.cross_k[rows], c.cross_v[rows]) for c in state.layers]
+                run(prefix[rows, :width], parts, None if state.memory_keep is None else state.memory_keep[rows])
+                for cache, part in zip(state.layers, parts):
+                    cache.prefix_k[rows, :, :width], cache.prefix_v[rows, :, :width] = part.prefix_k, part.prefix_v
         state.prefix_keep, state.prefix_len = keep[:, None, None, :], lengths
         state.prefix_max = int(state.prefix_len.max())
         return state

@@ -33,7 +33,7 @@ from torch import Tensor
 from doctrans.models.context.base import ContextModel, RowCache, context_rows, special_mask
 from doctrans.models.context.han_block import HANBlock, HANBlockConfig
 from doctrans.models.interface import BackboneParts, EncoderOutput, SearchBatch
-from doctrans.models.rows import encode_bucketed, length_buckets, scatter_rows, split_encode
+from doctrans.models.rows import encode_bucketed, length_buckets, rows_per_group, scatter_rows, split_encode
 
 ATTACH = ("encoder", "decoder", "both")
 
@@ -70,16 +70,9 @@ class HANDecoderState:
 
     def reorder(self, index: Tensor) -> "HANDecoderState":
         sent = self.sent.index_select(0, index)
-        group = self.group if sent.numel() == self.sent.numel() else _rows_per_sentence(sent)   # widened: the beam
+        group = self.group if sent.numel() == self.sent.numel() else rows_per_group(sent)   # widened: the beam
         return HANDecoderState(self.inner.reorder(index), sent, self.rows.index_select(0, index), self.pool,
                                group, self.memory, self.memory_key)
-
-
-def _rows_per_sentence(sent: Tensor) -> int:
-    """sent (B',) the sentence of each state row, rows of a sentence consecutive → rows per
-    sentence if every sentence has the same number, else 1."""
-    counts = torch.unique_consecutive(sent, return_counts=True)[1]
-    return int(counts[0]) if counts.numel() and bool(counts.eq(counts[0]).all()) else 1
 
 
 def _needed(rows: Tensor) -> tuple[Tensor, Tensor]:
@@ -361,7 +354,7 @@ class HAN(ContextModel):
         if self.han_dec is None:
             return inner
         sent = enc.extra["han_dec_sent"]                                           # (B',) one row per sentence
-        return HANDecoderState(inner, sent, enc.extra["han_dec_rows"], enc.shared, _rows_per_sentence(sent))
+        return HANDecoderState(inner, sent, enc.extra["han_dec_rows"], enc.shared, rows_per_group(sent))
 
     def decode_step(self, state, prev_tokens: Tensor, vocab: Tensor | None = None):
         if self.han_dec is None:
