@@ -11,9 +11,10 @@
 #   bash benchmarks/rolling_history_tvsub.sh $PREP_FULL 3 -- --history-chunk 32 --batch-sentences 64
 set -euo pipefail
 PREP=${1:?usage: rolling_history_tvsub.sh PREP [REPEATS] [-- options]}
-REPEATS=${2:-3}
-shift $(( $# >= 2 ? 2 : 1 ))
-[ "${1:-}" = "--" ] && shift
+shift
+REPEATS=3
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then REPEATS=$1; shift; fi
+if [ "${1:-}" = "--" ]; then shift; fi
 EXTRA=("$@")
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${DOCTRANS:-$ROOT/.venv/bin/doctrans}
