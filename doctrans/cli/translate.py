@@ -83,7 +83,7 @@ SECTIONS = (
                    "of the previous ones, so a document's lines wait for each other): translate each document as "
                    "independent pieces of N lines, each preceded by the model's context lines as warm-up, so all "
                    "pieces decode side by side (0 = whole documents). Faster on few long documents; a piece's "
-                   "first line reads a warm-up translation made with less context. Native engine.")
+                   "first line reads a warm-up translation made with less context. Both engines.")
 @click.option("--dp-generator", default="", help="Complete dropped pronouns in the input with this DP generator "
                                                  "(for models trained on +DP/+DPP sources, pipelines/dp/nmt_*.yaml); "
                                                  "A.pt:B.pt ensembles several.")

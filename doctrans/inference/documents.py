@@ -178,6 +178,25 @@ def _history_pieces(docs: list[list[np.ndarray | None]], chunk: int, n: int) -> 
     return pieces
 
 
+def in_history_pieces(docs: list[list], chunk: int, n: int, translate) -> list[list[str]] | None:
+    """The rolling history in pieces (``translate_documents(history_chunk=chunk)``, and the
+    CTranslate2 engine's ``CT2Model.decode_documents``): ``docs`` (per document, per line, a
+    sentence or None for an empty line) cut by ``_history_pieces`` into pieces of ``chunk`` lines,
+    each after up to ``n`` warm-up lines; ``translate`` (per piece its lines as a document → per
+    piece, per line, a translation) translates all of them as independent documents, and the
+    warm-up's translations are dropped → per document, per line, the translation ("" for empty
+    lines). None when no document is longer than ``chunk`` (nothing to cut: translate whole)."""
+    pieces = _history_pieces(docs, chunk, n)
+    if len(pieces) <= len(docs):
+        return None
+    out = translate([[docs[d][i] for i in lines] for d, lines, _ in pieces])
+    result = [[""] * len(lines) for lines in docs]
+    for (d, lines, warm), hyp in zip(pieces, out):
+        for i, h in list(zip(lines, hyp))[warm:]:
+            result[d][i] = h
+    return result
+
+
 def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab, beam: int, lenpen: float,
                         max_len_ratio: float, max_len_extra: int, batch_sentences: int,
                         progress: bool = False, context_cache: bool = True, shortlist=None,
@@ -216,15 +235,12 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
     if history_chunk < 0:
         raise ValueError(f"history_chunk must be ≥ 0 (0 = whole documents), got {history_chunk}")
     if history_chunk and doc.needs_target and not given and block == 0:
-        pieces = _history_pieces(docs, history_chunk, n)
-        if len(pieces) > len(docs):
-            out = translate_documents(model, [[docs[d][i] for i in lines] for d, lines, _ in pieces], vocab, beam,
-                                      lenpen, max_len_ratio, max_len_extra, batch_sentences, progress,
-                                      context_cache, shortlist, rerank, None, max_tokens)
-            result = [[""] * len(lines) for lines in docs]
-            for (d, lines, warm), hyp in zip(pieces, out):
-                for i, h in list(zip(lines, hyp))[warm:]:
-                    result[d][i] = h
+        result = in_history_pieces(
+            docs, history_chunk, n,
+            lambda piece_docs: translate_documents(model, piece_docs, vocab, beam, lenpen, max_len_ratio,
+                                                   max_len_extra, batch_sentences, progress, context_cache,
+                                                   shortlist, rerank, None, max_tokens))
+        if result is not None:
             return result
     device = next(model.parameters()).device
     sents = {(d, i): x for d, lines in enumerate(docs) for i, x in enumerate(lines) if x is not None}
