@@ -10,6 +10,28 @@ POSITIVE = click.IntRange(min=1)
 NON_NEGATIVE = click.IntRange(min=0)
 
 
+class CheckpointParam(click.ParamType):
+    """A checkpoint file, or the name of a shipped model (``doctrans models``) → its file's path
+    (the shipped file's checksum verified), as ``translate -c`` and ``export -c`` take them. A
+    usage error names the option when it is neither."""
+
+    name = "CKPT|NAME"
+
+    def convert(self, value, param, ctx):
+        from pathlib import Path
+
+        from doctrans.runtime.shipped import resolve
+
+        path = resolve(str(value))
+        if not Path(path).is_file():
+            self.fail(f"{value}: no such checkpoint file, nor a shipped model's name (`doctrans models` lists them)",
+                      param, ctx)
+        return path
+
+
+CHECKPOINT = CheckpointParam()
+
+
 class SectionedCommand(click.Command):
     """A click command whose ``--help`` shows its options in sections, e.g. ``Input options:``,
     ``Search options:``, in the order given, then ``Other options:`` (``--help``).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from doctrans.cli.options import NON_NEGATIVE, POSITIVE
+from doctrans.cli.options import CHECKPOINT, NON_NEGATIVE, POSITIVE
 from doctrans.evaluation.metrics import corpus_metrics, metric_options
 
 
@@ -184,8 +184,9 @@ def score_dp_cmd(hyp: str, base: str, oracle: str, oracle_base: str | None, base
 
 
 @score_grp.command("cxmi", short_help="A model's context usage: CXMI and P-CXMI on references (no HYP).")
-@click.option("-c", "--checkpoint", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="The model to score with (any model; a sentence-level one gets exactly 0).")
+@click.option("-c", "--checkpoint", required=True, type=CHECKPOINT,
+              help="The model to score with (a checkpoint or a shipped model's name; any model: a sentence-level "
+                   "one gets exactly 0).")
 @click.option("--src", required=True, type=click.Path(exists=True, dir_okay=False),
               help="The source, plain text or .sgm (its <DOC> blocks are the documents).")
 @click.option("-r", "--ref", "ref", required=True, type=click.Path(exists=True, dir_okay=False),
@@ -241,10 +242,11 @@ def score_cxmi_cmd(checkpoint: str, src: str, ref: str, docs: str | None, tokeni
 
 @score_grp.command("contrastive", short_help="Contrastive pronoun accuracy of a model on a set (no HYP).")
 @click.argument("set_dir", metavar="SET_DIR", type=click.Path(exists=True, file_okay=False))
-@click.option("-c", "--checkpoint", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="The model to score with.")
-@click.option("--baseline", "baseline", default=None, type=click.Path(exists=True, dir_okay=False),
-              help="A second model: McNemar's test of -c against it on all, DP and context-needed items.")
+@click.option("-c", "--checkpoint", required=True, type=CHECKPOINT,
+              help="The model to score with: a checkpoint or a shipped model's name (`doctrans models`).")
+@click.option("--baseline", "baseline", default=None, type=CHECKPOINT,
+              help="A second model (checkpoint or shipped name): McNemar's test of -c against it on all, DP and "
+                   "context-needed items.")
 @_model_options
 @_json_out_options
 def score_contrastive_cmd(set_dir: str, checkpoint: str, baseline: str | None, max_tokens: int, threads: int,

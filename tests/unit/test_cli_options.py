@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from doctrans import config_catalog
 from doctrans.cli import cli
+from doctrans.cli.options import CheckpointParam
 
 NUMERIC = (click.types.IntParamType, click.types.FloatParamType)     # IntRange / FloatRange subclass these
 
@@ -29,6 +30,8 @@ def _commands(group: click.Group, path: tuple[str, ...] = ()):
 def _dummy(param: click.Parameter, tmp_path) -> str:
     """A value click accepts for a required parameter: an existing file or directory, a choice."""
     t = param.type
+    if isinstance(t, CheckpointParam):
+        return str(tmp_path / "dummy.txt")
     if isinstance(t, click.Path):
         return str(tmp_path if not t.file_okay else tmp_path / "dummy.txt")
     if isinstance(t, click.Choice):
@@ -354,3 +357,20 @@ def test_table_dp_nbest_is_checked(tmp_path):
 def test_contrastive_build_names_the_missing_file(tmp_path):
     r = CliRunner().invoke(cli, ["contrastive", "build", "--data", str(tmp_path), "-o", str(tmp_path / "set")])
     assert isinstance(r.exception, FileNotFoundError) and "test.zh not found" in str(r.exception)
+
+
+def test_scoring_commands_take_a_shipped_models_name(tmp_path):
+    """`score cxmi -c` and `score contrastive -c/--baseline` take a shipped model's name as
+    `translate -c` and `export -c` do (a bug: a usage error "File 'NAME' does not exist"); a name
+    that is neither a file nor a shipped model is a usage error naming the option."""
+    from doctrans.runtime.shipped import default_model
+
+    shipped = default_model("sentence")
+    for args in (["score", "cxmi", "--src", "s", "-r", "r"], ["score", "contrastive", str(tmp_path)]):
+        cmd = cli
+        for name in args[:2]:
+            cmd = cmd.commands[name]
+        params = {p.name: p for p in cmd.params}
+        assert params["checkpoint"].type.convert(shipped.name, None, None) == str(shipped.path)
+    r = CliRunner().invoke(cli, ["score", "contrastive", str(tmp_path), "-c", "no-such-model"])
+    assert r.exit_code == 2 and "-c' / '--checkpoint'" in r.output and "no-such-model" in r.output
