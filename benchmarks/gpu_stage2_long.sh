@@ -23,6 +23,9 @@
 # reached; what comes back is the two document models at M (document.*, dense.*), the sentence model's
 # test hypotheses at M and at its last update (its weights do not fit beside them).
 # DENSE_RULES="agreement, agreement_en" (default: all rules): train.context_dense.rules of that run.
+# ATTN=W (with DENSE): that run also supervises one decoder head's attention toward the deciding
+# pronoun, train.context_attention_supervision=W (the shipped document model's recipe: DENSE=0.1
+# ATTN=1.0, all rules; docs/journal/2026-11-29-lone-sentence-and-soups.md).
 # AVG=K (default 1): each model brought back or translated is the average of its checkpoints at the
 # update named and the K−1 kept before it (KEEP apart; `doctrans average`), the same for every run.
 # OUT: sentence.fp16.pt.part-*, document.fp16.pt.part-* (`cat` them back), runs3.tgz (metrics.jsonl,
@@ -30,7 +33,7 @@
 set -uo pipefail
 C=$(realpath "${1:?CARRY}"); OUTD=$(realpath "${2:?OUT}"); MIN=${3:-7.0}; TOTAL=${4:-540}
 T0=$(date +%s)
-DENSE=${DENSE:-}; DENSE_RULES=${DENSE_RULES:-}; AVG=${AVG:-1}
+DENSE=${DENSE:-}; DENSE_RULES=${DENSE_RULES:-}; AVG=${AVG:-1}; ATTN=${ATTN:-}
 LR=${LR:-1.5e-3}; WARMUP=${WARMUP:-200}; KEEP=${KEEP:-100}; EVAL=${EVAL:-500}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 GPU_IMPORTS="sacremoses click yaml sacrebleu opencc subword_nmt"
@@ -62,7 +65,8 @@ TO=$(python3 -c "print(int($MIN * 60 + 120))")
 RUNS="$W/transformer $W/tgt_concat"
 if [ -n "$DENSE" ]; then
   (cd "$ROOT" && timeout -s TERM "$TO" $DT train pipelines/context/tgt_concat.yaml $A train.init_from="$C/start.pt" \
-     "train.context_dense={share: $DENSE, max_distance: 1, rules: [$DENSE_RULES]}" run_dir="$W/tgt_concat_dense") > "$W/tgt_concat_dense.log" 2>&1 &
+     "train.context_dense={share: $DENSE, max_distance: 1, rules: [$DENSE_RULES]}" \
+     ${ATTN:+train.context_attention_supervision=$ATTN} run_dir="$W/tgt_concat_dense") > "$W/tgt_concat_dense.log" 2>&1 &
   RUNS="$RUNS $W/tgt_concat_dense"
 fi
 wait; stamp "trained"; tail -n 3 "$W"/*.log
