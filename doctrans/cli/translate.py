@@ -8,7 +8,8 @@ from doctrans.cli.options import NON_NEGATIVE, POSITIVE, SectionedCommand
 
 # --help lists the options by section (options.SectionedCommand), in this order.
 SECTIONS = (
-    ("Model and engine", ("checkpoint", "sentence", "engine", "compute_type", "quantize", "shortlist", "device", "threads")),
+    ("Model and engine", ("checkpoint", "sentence", "ensemble", "ensemble_weights", "ensemble_mode", "engine",
+                          "compute_type", "quantize", "shortlist", "device", "threads")),
     ("Input", ("input_", "input_format", "prepared", "encoding", "encoding_errors", "script", "max_source_len")),
     ("Output", ("output", "tokenized", "output_format", "nbest", "nbest_out")),
     ("Subtitle files and streams", ("bilingual", "stream")),
@@ -30,6 +31,15 @@ SECTIONS = (
                    "sentence model]")
 @click.option("--sentence", is_flag=True,
               help="Without -c: translate with the shipped sentence-level model instead of the document model.")
+@click.option("--ensemble", multiple=True, metavar="CKPT|NAME",
+              help="Decode with this model too, as one ensemble with -c (repeatable; models of one dataset; "
+                   "models/ensemble.py): e.g. the shipped document model with the shipped sentence model, "
+                   "`--ensemble tvsub-transformer-3x3 --ensemble-weights 0.3,0.7` (weights tuned on TVsub dev: "
+                   "the sentence model's BLEU, the document model's pronouns; docs/context.md). Native engine.")
+@click.option("--ensemble-weights", default="", metavar="W,W,…",
+              help="Weights of -c and each --ensemble model, in that order (normalised) [default: uniform].")
+@click.option("--ensemble-mode", type=click.Choice(["linear", "loglinear"]), default="linear", show_default=True,
+              help="linear: p = Σ w_i p_i (fairseq's ensembles); loglinear: p ∝ Π p_i^w_i.")
 @click.option("--engine", type=click.Choice(["native", "ctranslate2"]), default="native", show_default=True,
               help="native: doctrans' own beam search (torch); ctranslate2: the CTranslate2 engine on an exported "
                    "directory (sentence Transformer or concatenation model; pip install 'doctrans[ct2]').")
@@ -170,7 +180,7 @@ SECTIONS = (
               help="--dp-out: insert the most likely pronoun wherever the model's P(NONE) < TAU (0 = the arg-max "
                    "label; in [0, 1]). Tune it on dev with `doctrans score dp` as the external generator's "
                    "threshold [default: the model's model.reconstructor.dp_threshold].")
-def translate_cmd(checkpoint, sentence, engine, compute_type, quantize, shortlist, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
+def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mode, engine, compute_type, quantize, shortlist, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
                   input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator,
                   dp_input, dp_nbest, dp_combine, dp_weights, dp_docs, write_lattice, encoding_errors, resume,
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
@@ -221,7 +231,18 @@ def translate_cmd(checkpoint, sentence, engine, compute_type, quantize, shortlis
     if sentence and checkpoint:
         raise click.UsageError("--sentence chooses a shipped model: give it without -c")
     checkpoint = resolve(checkpoint, "sentence" if sentence else "document")
-    translate(TranslateConfig(checkpoint=checkpoint, input=input_, output=output, beam=beam, lenpen=lenpen,
+    try:
+        weights = tuple(float(w) for w in ensemble_weights.split(",")) if ensemble_weights else ()
+    except ValueError:
+        raise click.BadParameter(f"{ensemble_weights!r}: comma-separated numbers, e.g. 0.3,0.7",
+                                 param_hint="--ensemble-weights") from None
+    if weights and len(weights) != 1 + len(ensemble):
+        raise click.BadParameter(f"{len(weights)} weights for {1 + len(ensemble)} models (-c and each --ensemble)",
+                                 param_hint="--ensemble-weights")
+    if ensemble and engine != "native":
+        raise click.UsageError("--ensemble needs the native engine")
+    translate(TranslateConfig(checkpoint=checkpoint, ensemble=tuple(ensemble), ensemble_weights=weights,
+                              ensemble_mode=ensemble_mode, input=input_, output=output, beam=beam, lenpen=lenpen,
                         max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
                         batch_sentences=batch_sentences, input_format=input_format,
                         tokenized=tokenized, prepared=prepared, threads=threads, device=device, docs=docs,

@@ -229,19 +229,19 @@ def contrast_lines(ref: str, item: dict) -> list[str]:
 
 
 def score_set(checkpoint: str, set_dir: Path, max_tokens: int = 3000, progress: bool = False,
-              device: str = "auto", source: list[str] | None = None) -> dict:
+              device: str = "auto", source: list[str] | None = None, ensemble: dict | None = None) -> dict:
     """Score a contrastive set directory with a checkpoint (see the module docstring) → the
     result of ``score_items_of``, plus ``checkpoint`` and ``set``. ``source``: other source
     lines for the set's lines, segmented (e.g. the DP-completed input a +DP model translates:
-    ``experiments/dp_table.py``); default the set's raw ``src.zh``. Raises ValueError if ``source`` has
-    another line count."""
+    ``experiments/dp_table.py``); default the set's raw ``src.zh``. ``ensemble``: as
+    ``cxmi.load_scoring_set``'s. Raises ValueError if ``source`` has another line count."""
     from doctrans.evaluation.cxmi import load_scoring_set
 
     src, ref, docs, items = read_set(set_dir)
     if source is not None and len(source) != len(src):
         raise ValueError(f"{len(source)} source lines for the {len(src)} lines of {set_dir}")
     s = load_scoring_set(checkpoint, src if source is None else source, ref, docs, tokenized=source is not None,
-                         ref_tokenized=True, device=device)
+                         ref_tokenized=True, device=device, ensemble=ensemble)
     return {"checkpoint": checkpoint, "set": str(set_dir),
             **score_items_of(s, ref, items, max_tokens=max_tokens, progress=progress)}
 

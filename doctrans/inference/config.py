@@ -50,6 +50,9 @@ class TranslateConfig:
     output_format: str = "text"       # text | sgml (SGML input only: the input's <DOC> blocks, translations as <seg>)
     nbest: int = 0                    # write the N best hypotheses with scores to nbest_out (0 = none; N ≤ beam)
     nbest_out: str = ""               # JSON lines: {"line": i, "hypotheses": [{"text", "score", "tokens"}]}
+    ensemble: tuple[str, ...] = ()    # more checkpoints (or shipped names) decoded with `checkpoint` as one model
+    ensemble_weights: tuple[float, ...] = ()   # one per model, `checkpoint` first (default: uniform)
+    ensemble_mode: str = "linear"     # linear: Σ w p | loglinear: Π p^w renormalised (models/ensemble.py)
     engine: str = "native"            # native (torch) | ctranslate2 (checkpoint: a `doctrans export` directory)
     compute_type: str = "default"     # ctranslate2: float32 | int8 | int8_float32 | … (default: as exported, float32)
     quantize: str = "none"            # native: none | int8 (dynamic int8 output layer + FFN, CPU)

@@ -71,7 +71,8 @@ class LoadedModel:
     def key_of(cfg: TranslateConfig) -> tuple:
         if cfg.engine == "ctranslate2":
             return cfg.checkpoint, cfg.device, cfg.compute_type, cfg.threads, cfg.shortlist
-        return cfg.checkpoint, tuple(cfg.context_options), cfg.device, cfg.prepared, cfg.quantize, cfg.shortlist
+        return (cfg.checkpoint, tuple(cfg.context_options), cfg.device, cfg.prepared, cfg.quantize, cfg.shortlist,
+                tuple(cfg.ensemble), tuple(cfg.ensemble_weights), cfg.ensemble_mode)
 
     @property
     def reads_documents(self) -> bool:
@@ -105,6 +106,8 @@ class LoadedModel:
         src_vocab, tgt_vocab = Vocab(ckpt["vocab"]["src"]), Vocab(ckpt["vocab"]["tgt"])
         if context is not exp.context:
             log.info("context model %s with %s", context.type, ", ".join(cfg.context_options))
+        if cfg.ensemble:
+            model = ensemble_of(model, ckpt, cfg)
         model.to(resolve_device(cfg.device))
         model.eval()
         if cfg.quantize != "none":
@@ -113,6 +116,30 @@ class LoadedModel:
         shortlist = Shortlist.load(cfg.shortlist, src_vocab, tgt_vocab) if cfg.shortlist else None
         return cls(model, src_vocab, tgt_vocab, src_proc, tgt_proc, exp.data.max_len, exp.data.bpe_protect_dp,
                    cls.key_of(cfg), shortlist)
+
+
+def ensemble_of(model: torch.nn.Module, ckpt: dict, cfg: TranslateConfig) -> torch.nn.Module:
+    """``model`` (from ``cfg.checkpoint``, its checkpoint ``ckpt``) and the models of
+    ``cfg.ensemble`` (checkpoints or shipped names) as one ``models.ensemble.Ensemble`` with
+    ``cfg.ensemble_weights`` (default uniform) and ``cfg.ensemble_mode``. Raises ValueError
+    naming the file when a member's vocabularies or text settings (BPE codes, case) differ from
+    the first model's, and like ``Ensemble`` for the weights and mode."""
+    from doctrans.models.ensemble import Ensemble
+    from doctrans.runtime.shipped import resolve
+
+    members = [model]
+    for spec in cfg.ensemble:
+        path = resolve(spec)
+        other = load_checkpoint(path)
+        for key in ("vocab", "text"):
+            if other.get(key) != ckpt.get(key):
+                raise ValueError(f"--ensemble {path}: its {'vocabularies' if key == 'vocab' else 'text settings (BPE codes)'}"
+                                 f" differ from {cfg.checkpoint}'s; an ensemble needs models of one dataset")
+        members.append(build_translation_model(other, path)[2])
+    weights = list(cfg.ensemble_weights) or [1.0] * len(members)
+    log.info("ensemble of %d models (%s, weights %s)", len(members), cfg.ensemble_mode,
+             ", ".join(f"{w:g}" for w in weights))
+    return Ensemble(members, weights, cfg.ensemble_mode)
 
 
 QUANTIZE = ("none", "int8")
