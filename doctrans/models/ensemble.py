@@ -79,9 +79,13 @@ class Ensemble(NoReconstruction, nn.Module):
     def max_target_len(self) -> int:
         return min(m.max_target_len for m in self.members)
 
-    joinable_state = False
-    empty_context = SENTENCE_MODEL
     sentence_weights_prefix = ""
+
+    @property
+    def empty_context(self) -> str:
+        """What its context members produce without context (``SENTENCE_MODEL`` if none differs)."""
+        own = [m.empty_context for m in self.members if m.empty_context != SENTENCE_MODEL]
+        return own[0] if own else SENTENCE_MODEL
 
     def _member_batch(self, member, batch):
         """A context member reads the batch; a sentence member its rows' sources only."""
