@@ -11,11 +11,14 @@ NON_NEGATIVE = click.IntRange(min=0)
 
 
 class CheckpointParam(click.ParamType):
-    """A checkpoint file, or the name of a shipped model (``doctrans models``) → its file's path
-    (the shipped file's checksum verified), as ``translate -c`` and ``export -c`` take them. A
-    usage error names the option when it is neither."""
+    """A checkpoint file (or, ``dir_okay``, an exported CTranslate2 directory), or the name of a
+    shipped model (``doctrans models``) → its path (the shipped file's checksum verified), as
+    ``translate -c`` and ``export -c`` take them. A usage error names the option when it is neither."""
 
     name = "CKPT|NAME"
+
+    def __init__(self, dir_okay: bool = False):
+        self.dir_okay = dir_okay
 
     def convert(self, value, param, ctx):
         from pathlib import Path
@@ -23,13 +26,43 @@ class CheckpointParam(click.ParamType):
         from doctrans.runtime.shipped import resolve
 
         path = resolve(str(value))
-        if not Path(path).is_file():
+        if not (Path(path).is_file() or (self.dir_okay and Path(path).is_dir())):
             self.fail(f"{value}: no such checkpoint file, nor a shipped model's name (`doctrans models` lists them)",
                       param, ctx)
         return path
 
 
 CHECKPOINT = CheckpointParam()
+
+
+def ensemble_options(f):
+    """--ensemble / --ensemble-weights / --ensemble-mode (``models/ensemble.py``): -c decoded or
+    scored together with more models as one (``score cxmi``, ``score contrastive``, ``serve``;
+    ``translate`` has its own, in its help's sections). Parse them with ``ensemble_settings``."""
+    f = click.option("--ensemble-mode", type=click.Choice(["linear", "loglinear"]), default="linear",
+                     show_default=True, help="With --ensemble: linear Σ w p (fairseq's ensembles), or loglinear Π p^w.")(f)
+    f = click.option("--ensemble-weights", default="", metavar="W,W,…",
+                     help="With --ensemble: weights of -c and each --ensemble model, in that order [default: uniform].")(f)
+    return click.option("--ensemble", multiple=True, type=CHECKPOINT,
+                        help="With -c, this model too, as one ensemble (repeatable; models of one dataset; as "
+                             "`translate --ensemble`).")(f)
+
+
+def ensemble_settings(ensemble: tuple[str, ...], weights: str, mode: str) -> dict:
+    """The ensemble options → ``TranslateConfig``'s fields (``ensemble``, ``ensemble_weights``,
+    ``ensemble_mode``; {} without --ensemble). A usage error naming --ensemble-weights when they
+    are not numbers, or not one per model."""
+    if not ensemble:
+        return {}
+    try:
+        w = tuple(float(x) for x in weights.split(",")) if weights else ()
+    except ValueError:
+        raise click.BadParameter(f"{weights!r}: comma-separated numbers, e.g. 0.3,0.7",
+                                 param_hint="--ensemble-weights") from None
+    if w and len(w) != 1 + len(ensemble):
+        raise click.BadParameter(f"{len(w)} weights for {1 + len(ensemble)} models (-c and each --ensemble)",
+                                 param_hint="--ensemble-weights")
+    return dict(ensemble=tuple(ensemble), ensemble_weights=w, ensemble_mode=mode)
 
 
 class SectionedCommand(click.Command):

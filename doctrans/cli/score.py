@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from doctrans.cli.options import CHECKPOINT, NON_NEGATIVE, POSITIVE
+from doctrans.cli.options import CHECKPOINT, NON_NEGATIVE, POSITIVE, ensemble_options, ensemble_settings
 from doctrans.evaluation.metrics import corpus_metrics, metric_options
 
 
@@ -62,30 +62,6 @@ def _json_out_options(f):
     f = click.option("--out", type=click.Path(dir_okay=False), default=None,
                      help="Also write the result to this file (atomically).")(f)
     return click.option("--json", "as_json", is_flag=True, help="Print (and write) JSON instead of a table.")(f)
-
-
-def _ensemble_options(f):
-    """--ensemble / --ensemble-weights / --ensemble-mode: -c scored as an ensemble (``translate``'s options)."""
-    f = click.option("--ensemble-mode", type=click.Choice(["linear", "loglinear"]), default="linear",
-                     show_default=True, help="With --ensemble: linear Σ w p, or loglinear Π p^w.")(f)
-    f = click.option("--ensemble-weights", default="", metavar="W,W,…",
-                     help="With --ensemble: weights of -c and each --ensemble model [default: uniform].")(f)
-    return click.option("--ensemble", multiple=True, type=CHECKPOINT,
-                        help="Score -c together with this model as one ensemble (repeatable; as `translate "
-                             "--ensemble`).")(f)
-
-
-def _ensemble(ensemble: tuple[str, ...], weights: str, mode: str) -> dict | None:
-    """The options of ``_ensemble_options`` → ``TranslateConfig``'s ensemble fields, or None."""
-    if not ensemble:
-        return None
-    try:
-        w = tuple(float(x) for x in weights.split(",")) if weights else ()
-    except ValueError:
-        raise click.BadParameter(f"{weights!r}: comma-separated numbers", param_hint="--ensemble-weights") from None
-    if w and len(w) != 1 + len(ensemble):
-        raise click.BadParameter(f"{len(w)} weights for {1 + len(ensemble)} models", param_hint="--ensemble-weights")
-    return dict(ensemble=tuple(ensemble), ensemble_weights=w, ensemble_mode=mode)
 
 
 def _model_options(f):
@@ -222,7 +198,7 @@ def score_dp_cmd(hyp: str, base: str, oracle: str, oracle_base: str | None, base
                    "reference is taken as tokenized, as TVsub's are].")
 @click.option("--random-context", is_flag=True,
               help="Also the real vs a random context from another document (contextual-mt's check).")
-@_ensemble_options
+@ensemble_options
 @_model_options
 @_json_out_options
 def score_cxmi_cmd(checkpoint: str, src: str, ref: str, docs: str | None, tokenized: bool, random_context: bool,
@@ -258,7 +234,7 @@ def score_cxmi_cmd(checkpoint: str, src: str, ref: str, docs: str | None, tokeni
         click.echo("note: no documents given (--docs or an .sgm input): the whole input is one document", err=True)
     scoring = load_scoring_set(checkpoint, src_lines, ref_lines, doc_ids, tokenized=tokenized,
                                ref_tokenized=tokenized or ref_docs is not None,   # .sgm references: tokenized
-                               ensemble=_ensemble(ensemble, ensemble_weights, ensemble_mode))
+                               ensemble=ensemble_settings(ensemble, ensemble_weights, ensemble_mode))
     result = compute_cxmi(scoring.model, scoring.src, scoring.tgt, scoring.doc, scoring.targets,
                           conditions=("empty", "random") if random_context else ("empty",), max_tokens=max_tokens,
                           progress=True)
@@ -274,7 +250,7 @@ def score_cxmi_cmd(checkpoint: str, src: str, ref: str, docs: str | None, tokeni
 @click.option("--baseline", "baseline", default=None, type=CHECKPOINT,
               help="A second model (checkpoint or shipped name): McNemar's test of -c against it on all, DP and "
                    "context-needed items.")
-@_ensemble_options
+@ensemble_options
 @_model_options
 @_json_out_options
 def score_contrastive_cmd(set_dir: str, checkpoint: str, baseline: str | None, ensemble: tuple[str, ...],
@@ -298,7 +274,7 @@ def score_contrastive_cmd(set_dir: str, checkpoint: str, baseline: str | None, e
 
     _set_threads(threads)
     result = score_set(checkpoint, set_dir, max_tokens=max_tokens, progress=True,
-                       ensemble=_ensemble(ensemble, ensemble_weights, ensemble_mode))
+                       ensemble=ensemble_settings(ensemble, ensemble_weights, ensemble_mode))
     if baseline:
         base = score_set(baseline, set_dir, max_tokens=max_tokens, progress=True)
         result["baseline"] = baseline

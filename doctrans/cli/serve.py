@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import click
 
-from doctrans.cli.options import NON_NEGATIVE, POSITIVE
+from doctrans.cli.options import NON_NEGATIVE, POSITIVE, CheckpointParam, ensemble_options, ensemble_settings
 
 
 @click.command("serve", short_help="Serve one model over HTTP (JSON API: LibreTranslate / OpenNMT-py shapes).")
-@click.option("-c", "--checkpoint", required=True, type=click.Path(exists=True),
-              help="A checkpoint written by `doctrans train`, or with --engine ctranslate2 an exported directory.")
+@click.option("-c", "--checkpoint", required=True, type=CheckpointParam(dir_okay=True),
+              help="A checkpoint written by `doctrans train`, the name of a shipped model (`doctrans models`), or "
+                   "with --engine ctranslate2 an exported directory.")
+@ensemble_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
 @click.option("--port", type=click.IntRange(min=0, max=65535), default=5000, show_default=True, help="TCP port (0: a free one chosen by the system; uvicorn logs it).")
 @click.option("--engine", type=click.Choice(["native", "ctranslate2"]), default="native", show_default=True,
@@ -34,7 +36,7 @@ from doctrans.cli.options import NON_NEGATIVE, POSITIVE
               help="Request body bytes; more is a 413 error before the body is read.")
 @click.option("--source-lang", default="zh", show_default=True, help="The model's source language (LibreTranslate code).")
 @click.option("--target-lang", default="en", show_default=True, help="The model's target language.")
-def serve_cmd(checkpoint, host, port, engine, compute_type, quantize, device, threads, beam, lenpen, batch_sentences,
+def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port, engine, compute_type, quantize, device, threads, beam, lenpen, batch_sentences,
               input_format, tokenized, context_options, max_lines, max_chars, max_body_bytes, source_lang,
               target_lang) -> None:
     """Load CHECKPOINT once and serve it over HTTP until SIGTERM / Ctrl-C (needs the server extra:
@@ -68,7 +70,8 @@ def serve_cmd(checkpoint, host, port, engine, compute_type, quantize, device, th
         torch.set_num_threads(threads)
     cfg = TranslateConfig(checkpoint=checkpoint, engine=engine, compute_type=compute_type, quantize=quantize,
                           device=device, threads=threads, beam=beam, lenpen=lenpen, batch_sentences=batch_sentences,
-                          input_format=input_format, tokenized=tokenized, context_options=tuple(context_options))
+                          input_format=input_format, tokenized=tokenized, context_options=tuple(context_options),
+                          **ensemble_settings(ensemble, ensemble_weights, ensemble_mode))
     translator = build_translator(cfg, dp_inputs)
     try:
         serve(translator, host, port, Limits(max_lines, max_chars, max_body_bytes), source_lang, target_lang,

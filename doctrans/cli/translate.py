@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from doctrans.cli.options import NON_NEGATIVE, POSITIVE, SectionedCommand
+from doctrans.cli.options import NON_NEGATIVE, POSITIVE, SectionedCommand, ensemble_settings
 
 
 # --help lists the options by section (options.SectionedCommand), in this order.
@@ -231,18 +231,10 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
     if sentence and checkpoint:
         raise click.UsageError("--sentence chooses a shipped model: give it without -c")
     checkpoint = resolve(checkpoint, "sentence" if sentence else "document")
-    try:
-        weights = tuple(float(w) for w in ensemble_weights.split(",")) if ensemble_weights else ()
-    except ValueError:
-        raise click.BadParameter(f"{ensemble_weights!r}: comma-separated numbers, e.g. 0.3,0.7",
-                                 param_hint="--ensemble-weights") from None
-    if weights and len(weights) != 1 + len(ensemble):
-        raise click.BadParameter(f"{len(weights)} weights for {1 + len(ensemble)} models (-c and each --ensemble)",
-                                 param_hint="--ensemble-weights")
+    models = ensemble_settings(tuple(ensemble), ensemble_weights, ensemble_mode)
     if ensemble and engine != "native":
         raise click.UsageError("--ensemble needs the native engine")
-    translate(TranslateConfig(checkpoint=checkpoint, ensemble=tuple(ensemble), ensemble_weights=weights,
-                              ensemble_mode=ensemble_mode, input=input_, output=output, beam=beam, lenpen=lenpen,
+    translate(TranslateConfig(checkpoint=checkpoint, **models, input=input_, output=output, beam=beam, lenpen=lenpen,
                         max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
                         batch_sentences=batch_sentences, input_format=input_format,
                         tokenized=tokenized, prepared=prepared, threads=threads, device=device, docs=docs,

@@ -360,8 +360,8 @@ def test_contrastive_build_names_the_missing_file(tmp_path):
 
 
 def test_scoring_commands_take_a_shipped_models_name(tmp_path):
-    """`score cxmi -c` and `score contrastive -c/--baseline` take a shipped model's name as
-    `translate -c` and `export -c` do (a bug: a usage error "File 'NAME' does not exist"); a name
+    """`score cxmi -c`, `score contrastive -c/--baseline` and `serve -c` take a shipped model's
+    name as `translate -c` and `export -c` do (a bug: a usage error "File 'NAME' does not exist"); a name
     that is neither a file nor a shipped model is a usage error naming the option."""
     from doctrans.runtime.shipped import default_model
 
@@ -372,5 +372,8 @@ def test_scoring_commands_take_a_shipped_models_name(tmp_path):
             cmd = cmd.commands[name]
         params = {p.name: p for p in cmd.params}
         assert params["checkpoint"].type.convert(shipped.name, None, None) == str(shipped.path)
+    serve = {p.name: p for p in cli.commands["serve"].params}["checkpoint"].type      # an export directory too
+    assert serve.convert(shipped.name, None, None) == str(shipped.path)
+    assert serve.convert(str(tmp_path), None, None) == str(tmp_path)
     r = CliRunner().invoke(cli, ["score", "contrastive", str(tmp_path), "-c", "no-such-model"])
     assert r.exit_code == 2 and "-c' / '--checkpoint'" in r.output and "no-such-model" in r.output
