@@ -37,15 +37,20 @@ CHECKPOINT = CheckpointParam()
 
 def ensemble_options(f):
     """--ensemble / --ensemble-weights / --ensemble-mode (``models/ensemble.py``): -c decoded or
-    scored together with more models as one (``score cxmi``, ``score contrastive``, ``serve``;
-    ``translate`` has its own, in its help's sections). Parse them with ``ensemble_settings``."""
+    scored together with more models as one (``translate``, ``score cxmi``, ``score contrastive``,
+    ``serve``). Parse them with ``ensemble_settings``."""
     f = click.option("--ensemble-mode", type=click.Choice(["linear", "loglinear"]), default="linear",
-                     show_default=True, help="With --ensemble: linear Σ w p (fairseq's ensembles), or loglinear Π p^w.")(f)
+                     show_default=True, help="With --ensemble: linear p = Σ w_i p_i (fairseq's ensembles), or "
+                                             "loglinear p ∝ Π p_i^w_i.")(f)
     f = click.option("--ensemble-weights", default="", metavar="W,W,…",
-                     help="With --ensemble: weights of -c and each --ensemble model, in that order [default: uniform].")(f)
+                     help="With --ensemble: weights of -c and each --ensemble model, in that order (normalised) "
+                          "[default: uniform].")(f)
     return click.option("--ensemble", multiple=True, type=CHECKPOINT,
-                        help="With -c, this model too, as one ensemble (repeatable; models of one dataset; as "
-                             "`translate --ensemble`).")(f)
+                        help="With -c, this model too, as one ensemble (repeatable; models of one dataset; native "
+                             "engine; models/ensemble.py): e.g. the shipped document model with the shipped sentence "
+                             "model, `--ensemble tvsub-transformer-3x3 --ensemble-weights 0.3,0.7` (weights tuned on "
+                             "TVsub dev: the sentence model's BLEU, most of the document model's pronouns; "
+                             "docs/context.md).")(f)
 
 
 def ensemble_settings(ensemble: tuple[str, ...], weights: str, mode: str) -> dict:

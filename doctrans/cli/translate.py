@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from doctrans.cli.options import NON_NEGATIVE, POSITIVE, SectionedCommand, ensemble_settings
+from doctrans.cli.options import NON_NEGATIVE, POSITIVE, SectionedCommand, ensemble_options, ensemble_settings
 
 
 # --help lists the options by section (options.SectionedCommand), in this order.
@@ -31,15 +31,7 @@ SECTIONS = (
                    "sentence model]")
 @click.option("--sentence", is_flag=True,
               help="Without -c: translate with the shipped sentence-level model instead of the document model.")
-@click.option("--ensemble", multiple=True, metavar="CKPT|NAME",
-              help="Decode with this model too, as one ensemble with -c (repeatable; models of one dataset; "
-                   "models/ensemble.py): e.g. the shipped document model with the shipped sentence model, "
-                   "`--ensemble tvsub-transformer-3x3 --ensemble-weights 0.3,0.7` (weights tuned on TVsub dev: "
-                   "the sentence model's BLEU, the document model's pronouns; docs/context.md). Native engine.")
-@click.option("--ensemble-weights", default="", metavar="W,W,…",
-              help="Weights of -c and each --ensemble model, in that order (normalised) [default: uniform].")
-@click.option("--ensemble-mode", type=click.Choice(["linear", "loglinear"]), default="linear", show_default=True,
-              help="linear: p = Σ w_i p_i (fairseq's ensembles); loglinear: p ∝ Π p_i^w_i.")
+@ensemble_options
 @click.option("--engine", type=click.Choice(["native", "ctranslate2"]), default="native", show_default=True,
               help="native: doctrans' own beam search (torch); ctranslate2: the CTranslate2 engine on an exported "
                    "directory (sentence Transformer or concatenation model; pip install 'doctrans[ct2]').")

@@ -9,7 +9,10 @@ with weights w_i ≥ 0 summing to 1. A context member reads its context as it wo
 ``encode`` of the document batch: context rows, target prefix), a sentence-level member reads the
 source sentence only; so a document model and a sentence model combine as "the sentence model's
 fluency, the document model's context" (docs/context.md, "Ensembles"). Inference only: an ensemble
-is built from trained checkpoints (``inference/loading.py``), never trained.
+is built from trained checkpoints (``inference/loading.py``), never trained. The linear rule is the
+NMT ensemble of Sutskever et al. 2014 (§3.6, averaged predictions) and fairseq's; the log-linear
+one the product of experts (Hinton 2002) as NMT toolkits offer it for combining differently
+trained models.
 
 Teacher forcing (``decode_train``) returns the ensemble's log-probabilities as logits (a
 ``log_softmax`` of them is themselves), so forced scoring — contrastive pronouns, CXMI — scores
@@ -87,14 +90,29 @@ class Ensemble(NoReconstruction, nn.Module):
         own = [m.empty_context for m in self.members if m.empty_context != SENTENCE_MODEL]
         return own[0] if own else SENTENCE_MODEL
 
-    def _member_batch(self, member, batch):
-        """A context member reads the batch; a sentence member its rows' sources only."""
-        return batch if member.document.reads_documents else SearchBatch(batch.src)
+    @staticmethod
+    def _encode_sentences(member, batch) -> EncoderOutput:
+        """A sentence member's encoding of a batch: of its target rows only (a document batch's
+        context rows, ``is_target`` False, are read by the context members alone), scattered back
+        to the batch's rows — (B, S', H) states, the other rows all padding."""
+        is_target = getattr(batch, "is_target", None)
+        if is_target is None or bool(is_target.all()):
+            return member.encode(SearchBatch(batch.src))
+        rows = is_target.nonzero().squeeze(1)
+        enc = member.encode(SearchBatch(batch.src.index_select(0, rows)))
+        b, (_, s, h) = batch.src.size(0), enc.states.shape
+        states = enc.states.new_zeros(b, s, h).index_copy_(0, rows, enc.states)
+        mask = enc.src_pad_mask.new_ones(b, s).index_copy_(0, rows, enc.src_pad_mask)
+        extra = None if not enc.extra else {k: v.new_zeros((b,) + v.shape[1:]).index_copy_(0, rows, v)
+                                            for k, v in enc.extra.items()}
+        return EncoderOutput(states, mask, extra, enc.shared)
 
     def encode(self, batch) -> EncoderOutput:
-        """Each member's ``encode``; member 0's as the output's own fields, every member's (member 0
+        """Each member's ``encode`` (a context member of the batch, a sentence member of its
+        target rows' sources); member 0's as the output's own fields, every member's (member 0
         included) under ``extra["ensemble.{i}.…"]`` so that ``select`` keeps them row-aligned."""
-        encs = [m.encode(self._member_batch(m, batch)) for m in self.members]
+        encs = [m.encode(batch) if m.document.reads_documents else self._encode_sentences(m, batch)
+                for m in self.members]
         extra = {}
         for i, e in enumerate(encs):
             extra[f"ensemble.{i}.states"], extra[f"ensemble.{i}.mask"] = e.states, e.src_pad_mask
