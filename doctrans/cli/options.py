@@ -10,6 +10,26 @@ POSITIVE = click.IntRange(min=1)
 NON_NEGATIVE = click.IntRange(min=0)
 
 
+class AutoOrCount(click.ParamType):
+    """``auto`` or an integer ≥ 0 (``translate --history-chunk``) → "auto" or the int."""
+
+    name = "auto|N"
+
+    def convert(self, value, param, ctx):
+        if value == "auto" or isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        try:
+            n = int(str(value))
+        except ValueError:
+            n = -1
+        if n < 0:
+            self.fail(f"{value!r} is neither 'auto' nor an integer ≥ 0", param, ctx)
+        return n
+
+
+AUTO_OR_COUNT = AutoOrCount()
+
+
 class CheckpointParam(click.ParamType):
     """A checkpoint file (or, ``dir_okay``, an exported CTranslate2 directory), or the name of a
     shipped model (``doctrans models``) → its path (the shipped file's checksum verified), as

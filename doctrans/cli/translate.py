@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from doctrans.cli.options import NON_NEGATIVE, POSITIVE, SectionedCommand, ensemble_options, ensemble_settings
+from doctrans.cli.options import AUTO_OR_COUNT, NON_NEGATIVE, POSITIVE, SectionedCommand, ensemble_options, ensemble_settings
 
 
 # --help lists the options by section (options.SectionedCommand), in this order.
@@ -80,12 +80,13 @@ SECTIONS = (
                                          "context model translates in order with their context. An SGML input "
                                          "(.sgm) takes its <DOC> blocks; a directory, one document per file. "
                                          "Sentence-level models ignore documents.")
-@click.option("--history-chunk", type=NON_NEGATIVE, default=32, show_default=True,
+@click.option("--history-chunk", type=AUTO_OR_COUNT, default="auto", show_default=True,
               help="Target-side context models (the rolling history: each line reads the model's own translation "
                    "of the previous ones, so a document's lines wait for each other): translate each document as "
                    "independent pieces of N lines, each preceded by the model's context lines as warm-up, so all "
-                   "pieces decode side by side (0 = whole documents). Faster on few long documents; a piece's "
-                   "first line reads a warm-up translation made with less context. Both engines.")
+                   "pieces decode side by side (0 = whole documents; auto = the shortest pieces, at least 8 lines, "
+                   "that fill one batch of --batch-sentences). Faster on few long documents; a piece's first "
+                   "line reads a warm-up translation made with less context. Both engines.")
 @click.option("--dp-generator", default="", help="Complete dropped pronouns in the input with this DP generator "
                                                  "(for models trained on +DP/+DPP sources, pipelines/dp/nmt_*.yaml); "
                                                  "A.pt:B.pt ensembles several.")

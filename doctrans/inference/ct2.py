@@ -40,8 +40,8 @@ translations, fewer pronouns); the search keeps its ``beam`` finished hypotheses
 (the shipped document model: 2 of the TVsub test's 1,154 lines differ, float rounding; without
 the re-ranking 292 did, −0.79 BLEU). Greedy outputs equal the native engine's
 (``tests/integration/test_ct2_export.py``).
-``--history-chunk`` C > 0 cuts each document into pieces of C lines after N warm-up lines, as the
-native engine does (``documents.in_history_pieces``): the pieces are translated side by side as
+``--history-chunk`` C > 0 (or ``auto``: ``documents.history_chunk_for``) cuts each document into
+pieces of C lines after N warm-up lines, as the native engine does (``documents.in_history_pieces``): the pieces are translated side by side as
 independent documents, C + N sequential batches instead of a document's length; outputs equal
 native's with the same C (tested).
 
@@ -63,7 +63,7 @@ from tqdm import tqdm
 
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
-from doctrans.inference.documents import in_history_pieces
+from doctrans.inference.documents import history_chunk_for, in_history_pieces
 from doctrans.utils import bars_off
 
 log = logging.getLogger(__name__)
@@ -251,10 +251,9 @@ class CT2Model:
                 srcs.append(np.concatenate([ctx, x]))
                 own.append(len(x))
         if self.target_context > 0:
-            if cfg.history_chunk < 0:
-                raise ValueError(f"history_chunk must be ≥ 0 (0 = whole documents), got {cfg.history_chunk}")
-            if cfg.history_chunk:
-                result = in_history_pieces(docs, cfg.history_chunk, self.target_context,
+            chunk = history_chunk_for(docs, cfg.history_chunk, cfg.batch_sentences)
+            if chunk:
+                result = in_history_pieces(docs, chunk, self.target_context,
                                            lambda piece_docs: self.decode_documents(
                                                piece_docs, replace(cfg, history_chunk=0), progress))
                 if result is not None:

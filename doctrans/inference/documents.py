@@ -178,6 +178,32 @@ def _history_pieces(docs: list[list[np.ndarray | None]], chunk: int, n: int) -> 
     return pieces
 
 
+AUTO = "auto"     # --history-chunk auto (the default): pieces that fill one batch (history_chunk_for)
+MIN_CHUNK = 8     # auto: pieces of at least this many lines (each piece adds N warm-up sentences)
+
+
+def history_chunk_for(docs: list[list], chunk: int | str, batch_sentences: int) -> int:
+    """The piece length that ``history_chunk`` asks for (``translate_documents``, both engines):
+    an int ≥ 0 as given (0: whole documents); ``"auto"``: the smallest C ≥ ``MIN_CHUNK`` whose
+    pieces (Σ over the documents of ⌈non-empty lines / C⌉) fit one batch of ``batch_sentences``,
+    so every step of the rolling history is one full batch rather than a few pieces' worth or two
+    batches; 0 when the documents alone fill a batch (cutting would add warm-ups, not width) [I:
+    on the TVsub test, 2 documents, C = 19 where 32 left half the batch empty: 1.30× the sentence
+    model's time instead of 1.42×, docs/journal/2026-11-29-history-chunk-auto.md]. Raises
+    ValueError for anything else (a negative int, another string)."""
+    if chunk == AUTO:
+        lengths = [sum(x is not None for x in d) for d in docs]
+        if sum(1 for n in lengths if n) >= batch_sentences:
+            return 0
+        c = max(MIN_CHUNK, -(-sum(lengths) // max(1, batch_sentences)))
+        while sum(-(-n // c) for n in lengths) > batch_sentences:
+            c += 1
+        return c
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 0:
+        raise ValueError(f"history_chunk must be 'auto' or an integer ≥ 0 (0 = whole documents), got {chunk!r}")
+    return chunk
+
+
 def in_history_pieces(docs: list[list], chunk: int, n: int, translate) -> list[list[str]] | None:
     """The rolling history in pieces (``translate_documents(history_chunk=chunk)``, and the
     CTranslate2 engine's ``CT2Model.decode_documents``): ``docs`` (per document, per line, a
@@ -202,7 +228,7 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
                         progress: bool = False, context_cache: bool = True, shortlist=None,
                         rerank: DocumentReranker | None = None,
                         given: dict[Sentence, list[int]] | None = None,
-                        max_tokens: int = MAX_TOKENS, history_chunk: int = 0) -> list[list[str]]:
+                        max_tokens: int = MAX_TOKENS, history_chunk: int | str = 0) -> list[list[str]]:
     """docs: per document, per line, source ids ending in ``</s>`` (None for an empty line) →
     per document, per line, target token strings ("" for empty lines). See the module doc for
     the two schedules. ``context_cache`` False: without the model's ``inference_cache`` (every
@@ -221,9 +247,10 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
     the piece, their output discarded; ``_history_pieces``), so a document of L sentences takes
     C + N sequential steps instead of L and the pieces of all documents share each step's
     batches; every kept sentence reads N previous sentences of its document, the model's own
-    translations — at a piece's start the warm-up's, made with less context [I]. Raises
-    ValueError if the model reads no context, for ``rerank`` or ``given`` with a sub-document
-    model (``context_block``), or for a negative ``history_chunk``."""
+    translations — at a piece's start the warm-up's, made with less context [I]; ``"auto"``: C
+    chosen so the pieces fill one batch (``history_chunk_for``). Raises ValueError if the model
+    reads no context, for ``rerank`` or ``given`` with a sub-document model (``context_block``),
+    or for a ``history_chunk`` neither ``"auto"`` nor an integer ≥ 0."""
     doc = model.document
     n, block = doc.context_sents, doc.context_block
     if not doc.reads_documents:
@@ -232,8 +259,7 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
         raise ValueError("reranking is not supported for sub-document models (context_block > 0, e.g. HGC)")
     if given and block > 0:
         raise ValueError("given translations are not supported for sub-document models (context_block > 0, e.g. HGC)")
-    if history_chunk < 0:
-        raise ValueError(f"history_chunk must be ≥ 0 (0 = whole documents), got {history_chunk}")
+    history_chunk = history_chunk_for(docs, history_chunk, batch_sentences)
     if history_chunk and doc.needs_target and not given and block == 0:
         result = in_history_pieces(
             docs, history_chunk, n,

@@ -90,6 +90,20 @@ def test_every_numeric_option_is_range_checked(value, tmp_path):
         assert r.output.strip().splitlines()[-1].startswith("Error: Invalid value for"), (where, r.output)
 
 
+def test_translate_history_chunk_takes_auto_or_a_count(tmp_path):
+    """--history-chunk: "auto" (the default) or an integer ≥ 0; anything else is a one-line usage
+    error naming the option."""
+    from doctrans.cli.translate import translate_cmd
+
+    for value, want in (("auto", "auto"), ("0", 0), ("19", 19)):
+        ctx = translate_cmd.make_context("translate", ["--history-chunk", value])
+        assert ctx.params["history_chunk"] == want
+    assert translate_cmd.make_context("translate", []).params["history_chunk"] == "auto"
+    for bad in ("-1", "x", "2.5"):
+        r = CliRunner().invoke(cli, ["translate", "--history-chunk", bad])
+        assert r.exit_code == 2 and "Invalid value for '--history-chunk'" in r.output and "auto" in r.output
+
+
 def test_translate_beam_zero_is_a_one_line_usage_error(tmp_path):
     ckpt = tmp_path / "m.pt"
     ckpt.write_bytes(b"not used")

@@ -252,5 +252,29 @@ def test_history_chunk_translates_pieces_side_by_side(monkeypatch):
     assert out[0][3:6] == piece[1:]
     assert len(sizes) == 4 and sizes[0] == 4                   # 3 + 1 steps; the first holds every piece's start
     assert translate_documents(m, docs, VOCAB, history_chunk=10, **kw) == whole
+    assert translate_documents(m, docs, VOCAB, history_chunk="auto", **kw) == whole    # C = 8 ≥ 7 lines: no cut
+    assert translate_documents(m, docs, VOCAB, history_chunk="auto", **{**kw, "batch_sentences": 1}) == whole
     with pytest.raises(ValueError, match="history_chunk"):
         translate_documents(m, docs, VOCAB, history_chunk=-1, **kw)
+
+
+def test_auto_history_chunk_fills_one_batch():
+    """``history_chunk="auto"``: the shortest pieces (at least ``MIN_CHUNK`` lines) whose number fits
+    one batch of ``batch_sentences`` — the TVsub test's two documents (330 and 824 lines, batch 64)
+    in pieces of 19 (18 + 44 = 62 pieces; 18 lines would make 19 + 46 = 65) — whole documents
+    when the documents alone fill a batch; empty lines do not count; an int passes through."""
+    from doctrans.inference.documents import MIN_CHUNK, _history_pieces, history_chunk_for
+
+    x = np.array([4, 2])
+    test = [[x] * 330, [x] * 824]
+    assert history_chunk_for(test, "auto", 64) == 19
+    assert len(_history_pieces(test, 19, 1)) == 62 and len(_history_pieces(test, 18, 1)) > 64
+    assert history_chunk_for(test, "auto", 128) == 10                     # 33 + 83 = 116 pieces
+    assert history_chunk_for([[x] * 100], "auto", 64) == MIN_CHUNK         # 13 pieces, not 64 of 2 lines
+    assert history_chunk_for([[x, None] * 50], "auto", 64) == MIN_CHUNK
+    assert history_chunk_for([[x] * 40] * 64, "auto", 64) == 0            # 64 documents fill the batch already
+    assert history_chunk_for([[x] * 40] * 63 + [[None]], "auto", 64) == 40     # 63 pieces: the documents uncut
+    assert history_chunk_for(test, 0, 64) == 0 and history_chunk_for(test, 32, 64) == 32
+    for bad in (-1, "8", True, 2.5):
+        with pytest.raises(ValueError, match="history_chunk"):
+            history_chunk_for(test, bad, 64)
