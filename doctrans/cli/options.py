@@ -16,15 +16,12 @@ class AutoOrCount(click.ParamType):
     name = "auto|N"
 
     def convert(self, value, param, ctx):
-        if value == "auto" or isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        if value == "auto":
             return value
-        try:
-            n = int(str(value))
-        except ValueError:
-            n = -1
-        if n < 0:
+        text = str(value)
+        if not (text.isascii() and text.isdigit()):    # "-1", "x", "2.5"
             self.fail(f"{value!r} is neither 'auto' nor an integer ≥ 0", param, ctx)
-        return n
+        return int(text)
 
 
 AUTO_OR_COUNT = AutoOrCount()

@@ -188,14 +188,15 @@ def history_chunk_for(docs: list[list], chunk: int | str, batch_sentences: int) 
     pieces (Σ over the documents of ⌈non-empty lines / C⌉) fit one batch of ``batch_sentences``,
     so every step of the rolling history is one full batch rather than a few pieces' worth or two
     batches; 0 when the documents alone fill a batch (cutting would add warm-ups, not width) [I:
-    on the TVsub test, 2 documents, C = 19 where 32 left half the batch empty: 1.30× the sentence
-    model's time instead of 1.42×, docs/journal/2026-11-29-history-chunk-auto.md]. Raises
-    ValueError for anything else (a negative int, another string)."""
+    on the TVsub test, 2 documents, C = 19 where 32 left half the batch empty: 1.37× the sentence
+    model's time instead of 1.45×, docs/journal/2026-11-29-history-chunk-auto.md]. docs: per
+    document, per line, anything (None for an empty line); → C in lines (0: whole documents).
+    Raises ValueError for anything else (a negative int, another string)."""
     if chunk == AUTO:
         lengths = [sum(x is not None for x in d) for d in docs]
         if sum(1 for n in lengths if n) >= batch_sentences:
             return 0
-        c = max(MIN_CHUNK, -(-sum(lengths) // max(1, batch_sentences)))
+        c = max(MIN_CHUNK, -(-sum(lengths) // max(1, batch_sentences)))   # B < 1: token_batches refuses it
         while sum(-(-n // c) for n in lengths) > batch_sentences:
             c += 1
         return c
