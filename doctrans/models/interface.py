@@ -379,17 +379,31 @@ class BackboneParts(Protocol):
 class TargetPrefixParts(Protocol):
     """What a context model that puts previous target sentences before the current one in the
     decoder (target-side concatenation, ``models/context/tgt_concat.py``) uses of a backbone
-    besides the contract: decoding that starts after a forced prefix of per-row length."""
+    besides the contract: decoding that starts after a forced prefix of per-row length, and
+    tokens read at given positions (the concatenation models' ``context_position_offset``: the
+    current sentence at the sentence model's positions, its context from a fixed offset)."""
 
-    def init_state_with_prefix(self, enc: EncoderOutput, prefix: Tensor) -> DecoderState:
+    def init_state_with_prefix(self, enc: EncoderOutput, prefix: Tensor, offset: int = 0) -> DecoderState:
         """``init_state(enc)`` after force-decoding ``prefix`` (B, P) target ids, right-padded
         with ``pad_id``: the next ``decode_step`` of row b continues right after its own prefix
-        tokens (positions and attention as teacher forcing of ``prefix_b · tgt_in_b``)."""
+        tokens (positions and attention as teacher forcing of ``prefix_b · tgt_in_b``); with
+        ``offset`` > 0 the prefix is read at positions offset … and the continuation starts at 0."""
         ...
 
-    def self_attention_weights(self, enc: EncoderOutput, tgt_in: Tensor, layer: int = -1, head: int = 0) -> Tensor:
+    def self_attention_weights(self, enc: EncoderOutput, tgt_in: Tensor, layer: int = -1, head: int = 0,
+                               positions: Tensor | None = None) -> Tensor:
         """Teacher forcing of tgt_in (B, T) → the decoder self-attention weights (B, T, T) of one
-        layer and head, with gradients (attention supervision)."""
+        layer and head, with gradients (attention supervision); ``positions`` (B, T) as
+        ``decode_hidden``'s."""
+        ...
+
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor, positions: Tensor | None = None) -> Tensor:
+        """``BackboneParts.decode_hidden`` with tgt_in's tokens at ``positions`` (B, T) (default
+        0 … T−1)."""
+        ...
+
+    def encode_with(self, src: Tensor, layer_fn=None, positions: Tensor | None = None) -> EncoderOutput:
+        """``EncoderParts.encode_with`` with src's tokens at ``positions`` (B, S) (default 0 … S−1)."""
         ...
 
 

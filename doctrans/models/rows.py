@@ -35,6 +35,18 @@ def scatter_rows(parts: list[tuple[Tensor, EncoderOutput]], b: int, s: int) -> E
     return EncoderOutput(states, mask)
 
 
+def offset_positions(split: Tensor, width: int, offset: int) -> Tensor:
+    """Position ids (B, width) of concatenated rows whose first ``split[b]`` tokens are context:
+    those at ``offset`` … offset+split_b−1, the rest (the current sentence, then padding) at
+    0, 1, … — the current sentence where a sentence model reads it, the context apart
+    (``context_position_offset`` of the concatenation models) [I: our scheme; cf. Lupo et al.
+    2023, "Encoding Sentence Position in Context-Aware NMT with Concatenation", who compare
+    segment-position encodings for concatenation models]. split: (B,) long."""
+    cols = torch.arange(width, device=split.device)[None, :]                       # (1, W)
+    split = split[:, None]
+    return torch.where(cols < split, cols + offset, cols - split)
+
+
 def ragged_concat(tokens: Tensor, seg_rows: Tensor, seg_len: Tensor, drop: Tensor, pad_id: int) -> Tensor:
     """Each output row's segments concatenated, right-padded, in one gather (no loop over rows).
 
@@ -131,15 +143,19 @@ def length_buckets(lengths: Tensor, max_buckets: int | None = None, min_rows: in
     return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def encode_bucketed(backbone: nn.Module, src: Tensor, rows: Tensor) -> list[tuple[Tensor, EncoderOutput]] | None:
+def encode_bucketed(backbone: nn.Module, src: Tensor, rows: Tensor,
+                    positions: Tensor | None = None) -> list[tuple[Tensor, EncoderOutput]] | None:
     """``backbone.encode`` of rows ``rows`` (R,) of ``src`` (B, S) in length buckets → parts for
     ``scatter_rows`` [(rows_k, EncoderOutput (R_k, S_k, H))], or None if the backbone returns
-    ``extra`` (its encoding may not be split)."""
+    ``extra`` (its encoding may not be split). ``positions`` (B, S): the tokens' position ids
+    (``backbone.encode_with(…, positions=…)``; default 0 … S−1)."""
     lengths = src.index_select(0, rows).ne(backbone.pad_id).sum(1)
     parts = []
     for group in length_buckets(lengths):
         r = rows[group]
-        enc = backbone.encode(SearchBatch(_cut_rows(src, r, backbone.pad_id)))
+        cut = _cut_rows(src, r, backbone.pad_id)
+        enc = (backbone.encode(SearchBatch(cut)) if positions is None
+               else backbone.encode_with(cut, positions=positions.index_select(0, r)[:, :cut.size(1)]))
         if enc.extra:
             return None
         parts.append((r, enc))

@@ -68,8 +68,9 @@ def test_source_concatenation_equals_the_per_row_loop(n, cap):
     model = SimpleNamespace(pad_id=PAD, context_sents=n, cfg=SimpleNamespace(max_context_tokens=cap))
     for b in (1, 2, 7, 40):
         batch = _batch(gen, b, n)
-        got = ConcatContext.concatenated_source(model, batch)
+        got, split = ConcatContext._concatenated(model, batch)
         assert torch.equal(got, _reference_source(batch.src, batch.ctx, cap))
+        assert torch.equal(split, got.ne(PAD).sum(1) - batch.src.ne(PAD).sum(1))   # its context tokens
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])

@@ -204,6 +204,55 @@ def test_portable_form_names_the_target_context():
     assert p.source_context == 2 and p.target_context == 2 and p.max_target_context_tokens > 0
 
 
+def test_context_position_offset_puts_the_sentence_where_the_sentence_model_reads_it():
+    """context_position_offset K: the context tokens (source and target prefix) at K, K+1, …,
+    the current sentence at 0, 1, … — on both sides, row by row."""
+    m, b = model(context_position_offset=100), batch()
+    src, split = m._concatenated(b)
+    pos = m.source_positions(b, src, split)
+    assert pos[2].tolist()[:9] == [100, 101, 102, 103, 104, 105, 106, 0, 1]     # 4 5 </s> 6 7 8 </s> | 9 </s>
+    assert pos[3].tolist()[:3] == [0, 1, 2]                        # a lone sentence: as the sentence model
+    with torch.no_grad():
+        _, _, tpos = m._packed(m.encode(b), b.tgt_in)
+    assert tpos[2].tolist()[:11] == [100, 101, 102, 103, 104, 105, 106, 0, 1, 2, 3]
+    assert tpos[1].tolist()[:6] == [100, 101, 102, 103, 0, 1]
+    assert model().source_positions(b, src, split) is None                       # the default: one numbering
+
+
+def test_context_position_offset_changes_rows_with_context_only():
+    """The same weights with and without the offset: a row without context is the same model,
+    rows with context read their sentence at other positions and differ."""
+    plain, shifted, b = model(), model(context_position_offset=100), batch()
+    shifted.load_state_dict(plain.state_dict())
+    with torch.no_grad():
+        a = plain.decode_train(plain.encode(b), b.tgt_in)
+        o = shifted.decode_train(shifted.encode(b), b.tgt_in)
+    assert torch.allclose(a[3], o[3], atol=1e-6)
+    assert not torch.allclose(a[2], o[2], atol=1e-4) and not torch.allclose(a[1], o[1], atol=1e-4)
+
+
+def test_context_position_offset_decodes_as_teacher_forcing():
+    """With the offset, the forced prefixes (ragged, in length buckets) and every step of the
+    grouped, reordered hypotheses equal teacher forcing with the same positions."""
+    m, b = model(context_position_offset=100), batch()
+    assert stepwise_equals_teacher_forcing(m, b, atol=1e-5)
+    assert stepwise_equals_teacher_forcing(m, b, order=torch.tensor([2, 2, 1, 3, 0]), atol=1e-5)
+    m, b = model(context_position_offset=200), _long_batch()
+    assert stepwise_equals_teacher_forcing(m, b, order=torch.arange(32).repeat_interleave(3), atol=1e-5)
+    assert m.max_target_len == 200
+
+
+def test_context_position_offset_limits_are_refused():
+    with pytest.raises(ValueError, match="context_position_offset"):
+        model(context_position_offset=-1)
+    with pytest.raises(ValueError, match="context_position_offset"):
+        model(context_position_offset=5000)
+    m, b = model(context_position_offset=3), batch()                             # row 1's 4-token sentence reaches it
+    with pytest.raises(ValueError, match="reaches context.context_position_offset=3"):
+        m.encode(b)
+    assert model(context_position_offset=100).portable() is None                 # no engine numbers positions so
+
+
 @pytest.mark.parametrize("bad", [-1])
 def test_negative_prefix_cut_is_refused(bad):
     with pytest.raises(ValueError, match="max_target_context_tokens"):

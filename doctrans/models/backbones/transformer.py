@@ -89,7 +89,9 @@ class DecoderState:
     its padding, ``prefix_len`` (G,) tokens per group's prefix, ``prefix_max`` its maximum as a
     Python int — the position check without a device sync per step; None / 0 without a prefix). Only
     the rows' own keys/values (``LayerCache.self_k``) are per row. step: positions decoded after
-    the prefix (columns of ``self_k``); a row of group j is at position ``prefix_len[j] + step``.
+    the prefix (columns of ``self_k``); a row of group j is at position ``prefix_len[j] + step``,
+    or at ``step`` when ``prefix_offset`` > 0 (the prefix was read at positions ``prefix_offset``
+    …: ``init_state_with_prefix(…, offset)``).
     src_rows: (R,) the encoder row each state row reads (``init_state``: 0 … B−1), or None: then
     every row is its own group and ``reorder`` copies the shared tensors at every step (the
     behaviour before groups; tests compare with it).
@@ -103,6 +105,7 @@ class DecoderState:
     prefix_keep: Tensor | None = None
     prefix_len: Tensor | None = None
     prefix_max: int = 0
+    prefix_offset: int = 0
 
     def reorder(self, index: Tensor) -> "DecoderState":
         """Select state rows (beam reordering / dropping finished sentences). index: (R',).
@@ -123,14 +126,14 @@ class DecoderState:
             layers = [LayerCache(sel(c.self_k, index), sel(c.self_v, index), c.cross_k, c.cross_v,
                                  c.prefix_k, c.prefix_v) for c in self.layers]
             return DecoderState(layers, self.memory_keep, self.step, sel(self.src_rows, index), g,
-                                self.prefix_keep, self.prefix_len, self.prefix_max)
+                                self.prefix_keep, self.prefix_len, self.prefix_max, self.prefix_offset)
         layers = [LayerCache(sel(c.self_k, index), sel(c.self_v, index), sel(c.cross_k, picked),
                              sel(c.cross_v, picked), sel(c.prefix_k, picked), sel(c.prefix_v, picked))
                   for c in self.layers]
         prefix_len = sel(self.prefix_len, picked)
         prefix_max = int(prefix_len.max()) if prefix_len is not None and prefix_len.numel() else 0
         return DecoderState(layers, sel(self.memory_keep, picked), self.step, sel(self.src_rows, index), g,
-                            sel(self.prefix_keep, picked), prefix_len, prefix_max)
+                            sel(self.prefix_keep, picked), prefix_len, prefix_max, self.prefix_offset)
 
 
 class MultiHeadAttention(nn.Module):
@@ -388,8 +391,13 @@ class Transformer(SentenceModelDefaults, nn.Module):
             with torch.no_grad():
                 emb.weight[self.pad_id].zero_()
 
-    def _embed(self, table: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
-        # tokens: (B, L) → (B, L, H)
+    def _embed(self, table: nn.Embedding, tokens: Tensor, offset: int = 0, positions: Tensor | None = None) -> Tensor:
+        # tokens: (B, L) → (B, L, H); positions (B, L) explicit position ids, else offset … offset+L−1
+        if positions is not None:
+            if positions.numel() and int(positions.max()) >= self.cfg.max_positions:
+                raise ValueError(f"position {int(positions.max())} exceeds "
+                                 f"model.max_positions={self.cfg.max_positions}")
+            return self.drop(table(tokens) * self.embed_scale + self.positions[positions])
         n = tokens.size(1)
         if offset + n > self.cfg.max_positions:
             raise ValueError(f"sequence of {offset + n} tokens exceeds model.max_positions={self.cfg.max_positions}")
@@ -416,15 +424,17 @@ class Transformer(SentenceModelDefaults, nn.Module):
         return self.encode_with(batch.src)
 
     # -- the encoder parts context models build on (models.interface.EncoderParts) ----------
-    def encode_with(self, src: Tensor, layer_fn=None) -> EncoderOutput:
+    def encode_with(self, src: Tensor, layer_fn=None, positions: Tensor | None = None) -> EncoderOutput:
         """``encode`` of src (B, S), with layer k computed by ``layer_fn(k, layer, x, keep)``
         → x (B, S, H) instead of ``layer(x, keep)`` when given: ``layer`` offers
         ``attention_sublayer(x, keep)``, ``ffn_input(x)`` and ``ffn_sublayer(x)``, so a context
         model can put its own sub-layer between them (QCN, HGC: docs/models.md §2.6–2.7).
-        keep: (B, 1, 1, S) bool SDPA mask (True = attend) or None."""
+        keep: (B, 1, 1, S) bool SDPA mask (True = attend) or None. ``positions``: (B, S) position
+        ids of the tokens (default 0 … S−1; the concatenation models' ``context_position_offset``).
+        Raises ValueError when a position exceeds ``max_positions``."""
         pad = pad_mask(src, self.pad_id)
         keep = attn_keep_mask(pad)
-        x = self._embed(self.src_embed, src)
+        x = self._embed(self.src_embed, src, positions=positions)
         for k, layer in enumerate(self.encoder):
             x = layer(x, keep) if layer_fn is None else layer_fn(k, layer, x, keep)
         return EncoderOutput(self.enc_norm(x), pad)
@@ -452,10 +462,11 @@ class Transformer(SentenceModelDefaults, nn.Module):
         return Residual(self.cfg.d_model, self.cfg.dropout, self.cfg.norm == "pre")
 
     # -- the parts context models build on (models.interface.BackboneParts) --------------
-    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
-        """Teacher forcing. tgt_in: (B, T) → top decoder states (B, T, H), after the final LN."""
+    def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor, positions: Tensor | None = None) -> Tensor:
+        """Teacher forcing. tgt_in: (B, T) → top decoder states (B, T, H), after the final LN.
+        ``positions``: (B, T) position ids of tgt_in's tokens (default 0 … T−1)."""
         keep = attn_keep_mask(enc.src_pad_mask)
-        y = self._embed(self.tgt_embed, tgt_in)
+        y = self._embed(self.tgt_embed, tgt_in, positions=positions)
         for layer in self.decoder:
             k, v = layer.cross_attn.project_kv(enc.states)
             y = layer(y, k, v, keep)
@@ -473,6 +484,11 @@ class Transformer(SentenceModelDefaults, nn.Module):
         row_keep = None
         if state.prefix_len is None:
             y = self._embed(self.tgt_embed, prev_tokens[:, None], offset=state.step)     # (R, 1, H)
+        elif state.prefix_offset:                         # the prefix sat at positions ≥ prefix_offset
+            if state.step >= state.prefix_offset:
+                raise ValueError(f"output reaches the target prefix's positions (from {state.prefix_offset})")
+            y = self._embed(self.tgt_embed, prev_tokens[:, None], offset=state.step)     # (R, 1, H)
+            row_keep = state.prefix_keep.repeat_interleave(state.group, 0)                # (R, 1, 1, P)
         else:                                             # per-group positions after a ragged prefix
             if state.prefix_max + state.step >= self.cfg.max_positions:
                 raise ValueError(f"target prefix and output exceed model.max_positions={self.cfg.max_positions}")
@@ -484,14 +500,16 @@ class Transformer(SentenceModelDefaults, nn.Module):
         state.step += 1
         return self.dec_norm(y[:, 0]), state
 
-    def self_attention_weights(self, enc: EncoderOutput, tgt_in: Tensor, layer: int = -1, head: int = 0) -> Tensor:
+    def self_attention_weights(self, enc: EncoderOutput, tgt_in: Tensor, layer: int = -1, head: int = 0,
+                               positions: Tensor | None = None) -> Tensor:
         """Teacher forcing of tgt_in (B, T) → the causal self-attention weights (B, T, T) of decoder
         ``layer``, ``head`` (queries × keys, rows summing to 1; dropout off), with gradients
-        (``models.interface.TargetPrefixParts``; attention supervision)."""
+        (``models.interface.TargetPrefixParts``; attention supervision). ``positions``: as
+        ``decode_hidden``'s."""
         layers = list(self.decoder)
         layer = layer % len(layers)
         keep = attn_keep_mask(enc.src_pad_mask)
-        y = self._embed(self.tgt_embed, tgt_in)
+        y = self._embed(self.tgt_embed, tgt_in, positions=positions)
         for lay in layers[:layer]:
             k, v = lay.cross_attn.project_kv(enc.states)
             y = lay(y, k, v, keep)
@@ -504,7 +522,7 @@ class Transformer(SentenceModelDefaults, nn.Module):
         causal = torch.ones(t, t, dtype=torch.bool, device=tgt_in.device).tril()
         return torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
 
-    def init_state_with_prefix(self, enc: EncoderOutput, prefix: Tensor) -> DecoderState:
+    def init_state_with_prefix(self, enc: EncoderOutput, prefix: Tensor, offset: int = 0) -> DecoderState:
         """``init_state`` followed by force-decoding a target prefix per row (``models.interface.
         TargetPrefixParts``). prefix: (B, P) ids, right-padded with ``pad_id`` (rows may be
         shorter, or empty); the prefix is run in one causal pass (its outputs are not needed, so
@@ -513,7 +531,10 @@ class Transformer(SentenceModelDefaults, nn.Module):
         (``LayerCache.prefix_k``; a row's beam hypotheses read them as a group, never copies), so
         the next ``decode_step`` of row b reads its L_b prefix tokens at positions 0 … L_b−1 and
         takes position L_b — what teacher forcing of the concatenation ``prefix_b · tgt_in_b``
-        computes. P = 0: ``init_state``."""
+        computes. ``offset`` > 0: the prefix is read at positions offset … offset+L_b−1 and the
+        next step takes position 0 (teacher forcing with those positions: the concatenation
+        models' ``context_position_offset``). P = 0: ``init_state``. Raises ValueError when
+        offset + P exceeds ``max_positions``."""
         state = self.init_state(enc)
         if prefix.size(1) == 0:
             return state
@@ -522,7 +543,7 @@ class Transformer(SentenceModelDefaults, nn.Module):
         last = len(self.decoder) - 1
 
         def run(tokens: Tensor, caches: list[LayerCache], mem_keep: Tensor | None) -> None:
-            y = self._embed(self.tgt_embed, tokens)                               # (B', W, H)
+            y = self._embed(self.tgt_embed, tokens, offset=offset)                # (B', W, H)
             for i, (layer, cache) in enumerate(zip(self.decoder, caches)):
                 y = layer.prefix(y, cache, mem_keep, last=i == last)
 
@@ -543,6 +564,7 @@ class Transformer(SentenceModelDefaults, nn.Module):
                     cache.prefix_k[rows, :, :width], cache.prefix_v[rows, :, :width] = part.prefix_k, part.prefix_v
         state.prefix_keep, state.prefix_len = keep[:, None, None, :], lengths
         state.prefix_max = int(state.prefix_len.max())
+        state.prefix_offset = offset
         return state
 
     # -- the model contract ------------------------------------------------------------------

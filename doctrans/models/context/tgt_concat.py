@@ -21,7 +21,11 @@ model's **own** 1-best translations: a rolling history, never the reference. Sea
 decodes the prefix (``TargetPrefixParts.init_state_with_prefix``: one causal pass over the
 prefixes, ragged per row) and generation starts after the last ``<s>``. ``max_target_context_tokens``
 keeps the newest prefix tokens (after a leading ``<s>``); the prefix is never longer than half the
-backbone's positions, so a prefix and an output always fit.
+backbone's positions, so a prefix and an output always fit. Positions run over ``prefix · Y_m``
+as over the source concatenation, unless ``context_position_offset`` = K > 0 (``concat.py``'s
+module doc): then ``<s> Y_m </s>`` sits at 0, 1, … as in the sentence model, and the prefix (and
+the source context) at K, K+1, …; the prefix keeps at most ``max_positions`` − K tokens and the
+output fewer than K.
 
 Context attention (``context_attention``, for attention supervision: ``training/attention_supervision.py``):
 the self-attention weights of one decoder head from the current sentence's positions to the
@@ -41,7 +45,7 @@ from doctrans.models.context.base import context_rows
 from doctrans.models.context.concat import ConcatContext
 from doctrans.models.interface import ContextAttention, EncoderOutput, TargetPrefixParts
 from doctrans.models.portable import PortableTransformer
-from doctrans.models.rows import ragged_concat
+from doctrans.models.rows import offset_positions, ragged_concat
 
 BOS_ID, EOS_ID = 1, 2          # <s>, </s> of every doctrans vocabulary (data/vocab.py)
 
@@ -52,6 +56,7 @@ class TgtConcatConfig:
     context_sents: int = 1                  # N previous sentences on both sides
     max_context_tokens: int = 0             # source context: keep at most this many (newest); 0 = all
     max_target_context_tokens: int = 0      # target prefix: keep at most this many (newest); 0 = all
+    context_position_offset: int = 0        # > 0: context (both sides) at positions K…, the sentence at 0…
     supervised_layer: int = -1              # the decoder layer whose head attention supervision trains
     supervised_head: int = 0                #   and its head (train.context_attention_supervision)
 
@@ -69,13 +74,15 @@ class TargetConcat(ConcatContext):
         super().__init__(backbone, cfg)
         if cfg.max_target_context_tokens < 0:
             raise ValueError(f"context.max_target_context_tokens must be ≥ 0, got {cfg.max_target_context_tokens}")
-        cap = backbone.max_target_len // 2
+        k = self.position_offset
+        cap = backbone.max_target_len - k if k else backbone.max_target_len // 2
         self.prefix_cap = min(cfg.max_target_context_tokens, cap) if cfg.max_target_context_tokens else cap
 
     @property
     def max_target_len(self) -> int:
-        """The backbone's positions less the longest prefix."""
-        return self.backbone.max_target_len - self.prefix_cap
+        """The backbone's positions less the longest prefix (with ``context_position_offset``
+        K: K, the positions below the prefix's)."""
+        return self.position_offset or self.backbone.max_target_len - self.prefix_cap
 
     # -- the target prefix -------------------------------------------------------------------
     def target_prefix(self, batch) -> Tensor:
@@ -118,20 +125,23 @@ class TargetConcat(ConcatContext):
         width = int(prefix.ne(self.pad_id).sum(1).max()) if prefix.numel() else 0
         return prefix[:, :width]
 
-    def _packed(self, enc: EncoderOutput, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
-        """(prefix_b · tgt_in_b right-padded (B, P+T), index (B, T) of tgt_in's positions in it)."""
+    def _packed(self, enc: EncoderOutput, tgt_in: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        """(prefix_b · tgt_in_b right-padded (B, P+T), index (B, T) of tgt_in's positions in it,
+        position ids (B, P+T) with ``context_position_offset``, else None)."""
         prefix = self._prefix(enc)
         b, t = tgt_in.shape
         lengths = prefix.ne(self.pad_id).sum(1)                                       # (B,)
         full = torch.cat([prefix, prefix.new_full((b, t), self.pad_id)], 1)
         index = lengths[:, None] + torch.arange(t, device=tgt_in.device)[None, :]
-        return full.scatter(1, index, tgt_in), index
+        pos = offset_positions(lengths, full.size(1), self.position_offset) if self.position_offset else None
+        return full.scatter(1, index, tgt_in), index, pos
 
     def decode_hidden(self, enc: EncoderOutput, tgt_in: Tensor) -> Tensor:
         """Teacher forcing of ``prefix · tgt_in`` → the decoder states of tgt_in's positions
         (B, T, D) (the prefix's own states are computed and dropped)."""
-        full, index = self._packed(enc, tgt_in)
-        hidden = self.backbone.decode_hidden(self._plain(enc), full)                  # (B, P+T, D)
+        full, index, pos = self._packed(enc, tgt_in)
+        hidden = (self.backbone.decode_hidden(self._plain(enc), full) if pos is None
+                  else self.backbone.decode_hidden(self._plain(enc), full, positions=pos))  # (B, P+T, D)
         return hidden.gather(1, index[:, :, None].expand(-1, -1, hidden.size(-1)))
 
     def decode_train(self, enc: EncoderOutput, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
@@ -142,7 +152,7 @@ class TargetConcat(ConcatContext):
 
     def init_state(self, enc: EncoderOutput):
         """The backbone's state after force-decoding each row's prefix."""
-        return self.backbone.init_state_with_prefix(self._plain(enc), self._prefix(enc))
+        return self.backbone.init_state_with_prefix(self._plain(enc), self._prefix(enc), self.position_offset)
 
     def decode_step(self, state, prev_tokens: Tensor, vocab: Tensor | None = None):
         return self.backbone.decode_step(state, prev_tokens, vocab)
@@ -161,9 +171,9 @@ class TargetConcat(ConcatContext):
                 else is_target.to(batch.src.device).nonzero().squeeze(1))
         enc = enc.select(rows)
         tgt_in = batch.tgt_in.index_select(0, rows)
-        full, index = self._packed(enc, tgt_in)
+        full, index, pos = self._packed(enc, tgt_in)
         att = self.backbone.self_attention_weights(self._plain(enc), full, self.cfg.supervised_layer,
-                                                   self.cfg.supervised_head)              # (B', P+T, P+T)
+                                                   self.cfg.supervised_head, positions=pos)   # (B', P+T, P+T)
         p = full.size(1) - tgt_in.size(1)
         weights = att.gather(1, index[:, :, None].expand(-1, -1, att.size(-1)))[:, :, :p]   # (B', T, P)
         key_row, key_pos = self.prefix_origin(batch, rows, p)
