@@ -26,6 +26,9 @@
 # ATTN=W (with DENSE): that run also supervises one decoder head's attention toward the deciding
 # pronoun, train.context_attention_supervision=W (the shipped document model's recipe: DENSE=0.1
 # ATTN=1.0, all rules; docs/journal/2026-11-29-lone-sentence-and-soups.md).
+# CTX_OFFSET=K: both tgt_concat runs with context.context_position_offset=K (the current sentence at
+# the sentence model's positions, the context at K…: for a start from a sentence model; no CTranslate2
+# export; docs/journal/2026-11-29-context-position-offset.md).
 # AVG=K (default 1): each model brought back or translated is the average of its checkpoints at the
 # update named and the K−1 kept before it (KEEP apart; `doctrans average`), the same for every run.
 # OUT: sentence.fp16.pt.part-*, document.fp16.pt.part-* (`cat` them back), runs3.tgz (metrics.jsonl,
@@ -60,11 +63,12 @@ stamp "training side by side, $MIN min each"
 TO=$(python3 -c "print(int($MIN * 60 + 120))")
 (cd "$ROOT" && timeout -s TERM "$TO" $DT train pipelines/quickstart.yaml $A train.init_from="$W/start_sent.pt" \
    run_dir="$W/transformer") > "$W/transformer.log" 2>&1 &
-(cd "$ROOT" && timeout -s TERM "$TO" $DT train pipelines/context/tgt_concat.yaml $A train.init_from="$C/start.pt" \
+OFF=${CTX_OFFSET:+context.context_position_offset=$CTX_OFFSET}
+(cd "$ROOT" && timeout -s TERM "$TO" $DT train pipelines/context/tgt_concat.yaml $A train.init_from="$C/start.pt" $OFF \
    run_dir="$W/tgt_concat") > "$W/tgt_concat.log" 2>&1 &
 RUNS="$W/transformer $W/tgt_concat"
 if [ -n "$DENSE" ]; then
-  (cd "$ROOT" && timeout -s TERM "$TO" $DT train pipelines/context/tgt_concat.yaml $A train.init_from="$C/start.pt" \
+  (cd "$ROOT" && timeout -s TERM "$TO" $DT train pipelines/context/tgt_concat.yaml $A train.init_from="$C/start.pt" $OFF \
      "train.context_dense={share: $DENSE, max_distance: 1, rules: [$DENSE_RULES]}" \
      ${ATTN:+train.context_attention_supervision=$ATTN} run_dir="$W/tgt_concat_dense") > "$W/tgt_concat_dense.log" 2>&1 &
   RUNS="$RUNS $W/tgt_concat_dense"
