@@ -106,4 +106,4 @@ def portable_models() -> str:
     backbones = sorted(n for n, (_, cls) in BACKBONES.items() if cls.portable is not SentenceModelDefaults.portable)
     contexts = sorted(n for n, (_, cls) in CONTEXT_MODELS.items() if cls.portable is not ContextModel.portable)
     return (f"model.backbone {' or '.join(backbones)}, alone (a sentence-level model) or with context.type "
-            f"{' or '.join(contexts)}")
+            f"{' or '.join(contexts)} (not every setting of them: e.g. context.context_position_offset > 0)")

@@ -137,6 +137,19 @@ def test_shipped_document_model_beam_equals_native(tmp_path):
     assert ct2 == native and all(native)
 
 
+def test_offset_document_model_is_refused_naming_the_setting(tmp_path):
+    """The default document model numbers its context from 512 (context_position_offset), which
+    no engine can: export refuses it and names the setting (a bug: the message said tgt_concat
+    cannot be exported and, in the same sentence, that tgt_concat can), writing nothing."""
+    _ct2()
+    from doctrans.runtime.shipped import find
+
+    r = CliRunner().invoke(cli, ["export", "--format", "ctranslate2", "-c",
+                                 str(find("tvsub-tgt-concat-offset-3x3").verify()), "-o", str(tmp_path / "x")])
+    assert r.exit_code != 0 and "context.context_position_offset" in r.output + str(r.exception)
+    assert not (tmp_path / "x").exists()
+
+
 class _CountingTranslator:
     """A ``ctranslate2.Translator`` that counts its ``translate_batch`` calls."""
 
