@@ -242,6 +242,27 @@ def test_context_position_offset_decodes_as_teacher_forcing():
     assert m.max_target_len == 200
 
 
+def test_source_concatenation_with_offset_reads_the_sentence_as_the_sentence_model():
+    """The 2-to-1 concatenation model takes the option too: a row without context is the
+    backbone's input exactly, a row with context is encoded with its context numbered from K."""
+    from doctrans.models.context.concat import ConcatContext
+
+    torch.manual_seed(0)
+    cfg = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml",
+                          ["model.dropout=0.0", "context={type: concat, context_sents: 2, context_position_offset: 100}"])
+    m = build_model(cfg.model, len(VOCAB), len(VOCAB), 0, cfg.context).eval()
+    assert isinstance(m, ConcatContext) and m.portable() is None
+    b = batch()
+    with torch.no_grad():
+        got = m.decode_train(m.encode(b), b.tgt_in)
+        alone = m.backbone.decode_train(m.backbone.encode(SearchBatch(b.src)), b.tgt_in)
+        src, split = m._concatenated(b)
+        pos = torch.tensor([[100, 101, 102, 103, 104, 105, 106, 0, 1]])
+        want = m.backbone.decode_train(m.backbone.encode_with(src[2:3, :9], positions=pos), b.tgt_in[2:3])
+    assert torch.allclose(got[3], alone[3], atol=1e-6) and not torch.allclose(got[2], alone[2], atol=1e-4)
+    assert split.tolist()[1:] == [3, 7, 0] and torch.allclose(got[2], want[0], atol=1e-5)
+
+
 def test_context_position_offset_limits_are_refused():
     with pytest.raises(ValueError, match="context_position_offset"):
         model(context_position_offset=-1)

@@ -14,8 +14,8 @@ sentence model reads it at (0, 1, …) and the context tokens take K, K+1, … (
 offset_positions``) [I: not in the papers (Tiedemann & Scherrer's RNN has no positions; the
 contextual-mt Transformer numbers the whole concatenation); for a model started from a sentence
 model, whose current sentence then sits where it always did. Transformer backbones only; no
-CTranslate2 export]. K must exceed the longest current sentence, and K plus the context tokens
-stay within ``max_positions``.
+CTranslate2 export]. K must be at least the longest current sentence, and K plus the context
+tokens stay within ``max_positions``.
 """
 from __future__ import annotations
 
@@ -81,7 +81,6 @@ class ConcatContext(ContextModel):
         lengths = src.ne(self.pad_id).sum(1)                                # (B,)
         ctx_len = torch.where(ctx.ge(0), lengths[ctx.clamp(min=0)], 0)      # (B, N)
         own = torch.arange(src.size(0), device=src.device)[:, None]
-        drop = ctx_len.sum(1)
         total = ctx_len.sum(1)
         cap = self.cfg.max_context_tokens
         drop = (total - cap).clamp(min=0) if cap else torch.zeros_like(total)
