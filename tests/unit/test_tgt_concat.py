@@ -269,8 +269,14 @@ def test_context_position_offset_limits_are_refused():
     with pytest.raises(ValueError, match="context_position_offset"):
         model(context_position_offset=5000)
     m, b = model(context_position_offset=3), batch()                             # row 1's 4-token sentence reaches it
-    with pytest.raises(ValueError, match="reaches context.context_position_offset=3"):
+    with pytest.raises(ValueError, match="source sentence of 4 tokens reaches context.context_position_offset=3"):
         m.encode(b)
+    m = model(context_position_offset=4)                                         # the source fits, a 5-token target not
+    with torch.no_grad():
+        enc = m.encode(b)
+        m.decode_train(enc, b.tgt_in)
+        with pytest.raises(ValueError, match="target of 5 tokens reaches context.context_position_offset=4"):
+            m.decode_train(enc, torch.cat([b.tgt_in, torch.zeros(4, 1, dtype=torch.long)], 1))
     assert model(context_position_offset=100).portable() is None                 # no engine numbers positions so
 
 

@@ -127,9 +127,12 @@ class TargetConcat(ConcatContext):
 
     def _packed(self, enc: EncoderOutput, tgt_in: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         """(prefix_b · tgt_in_b right-padded (B, P+T), index (B, T) of tgt_in's positions in it,
-        position ids (B, P+T) with ``context_position_offset``, else None)."""
+        position ids (B, P+T) with ``context_position_offset``, else None). Raises ValueError when
+        T reaches the offset (the sentence would share positions with its prefix)."""
         prefix = self._prefix(enc)
         b, t = tgt_in.shape
+        if self.position_offset and t > self.position_offset:
+            raise ValueError(f"a target of {t} tokens reaches context.context_position_offset={self.position_offset}")
         lengths = prefix.ne(self.pad_id).sum(1)                                       # (B,)
         full = torch.cat([prefix, prefix.new_full((b, t), self.pad_id)], 1)
         index = lengths[:, None] + torch.arange(t, device=tgt_in.device)[None, :]
