@@ -42,8 +42,8 @@ the re-ranking 292 did, −0.79 BLEU). Greedy outputs equal the native engine's
 (``tests/integration/test_ct2_export.py``).
 ``--history-chunk`` C > 0 (or ``auto``: ``documents.history_chunk_for``) cuts each document into
 pieces of C lines after N warm-up lines, as the native engine does (``documents.in_history_pieces``):
-the pieces are translated side by side as independent documents, C + N sequential batches instead of a document's length; outputs equal
-native's with the same C (tested).
+the pieces are translated side by side as independent documents, C + N sequential batches instead
+of a document's length; outputs equal native's with the same C (tested).
 
 Shortlists. ``--shortlist FILE`` (a ``doctrans shortlist`` vocabulary map, CTranslate2's own
 ``vmap`` format) is checked against the export's vocabularies and given to CTranslate2 as the
