@@ -223,6 +223,10 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
 
     if sentence and checkpoint:
         raise click.UsageError("--sentence chooses a shipped model: give it without -c")
+    if engine == "ctranslate2" and not checkpoint:
+        from doctrans.inference.export import shipped_export_hint
+
+        raise click.UsageError(shipped_export_hint("sentence" if sentence else "document"))
     checkpoint = resolve(checkpoint, "sentence" if sentence else "document")
     models = ensemble_settings(tuple(ensemble), ensemble_weights, ensemble_mode)
     if ensemble and engine != "native":

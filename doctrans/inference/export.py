@@ -136,3 +136,32 @@ def export_ctranslate2(checkpoint: str, output: str, prepared: str = "") -> Path
     log.info("exported %s → %s (CTranslate2 TransformerSpec, float32%s)", checkpoint, out,
              f", source context {portable.source_context}" if portable.source_context else "")
     return out
+
+
+def exportable(checkpoint: str) -> bool:
+    """Whether ``export_ctranslate2`` can write ``checkpoint``'s model (its ``portable()`` is not
+    None); loads the checkpoint on the CPU. Raises like ``LoadedModel.load``."""
+    loaded = LoadedModel.load(TranslateConfig(checkpoint=str(checkpoint), device="cpu"))
+    return loaded.model.portable() is not None
+
+
+def shipped_export_hint(kind: str) -> str:
+    """What ``doctrans translate --engine ctranslate2`` without ``-c`` tells its user: the engine
+    runs an exported directory, so name the export command for the first shipped model of
+    ``kind`` ("document" | "sentence") that CTranslate2 can express, and say when the default of
+    that kind is not one (the default document model numbers its context from an offset, which
+    no engine can). Loads the shipped models of ``kind`` in index order until one is exportable.
+    Raises ValueError (``default_model``) when none of ``kind`` is shipped."""
+    from doctrans.runtime.shipped import default_model, shipped_models
+
+    default = default_model(kind)
+    first = next((m for m in shipped_models() if m.kind == kind and exportable(str(m.verify()))), None)
+    head = "--engine ctranslate2 translates with an exported model directory, given with -c"
+    if first is None:
+        return (f"{head}; no shipped {kind} model can be exported to CTranslate2 (the default, {default.name}, "
+                "cannot be expressed by it): translate with --engine native")
+    why = "" if first.name == default.name else (
+        f" (the default {kind} model, {default.name}, cannot be exported: CTranslate2 cannot express it; "
+        f"{first.name} is the shipped {kind} model it can run)")
+    return (f"{head}: export a shipped model first with `doctrans export --format ctranslate2 -c {first.name} -o DIR`, "
+            f"then `doctrans translate --engine ctranslate2 -c DIR -i FILE`{why}")

@@ -150,6 +150,23 @@ def test_offset_document_model_is_refused_naming_the_setting(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_engine_without_checkpoint_names_an_exportable_shipped_model(tmp_path):
+    """`translate --engine ctranslate2` without -c names the export command for a shipped model
+    CTranslate2 can run (a bug: it suggested exporting the default document model, whose export
+    then fails on context.context_position_offset); with --sentence, the sentence model. Needs
+    no ctranslate2: the hint comes before the engine."""
+    src = tmp_path / "in.zh"
+    src.write_text("你好。\n", encoding="utf-8")
+    r = CliRunner().invoke(cli, ["translate", "--engine", "ctranslate2", "-i", str(src), "-o", str(tmp_path / "o")])
+    out = r.output + str(r.exception)
+    assert r.exit_code != 0 and "-c tvsub-tgt-concat-3x3 -o DIR" in out, out
+    assert "the default document model, tvsub-tgt-concat-offset-3x3, cannot be exported" in out
+    assert "-c tvsub-tgt-concat-offset-3x3 -o" not in out and not (tmp_path / "o").exists()
+    r = CliRunner().invoke(cli, ["translate", "--engine", "ctranslate2", "--sentence", "-i", str(src)])
+    out = r.output + str(r.exception)
+    assert r.exit_code != 0 and "-c tvsub-transformer-3x3 -o DIR" in out and "cannot be exported" not in out, out
+
+
 class _CountingTranslator:
     """A ``ctranslate2.Translator`` that counts its ``translate_batch`` calls."""
 
