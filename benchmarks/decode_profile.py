@@ -3,6 +3,7 @@
 
     python benchmarks/decode_profile.py -c CKPT [--prepared PREP] [--split test] [--lines 300]
         [--beam 5] [--threads 1] [--top 25] [--sort tottime] [--random-model YAML]
+        [--history-chunk auto] [--warmup-beam 0]
 
 The sentence model translates the first ``--lines`` lines of PREP/{split}.bpe.zh as one list
 (batches of 64, length-sorted, as ``doctrans translate``); a context model translates them as
@@ -68,6 +69,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--sort", default="tottime")
+    ap.add_argument("--history-chunk", default="auto", help="a target-side context model's pieces (auto | N; 0: whole "
+                                                            "documents), as `doctrans translate --history-chunk`")
+    ap.add_argument("--warmup-beam", type=int, default=0, help="as `doctrans translate --warmup-beam`")
     a = ap.parse_args()
     set_threads(a.threads)
     prep = a.prepared
@@ -79,7 +83,9 @@ def main() -> None:
     def run():
         with torch.inference_mode():
             if model.document.reads_documents:
-                return translate_documents(model, list(by_doc.values()), tv, a.beam, 1.0, 1.5, 10, 64)
+                chunk = a.history_chunk if a.history_chunk == "auto" else int(a.history_chunk)
+                return translate_documents(model, list(by_doc.values()), tv, a.beam, 1.0, 1.5, 10, 64,
+                                           history_chunk=chunk, warmup_beam=a.warmup_beam)
             return decode_corpus(model, flat, tv, a.beam, 1.0, 1.5, 10, 64)
 
     run()                                                         # warm-up (allocator, caches)

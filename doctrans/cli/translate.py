@@ -14,7 +14,7 @@ SECTIONS = (
     ("Output", ("output", "tokenized", "output_format", "nbest", "nbest_out")),
     ("Subtitle files and streams", ("bilingual", "stream")),
     ("Search", ("beam", "lenpen", "max_len_ratio", "max_len_extra", "batch_sentences")),
-    ("Documents and context models", ("docs", "history_chunk", "context_options", "explain_context", "explain_dir")),
+    ("Documents and context models", ("docs", "history_chunk", "warmup_beam", "context_options", "explain_context", "explain_dir")),
     ("Directory input", ("workers", "group_lines", "glob_", "out_suffix", "resume")),
     ("Dropped pronouns (DP input)", ("dp_generator", "dp_input", "dp_nbest", "dp_combine", "dp_weights", "dp_docs",
                                     "write_lattice")),
@@ -87,6 +87,9 @@ SECTIONS = (
                    "pieces decode side by side (0 = whole documents; auto = the shortest pieces, at least 8 lines, "
                    "that fill one batch of --batch-sentences). Faster on few long documents; a piece's first "
                    "line reads a warm-up translation made with less context. Both engines.")
+@click.option("--warmup-beam", type=NON_NEGATIVE, default=0, show_default=True,
+              help="With history pieces (--history-chunk): the beam of the warm-up lines, whose translations "
+                   "are only the next lines' context (0 = --beam; 1 = greedy, faster). Both engines.")
 @click.option("--dp-generator", default="", help="Complete dropped pronouns in the input with this DP generator "
                                                  "(for models trained on +DP/+DPP sources, pipelines/dp/nmt_*.yaml); "
                                                  "A.pt:B.pt ensembles several.")
@@ -177,7 +180,7 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
                   input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator,
                   dp_input, dp_nbest, dp_combine, dp_weights, dp_docs, write_lattice, encoding_errors, resume,
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
-                  history_chunk,
+                  history_chunk, warmup_beam,
                   nbest, nbest_out, rerank, rerank_k, rerank_vocab, dp_out, dp_threshold, encoding, script, bilingual,
                   stream) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
@@ -240,7 +243,7 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
                         dp_docs=dp_docs, write_lattice=write_lattice, encoding_errors=encoding_errors,
                         resume=resume, max_source_len=max_source_len, workers=workers,
                         group_lines=group_lines, explain_context=explain_context, explain_dir=explain_dir,
-                        context_options=tuple(context_options), glob=glob_, out_suffix=out_suffix, history_chunk=history_chunk,
+                        context_options=tuple(context_options), glob=glob_, out_suffix=out_suffix, history_chunk=history_chunk, warmup_beam=warmup_beam,
                         output_format=output_format, nbest=nbest, nbest_out=nbest_out, engine=engine,
                         compute_type=compute_type, quantize=quantize, shortlist=shortlist, rerank=rerank or "",
                         rerank_k=rerank_k, rerank_vocab=rerank_vocab, dp_out=dp_out, dp_threshold=dp_threshold,

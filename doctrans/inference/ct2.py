@@ -231,12 +231,14 @@ class CT2Model:
         return (out, lists) if nbest else out
 
     def decode_documents(self, docs: list[list[np.ndarray]], cfg, progress: bool = False,
-                         rerank=None) -> list[list[str]]:
+                         rerank=None, warmup: list[int] | None = None) -> list[list[str]]:
         """Per document, per sentence, source ids → target BPE strings; each source is the
         concatenation the model reads (its previous ``source_context`` sentences, cut to the
         newest ``max_context_tokens``, then itself; the oldest context tokens also dropped where
         the whole would exceed the model's positions). ``rerank`` (a reconstructor's, the native
-        engine's ``LoadedModel.decode_documents``) is not supported: ValueError."""
+        engine's ``LoadedModel.decode_documents``) is not supported: ValueError. ``warmup``: per
+        document, how many first lines are a history piece's warm-up (searched with
+        ``cfg.warmup_beam``, as ``documents.translate_documents`` does)."""
         if rerank is not None:
             raise ValueError("--rerank reconstructor needs the native engine (a CTranslate2 export has no reconstructor)")
         n, m = self.source_context, self.max_context_tokens
@@ -254,11 +256,11 @@ class CT2Model:
             chunk = history_chunk_for(docs, cfg.history_chunk, cfg.batch_sentences)
             if chunk:
                 result = in_history_pieces(docs, chunk, self.target_context,
-                                           lambda piece_docs: self.decode_documents(
-                                               piece_docs, replace(cfg, history_chunk=0), progress))
+                                           lambda piece_docs, warm: self.decode_documents(
+                                               piece_docs, replace(cfg, history_chunk=0), progress, warmup=warm))
                 if result is not None:
                     return result
-            return self._decode_rolling(docs, srcs, own, cfg, progress)
+            return self._decode_rolling(docs, srcs, own, cfg, progress, warmup)
         flat = iter(self.decode(srcs, cfg, progress, own_len=own))
         return [[next(flat) for _ in doc] for doc in docs]
 
@@ -274,11 +276,13 @@ class CT2Model:
             seq = ["<s>"] + seq[len(seq) - cap + 1:]
         return seq[1:] + ["<s>"] if seq else []
 
-    def _decode_rolling(self, docs, srcs, own, cfg, progress: bool) -> list[list[str]]:
+    def _decode_rolling(self, docs, srcs, own, cfg, progress: bool, warmup: list[int] | None = None) -> list[list[str]]:
         """A target-context model (``PortableTransformer.target_context``): position k of every
         document in one run (batches of ``batch_sentences``, by length) after position k − 1 of
         all of them, each with its document's own previous translations as a forced
-        ``target_prefix``; the prefix comes back with each hypothesis and is cut off."""
+        ``target_prefix``; the prefix comes back with each hypothesis and is cut off. A
+        document's first ``warmup[d]`` lines are searched with ``cfg.warmup_beam`` (when it is
+        neither 0 nor ``cfg.beam``) in batches of their own."""
         if cfg.beam < 1:
             raise ValueError(f"beam must be ≥ 1, got {cfg.beam}")
         tokens = self.src_vocab.tokens
@@ -289,15 +293,18 @@ class CT2Model:
                    desc="translate (ctranslate2, rolling history)")
         for k in range(max((len(d) for d in docs), default=0)):
             step = sorted((d for d in range(len(docs)) if k < len(docs[d])), key=lambda d: len(srcs[start[d] + k]))
-            for a in range(0, len(step), cfg.batch_sentences):
-                chunk = step[a:a + cfg.batch_sentences]
+            warm = cfg.warmup_beam not in (0, cfg.beam) and warmup is not None
+            groups = [(cfg.beam, [d for d in step if not (warm and k < warmup[d])]),
+                      (cfg.warmup_beam, [d for d in step if warm and k < warmup[d]])]
+            for beam, chunk in ((b, g[a:a + cfg.batch_sentences]) for b, g in groups
+                                for a in range(0, len(g), cfg.batch_sentences)):
                 src = [[tokens[j] for j in srcs[start[d] + k][:-1]] for d in chunk]
                 prefix = [self.target_prefix(out[d][:k]) for d in chunk]
                 limits = [min(math.ceil(own[start[d] + k] * cfg.max_len_ratio) + cfg.max_len_extra, cap) for d in chunk]
                 res = self.translator.translate_batch(
-                    src, target_prefix=prefix, return_alternatives=False, beam_size=cfg.beam,
+                    src, target_prefix=prefix, return_alternatives=False, beam_size=beam,
                     length_penalty=cfg.lenpen, max_decoding_length=max(l + len(p) for l, p in zip(limits, prefix)) + 1,
-                    min_decoding_length=0, max_input_length=self.max_target_len, num_hypotheses=cfg.beam,
+                    min_decoding_length=0, max_input_length=self.max_target_len, num_hypotheses=beam,
                     return_scores=True, use_vmap=self.use_vmap)
                 for d, p, lim, r in zip(chunk, prefix, limits, res):
                     best = prefix_free_best(r.hypotheses, r.scores, len(p), cfg.lenpen)

@@ -209,14 +209,15 @@ def in_history_pieces(docs: list[list], chunk: int, n: int, translate) -> list[l
     """The rolling history in pieces (``translate_documents(history_chunk=chunk)``, and the
     CTranslate2 engine's ``CT2Model.decode_documents``): ``docs`` (per document, per line, a
     sentence or None for an empty line) cut by ``_history_pieces`` into pieces of ``chunk`` lines,
-    each after up to ``n`` warm-up lines; ``translate`` (per piece its lines as a document → per
-    piece, per line, a translation) translates all of them as independent documents, and the
-    warm-up's translations are dropped → per document, per line, the translation ("" for empty
-    lines). None when no document is longer than ``chunk`` (nothing to cut: translate whole)."""
+    each after up to ``n`` warm-up lines; ``translate(piece_docs, warmup)`` (per piece its lines
+    as a document, and per piece how many of its first lines are warm-up → per piece, per line, a
+    translation) translates all of them as independent documents, and the warm-up's
+    translations are dropped → per document, per line, the translation ("" for empty lines).
+    None when no document is longer than ``chunk`` (nothing to cut: translate whole)."""
     pieces = _history_pieces(docs, chunk, n)
     if len(pieces) <= len(docs):
         return None
-    out = translate([[docs[d][i] for i in lines] for d, lines, _ in pieces])
+    out = translate([[docs[d][i] for i in lines] for d, lines, _ in pieces], [warm for _, _, warm in pieces])
     result = [[""] * len(lines) for lines in docs]
     for (d, lines, warm), hyp in zip(pieces, out):
         for i, h in list(zip(lines, hyp))[warm:]:
@@ -229,7 +230,8 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
                         progress: bool = False, context_cache: bool = True, shortlist=None,
                         rerank: DocumentReranker | None = None,
                         given: dict[Sentence, list[int]] | None = None,
-                        max_tokens: int = MAX_TOKENS, history_chunk: int | str = 0) -> list[list[str]]:
+                        max_tokens: int = MAX_TOKENS, history_chunk: int | str = 0,
+                        warmup_beam: int = 0, warmup: list[int] | None = None) -> list[list[str]]:
     """docs: per document, per line, source ids ending in ``</s>`` (None for an empty line) →
     per document, per line, target token strings ("" for empty lines). See the module doc for
     the two schedules. ``context_cache`` False: without the model's ``inference_cache`` (every
@@ -249,7 +251,11 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
     C + N sequential steps instead of L and the pieces of all documents share each step's
     batches; every kept sentence reads N previous sentences of its document, the model's own
     translations — at a piece's start the warm-up's, made with less context [I]; ``"auto"``: C
-    chosen so the pieces fill one batch (``history_chunk_for``). Raises ValueError if the model
+    chosen so the pieces fill one batch (``history_chunk_for``). ``warmup_beam`` W > 0: the
+    warm-up sentences are searched with beam W instead of ``beam`` (their translations are only
+    context; W = 1, greedy, costs a fifth of a beam-5 row [I]); ``warmup``: per document, how many
+    of its first non-empty lines are warm-up (``in_history_pieces`` passes it; those lines are
+    searched with ``warmup_beam`` and not reranked). Raises ValueError if the model
     reads no context, for ``rerank`` or ``given`` with a sub-document model (``context_block``),
     or for a ``history_chunk`` neither ``"auto"`` nor an integer ≥ 0."""
     doc = model.document
@@ -264,9 +270,9 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
     if history_chunk and doc.needs_target and not given and block == 0:
         result = in_history_pieces(
             docs, history_chunk, n,
-            lambda piece_docs: translate_documents(model, piece_docs, vocab, beam, lenpen, max_len_ratio,
-                                                   max_len_extra, batch_sentences, progress, context_cache,
-                                                   shortlist, rerank, None, max_tokens))
+            lambda piece_docs, warm: translate_documents(model, piece_docs, vocab, beam, lenpen, max_len_ratio,
+                                                         max_len_extra, batch_sentences, progress, context_cache,
+                                                         shortlist, rerank, None, max_tokens, 0, warmup_beam, warm))
         if result is not None:
             return result
     device = next(model.parameters()).device
@@ -284,6 +290,9 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
 
     def context_of(s: Sentence) -> list[Sentence]:
         return [(s[0], c) for c in _context(order[s[0]], position[s], n)]
+
+    def is_warmup(s: Sentence) -> bool:
+        return warmup_beam not in (0, beam) and bool(warmup) and position[s] < warmup[s[0]]
 
     if block > 0:                                       # source-side sub-documents: no 1-best context
         search = dict(beam=beam, lenpen=lenpen, max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
@@ -311,11 +320,14 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
             if not step:
                 continue
             step = sorted(step, key=lambda s: len(sents[s]))
-            for chunk in token_batches(step, lambda s: max(len(sents[c]) for c in (s, *context_of(s))),
-                                       batch_sentences, max_tokens, rows=lambda s: 1 + len(context_of(s))):
+            groups = [(beam, [s for s in step if not is_warmup(s)]), (warmup_beam, [s for s in step if is_warmup(s)])]
+            for chunk, k in ((chunk, k) for k, group in groups if group
+                             for chunk in token_batches(group, lambda s: max(len(sents[c]) for c in (s, *context_of(s))),
+                                                        batch_sentences, max_tokens,
+                                                        rows=lambda s: 1 + len(context_of(s)))):
                 batch = build_batch(chunk, sents, order, position, n, hyps, vocab, device)
-                if rerank is None:
-                    res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra,
+                if rerank is None or k != beam:
+                    res = beam_search(model, batch, vocab, k, lenpen, max_len_ratio, max_len_extra,
                                       shortlist=shortlist)
                     hyps.update(zip(chunk, res.tokens))
                 else:                           # encoded once: the search and the reranker read it

@@ -94,7 +94,7 @@ class LoadedModel:
         model's shortlist (``rerank``: a ``documents.DocumentReranker``)."""
         return translate_documents(self.model, docs, self.tgt_vocab, cfg.beam, cfg.lenpen, cfg.max_len_ratio,
                                    cfg.max_len_extra, cfg.batch_sentences, progress, shortlist=self.shortlist,
-                                   rerank=rerank, history_chunk=cfg.history_chunk)
+                                   rerank=rerank, history_chunk=cfg.history_chunk, warmup_beam=cfg.warmup_beam)
 
     @classmethod
     def load(cls, cfg: TranslateConfig) -> "LoadedModel":

@@ -196,6 +196,19 @@ def test_target_context_history_pieces_equal_native(tgt_concat, tmp_path):
     assert whole._loaded.translator.calls == 13
 
 
+def test_target_context_warmup_beam_equals_native(tgt_concat, tmp_path):
+    """``--warmup-beam`` with CTranslate2: a piece's warm-up lines are searched with that beam in
+    batches of their own, as natively (``documents.translate_documents``): one more engine call
+    per warm-up step, and native's translations."""
+    _ct2()
+    out = _export(tgt_concat, tmp_path / "ct2")
+    native = _tr(tgt_concat, beam=2, history_chunk=2, warmup_beam=1).translate(LINES)
+    tr = _tr(out, "ctranslate2", beam=2, history_chunk=2, warmup_beam=1)
+    tr._loaded.translator = _CountingTranslator(tr._loaded.translator)
+    assert tr.translate(LINES) == native
+    assert tr._loaded.translator.calls == 2 + 2 + 2         # the N = 2 warm-up steps searched apart
+
+
 def test_cli_files_and_directories(concat, tmp_path):
     _ct2()
     out = _export(concat, tmp_path / "ct2")

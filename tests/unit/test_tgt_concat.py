@@ -334,6 +334,44 @@ def test_history_chunk_translates_pieces_side_by_side(monkeypatch):
         translate_documents(m, docs, VOCAB, history_chunk=-1, **kw)
 
 
+def test_warmup_beam_searches_the_warm_up_lines_alone_with_that_beam(monkeypatch):
+    """translate_documents(history_chunk=C, warmup_beam=W): a piece's warm-up lines are searched
+    with beam W in batches of their own (the kept lines with ``beam``), so a later sentence is
+    what its piece gives when the warm-up line is the W-beam translation of itself; the
+    documents' first pieces (no warm-up) are the whole-document translation's; W = 0 or W =
+    ``beam`` is the plain search."""
+    from doctrans.inference import documents
+    from doctrans.inference.documents import translate_documents
+
+    m = model(n=1, seed=3)
+    rng = np.random.default_rng(1)
+    docs = [[np.r_[4 + k % 12, rng.integers(4, 20, int(rng.integers(1, 3))), 2] for k in range(7)],
+            [np.r_[5, 6, 2], None, np.r_[7, 2]]]
+    kw = dict(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=64)
+    whole = translate_documents(m, docs, VOCAB, **kw)
+    calls = []
+    real = documents.beam_search
+
+    def spy(model_, batch, vocab, beam, *args, **kwargs):
+        calls.append((beam, int(batch.is_target.sum())))
+        return real(model_, batch, vocab, beam, *args, **kwargs)
+
+    monkeypatch.setattr(documents, "beam_search", spy)
+    out = translate_documents(m, docs, VOCAB, history_chunk=3, warmup_beam=1, **kw)
+    # pieces (0,[0,1,2],0) (0,[2..5],1) (0,[5,6],1) (1,[0,2],0): step 0 = 2 kept starts + 2 warm-ups
+    assert calls[:2] == [(2, 2), (1, 2)] and all(b == 2 for b, _ in calls[2:]) and len(calls) == 5
+    monkeypatch.setattr(documents, "beam_search", real)
+    assert out[0][:3] == whole[0][:3] and out[1] == whole[1]
+    for lo, hi in ((2, 6), (5, 7)):                        # each later piece after its greedy warm-up line
+        greedy = translate_documents(m, [[docs[0][lo]]], VOCAB, **{**kw, "beam": 1})[0][0]
+        piece = translate_documents(m, [docs[0][lo:hi]], VOCAB,
+                                    given={(0, 0): VOCAB.encode(greedy, add_eos=False).tolist()}, **kw)[0]
+        assert out[0][lo + 1:hi] == piece[1:]
+    plain = translate_documents(m, docs, VOCAB, history_chunk=3, **kw)
+    assert plain[0][6] != out[0][6]                         # this model's greedy warm-up changes line 6
+    assert translate_documents(m, docs, VOCAB, history_chunk=3, warmup_beam=2, **kw) == plain
+
+
 def test_auto_history_chunk_fills_one_batch():
     """``history_chunk="auto"``: the shortest pieces (at least ``MIN_CHUNK`` lines) whose number fits
     one batch of ``batch_sentences`` — the TVsub test's two documents (330 and 824 lines, batch 64)
