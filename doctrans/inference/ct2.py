@@ -43,7 +43,8 @@ the re-ranking 292 did, −0.79 BLEU). Greedy outputs equal the native engine's
 ``--history-chunk`` C > 0 (or ``auto``: ``documents.history_chunk_for``) cuts each document into
 pieces of C lines after N warm-up lines, as the native engine does (``documents.in_history_pieces``):
 the pieces are translated side by side as independent documents, C + N sequential batches instead
-of a document's length; outputs equal native's with the same C (tested).
+of a document's length; outputs equal native's with the same C (tested), and with
+``--warmup-beam`` W the warm-up lines are searched with beam W in calls of their own, as natively.
 
 Shortlists. ``--shortlist FILE`` (a ``doctrans shortlist`` vocabulary map, CTranslate2's own
 ``vmap`` format) is checked against the export's vocabularies and given to CTranslate2 as the
