@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The rolling history's cost on the real test (issue 52's speed goal: ≤ 1.3× the sentence model):
-# the shipped document model (tvsub-tgt-concat-3x3) and the shipped sentence model translate the
+# the default shipped document model and the shipped sentence model translate the
 # TVsub test as documents, alternated REPEATS times in one sitting, one torch thread each, beam 5;
 # prints each run's translation time (the "translated N lines in X s" log line: model loading and
 # process start excluded) and the ratio of the means.
