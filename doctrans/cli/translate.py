@@ -87,7 +87,7 @@ SECTIONS = (
                    "pieces decode side by side (0 = whole documents; auto = the shortest pieces, at least 8 lines, "
                    "that fill one batch of --batch-sentences). Faster on few long documents; a piece's first "
                    "line reads a warm-up translation made with less context. Both engines.")
-@click.option("--warmup-beam", type=NON_NEGATIVE, default=0, show_default=True,
+@click.option("--warmup-beam", type=NON_NEGATIVE, default=0, show_default=True, metavar="W",
               help="With history pieces (--history-chunk): the beam of the warm-up lines, whose translations "
                    "are only the next lines' context (0 = --beam; 1 = greedy, faster). Both engines.")
 @click.option("--dp-generator", default="", help="Complete dropped pronouns in the input with this DP generator "
