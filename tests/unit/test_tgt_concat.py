@@ -298,6 +298,16 @@ def test_history_pieces_keep_every_line_once_after_its_warm_up():
     assert _history_pieces(docs, chunk=1, n=2)[2] == (0, [0, 2, 3], 2)     # up to N warm-up lines
 
 
+def _two_documents():
+    """A model reading N = 1, two documents (7 lines; 3 lines with an empty one) and beam-2 search
+    settings, for the history-piece tests."""
+    m = model(n=1, seed=3)
+    rng = np.random.default_rng(1)
+    docs = [[np.r_[4 + k % 12, rng.integers(4, 20, int(rng.integers(1, 3))), 2] for k in range(7)],
+            [np.r_[5, 6, 2], None, np.r_[7, 2]]]
+    return m, docs, dict(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=64)
+
+
 def test_history_chunk_translates_pieces_side_by_side(monkeypatch):
     """translate_documents(history_chunk=C): the first C sentences of a document come out as the
     whole-document translation's (same context); a later sentence is what translating its piece
@@ -306,11 +316,7 @@ def test_history_chunk_translates_pieces_side_by_side(monkeypatch):
     from doctrans.inference import documents
     from doctrans.inference.documents import translate_documents
 
-    m = model(n=1, seed=3)
-    rng = np.random.default_rng(1)
-    docs = [[np.r_[4 + k % 12, rng.integers(4, 20, int(rng.integers(1, 3))), 2] for k in range(7)],
-            [np.r_[5, 6, 2], None, np.r_[7, 2]]]
-    kw = dict(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=64)
+    m, docs, kw = _two_documents()
     whole = translate_documents(m, docs, VOCAB, **kw)
     sizes = []
     real = documents.build_batch
@@ -343,11 +349,7 @@ def test_warmup_beam_searches_the_warm_up_lines_alone_with_that_beam(monkeypatch
     from doctrans.inference import documents
     from doctrans.inference.documents import translate_documents
 
-    m = model(n=1, seed=3)
-    rng = np.random.default_rng(1)
-    docs = [[np.r_[4 + k % 12, rng.integers(4, 20, int(rng.integers(1, 3))), 2] for k in range(7)],
-            [np.r_[5, 6, 2], None, np.r_[7, 2]]]
-    kw = dict(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=64)
+    m, docs, kw = _two_documents()
     whole = translate_documents(m, docs, VOCAB, **kw)
     calls = []
     real = documents.beam_search
