@@ -2,7 +2,8 @@
 (≤ 400 lines; the dated measurements live in docs/journal/, which has no limit), README is a
 newcomer's page (≤ 220 lines), and every relative link of README, docs/ (journal included) and
 benchmarks/RESULTS.md (the journal's index) points to a file that exists — and, for a link into a
-Markdown file with ``#anchor``, to a heading of that file (GitHub's anchor rules)."""
+Markdown file with ``#anchor``, to a heading of that file (GitHub's anchor rules); their fenced code blocks close and are not
+empty (a doubled fence turns the block into prose)."""
 from __future__ import annotations
 
 import re
@@ -62,6 +63,26 @@ def broken_links(path: Path) -> list[str]:
     return bad
 
 
+def fence_faults(path: Path) -> list[str]:
+    """Fenced code blocks that do not render as meant: an empty one (a doubled fence, which leaves
+    the block it was to open as prose and the block's closing fence opening another) and one that
+    never closes. Each as ``line N: what``."""
+    faults, open_at = [], None
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines, 1):
+        if not re.match(r"^\s{0,3}(```|~~~)", line):
+            continue
+        if open_at is None:
+            open_at = i
+        else:
+            if open_at == i - 1:
+                faults.append(f"line {open_at}: an empty code block (a doubled fence?)")
+            open_at = None
+    if open_at is not None:
+        faults.append(f"line {open_at}: a code block that never closes")
+    return faults
+
+
 @pytest.mark.parametrize("path", sorted(DOCS.glob("*.md")), ids=lambda p: p.name)
 def test_a_reference_is_read_in_one_sitting(path):
     n = _lines(path)
@@ -86,3 +107,17 @@ def test_the_link_check_sees_a_broken_file_and_a_broken_anchor(tmp_path):
                  "[x](missing.md) [y](b.md#nowhere) [web](https://example.org/x.md)\n"
                  "```\n[fenced](also_missing.md)\n```\n", encoding="utf-8")
     assert broken_links(a) == ["missing.md (no such file)", "b.md#nowhere (no heading #nowhere)"]
+
+
+@pytest.mark.parametrize("path", LINKED, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_code_block_renders(path):
+    assert not fence_faults(path), f"{path.relative_to(REPO)}: {fence_faults(path)}"
+
+
+def test_the_fence_check_sees_a_doubled_and_an_unclosed_fence(tmp_path):
+    a = tmp_path / "a.md"
+    a.write_text("```\nok\n```\n\n```\n```\ntree/\n```\n```\n", encoding="utf-8")
+    assert fence_faults(a) == ["line 5: an empty code block (a doubled fence?)",
+                               "line 8: an empty code block (a doubled fence?)"]
+    a.write_text("```python\nx = 1\n```\n```\nopen\n", encoding="utf-8")
+    assert fence_faults(a) == ["line 4: a code block that never closes"]
