@@ -2,8 +2,8 @@
 (≤ 400 lines; the dated measurements live in docs/journal/, which has no limit), README is a
 newcomer's page (≤ 220 lines), and every relative link of README, docs/ (journal included) and
 benchmarks/RESULTS.md (the journal's index) points to a file that exists — and, for a link into a
-Markdown file with ``#anchor``, to a heading of that file (GitHub's anchor rules); their fenced code blocks close and are not
-empty (a doubled fence turns the block into prose)."""
+Markdown file with ``#anchor``, to a heading of that file (GitHub's anchor rules); their fenced
+code blocks close and are not empty (a doubled fence turns the block into prose)."""
 from __future__ import annotations
 
 import re
