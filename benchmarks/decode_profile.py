@@ -3,7 +3,7 @@
 
     python benchmarks/decode_profile.py -c CKPT [--prepared PREP] [--split test] [--lines 300]
         [--beam 5] [--threads 1] [--top 25] [--sort tottime] [--random-model YAML]
-        [--history-chunk auto] [--warmup-beam 0]
+        [--history-chunk auto] [--warmup-beam 1]
 
 The sentence model translates the first ``--lines`` lines of PREP/{split}.bpe.zh as one list
 (batches of 64, length-sorted, as ``doctrans translate``); a context model translates them as
@@ -71,7 +71,7 @@ def main() -> None:
     ap.add_argument("--sort", default="tottime")
     ap.add_argument("--history-chunk", default="auto", help="a target-side context model's pieces (auto | N; 0: whole "
                                                             "documents), as `doctrans translate --history-chunk`")
-    ap.add_argument("--warmup-beam", type=int, default=0, help="as `doctrans translate --warmup-beam`")
+    ap.add_argument("--warmup-beam", type=int, default=1, help="as `doctrans translate --warmup-beam`")
     a = ap.parse_args()
     set_threads(a.threads)
     prep = a.prepared

@@ -87,9 +87,10 @@ SECTIONS = (
                    "pieces decode side by side (0 = whole documents; auto = the shortest pieces, at least 8 lines, "
                    "that fill one batch of --batch-sentences). Faster on few long documents; a piece's first "
                    "line reads a warm-up translation made with less context. Both engines.")
-@click.option("--warmup-beam", type=NON_NEGATIVE, default=0, show_default=True, metavar="W",
+@click.option("--warmup-beam", type=NON_NEGATIVE, default=1, show_default=True, metavar="W",
               help="With history pieces (--history-chunk): the beam of the warm-up lines, whose translations "
-                   "are only the next lines' context (0 = --beam; 1 = greedy, faster). Both engines.")
+                   "are only the next lines' context (1 = greedy, the fastest: on the TVsub test 1 line of "
+                   "1,154 differs from 0 = --beam's, 3% less time). Both engines.")
 @click.option("--dp-generator", default="", help="Complete dropped pronouns in the input with this DP generator "
                                                  "(for models trained on +DP/+DPP sources, pipelines/dp/nmt_*.yaml); "
                                                  "A.pt:B.pt ensembles several.")

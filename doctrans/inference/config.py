@@ -25,7 +25,7 @@ class TranslateConfig:
     docs: str = ""                    # doc_id<TAB>position per input line: documents for a context model
     history_chunk: int | str = "auto"  # target-side context: documents as independent pieces of N lines (0 = whole;
                                        # auto: pieces that fill one batch, documents.history_chunk_for)
-    warmup_beam: int = 0              # history pieces: the warm-up lines' beam (0: --beam; 1: greedy)
+    warmup_beam: int = 1              # history pieces: the warm-up lines' beam (1: greedy; 0: --beam)
     # dropped pronouns (Wang 2019 thesis §4.3.3; docs/models.md §3.4): complete the input with a DP generator first
     dp_generator: str = ""            # DP generator checkpoint (doctrans train pipelines/dp/...)
     dp_input: str = "dp"              # dp: pronouns inserted; dpp: #DP# at detected positions

@@ -209,6 +209,28 @@ def test_target_context_warmup_beam_equals_native(tgt_concat, tmp_path):
     assert tr._loaded.translator.calls == 2 + 2 + 2         # the N = 2 warm-up steps searched apart
 
 
+def test_warm_up_lines_are_searched_greedily_by_default(tgt_concat, monkeypatch):
+    """``TranslateConfig().warmup_beam`` is 1: a piece's warm-up lines, whose translations are only
+    context, are searched greedily in calls of their own unless ``--warmup-beam`` says otherwise
+    (0 = the beam of the kept lines: one search per step)."""
+    from doctrans.inference import documents
+
+    beams = []
+    real = documents.beam_search
+
+    def spy(model_, batch, vocab, beam, *args, **kwargs):
+        beams.append(beam)
+        return real(model_, batch, vocab, beam, *args, **kwargs)
+
+    monkeypatch.setattr(documents, "beam_search", spy)
+    default = _tr(tgt_concat, beam=2, history_chunk=2).translate(LINES)
+    assert 1 in beams and 2 in beams
+    assert default == _tr(tgt_concat, beam=2, history_chunk=2, warmup_beam=1).translate(LINES)
+    beams.clear()
+    _tr(tgt_concat, beam=2, history_chunk=2, warmup_beam=0).translate(LINES)
+    assert set(beams) == {2}
+
+
 def test_cli_files_and_directories(concat, tmp_path):
     _ct2()
     out = _export(concat, tmp_path / "ct2")
