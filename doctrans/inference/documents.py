@@ -253,8 +253,10 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
     translations — at a piece's start the warm-up's, made with less context [I]; ``"auto"``: C
     chosen so the pieces fill one batch (``history_chunk_for``). ``warmup_beam`` W > 0: the
     warm-up sentences are searched with beam W instead of ``beam``, in batches of their own (their
-    translations are only context; W = 1 is greedy: 3% less time with the default document model,
-    docs/journal/2026-11-29-offset-continued.md); ``warmup``: per document, how many
+    translations are only context; W = 1 is greedy: 1.28× the sentence model's time instead of
+    1.33× with the default document model, docs/journal/2026-11-29-whole-corpus-rows.md; 0, this
+    function's default, keeps ``beam``, while ``TranslateConfig.warmup_beam`` — the CLI's and the
+    API's — is 1); ``warmup``: per document, how many
     of its first non-empty lines are warm-up (``in_history_pieces`` passes it; those lines are
     searched with ``warmup_beam`` and not reranked). Raises ValueError if the model
     reads no context, for ``rerank`` or ``given`` with a sub-document model (``context_block``),
