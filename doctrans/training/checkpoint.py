@@ -65,6 +65,9 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
     last path's config, vocabularies, text settings and state, no optimizer. Floating tensors
     are averaged in float64 and cast back; other tensors (integer buffers) come from the last.
 
+    Tensors that are one tensor in the last checkpoint (tied weights: the decoder embedding and
+    the output projection) are one tensor in the average, so it saves (and ships) at its size.
+
     Raises ValueError for no paths, or models whose parameter names or shapes differ (naming the
     first mismatch and the two files); load errors as ``load_checkpoint``.
     """
@@ -83,7 +86,14 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
                 raise ValueError(f"cannot average {p} with {paths[-1]}: {k} has shape "
                                  f"{tuple(m[k].shape)} vs {tuple(ref[k].shape)}")
             total[k] += m[k].double()
-    model = {k: (total[k] / len(paths)).to(v.dtype) if k in total else v for k, v in ref.items()}
+    model, first = {}, {}
+    for k, v in ref.items():
+        alias = (v.untyped_storage().data_ptr(), v.storage_offset(), tuple(v.shape), tuple(v.stride()))
+        if alias in first:                               # tied to an earlier key: the same tensor
+            model[k] = model[first[alias]]
+            continue
+        first[alias] = k
+        model[k] = (total[k] / len(paths)).to(v.dtype) if k in total else v
     out = {k: v for k, v in last.items() if k not in ("optimizer", "rng", "rng_ranks")}
     out["model"] = model
     out["averaged"] = [str(p) for p in paths]
