@@ -153,10 +153,12 @@ def half_weights(model: dict[str, torch.Tensor], source: str | Path = "") -> dic
     """``model`` (a state dict) with its floating-point tensors in fp16; tensors that share one
     storage (tied weights: the decoder embedding and the output projection) stay one tensor, so
     they are written once. Raises ValueError naming ``source`` and the key of a non-finite weight."""
+    from doctrans.runtime.checkpoint import storage_key
+
     out, done = {}, {}
     for k, v in model.items():
         if v.is_floating_point():
-            key = (v.untyped_storage().data_ptr(), v.storage_offset(), tuple(v.shape), tuple(v.stride()))
+            key = storage_key(v)
             if key not in done:
                 if not torch.isfinite(v).all():
                     raise ValueError(f"{source}: weight {k} is not finite; not shipping it")

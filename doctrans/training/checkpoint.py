@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from doctrans.config import from_dict, to_dict
-from doctrans.runtime.checkpoint import load_checkpoint
+from doctrans.runtime.checkpoint import load_checkpoint, storage_key
 
 # Config fields that may change when resuming (they do not change what an update computes).
 RESUME_MAY_CHANGE = {
@@ -75,7 +75,9 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
         raise ValueError("average_checkpoints: no checkpoints given")
     last = load_checkpoint(paths[-1])                   # one checkpoint in memory at a time
     ref = last["model"]
-    total = {k: v.double() for k, v in ref.items() if v.is_floating_point()}
+    first: dict[tuple, str] = {}
+    canon = {k: first.setdefault(storage_key(v), k) for k, v in ref.items()}   # tied keys → the first
+    total = {k: v.double() for k, v in ref.items() if canon[k] == k and v.is_floating_point()}
     for p in paths[:-1]:
         m = load_checkpoint(p)["model"]
         if set(m) != set(ref):
@@ -86,14 +88,8 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
                 raise ValueError(f"cannot average {p} with {paths[-1]}: {k} has shape "
                                  f"{tuple(m[k].shape)} vs {tuple(ref[k].shape)}")
             total[k] += m[k].double()
-    model, first = {}, {}
-    for k, v in ref.items():
-        alias = (v.untyped_storage().data_ptr(), v.storage_offset(), tuple(v.shape), tuple(v.stride()))
-        if alias in first:                               # tied to an earlier key: the same tensor
-            model[k] = model[first[alias]]
-            continue
-        first[alias] = k
-        model[k] = (total[k] / len(paths)).to(v.dtype) if k in total else v
+    mean = {k: (total[k] / len(paths)).to(ref[k].dtype) if k in total else ref[k] for k in set(canon.values())}
+    model = {k: mean[canon[k]] for k in ref}
     out = {k: v for k, v in last.items() if k not in ("optimizer", "rng", "rng_ranks")}
     out["model"] = model
     out["averaged"] = [str(p) for p in paths]
