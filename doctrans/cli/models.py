@@ -54,8 +54,11 @@ def models_show_cmd(name: str) -> None:
 @click.option("--dir", "root", default=None,
               help="The shipped-models directory [default: $DOCTRANS_SHIPPED_DIR or doctrans/shipped].")
 @click.option("--replace", is_flag=True, help="Replace a model already shipped under NAME.")
+@click.option("--recaser", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A recaser table (recaser.en.json of a prepared dataset) put inside the shipped file, for a "
+                   "checkpoint trained before doctrans learnt one (translate restores case with it).")
 def models_add_cmd(checkpoint: str, name: str, kind: str, card_file: str, summary: str, root: str | None,
-                   replace: bool) -> None:
+                   replace: bool, recaser: str | None) -> None:
     """Ship CHECKPOINT as NAME: its weights in fp16 without optimizer state (BPE codes and text
     settings stay inside) as NAME.pt, the card as NAME.md with the file's SHA-256 appended, and
     its entry in index.json. A name already shipped is refused unless --replace; a file over 30 MB
@@ -65,7 +68,8 @@ def models_add_cmd(checkpoint: str, name: str, kind: str, card_file: str, summar
     from doctrans.runtime.shipped import ship
 
     try:
-        model = ship(checkpoint, name, kind, Path(card_file).read_text(encoding="utf-8"), summary, root, replace)
+        model = ship(checkpoint, name, kind, Path(card_file).read_text(encoding="utf-8"), summary, root, replace,
+                     recaser=recaser)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"shipped {model.name} ({model.kind}): {model.path} ({model.bytes / 2**20:.1f} MiB, "

@@ -22,13 +22,17 @@ from doctrans.cli.options import NON_NEGATIVE, POSITIVE
 @click.option("--bpe-sample-lines", type=NON_NEGATIVE, default=500_000, show_default=True,
               help="Learn BPE on at most this many evenly spaced train lines (0 = all).")
 @click.option("--keep-case", is_flag=True, help="Do not lowercase (default: lowercase both sides).")
+@click.option("--recaser-min-count", type=NON_NEGATIVE, default=2, show_default=True,
+              help="Lowercased English target: learn OUT/recaser.en.json (restores case in translations) from "
+                   "the cased train targets, keeping words seen at least N times (0 = no recaser).")
 @click.option("--max-len", type=POSITIVE, default=80, show_default=True,
               help="Train only: drop pairs with a side over N tokens.")
 @click.option("--max-len-ratio", type=click.FloatRange(min=1.0), default=3.0, show_default=True,
               help="Train only: drop pairs whose token counts differ by more than this factor (≥ 1).")
 @click.option("--workers", type=NON_NEGATIVE, default=0, show_default=True, help="Processes (0 = all usable CPUs).")
 def preprocess_cmd(data_dir, train_dir, dev_prefix, dev_sgm, test_prefix, test_sgm, train_docs, out,
-                   bpe_merges, joint_bpe, bpe_sample_lines, keep_case, max_len, max_len_ratio, workers) -> None:
+                   bpe_merges, joint_bpe, bpe_sample_lines, keep_case, recaser_min_count, max_len, max_len_ratio,
+                   workers) -> None:
     """Tokenize, filter and BPE-encode a document-level zh-en corpus (TVsub by default).
 
     \b
@@ -40,6 +44,7 @@ def preprocess_cmd(data_dir, train_dir, dev_prefix, dev_sgm, test_prefix, test_s
       {split}.bpe.{zh,en}    the same after BPE ("@@ " joins units)
       {split}.docs           "doc_id<TAB>position" per line, position 0-based in the document
       train.target           1 = training target, 0 = filtered (kept as document context only)
+      recaser.en.json        the recaser a model trained on it carries (lowercased data only)
     Splits: train, dev, test. Every sentence of every document is kept (no gaps); only train
     is length-filtered, by marking lines 0 in train.target. Without --train-dir, paths come
     from --data-dir.
@@ -47,7 +52,8 @@ def preprocess_cmd(data_dir, train_dir, dev_prefix, dev_sgm, test_prefix, test_s
     from doctrans.data import preprocess
 
     settings = dict(train_docs=train_docs, bpe_merges=bpe_merges, joint_bpe=joint_bpe,
-                    bpe_sample_lines=bpe_sample_lines, lowercase=not keep_case, max_len=max_len,
+                    bpe_sample_lines=bpe_sample_lines, lowercase=not keep_case,
+                    recaser_min_count=recaser_min_count, max_len=max_len,
                     max_len_ratio=max_len_ratio)
     if workers:
         settings["workers"] = workers

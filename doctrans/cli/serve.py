@@ -26,6 +26,8 @@ from doctrans.cli.options import NON_NEGATIVE, POSITIVE, CheckpointParam, ensemb
 @click.option("--input-format", type=click.Choice(["raw", "tok", "bpe"]), default="raw", show_default=True,
               help="What requests send: raw Chinese text, segmented text, or BPE.")
 @click.option("--tokenized", is_flag=True, help="Answer with Moses-tokenized text instead of detokenized text.")
+@click.option("--recase", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
+              help="Restore the case of a lowercasing model's output with its recaser (as doctrans translate).")
 @click.option("--context-option", "context_options", multiple=True, metavar="KEY=VALUE",
               help="Change a context model's setting for this server (as doctrans translate).")
 @click.option("--max-lines", type=POSITIVE, default=256, show_default=True,
@@ -37,7 +39,7 @@ from doctrans.cli.options import NON_NEGATIVE, POSITIVE, CheckpointParam, ensemb
 @click.option("--source-lang", default="zh", show_default=True, help="The model's source language (LibreTranslate code).")
 @click.option("--target-lang", default="en", show_default=True, help="The model's target language.")
 def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port, engine, compute_type, quantize, device, threads, beam, lenpen, batch_sentences,
-              input_format, tokenized, context_options, max_lines, max_chars, max_body_bytes, source_lang,
+              input_format, tokenized, recase, context_options, max_lines, max_chars, max_body_bytes, source_lang,
               target_lang) -> None:
     """Load CHECKPOINT once and serve it over HTTP until SIGTERM / Ctrl-C (needs the server extra:
     pip install 'doctrans[serve]').
@@ -70,7 +72,7 @@ def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port,
         torch.set_num_threads(threads)
     cfg = TranslateConfig(checkpoint=checkpoint, engine=engine, compute_type=compute_type, quantize=quantize,
                           device=device, threads=threads, beam=beam, lenpen=lenpen, batch_sentences=batch_sentences,
-                          input_format=input_format, tokenized=tokenized, context_options=tuple(context_options),
+                          input_format=input_format, tokenized=tokenized, recase=recase, context_options=tuple(context_options),
                           **ensemble_settings(ensemble, ensemble_weights, ensemble_mode))
     translator = build_translator(cfg, dp_inputs)
     try:

@@ -11,7 +11,7 @@ SECTIONS = (
     ("Model and engine", ("checkpoint", "sentence", "ensemble", "ensemble_weights", "ensemble_mode", "engine",
                           "compute_type", "quantize", "shortlist", "device", "threads")),
     ("Input", ("input_", "input_format", "prepared", "encoding", "encoding_errors", "script", "max_source_len")),
-    ("Output", ("output", "tokenized", "output_format", "nbest", "nbest_out")),
+    ("Output", ("output", "tokenized", "recase", "output_format", "nbest", "nbest_out")),
     ("Subtitle files and streams", ("bilingual", "stream")),
     ("Search", ("beam", "lenpen", "max_len_ratio", "max_len_extra", "batch_sentences")),
     ("Documents and context models", ("docs", "history_chunk", "warmup_beam", "context_options", "explain_context", "explain_dir")),
@@ -62,6 +62,11 @@ SECTIONS = (
 @click.option("--input-format", type=click.Choice(["raw", "tok", "bpe"]), default="raw", show_default=True,
               help="raw: untokenized Chinese; tok: already segmented; bpe: already BPE-encoded.")
 @click.option("--tokenized", is_flag=True, help="Write Moses-tokenized output (BPE merged) instead of detokenized text.")
+@click.option("--recase", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
+              help="Restore the case of a lowercasing model's output (I, Ross, the first word of each sentence) "
+                   "with the recaser it carries (learnt by `doctrans preprocess` from the cased training "
+                   "targets, data/casing.py). auto: detokenized output only; yes: tokenized output too (an "
+                   "error for a model without one); no: lowercase, as the model writes it.")
 @click.option("--prepared", default="", help="Prepared dataset dir holding the BPE codes (default: the codes inside "
                                              "the checkpoint; for older checkpoints, the dataset it names).")
 @click.option("--threads", type=NON_NEGATIVE, default=0, show_default=True,
@@ -178,7 +183,7 @@ SECTIONS = (
                    "label; in [0, 1]). Tune it on dev with `doctrans score dp` as the external generator's "
                    "threshold [default: the model's model.reconstructor.dp_threshold].")
 def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mode, engine, compute_type, quantize, shortlist, input_, output, beam, lenpen, max_len_ratio, max_len_extra, batch_sentences,
-                  input_format, tokenized, prepared, threads, device, workers, group_lines, docs, dp_generator,
+                  input_format, tokenized, recase, prepared, threads, device, workers, group_lines, docs, dp_generator,
                   dp_input, dp_nbest, dp_combine, dp_weights, dp_docs, write_lattice, encoding_errors, resume,
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
                   history_chunk, warmup_beam,
@@ -188,9 +193,9 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
 
     The output has exactly as many lines as the input; an empty input line gives an empty
     output line; an over-long line is split, translated in pieces and joined (with a warning).
-    Output is BPE-merged and Moses-detokenized unless --tokenized, and lowercase unless the
-    data was prepared with `doctrans preprocess --keep-case` (case is not restored; the TVsub
-    references are lowercase too). An SGML input (.sgm, .sgml,
+    Output is BPE-merged and Moses-detokenized unless --tokenized. A model trained on lowercased
+    data (the default, as TVsub's references) writes lowercase; its recaser restores the case of
+    detokenized output (--recase; scores are case-insensitive). An SGML input (.sgm, .sgml,
     .xml) is read as its first system's segments and gives plain text, one line per segment,
     unless --output-format sgml. The checkpoint carries its BPE codes, so it translates from
     any directory.
@@ -238,7 +243,7 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
     translate(TranslateConfig(checkpoint=checkpoint, **models, input=input_, output=output, beam=beam, lenpen=lenpen,
                         max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
                         batch_sentences=batch_sentences, input_format=input_format,
-                        tokenized=tokenized, prepared=prepared, threads=threads, device=device, docs=docs,
+                        tokenized=tokenized, recase=recase, prepared=prepared, threads=threads, device=device, docs=docs,
                         dp_generator=dp_generator,
                         dp_input=dp_input, dp_nbest=dp_nbest, dp_combine=dp_combine, dp_weights=dp_weights,
                         dp_docs=dp_docs, write_lattice=write_lattice, encoding_errors=encoding_errors,

@@ -9,6 +9,9 @@ Output layout (the trainer and translator depend on it)::
     OUT/{split}.bpe.{src,tgt}      after BPE
     OUT/{split}.docs               "doc_id<TAB>position", line-aligned with the text files
     OUT/train.target               "1" (a training target) or "0" (filtered: context only) per line
+    OUT/recaser.{tgt}.json         with lowercasing (the default) and an English target: the table that
+                                   restores case in translations (``data/casing.py``), learnt from the
+                                   cased tokenized train targets (the training lines, before the filter)
 
 Splits are ``train`` (required), ``dev`` and ``test`` (optional). Every split keeps every
 sentence of every document, in document order, so line k+1 is the next sentence of line k's
@@ -47,9 +50,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from doctrans.data.casing import Recaser
 from doctrans.data.corpus import Sentence, read_doc_dir, read_sgml_aligned
 from doctrans.data.heldout import TVSUB_HELD_OUT
-from doctrans.data.text import LANGUAGES, TextProcessor, codes_path
+from doctrans.data.text import LANGUAGES, TextProcessor, codes_path, recaser_path
 from doctrans.utils import bars_off
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, remove_stale_temps, temp_name_prefix
 
@@ -84,6 +88,8 @@ class PreprocessConfig:
     joint_bpe: bool = False            # one set of codes learnt on both sides
     bpe_sample_lines: int = 500_000    # learn BPE on at most this many train lines; 0 = all
     lowercase: bool = True             # lowercase both sides after tokenization
+    recaser_min_count: int = 2         # lowercase + English target: learn recaser.en.json from the train
+                                       # targets (words seen at least this often); 0 = no recaser
     max_len: int = 80                  # train only: max tokens per side (before BPE)
     max_len_ratio: float = 3.0         # train only: max longer/shorter token-count ratio
     workers: int = field(default_factory=_default_workers)  # processes
@@ -96,6 +102,8 @@ class PreprocessConfig:
         for split in ("dev", "test"):
             if (getattr(self, f"{split}_prefix") is None) != (getattr(self, f"{split}_sgm") is None):
                 raise ValueError(f"{split}_prefix and {split}_sgm must be given together")
+        if self.recaser_min_count < 0:
+            raise ValueError(f"recaser_min_count must be >= 0, got {self.recaser_min_count}")
         for name in ("bpe_merges", "max_len", "workers", "chunk_lines"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -387,12 +395,29 @@ def write_vocab(out: Path, lang: str, lines: list[str]) -> None:
 # --- stage ----------------------------------------------------------------------------------
 
 
-def _tokenize_splits(workers: Workers, raw: list[Split], cfg: PreprocessConfig) -> list[Split]:
-    columns = {(s.name, side): (lang, cfg.lowercase, getattr(s, side))
+def wants_recaser(cfg: PreprocessConfig) -> bool:
+    """Whether preprocess learns a recaser: lowercased data, an English target, min count ≥ 1."""
+    return cfg.lowercase and cfg.tgt == "en" and cfg.recaser_min_count > 0
+
+
+def _tokenize_splits(workers: Workers, raw: list[Split], cfg: PreprocessConfig) -> tuple[list[Split], Recaser | None]:
+    """Tokenized splits, and the recaser learnt from the train targets (``wants_recaser``). The
+    train targets are then tokenized cased and lowercased here: ``tokenize_en`` lowercases after
+    tokenizing, so the lines are the same as tokenizing them lowercased."""
+    recase = wants_recaser(cfg)
+    columns = {(s.name, side): (lang, cfg.lowercase and not (recase and (s.name, side) == ("train", "tgt")),
+                                getattr(s, side))
                for s in raw for side, lang in (("src", cfg.src), ("tgt", cfg.tgt))}
     out = map_lines(workers, _tokenize_job, columns, cfg.chunk_lines, "tokenize")
+    recaser = None
+    if recase:
+        t0 = time.monotonic()
+        recaser = Recaser.learn(out["train", "tgt"], cfg.tgt, cfg.recaser_min_count)
+        logger.info("recaser: %d words with a capital (seen >= %d times) from %d train targets in %.1f s",
+                    len(recaser), cfg.recaser_min_count, recaser.lines, time.monotonic() - t0)
+        out["train", "tgt"] = [line.lower() for line in out["train", "tgt"]]
     return [Split(s.name, s.source, s.doc_ids, s.positions, out[s.name, "src"], out[s.name, "tgt"])
-            for s in raw]
+            for s in raw], recaser
 
 
 def _bpe_splits(workers: Workers, tok: list[Split], codes: dict[str, Path], cfg: PreprocessConfig) -> list[Split]:
@@ -457,7 +482,7 @@ def _move_in(staging: Path, out: Path) -> None:
 
 def _build(cfg: PreprocessConfig, out: Path, t0: float) -> None:
     with Workers(cfg.workers) as workers:
-        tok = _tokenize_splits(workers, read_splits(cfg), cfg)  # raw text freed afterwards
+        tok, recaser = _tokenize_splits(workers, read_splits(cfg), cfg)  # raw text freed afterwards
         targets, filter_stats = filter_train(tok[0], cfg)
         codes = learn_codes(workers, tok[0].subset(targets), cfg, out)
         bpe = _bpe_splits(workers, tok, codes, cfg)
@@ -467,6 +492,9 @@ def _build(cfg: PreprocessConfig, out: Path, t0: float) -> None:
     train_bpe = bpe[0].subset(targets)
     write_vocab(out, cfg.src, train_bpe.src)
     write_vocab(out, cfg.tgt, train_bpe.tgt)
+    if recaser is not None:
+        atomic_write_text(out / recaser_path("", cfg.tgt),
+                          json.dumps(recaser.to_dict(), indent=0, ensure_ascii=False) + "\n")
     meta = _meta(cfg, tok, filter_stats)
     atomic_write_text(out / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False, default=str) + "\n")
     logger.info("prepared dataset %s in %.1f s (%s)", cfg.out, time.monotonic() - t0,

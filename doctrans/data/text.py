@@ -30,6 +30,8 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from doctrans.data.casing import Recaser
+
 logger = logging.getLogger(__name__)
 
 LANGUAGES = ("zh", "en")
@@ -152,11 +154,17 @@ def codes_path(prepared_dir: str | Path, lang: str, joint: bool) -> Path:
     return Path(prepared_dir) / ("bpe.codes.joint" if joint else f"bpe.codes.{lang}")
 
 
+def recaser_path(prepared_dir: str | Path, lang: str) -> Path:
+    """Where a prepared dataset keeps the recaser of ``lang`` (``data/casing.py``), if it has one."""
+    return Path(prepared_dir) / f"recaser.{lang}.json"
+
+
 class TextProcessor:
     """Raw text of one language ↔ the BPE token strings the model reads and writes.
 
     ``tokenize`` (normalise, segment/tokenize, lowercase) then ``apply_bpe`` give ``encode``;
-    ``merge_bpe`` then ``detokenize`` go back. Built with ``from_prepared`` for the exact
+    ``merge_bpe`` then ``detokenize`` go back; ``recase`` restores the case of lowercased output
+    when the processor has a ``recaser`` (``data/casing.py``). Built with ``from_prepared`` for the exact
     settings a prepared dataset was made with, or with ``from_settings`` for those a checkpoint
     carries (``settings()``). Without codes only ``tokenize`` and the
     reverse steps work (preprocess tokenizes before it has learnt BPE).
@@ -165,25 +173,30 @@ class TextProcessor:
     SETTINGS_VERSION = 1
 
     def __init__(self, lang: str, lowercase: bool = True, bpe_codes: str | Path | None = None,
-                 bpe_codes_text: str | None = None):
+                 bpe_codes_text: str | None = None, recaser: Recaser | None = None):
         if lang not in LANGUAGES:
             raise ValueError(f"unsupported language {lang!r}; supported: {', '.join(LANGUAGES)}")
         self.lang = lang
         self.lowercase = lowercase
         self.bpe_codes = str(bpe_codes) if bpe_codes is not None else None
         self.bpe_codes_text = bpe_codes_text      # the codes themselves (from a checkpoint)
+        self.recaser = recaser
 
     def settings(self) -> dict:
         """Everything ``from_settings`` needs, as primitive types (checkpoints store it, so a model
-        translates without its prepared dataset): language, lowercasing, the BPE codes' text.
-        Raises RuntimeError when built without codes."""
+        translates without its prepared dataset): language, lowercasing, the BPE codes' text, and
+        the recaser's table when there is one (``recaser``; absent otherwise, as in checkpoints
+        of doctrans before it). Raises RuntimeError when built without codes."""
         if self.bpe_codes_text is None and self.bpe_codes is None:
             raise RuntimeError("TextProcessor has no BPE codes (build it with from_prepared)")
         text = self.bpe_codes_text
         if text is None:
             text = Path(self.bpe_codes).read_text(encoding="utf-8")
-        return {"version": self.SETTINGS_VERSION, "lang": self.lang, "lowercase": bool(self.lowercase),
-                "bpe_codes": text}
+        out = {"version": self.SETTINGS_VERSION, "lang": self.lang, "lowercase": bool(self.lowercase),
+               "bpe_codes": text}
+        if self.recaser is not None:
+            out["recaser"] = self.recaser.to_dict()
+        return out
 
     @classmethod
     def from_settings(cls, settings: dict) -> TextProcessor:
@@ -195,7 +208,9 @@ class TextProcessor:
         missing = [k for k in ("lang", "lowercase", "bpe_codes") if k not in settings]
         if missing:
             raise ValueError(f"text settings lack {', '.join(missing)}")
-        return cls(settings["lang"], lowercase=settings["lowercase"], bpe_codes_text=settings["bpe_codes"])
+        recaser = Recaser.from_dict(settings["recaser"], "text settings") if settings.get("recaser") else None
+        return cls(settings["lang"], lowercase=settings["lowercase"], bpe_codes_text=settings["bpe_codes"],
+                   recaser=recaser)
 
     @classmethod
     def from_prepared(cls, prepared_dir: str | Path, lang: str) -> TextProcessor:
@@ -214,7 +229,9 @@ class TextProcessor:
         codes = codes_path(prepared_dir, lang, meta["bpe"]["joint"])
         if not codes.is_file():
             raise FileNotFoundError(f"BPE codes {codes} missing")
-        return cls(lang, lowercase=meta["lowercase"], bpe_codes=codes)
+        recaser = recaser_path(prepared_dir, lang)
+        return cls(lang, lowercase=meta["lowercase"], bpe_codes=codes,
+                   recaser=Recaser.load(recaser) if recaser.is_file() else None)
 
     def tokenize(self, lines: Iterable[str]) -> list[str]:
         """Normalise and segment (zh) or Moses-tokenize (en); lowercase if configured."""
@@ -261,6 +278,13 @@ class TextProcessor:
         if self.lang != "en":
             raise ValueError(f"detokenize is only defined for 'en', not {self.lang!r}")
         return detokenize_en(lines)
+
+    def recase(self, tok_lines: Sequence[str]) -> list[str]:
+        """Tokenized (BPE-merged) lowercase lines → the same tokens in their usual case
+        (``Recaser.recase``). Raises RuntimeError when the processor has no recaser."""
+        if self.recaser is None:
+            raise RuntimeError(f"TextProcessor({self.lang!r}) has no recaser")
+        return self.recaser.recase(tok_lines)
 
     def __repr__(self) -> str:
         codes = self.bpe_codes if self.bpe_codes_text is None else f"<{len(self.bpe_codes_text)} chars>"

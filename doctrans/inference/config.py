@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from doctrans.inference.collection import GROUP_LINES
 
 
+RECASE = ("auto", "yes", "no")     # TranslateConfig.recase
+
+
 @dataclass(frozen=True)
 class TranslateConfig:
     checkpoint: str
@@ -19,6 +22,9 @@ class TranslateConfig:
     batch_sentences: int = 64
     input_format: str = "raw"         # raw | tok (segmented, not BPE) | bpe
     tokenized: bool = False           # write tokenized (not detokenized) output
+    recase: str = "auto"              # restore the case of a lowercasing model's output (data/casing.py): auto
+                                      # (detokenized output, when the model has a recaser) | yes (also tokenized;
+                                      # an error without a recaser) | no
     prepared: str = ""                # dataset dir with the BPE codes; default: the checkpoint's
     threads: int = 0
     device: str = "auto"              # auto (cuda when available) | cpu | cuda

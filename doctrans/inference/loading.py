@@ -33,7 +33,7 @@ def text_processors(ckpt: dict, path: str, prepared: str = "") -> tuple[TextProc
     langs = [exp.data.src_suffix.split(".")[-1], exp.data.tgt_suffix.split(".")[-1]]
     text = ckpt.get("text")
     if not prepared and isinstance(text, dict) and {"src", "tgt"} <= set(text):
-        return TextProcessor.from_settings(text["src"]), TextProcessor.from_settings(text["tgt"])
+        return TextProcessor.from_settings(text["src"]), with_recaser(TextProcessor.from_settings(text["tgt"]), path)
     where = prepared or ckpt.get("prepared", "")
     try:
         return TextProcessor.from_prepared(where, langs[0]), TextProcessor.from_prepared(where, langs[1])
@@ -44,6 +44,16 @@ def text_processors(ckpt: dict, path: str, prepared: str = "") -> tuple[TextProc
             f"{path} carries no BPE codes or text settings (saved by an older doctrans) and the dataset it "
             f"names, {where!r}, is not usable here ({e}): pass --prepared DIR, the prepared dataset it was "
             f"trained on") from None
+
+
+def with_recaser(proc: TextProcessor, path: str) -> TextProcessor:
+    """``proc``, given the recaser of the shipped model ``path`` is (``runtime.shipped.recaser_for``)
+    when it carries none of its own and lowercases."""
+    if proc.recaser is None and proc.lowercase:
+        from doctrans.runtime.shipped import recaser_for
+
+        proc.recaser = recaser_for(path)
+    return proc
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import torch
 
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
-from doctrans.inference.config import TranslateConfig
+from doctrans.inference.config import RECASE, TranslateConfig
 from doctrans.inference.decode import decode_corpus
 from doctrans.inference.loading import LoadedModel, load_model
 from doctrans.inference.long_lines import split_long_lines
@@ -62,6 +62,8 @@ class Translator:
                              f"batch {cfg.batch_sentences}")
         if cfg.input_format not in ("raw", "tok", "bpe"):
             raise ValueError(f"input_format must be raw, tok or bpe, got {cfg.input_format!r}")
+        if cfg.recase not in RECASE:
+            raise ValueError(f"recase must be one of {', '.join(RECASE)}, got {cfg.recase!r}")
         if loaded is not None and loaded.key != LoadedModel.key_of(cfg):
             raise ValueError(f"this loaded model is {loaded.key}, the config asks for {LoadedModel.key_of(cfg)}")
         if cfg.dp_generator and inputs.transform is None:
@@ -76,6 +78,9 @@ class Translator:
         if cfg.nbest and self._loaded.reads_documents:
             raise ValueError(f"--nbest is for sentence-level models; {cfg.checkpoint} is a context model, whose "
                              "documents are translated with their 1-best context: translate without --nbest")
+        if cfg.recase == "yes" and self._loaded.tgt_proc.recaser is None:
+            raise ValueError(f"--recase yes: {cfg.checkpoint} carries no recaser (a model trained on data prepared "
+                             "before doctrans learnt one, or with --keep-case): translate with --recase auto or no")
         if self._loaded.protect_dp and cfg.input_format == "tok" and not inputs.protect:
             raise ValueError(f"{cfg.checkpoint} was trained with data.bpe_protect_dp: tok input needs the DP "
                              "tokens BPE keeps whole (doctrans.dp.apply.dp_inputs(cfg), as the CLI gives)")
@@ -285,9 +290,20 @@ class Translator:
             limit, at, progress, doc_ids,
             partial(self._translate_documents, bpe, nonempty, doc_ids, limit, at, progress))
 
+    @property
+    def recases(self) -> bool:
+        """Whether the output is recased (``cfg.recase``: yes; auto: detokenized output of a
+        lowercasing model that carries a recaser)."""
+        proc, mode = self.tgt_proc, self.cfg.recase
+        return mode == "yes" or (mode == "auto" and not self.cfg.tokenized and proc.lowercase
+                                 and proc.recaser is not None)
+
     def _postprocess(self, hyps: list[str]) -> list[str]:
-        """BPE 1-best strings → output text: BPE merged, then detokenized unless ``tokenized``."""
+        """BPE 1-best strings → output text: BPE merged, recased (``recases``), then detokenized
+        unless ``tokenized``."""
         merged = [self.tgt_proc.merge_bpe(h) for h in hyps]
+        if self.recases:
+            merged = self.tgt_proc.recase(merged)
         return merged if self.cfg.tokenized else self.tgt_proc.detokenize(merged)
 
     def _translate_documents(self, bpe: dict[int, str], nonempty: list[int], doc_ids: list[str] | None,

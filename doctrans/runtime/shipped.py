@@ -2,11 +2,14 @@
 
 Layout (``SHIPPED_DIR`` = ``doctrans/shipped/``, installed as package data)::
 
-    index.json      {"models": [{"name", "kind", "file", "sha256", "bytes", "card", "summary"}, …]}
+    index.json      {"models": [{"name", "kind", "file", "sha256", "bytes", "card", "summary"[, "recaser"]}, …]}
     NAME.pt         a doctrans checkpoint (``runtime/checkpoint.py``) with fp16 weights, its BPE
                     codes and text settings inside (``text``), no optimizer state
     NAME.md         the model card: data, recipe and config, commit, updates, CPU-hours, test
                     BLEU, DP recall, pronoun count, CXMI, known limits
+    *.recaser.json  a recaser table (``data/casing.py``) that entries name in ``recaser``: for
+                    checkpoints shipped before doctrans learnt recasers (a newer checkpoint
+                    carries its own in its text settings); ``recaser_for`` finds it at load time
 
 ``kind`` is ``"sentence"`` (a sentence-level model) or ``"document"`` (a context model; the
 default of ``doctrans translate`` without ``-c``). At most one model of each kind is the default:
@@ -50,6 +53,7 @@ class ShippedModel:
     card: str                       # NAME.md, relative to root
     summary: str                    # one line: what it is and what it scores
     root: str = ""
+    recaser: str = ""               # a recaser table beside it for a checkpoint without one ("" = none)
 
     @property
     def path(self) -> Path:
@@ -130,11 +134,26 @@ def resolve(spec: str | None, kind: str = "document", root: str | Path | None = 
     return spec
 
 
-def make_shippable(checkpoint: str | Path, out: str | Path) -> dict:
+def recaser_for(checkpoint: str | Path, root: str | Path | None = None):
+    """The recaser (``data.casing.Recaser``) the index of ``root`` (``shipped_dir()`` by default)
+    gives the shipped file ``checkpoint`` is, or None (not a shipped file, or no ``recaser``).
+    Raises FileNotFoundError / ValueError naming a recaser file the index names that is
+    missing or not a recaser table."""
+    from doctrans.data.casing import Recaser
+
+    path = Path(checkpoint).resolve()
+    for m in shipped_models(root):
+        if m.recaser and m.path.resolve() == path:
+            return Recaser.load(Path(m.root) / m.recaser)
+    return None
+
+
+def make_shippable(checkpoint: str | Path, out: str | Path, recaser: str | Path | None = None) -> dict:
     """Write ``checkpoint`` as a shippable file at ``out``: floating-point weights in fp16, no
     optimizer state or RNG; vocabularies, text settings (BPE codes), config and training state
-    kept. Returns {"sha256", "bytes", "params"}. Raises ValueError for a checkpoint without
-    ``text`` (it could not translate without its dataset) or with non-finite weights."""
+    kept; ``recaser`` (a table ``data/casing.py`` wrote) goes into the target side's text settings.
+    Returns {"sha256", "bytes", "params"}. Raises ValueError for a checkpoint without ``text``
+    (it could not translate without its dataset) or with non-finite weights."""
     from doctrans.runtime.checkpoint import load_checkpoint
     from doctrans.utils.io import atomic_torch_save
 
@@ -143,6 +162,11 @@ def make_shippable(checkpoint: str | Path, out: str | Path) -> dict:
         raise ValueError(f"{checkpoint} has no text settings (BPE codes): it would not translate on its own")
     weights = half_weights(ckpt["model"], checkpoint)
     keep = {k: v for k, v in ckpt.items() if k not in ("optimizer", "rng", "rng_ranks", "model")}
+    if recaser is not None:
+        from doctrans.data.casing import Recaser
+
+        table = Recaser.load(recaser).to_dict()
+        keep["text"] = {**keep["text"], "tgt": {**keep["text"]["tgt"], "recaser": table}}
     atomic_torch_save({**keep, "model": weights, "shipped": True}, out)
     unique = {v.untyped_storage().data_ptr(): v.numel() for v in weights.values() if v.is_floating_point()}
     params = sum(unique.values())                                   # tied tensors counted once
@@ -182,10 +206,11 @@ def register(root: str | Path, model: ShippedModel) -> None:
 
 
 def ship(checkpoint: str | Path, name: str, kind: str, card: str, summary: str,
-         root: str | Path | None = None, replace: bool = False, max_mb: float = 30.0) -> ShippedModel:
+         root: str | Path | None = None, replace: bool = False, max_mb: float = 30.0,
+         recaser: str | Path | None = None) -> ShippedModel:
     """Ship ``checkpoint`` as ``NAME``: ``root/NAME.pt`` (``make_shippable``: fp16, no optimizer),
     ``root/NAME.md`` = ``card`` (markdown) followed by a "File" section (SHA-256, bytes,
-    parameters), and its ``index.json`` entry (``register``). Raises ValueError for an unknown
+    parameters), and its ``index.json`` entry (``register``); ``recaser``: a table put inside it. Raises ValueError for an unknown
     ``kind``, a name that is not a plain file stem, a name already shipped without ``replace``
     (a shipped model is replaced only when asked), or a file over ``max_mb`` MB (removed again)."""
     root = Path(root) if root is not None else shipped_dir()
@@ -197,7 +222,7 @@ def ship(checkpoint: str | Path, name: str, kind: str, card: str, summary: str,
         raise ValueError(f"{name} is already shipped in {root}: pass replace=True (--replace) to replace it")
     root.mkdir(parents=True, exist_ok=True)
     out = root / f"{name}.pt"
-    info = make_shippable(checkpoint, out)
+    info = make_shippable(checkpoint, out, recaser)
     if info["bytes"] > max_mb * 1e6:
         out.unlink()
         raise ValueError(f"{checkpoint}: {info['bytes'] / 1e6:.1f} MB in fp16, over the {max_mb:g} MB a shipped "

@@ -141,6 +141,26 @@ def test_parallel_equals_sequential(tmp_path, toy_corpus):
     assert not [p for p in par.iterdir() if ".tmp" in p.name]
 
 
+def test_recaser_is_learnt_from_the_cased_targets_and_changes_no_prepared_line(tmp_path, toy_corpus):
+    """The train targets are tokenized cased (for the recaser) and lowercased afterwards: every
+    prepared file is byte-identical to a run without a recaser, which tokenizes them lowercased."""
+    _write(Path(toy_corpus["train_dir"]) / "1.en", ["so I saw Ross .", "and I met Ross ."])
+    _write(Path(toy_corpus["train_dir"]) / "1.zh", ["我 看见 罗斯", "我 见 罗斯"])
+    cased = run(PreprocessConfig(out=str(tmp_path / "cased"), workers=1, **toy_corpus))
+    plain = run(PreprocessConfig(out=str(tmp_path / "plain"), workers=1, recaser_min_count=0, **toy_corpus))
+    assert {p.name for p in cased.iterdir()} == {p.name for p in plain.iterdir()} | {"recaser.en.json"}
+    for f in sorted(p.name for p in plain.iterdir() if p.name != "meta.json"):
+        assert (cased / f).read_bytes() == (plain / f).read_bytes(), f
+    assert "so i saw ross ." in (cased / "train.tok.en").read_text(encoding="utf-8")
+    table = json.loads((cased / "recaser.en.json").read_text(encoding="utf-8"))
+    assert table["best"] == {"i": "I", "ross": "Ross"} and table["lines"] == 7
+    proc = TextProcessor.from_prepared(cased, "en")
+    assert proc.recase(["i saw ross ."]) == ["I saw Ross ."] and proc.settings()["recaser"] == table
+    assert TextProcessor.from_prepared(cased, "zh").recaser is None
+    kept = run(PreprocessConfig(out=str(tmp_path / "kept"), workers=1, lowercase=False, **toy_corpus))
+    assert not (kept / "recaser.en.json").exists()
+
+
 def test_a_failed_rerun_keeps_the_finished_dataset(tmp_path, toy_corpus):
     """Issue 50 item 6: the new dataset is built beside the old one and moved in when complete,
     so a failed (or killed) rerun leaves the finished dataset as it was, and no staging files."""

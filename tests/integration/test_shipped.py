@@ -106,6 +106,7 @@ def test_each_shipped_model_is_its_card_and_translates(model: ShippedModel):
     assert model.sha256 in card, f"{model.card_path} does not name the file's SHA-256"
     out = Translator.load(str(path)).translate_sentences(["谢谢。", "", "他来了。"])
     assert len(out) == 3 and out[1] == "" and out[0] and out[2]
+    assert out[0][0].isupper() and out[2][0].isupper(), f"{model.name} writes lowercase: no recaser ({out})"
 
 
 def test_models_command_lists_and_shows(tmp_path, tiny_checkpoint, monkeypatch):
@@ -179,3 +180,67 @@ def test_models_add_ships_with_card_checksum_and_refuses_replacing_unasked(tmp_p
     res = CliRunner().invoke(cli, ["models", "add", str(tiny_checkpoint), "--name", "../x", "--kind", "sentence",
                                    "--card", str(card), "--summary", "s"])
     assert res.exit_code != 0 and "model name" in res.output
+
+
+# --- recasing (data/casing.py): from the checkpoint's text settings or the shipped index ---------
+
+TABLE = {"version": 1, "lang": "en", "lines": 0, "min_count": 1, "best": {f"v{i}": f"V{i}" for i in range(0, 30, 2)}}
+
+
+def _expected_recased(line: str) -> str:
+    words = [TABLE["best"].get(w, w) for w in line.split()]
+    return " ".join([words[0][:1].upper() + words[0][1:], *words[1:]]) if words else ""
+
+
+def test_a_recaser_in_the_checkpoint_restores_case_of_detokenized_output(tmp_path, tiny_checkpoint):
+    from doctrans.api import Translator
+
+    ckpt = torch.load(tiny_checkpoint, weights_only=True)
+    assert "recaser" not in ckpt["text"]["tgt"]
+    ckpt["text"]["tgt"]["recaser"] = TABLE
+    torch.save(ckpt, tmp_path / "cased.pt")
+    lines = ["w1 w2 w3", "", "w4 w5 w6 w8"]
+    lower = Translator.load(str(tiny_checkpoint)).translate_sentences(lines)
+    assert all(x == x.lower() for x in lower) and lower[0]
+    cased = Translator.load(str(tmp_path / "cased.pt")).translate_sentences(lines)
+    assert cased == [_expected_recased(x) for x in lower] and cased != lower
+    assert Translator.load(str(tmp_path / "cased.pt"), recase="no").translate_sentences(lines) == lower
+    assert Translator.load(str(tmp_path / "cased.pt"), tokenized=True).translate_sentences(lines) == lower
+    assert Translator.load(str(tmp_path / "cased.pt"), tokenized=True, recase="yes").translate_sentences(lines) == cased
+    with pytest.raises(ValueError, match="--recase yes: .* carries no recaser"):
+        Translator.load(str(tiny_checkpoint), recase="yes")
+    with pytest.raises(ValueError, match="recase must be one of auto, yes, no"):
+        Translator.load(str(tmp_path / "cased.pt"), recase="maybe")
+
+
+def test_a_shipped_checkpoint_without_one_gets_the_recaser_its_index_names(tmp_path, tiny_checkpoint, monkeypatch):
+    from click.testing import CliRunner
+
+    from doctrans.api import Translator
+    from doctrans.cli import cli
+
+    root = tmp_path / "shipped"
+    root.mkdir()
+    model = _ship(root, tiny_checkpoint, "tiny-sentence", "sentence")
+    lines = ["w1 w2 w3", "w4 w5 w6 w8"]
+    lower = Translator.load(str(model.path)).translate_sentences(lines)
+    (root / "tiny.recaser.json").write_text(json.dumps(TABLE), encoding="utf-8")
+    shipped.register(root, ShippedModel(**{**model.__dict__, "recaser": "tiny.recaser.json"}))
+    monkeypatch.setenv("DOCTRANS_SHIPPED_DIR", str(root))
+    assert shipped.recaser_for(model.path).best == TABLE["best"] and shipped.recaser_for(tiny_checkpoint) is None
+    assert Translator.load(str(model.path)).translate_sentences(lines) == [_expected_recased(x) for x in lower]
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for flags, want in (([], [_expected_recased(x) for x in lower]), (["--recase", "no"], lower)):
+        res = CliRunner().invoke(cli, ["translate", "--sentence", "-i", str(src), "-o", str(tmp_path / "o.txt"), *flags])
+        assert res.exit_code == 0, res.output
+        assert (tmp_path / "o.txt").read_text(encoding="utf-8").splitlines() == want
+    # models add --recaser puts the table inside the shipped file (no index entry needed)
+    card = tmp_path / "card.md"
+    card.write_text("# tiny\n", encoding="utf-8")
+    res = CliRunner().invoke(cli, ["models", "add", str(tiny_checkpoint), "--name", "tiny-cased", "--kind", "sentence",
+                                   "--card", str(card), "--summary", "s", "--recaser", str(root / "tiny.recaser.json")])
+    assert res.exit_code == 0, res.output
+    inside = torch.load(root / "tiny-cased.pt", weights_only=True)["text"]["tgt"]["recaser"]
+    assert inside["best"] == TABLE["best"] and shipped.find("tiny-cased").recaser == ""
+    assert Translator.load(str(root / "tiny-cased.pt")).translate_sentences(lines) == [_expected_recased(x) for x in lower]
