@@ -28,12 +28,17 @@ def text_processors(ckpt: dict, path: str, prepared: str = "") -> tuple[TextProc
     """Source and target ``TextProcessor`` of a checkpoint: from the settings it carries
     (``text``, doctrans ≥ issue 18), or from a prepared dataset — ``prepared`` when given (it
     overrides the checkpoint's), else the dataset path stored by an older checkpoint. Raises
-    FileNotFoundError naming what is missing and how to supply it."""
+    FileNotFoundError naming what is missing and how to supply it, ValueError naming ``path`` for
+    text settings this doctrans cannot read (a newer version, a malformed recaser table)."""
     exp = config_of(ckpt)
     langs = [exp.data.src_suffix.split(".")[-1], exp.data.tgt_suffix.split(".")[-1]]
     text = ckpt.get("text")
     if not prepared and isinstance(text, dict) and {"src", "tgt"} <= set(text):
-        return TextProcessor.from_settings(text["src"]), with_recaser(TextProcessor.from_settings(text["tgt"]), path)
+        try:
+            src, tgt = TextProcessor.from_settings(text["src"]), TextProcessor.from_settings(text["tgt"])
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+        return src, with_recaser(tgt, path)
     where = prepared or ckpt.get("prepared", "")
     try:
         return TextProcessor.from_prepared(where, langs[0]), TextProcessor.from_prepared(where, langs[1])

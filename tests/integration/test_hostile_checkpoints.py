@@ -44,8 +44,10 @@ def _set_d_ff(ck, value):
     (lambda ck: ck.update(vocab={"src": None, "tgt": []}), "'vocab' must hold"),
     (lambda ck: ck.update(kind="dp_generator"), "not a translation model"),
     (lambda ck: ck["model"].pop(next(iter(ck["model"]))), "do not match its config.*missing"),
+    (lambda ck: ck["text"]["tgt"].update(version=9), "text settings version 9 is newer"),
+    (lambda ck: ck["text"]["tgt"].update(recaser={"best": "I"}), "not a recaser table"),
 ], ids=["text-none", "text-fields-none", "d_ff-float", "d_ff-huge", "version-new", "version-none", "vocab",
-        "kind", "missing-tensor"])
+        "kind", "missing-tensor", "text-version-new", "recaser"])
 def test_a_tampered_checkpoint_is_refused_naming_the_file(trained, tmp_path, change, message):
     bad = _tampered(trained, tmp_path, change)
     with pytest.raises(ValueError, match=message) as e:
