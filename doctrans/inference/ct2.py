@@ -185,8 +185,11 @@ class CT2Model:
                                              intra_threads=n_threads)
         log.info("CTranslate2 %s: %s on %s, compute type %s, %d thread(s)%s", ct2.__version__, path, device,
                  compute_type, n_threads, f", shortlist {shortlist}" if shortlist else "")
-        self.src_proc = TextProcessor.from_settings(meta["text"]["src"])
-        self.tgt_proc = TextProcessor.from_settings(meta["text"]["tgt"])
+        try:
+            self.src_proc = TextProcessor.from_settings(meta["text"]["src"])
+            self.tgt_proc = TextProcessor.from_settings(meta["text"]["tgt"])
+        except ValueError as e:
+            raise ValueError(f"{meta_path}: {e}") from None
         self.chunk_len, self.protect_dp = int(meta["chunk_len"]), bool(meta["protect_dp"])
         self.max_target_len = int(meta["max_target_len"])
         self.source_context, self.max_context_tokens = int(meta["source_context"]), int(meta["max_context_tokens"])

@@ -135,6 +135,7 @@ def test_shipped_document_model_beam_equals_native(tmp_path):
     native = Translator(TranslateConfig(checkpoint=str(ckpt), **cfg)).translate(DIALOGUE)
     ct2 = Translator(TranslateConfig(checkpoint=str(out), engine="ctranslate2", **cfg)).translate(DIALOGUE)
     assert ct2 == native and all(native)
+    assert all(line[0].isupper() for line in ct2), "the export lost the shipped model's recaser"
 
 
 def test_offset_document_model_is_refused_naming_the_setting(tmp_path):
