@@ -7,7 +7,7 @@ Layout (``SHIPPED_DIR`` = ``doctrans/shipped/``, installed as package data)::
                     codes and text settings inside (``text``), no optimizer state
     NAME.md         the model card: data, recipe and config, commit, updates, CPU-hours, test
                     BLEU, DP recall, pronoun count, CXMI, known limits
-    *.recaser.json  a recaser table (``data/casing.py``) that entries name in ``recaser``: for
+    *.recaser.LANG.json  a recaser table (``data/casing.py``) that entries name in ``recaser``: for
                     checkpoints shipped before doctrans learnt recasers (a newer checkpoint
                     carries its own in its text settings); ``recaser_for`` finds it at load time
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,6 +31,8 @@ from pathlib import Path
 import torch
 
 from doctrans.utils.io import atomic_write_text
+
+log = logging.getLogger(__name__)
 
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "shipped"
 KINDS = ("document", "sentence")
@@ -167,6 +170,9 @@ def make_shippable(checkpoint: str | Path, out: str | Path, recaser: str | Path 
 
         table = Recaser.load(recaser).to_dict()
         keep["text"] = {**keep["text"], "tgt": {**keep["text"]["tgt"], "recaser": table}}
+    elif keep["text"].get("tgt", {}).get("lowercase") and not keep["text"].get("tgt", {}).get("recaser"):
+        log.warning("%s carries no recaser: the shipped model will write lowercase (give a recaser table, "
+                    "e.g. doctrans/shipped/tvsub.recaser.en.json, with --recaser)", checkpoint)
     atomic_torch_save({**keep, "model": weights, "shipped": True}, out)
     unique = {v.untyped_storage().data_ptr(): v.numel() for v in weights.values() if v.is_floating_point()}
     params = sum(unique.values())                                   # tied tensors counted once

@@ -244,3 +244,15 @@ def test_a_shipped_checkpoint_without_one_gets_the_recaser_its_index_names(tmp_p
     inside = torch.load(root / "tiny-cased.pt", weights_only=True)["text"]["tgt"]["recaser"]
     assert inside["best"] == TABLE["best"] and shipped.find("tiny-cased").recaser == ""
     assert Translator.load(str(root / "tiny-cased.pt")).translate_sentences(lines) == [_expected_recased(x) for x in lower]
+
+
+def test_shipping_a_lowercasing_checkpoint_without_a_recaser_warns(tmp_path, tiny_checkpoint, caplog):
+    assert torch.load(tiny_checkpoint, weights_only=True)["text"]["tgt"]["lowercase"]
+    with caplog.at_level("WARNING", logger="doctrans.runtime.shipped"):
+        shipped.make_shippable(tiny_checkpoint, tmp_path / "a.pt")
+    assert "carries no recaser" in caplog.text
+    caplog.clear()
+    (tmp_path / "t.json").write_text(json.dumps(TABLE), encoding="utf-8")
+    with caplog.at_level("WARNING", logger="doctrans.runtime.shipped"):
+        shipped.make_shippable(tiny_checkpoint, tmp_path / "b.pt", recaser=tmp_path / "t.json")
+    assert "carries no recaser" not in caplog.text
