@@ -26,7 +26,9 @@ The learnt table is plain data (``to_dict``/``from_dict``: ``{"version", "lang",
 from __future__ import annotations
 
 import functools
+import json
 from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Iterable
 
 VERSION = 1
@@ -111,9 +113,6 @@ class Recaser:
     @classmethod
     def load(cls, path) -> Recaser:
         """Read a table ``to_dict`` wrote as JSON. Raises FileNotFoundError, ValueError naming the file."""
-        import json
-        from pathlib import Path
-
         try:
             d = json.loads(Path(path).read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
