@@ -136,9 +136,9 @@ def score_bleu_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool | None, 
             metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()),
             lowercase_detok={"auto": None, "lc": True, "mixed": False}[detok_case],
             split_hyphens=not no_split_hyphens, fmt="json" if as_json else "table", out=out, **options)
+        result = score.run(cfg)        # a metric may refuse its options' values only when it computes
     except score.ScoreOptionError as e:
         raise click.UsageError(str(e)) from None
-    result = score.run(cfg)
     click.echo(result.read_text(encoding="utf-8") if isinstance(result, Path) else score.render(result, cfg.fmt),
                nl=False)
 

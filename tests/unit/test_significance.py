@@ -85,3 +85,45 @@ def test_manual_oracle_moves_onto_our_segmentation():
     assert oracle_onto_tokens(["去了"], "去 了", "去 他 了") == ["去", "他", "了"]
     assert oracle_onto_tokens("很 喜欢 , 谢谢".split(), "很 喜欢 , 谢谢", "我 很 喜欢 它 , 谢谢 你们") == \
         ["我", "很", "喜欢", "它", ",", "谢谢", "你们"]
+
+
+def _ci_files(tmp_path, n):
+    """n reference lines and a hypothesis that gets some right, some half right, some wrong."""
+    ref = tmp_path / f"ref{n}.txt"
+    hyp = tmp_path / f"hyp{n}.txt"
+    ref.write_text("".join(f"he said that we will go to school on day {i} .\n" for i in range(n)), encoding="utf-8")
+    hyp.write_text("".join(f"he said that we will go to school on day {i} .\n" if i % 3 == 0 else
+                           f"he said we go to the school {i} .\n" if i % 3 == 1 else f"no {i} .\n"
+                           for i in range(n)), encoding="utf-8")
+    return hyp, ref
+
+
+def test_score_confidence_is_sacrebleus_bootstrap_interval_of_the_thesis_bleu(tmp_path):
+    from sacrebleu.metrics import BLEU
+
+    hyp, ref = _ci_files(tmp_path, 60)
+    r = CliRunner().invoke(cli, ["score", str(hyp), "-r", str(ref), "--confidence", "--bootstrap", "300", "--json"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    ci = res["bleu_ci"]
+    assert ci["score"] == pytest.approx(res["bleu_tok_lc"]["score"]) and ci["n_samples"] == 300
+    own = BLEU(tokenize="none", lowercase=True, force=True).corpus_score(
+        hyp.read_text(encoding="utf-8").splitlines(), [ref.read_text(encoding="utf-8").splitlines()], n_bootstrap=300)
+    assert ci["mean"] == pytest.approx(own._mean) and ci["ci95"] == pytest.approx(own._ci)
+    assert 0 < ci["ci95"] < 30 and abs(ci["mean"] - ci["score"]) < ci["ci95"]
+    # a test set 8 times as large (the same kind of lines) gives a narrower interval
+    big = json.loads(CliRunner().invoke(cli, ["score", str(_ci_files(tmp_path, 480)[0]), "-r",
+                                              str(_ci_files(tmp_path, 480)[1]), "--confidence", "--bootstrap",
+                                              "300", "--json"], catch_exceptions=False).output)["bleu_ci"]
+    assert big["ci95"] < 0.6 * ci["ci95"]
+    text = CliRunner().invoke(cli, ["score", str(hyp), "-r", str(ref), "--confidence", "--bootstrap", "300"]).output
+    assert f"BLEU (thesis setting) {ci['score']:.2f}: μ = {ci['mean']:.2f} ± {ci['ci95']:.2f}" in text
+
+
+def test_score_confidence_is_off_by_default_and_needs_two_samples(tmp_path):
+    hyp, ref = _ci_files(tmp_path, 12)
+    res = json.loads(CliRunner().invoke(cli, ["score", str(hyp), "-r", str(ref), "--json"]).output)
+    assert "bleu_ci" not in res and "bleu_tok_lc" in res
+    r = CliRunner().invoke(cli, ["score", str(hyp), "-r", str(ref), "--confidence", "--bootstrap", "1"])
+    assert r.exit_code == 2 and "--confidence needs at least 2 bootstrap samples" in r.output

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from doctrans.evaluation.metrics import (apt, bleu_tok_lc, chrf, coherence, cohesion, contrastive, cxmi, dp_recall,
-                                         pronouns, sacrebleu_13a, significance)
+from doctrans.evaluation.metrics import (apt, bleu_ci, bleu_tok_lc, chrf, coherence, cohesion, contrastive, cxmi,
+                                         dp_recall, pronouns, sacrebleu_13a, significance)
 from doctrans.evaluation.metrics.base import Metric, Option
 
 METRIC_TABLE: dict[str, Metric] = {
@@ -23,6 +23,7 @@ METRIC_TABLE: dict[str, Metric] = {
     "sacrebleu": sacrebleu_13a.METRIC,
     "chrf": chrf.METRIC,
     "pronouns": pronouns.METRIC,
+    "bleu_ci": bleu_ci.METRIC,
     "significance": significance.METRIC,
     "dp_recall": dp_recall.METRIC,
     "cohesion": cohesion.METRIC,
@@ -58,7 +59,7 @@ def model_metrics(views: tuple[str, ...], table: Mapping[str, Metric] | None = N
 
 def metric_columns(result: Mapping, table: Mapping[str, Metric] | None = None) -> dict:
     """The flat columns (``Metric.columns``) of every metric in a ``score_files`` result, in table
-    order: bleu, sacrebleu, chrf, pronouns, ref_pronouns, bootstrap_p, sign_p, dp_recall(_p, _ci95),
+    order: bleu, sacrebleu, chrf, pronouns, ref_pronouns, bleu_ci95, bootstrap_p, sign_p, dp_recall(_p, _ci95),
     cohesion, ref_cohesion, coherence, ref_coherence, apt_pronoun, apt_noun — those computed."""
     row: dict = {}
     for name, m in (table or METRIC_TABLE).items():

@@ -185,7 +185,7 @@ BASELINE = Option("baseline", help="A baseline hypothesis (same format as HYP): 
                   flag="--baseline")
 BASELINE_TOKENIZED = Option("baseline_tokenized", type="flag")   # default: detected (no evidence: as HYP)
 BOOTSTRAP = Option("bootstrap", 1000, flag="--bootstrap", type="positive", show_default=True,
-                   help="Paired-bootstrap samples (with --baseline).")
+                   help="Bootstrap samples (resampled test sets) of --baseline and --confidence.")
 DOCS = Option("docs", flag="--docs",
               help="--cohesion, --lsa: doc_id<TAB>position per line (as PREP/test.docs) [default: from an .sgm -r].")
 
