@@ -1,7 +1,8 @@
 """``bleu_ci``: a 95% confidence interval of the hypothesis' BLEU in the thesis setting
 (``bleu_tok_lc``: case-insensitive BLEU-4 on Moses-tokenized text against all references) by
-bootstrap resampling of the test set's lines (Koehn 2004, §3), computed by sacrebleu
-(``corpus_score(n_bootstrap=N)``; its seed, ``SACREBLEU_SEED``, default 12345) — what
+bootstrap resampling of the test set's lines (Koehn 2004, "Statistical Significance Tests for
+Machine Translation Evaluation": the confidence interval of one system), computed by sacrebleu
+(``corpus_score(n_bootstrap=N)``, its ``_mean`` and ``_ci``; its seed, ``SACREBLEU_SEED``, default 12345) — what
 ``sacrebleu --confidence`` prints for one system: the mean of the resampled scores ± half the
 width of the interval between their 2.5th and 97.5th percentiles. On with ``--confidence``;
 ``--bootstrap`` sets the number of resampled test sets (default 1000).
