@@ -4,7 +4,7 @@
 #                     Transformer continued and the context model QS_CONTEXT (stage 2, CTX_STEPS
 #                     updates each), translate the TVsub test as documents with both and print their
 #                     BLEU side by side with significance, DP recall, contrastive pronoun accuracy (all /
-#                     DP / context-needed) and CXMI (72 min on a 2-core CPU, install included: README)
+#                     DP / context-needed) and CXMI (31 min on a 2-core CPU with bf16, 72 in fp32, install included: README)
 #   make test         install and run the test suite (tests/unit, tests/integration, tests/system; tests
 #                     marked `corpus` cut a small slice of DATA at test time and skip without it), a
 #                     pytest-xdist worker per core (one torch thread each: tests/conftest.py);
