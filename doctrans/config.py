@@ -123,8 +123,8 @@ class ContextDenseConfig:
 class TrainConfig:
     seed: int = 1
     lr: float = 1e-3                    # peak learning rate (after warm-up)
-    lr_schedule: str = "inverse_sqrt"   # inverse_sqrt (per update, after warm-up) | epoch_decay
-    warmup: int = 300                   # updates of linear warm-up, then inverse-sqrt decay
+    lr_schedule: str = "inverse_sqrt"   # inverse_sqrt (per update, after warm-up) | epoch_decay | fixed
+    warmup: int = 300                   # updates of linear warm-up, then inverse-sqrt decay (fixed: held)
     lr_decay: float = 1.0               # epoch_decay: LR × lr_decay after every epoch from
     lr_decay_start: int = 1             #   lr_decay_start on (OpenNMT's start_decay_steps/decay)
     optimizer: str = "adam"             # adam | adadelta (Zeiler 2012: the RNNSearch papers', lr 1.0, no decay)

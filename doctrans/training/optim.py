@@ -3,7 +3,10 @@
 * ``inverse_sqrt``: linear warm-up then inverse-square-root decay (Vaswani et al. 2017, eq. 3,
   in fairseq's form: lr(s) = peak·s/w for s ≤ w, peak·sqrt(w/s) after), per update;
 * ``epoch_decay``: constant ``lr`` until ``lr_decay_start`` epochs are done, then × ``lr_decay``
-  per further epoch (OpenNMT's start_decay_steps/decay, counted in epochs) — the DP generators'.
+  per further epoch (OpenNMT's start_decay_steps/decay, counted in epochs) — the DP generators';
+* ``fixed``: linear warm-up over ``warmup`` updates, then ``lr`` held (fairseq's ``fixed``
+  scheduler with ``--warmup-updates``) — for continuing a trained model at the learning rate its
+  own schedule had reached, without decaying it again.
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import math
 
 import torch
 
-SCHEDULES = ("inverse_sqrt", "epoch_decay")
+SCHEDULES = ("inverse_sqrt", "epoch_decay", "fixed")
 
 
 def inverse_sqrt_lr(step: int, peak: float, warmup: int) -> float:
@@ -20,6 +23,12 @@ def inverse_sqrt_lr(step: int, peak: float, warmup: int) -> float:
     if warmup <= 0:
         return peak
     return peak * step / warmup if step <= warmup else peak * math.sqrt(warmup / step)
+
+
+def fixed_lr(step: int, peak: float, warmup: int) -> float:
+    """Learning rate for update number ``step`` (1-based): ``peak·step/warmup`` during the warm-up,
+    ``peak`` after it."""
+    return peak * min(1.0, max(step, 1) / warmup) if warmup > 0 else peak
 
 
 def epoch_decay_lr(epoch: int, peak: float, decay: float, start: int) -> float:
@@ -32,6 +41,8 @@ def learning_rate(t, step: int, epoch: int) -> float:
     TrainConfig). Raises ValueError for an unknown schedule or a decay outside (0, 1]."""
     if t.lr_schedule == "inverse_sqrt":
         return inverse_sqrt_lr(step, t.lr, t.warmup)
+    if t.lr_schedule == "fixed":
+        return fixed_lr(step, t.lr, t.warmup)
     if t.lr_schedule == "epoch_decay":
         if not 0.0 < t.lr_decay <= 1.0:
             raise ValueError(f"train.lr_decay must be in (0, 1], got {t.lr_decay}")

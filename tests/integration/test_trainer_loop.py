@@ -109,6 +109,9 @@ def test_schedules_and_bad_values(tmp_path: Path):
     assert learning_rate(t, 2, 0) == 0.5 and learning_rate(t, 16, 9) == 0.5       # warm-up, then sqrt(4/16)
     assert epoch_decay_lr(0, 1.0, 0.5, 1) == 1.0 and epoch_decay_lr(2, 1.0, 0.5, 1) == 0.25
     assert epoch_decay_lr(3, 1.0, 0.5, 5) == 1.0
+    fixed = replace(t, lr_schedule="fixed")                                        # warm-up, then held
+    assert [learning_rate(fixed, s, 0) for s in (1, 2, 4, 16, 10_000)] == [0.25, 0.5, 1.0, 1.0, 1.0]
+    assert learning_rate(replace(fixed, warmup=0), 1, 0) == 1.0
     with pytest.raises(ValueError, match="lr_schedule"):
         learning_rate(replace(t, lr_schedule="cosine"), 1, 0)
     with pytest.raises(ValueError, match="lr_decay"):
