@@ -140,7 +140,8 @@ class TrainConfig:
     label_smoothing: float = 0.1
     max_tokens: int = 4096              # target+source tokens budget per batch (max of the two sides)
     accum: int = 1                      # gradient accumulation: batches per update (per process under torchrun)
-    init_from: str = ""                 # two-stage training: start from this checkpoint's weights
+    init_from: str = ""                 # two-stage training: start from this checkpoint's weights (a path,
+                                        # or a shipped model's name: `doctrans models`)
                                         # (parameters it lacks start fresh; extra ones are an error)
     freeze: tuple[str, ...] = ()        # fnmatch patterns of parameter names not to train
     init_lr_scale: float = 1.0          # LR factor for the parameters loaded by init_from

@@ -31,7 +31,7 @@ from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
 from doctrans.models.build import build_model
 from doctrans.models.interface import bind_vocabularies, reads_documents
-from doctrans.runtime import distributed as dist
+from doctrans.runtime import distributed as dist, shipped
 from doctrans.training.checkpoint import check_resume_compatible
 from doctrans.runtime.checkpoint import load_checkpoint
 from doctrans.runtime.model_card import write_model_card
@@ -559,13 +559,14 @@ def run(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | Non
         _attach_all(cfg, model, train, dev, src_vocab)
         task = NMTTask(cfg, model, train, dev, dev_refs, src_vocab, tgt_vocab, device, dev_scorer)
     if t.init_from and (ckpt is None or t.freeze or t.init_lr_scale != 1.0):
+        init = shipped.resolve(t.init_from)              # a shipped model's name → its file (checksum verified)
         if ckpt is None:
-            _check_init_vocab(t.init_from, src_vocab, tgt_vocab)
-        elif not Path(t.init_from).is_file():
+            _check_init_vocab(init, src_vocab, tgt_vocab)
+        elif not Path(init).is_file():
             raise FileNotFoundError(f"cannot resume: the run's train.freeze / train.init_lr_scale apply to the "
                                     f"parameters of its init_from checkpoint {t.init_from}, which is gone")
         # on --resume only the freeze and the loaded parameters' LR factor: the weights come from last.pt
-        loaded = initialise_from(model, t.init_from, t.freeze, load_weights=ckpt is None)
+        loaded = initialise_from(model, init, t.freeze, load_weights=ckpt is None)
         if t.init_lr_scale != 1.0:
             task.lr_scale = dict.fromkeys(loaded, t.init_lr_scale)
     elif t.freeze and not t.init_from:

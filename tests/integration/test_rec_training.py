@@ -174,3 +174,17 @@ def test_labeler_over_the_han_encoder_trains_and_writes_dps_for_documents(stage1
         reranked = (tmp_path / f"rr{k}.en").read_text(encoding="utf-8").splitlines()
         assert len(reranked) == len(lines) and reranked[2] == ""
     assert (tmp_path / "rr1.en").read_text(encoding="utf-8") == (tmp_path / "out.en").read_text(encoding="utf-8")
+
+
+def test_init_from_takes_a_shipped_models_name(stage1, tmp_path):
+    """train.init_from=NAME reads the shipped model's file (as translate -c NAME does): here its
+    vocabularies are not the tiny run's, so the refusal names that file; an unknown name is a
+    missing checkpoint as before."""
+    prep, _, _ = stage1
+    base = [f"data.prepared={prep}", "train.max_steps=1", *QUIET_TRAIN]
+    with pytest.raises(ValueError, match=r"init_from .*shipped[/\\]tvsub-transformer-3x3\.pt: its vocabularies differ"):
+        stages.train(load_experiment(TINY["transformer"], [*base, f"run_dir={tmp_path / 'a'}",
+                                                           "train.init_from=tvsub-transformer-3x3"]))
+    with pytest.raises(FileNotFoundError, match="checkpoint not found: no-such-model"):
+        stages.train(load_experiment(TINY["transformer"], [*base, f"run_dir={tmp_path / 'b'}",
+                                                           "train.init_from=no-such-model"]))
