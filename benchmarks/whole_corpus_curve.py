@@ -61,12 +61,9 @@ def read_points(path: Path) -> list[dict]:
     return rows
 
 
-def gains_per_doubling(points: list[tuple[int, float]]) -> list[tuple[int, int, float, float]]:
-    """(updates a, updates b, gain per doubling, midpoint in log2 updates) between neighbours."""
-    out = []
-    for (a, ya), (b, yb) in zip(points, points[1:]):
-        out.append((a, b, (yb - ya) / math.log2(b / a), 0.5 * (math.log2(a) + math.log2(b))))
-    return out
+def gains_per_doubling(points: list[tuple[int, float]]) -> list[tuple[int, int, float]]:
+    """(updates a, updates b, change of the measure per doubling of updates) between neighbours."""
+    return [(a, b, (yb - ya) / math.log2(b / a)) for (a, ya), (b, yb) in zip(points, points[1:])]
 
 
 def projection(rows: list[dict], goal: float) -> dict:
@@ -83,8 +80,8 @@ def projection(rows: list[dict], goal: float) -> dict:
     slope = sxy / sxx
     goal_xent = mx + (goal - my) / slope
     gpu = [(r["updates"], r["dev_xent"]) for r in rows if r["series"] == GPU and r["dev_xent"] is not None]
-    (u1, x1), (u0, x0) = gpu[-2], gpu[-1]
-    per_doubling = (x1 - x0) / math.log2(u0 / u1)
+    u0, x0 = gpu[-1]
+    per_doubling = -gains_per_doubling(gpu[-2:])[0][2]      # nats fallen per doubling, last interval
     d = (x0 - goal_xent) / per_doubling
     measured = sorted((r["dev_xent"], r["updates"], r["test_bleu"], r["series"]) for r in rows
                       if r["series"].startswith("sentence") and r["dev_xent"] is not None)
@@ -115,9 +112,9 @@ def main() -> None:
         md.append(f"| {r['series']} | {r['updates']:,} | {xent} | {bleu} | {r['source']} |")
     md += ["", f"Per doubling of updates along `{GPU}`, between neighbouring measurements:", "",
            "| from | to | dev xent change per doubling (nats) |", "| ---: | ---: | ---: |"]
-    md += [f"| {a:,} | {b:,} | {g:+.3f} |" for a, b, g, _ in gains_per_doubling(gpu_xent)]
+    md += [f"| {a:,} | {b:,} | {g:+.3f} |" for a, b, g in gains_per_doubling(gpu_xent)]
     md += ["", "| from | to | test BLEU change per doubling |", "| ---: | ---: | ---: |"]
-    md += [f"| {a:,} | {b:,} | {g:+.2f} |" for a, b, g, _ in gains_per_doubling(gpu_bleu)]
+    md += [f"| {a:,} | {b:,} | {g:+.2f} |" for a, b, g in gains_per_doubling(gpu_bleu)]
     u0, x0 = p["from"]
     md += ["", f"Projection (module doc). (1) Test BLEU ≈ {p['slope']:.1f} × dev xent + c over the {p['n']} sentence "
            f"checkpoints with both (r = {p['r']:.2f}): {args.goal} at dev xent {p['goal_xent']:.4f}. (2) At the GPU "

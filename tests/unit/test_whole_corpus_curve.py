@@ -3,7 +3,6 @@ malformed point refused naming its file and line."""
 from __future__ import annotations
 
 import importlib.util
-import math
 from pathlib import Path
 
 import pytest
@@ -41,7 +40,7 @@ def test_projection_through_dev_cross_entropy(curve):
 
 def test_gains_per_doubling(curve):
     g = curve.gains_per_doubling([(1000, 24.0), (2000, 26.0), (8000, 28.0)])
-    assert [round(x[2], 6) for x in g] == [2.0, 1.0] and g[0][3] == pytest.approx(math.log2(1000) + 0.5)
+    assert [(a, b, round(x, 6)) for a, b, x in g] == [(1000, 2000, 2.0), (2000, 8000, 1.0)]
 
 
 def test_malformed_point_names_file_and_line(curve, tmp_path):
