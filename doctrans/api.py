@@ -29,16 +29,23 @@ documents to it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from doctrans.dp.apply import dp_inputs
+from doctrans.inference.config import FIELD_GROUP, GROUPS, field_names
 from doctrans.inference.ct2 import is_exported
 from doctrans.inference.translate import TranslateConfig
 from doctrans.inference.translate import Translator as _Engine
+from doctrans.utils.settings import default_of
 
 _SEARCH = {"beam_size": "beam", "length_penalty": "lenpen", "max_batch_size": "batch_sentences"}
 _ALIASES = {v: k for k, v in _SEARCH.items()}      # the CLI's names (beam=4) for load's keywords
+
+
+def _default(name: str):
+    """The default of the ``TranslateConfig`` setting ``name`` (declared once, ``inference/config.py``)."""
+    return default_of(GROUPS[FIELD_GROUP[name]], name)
 
 
 @dataclass(frozen=True)
@@ -76,9 +83,11 @@ class Translator:
         self._engine = engine
 
     @classmethod
-    def load(cls, path: str | Path, *, engine: str = "auto", device: str = "auto", compute_type: str = "default",
-             quantize: str = "none", beam_size: int = 5, length_penalty: float = 1.0, max_batch_size: int = 64,
-             threads: int = 0, **options) -> "Translator":
+    def load(cls, path: str | Path, *, engine: str = "auto", device: str = _default("device"),
+             compute_type: str = _default("compute_type"), quantize: str = _default("quantize"),
+             beam_size: int = _default("beam"), length_penalty: float = _default("lenpen"),
+             max_batch_size: int = _default("batch_sentences"), threads: int = _default("threads"),
+             **options) -> "Translator":
         """Load a checkpoint (``doctrans train``'s ``best.pt``) or an exported CTranslate2
         directory (``doctrans export --format ctranslate2``) once.
 
@@ -100,11 +109,10 @@ class Translator:
         (``torch.set_num_threads``; CTranslate2 gets as many)."""
         path = str(path)
         search = {"beam_size": beam_size, "length_penalty": length_penalty, "max_batch_size": max_batch_size}
-        defaults = {"beam_size": 5, "length_penalty": 1.0, "max_batch_size": 64}
         for alias, name in _ALIASES.items():
             if alias in options:
                 value = options.pop(alias)
-                if search[name] != defaults[name] and search[name] != value:
+                if search[name] != _default(alias) and search[name] != value:
                     raise TypeError(f"{alias}={value!r} and {name}={search[name]!r} given: use one")
                 search[name] = value
         beam_size, length_penalty = search["beam_size"], search["length_penalty"]
@@ -112,7 +120,7 @@ class Translator:
         check_search(beam_size, length_penalty, max_batch_size)
         if engine == "auto":
             engine = "ctranslate2" if is_exported(path) else "native"
-        known = {f.name for f in fields(TranslateConfig)} - {"checkpoint", "input", "output", *_ALIASES}
+        known = set(field_names()) - {"checkpoint", "input", "output", *_ALIASES}
         unknown = sorted(set(options) - known)
         if unknown:
             raise TypeError(f"unknown option(s) {', '.join(unknown)}; options are {', '.join(sorted(known))}")
@@ -165,7 +173,7 @@ class Translator:
         given.update({k: v for k, v in fields_.items() if getattr(self._engine.cfg, k) != v})
         if not given:
             return self._engine
-        return self._engine.with_config(replace(self._engine.cfg, **given), self._engine.inputs)
+        return self._engine.with_config(self._engine.cfg.replace(**given), self._engine.inputs)
 
     def translate_batch(self, source: list[list[str]] | list[str], *, beam_size: int | None = None,
                         num_hypotheses: int = 1, return_scores: bool = False, length_penalty: float | None = None,

@@ -2,6 +2,8 @@
 whose ``--help`` lists its options in named sections (``doctrans translate``)."""
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 # Numeric option types: every count, size and rate is range-checked by click (a one-line usage
@@ -52,39 +54,123 @@ class CheckpointParam(click.ParamType):
 CHECKPOINT = CheckpointParam()
 
 
+class FloatList(click.ParamType):
+    """Comma-separated numbers (``--ensemble-weights 0.3,0.7``) → a tuple of floats."""
+
+    name = "W,W,…"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        try:
+            return tuple(float(x) for x in str(value).split(",")) if str(value) else ()
+        except ValueError:
+            self.fail(f"{value!r}: comma-separated numbers, e.g. 0.3,0.7", param, ctx)
+
+
+# ``utils.settings.setting(type=…)`` names of the command-line types
+NAMED_TYPES = {"auto|N": AUTO_OR_COUNT, "file": click.Path(dir_okay=False), "checkpoint": CHECKPOINT,
+               "floats": FloatList()}
+
+
+def _empty(value) -> bool:
+    return value is None or value is dataclasses.MISSING or value in ("", ()) or value is False
+
+
+def setting_option(f: dataclasses.Field, **override):
+    """The click option of a dataclass field declared with ``utils.settings.setting``: its names
+    (``flags``, else ``--field-name``; the parameter is the field's name), type (a choice, a
+    range-checked number, a named type, a flag for a bool), default (the field's; None for a field
+    without one or a choice whose default is no choice: the command then leaves the field at
+    its default), ``show_default`` (unless the default is empty), metavar, repeatable, and help.
+    ``override``: click keywords replacing those (e.g. ``help`` where a command words it for
+    itself, a ``type`` that converts at parse time); never a default."""
+    meta = f.metadata["setting"]
+    default = f.default
+    kind = meta["type"] if meta["type"] is not None else type(default)
+    kw: dict = {"help": meta["help"]}
+    if meta["choices"]:
+        kw["type"] = click.Choice(list(meta["choices"]))
+        if default not in meta["choices"]:
+            default = None
+    elif isinstance(kind, str):
+        kw["type"] = NAMED_TYPES[kind]
+    elif kind is bool:
+        kw["is_flag"] = True
+    elif meta["min"] is not None or meta["max"] is not None:
+        rng = click.IntRange if kind is int else click.FloatRange
+        kw["type"] = rng(min=meta["min"], max=meta["max"], **({"min_open": True} if meta["min_open"] else {}))
+    elif kind in (int, float):
+        kw["type"] = kind
+    if meta["metavar"]:
+        kw["metavar"] = meta["metavar"]
+    if meta["multiple"]:
+        kw["multiple"] = True
+    kw["default"] = None if default is dataclasses.MISSING else default
+    if not _empty(kw["default"]) and not kw.get("is_flag"):
+        kw["show_default"] = True
+    if "default" in override:
+        raise TypeError(f"--{f.name}: a setting's default is its field's")
+    kw.update(override)
+    flags = meta["flags"] or (f"--{f.name.replace('_', '-')}",)
+    return click.option(*flags, f.name, **kw)
+
+
+def _options(fields: list[dataclasses.Field], override: dict[str, dict] | None):
+    def deco(fn):
+        for f in reversed(fields):
+            fn = setting_option(f, **(override or {}).get(f.name, {}))(fn)
+        return fn
+    return deco
+
+
+def config_options(cls: type, names: tuple[str, ...] | None = None, override: dict[str, dict] | None = None):
+    """A decorator adding the options of dataclass ``cls``'s fields ``names`` (default: every field
+    declared with ``setting``), in that order, each made by ``setting_option`` (``override``:
+    field name → its click keywords to replace, e.g. ``{"threads": {"help": …}}``)."""
+    from doctrans.utils.settings import settings_of
+
+    fields = settings_of(cls)
+    return _options([fields[n] for n in (names if names is not None else tuple(fields))], override)
+
+
+def translate_options(*names: str, override: dict[str, dict] | None = None):
+    """``config_options`` for settings of a ``TranslateConfig`` named across its groups
+    (``inference.config``: model, search, input/output, DP)."""
+    from doctrans.inference.config import FIELD_GROUP, GROUPS
+    from doctrans.utils.settings import settings_of
+
+    return _options([settings_of(GROUPS[FIELD_GROUP[n]])[n] for n in names], override)
+
+
+ENSEMBLE = ("ensemble", "ensemble_weights", "ensemble_mode")
+
+
 def ensemble_options(f):
-    """--ensemble / --ensemble-weights / --ensemble-mode (``models/ensemble.py``): -c decoded or
-    scored together with more models as one (``translate``, ``score cxmi``, ``score contrastive``,
-    ``serve``). Parse them with ``ensemble_settings``."""
-    f = click.option("--ensemble-mode", type=click.Choice(["linear", "loglinear"]), default="linear",
-                     show_default=True, help="With --ensemble: linear p = Σ w_i p_i (fairseq's ensembles), or "
-                                             "loglinear p ∝ Π p_i^w_i.")(f)
-    f = click.option("--ensemble-weights", default="", metavar="W,W,…",
-                     help="With --ensemble: weights of -c and each --ensemble model, in that order (normalised) "
-                          "[default: uniform].")(f)
-    return click.option("--ensemble", multiple=True, type=CHECKPOINT,
-                        help="With -c, this model too, as one ensemble (repeatable; models of one dataset; native "
-                             "engine; models/ensemble.py): e.g. the shipped document model with the shipped sentence "
-                             "model, `--ensemble tvsub-transformer-3x3 --ensemble-weights 0.3,0.7` (weights tuned on "
-                             "TVsub dev: the sentence model's BLEU, most of the document model's pronouns; "
-                             "docs/context.md).")(f)
+    """--ensemble / --ensemble-weights / --ensemble-mode (``models/ensemble.py``; the fields of
+    ``inference.config.ModelOptions``): -c decoded or scored together with more models as one
+    (``translate``, ``score cxmi``, ``score contrastive``, ``serve``). Parse them with
+    ``ensemble_settings``."""
+    return translate_options(*ENSEMBLE)(f)
 
 
-def ensemble_settings(ensemble: tuple[str, ...], weights: str, mode: str) -> dict:
+def ensemble_settings(ensemble: tuple[str, ...], weights: tuple[float, ...], mode: str) -> dict:
     """The ensemble options → ``TranslateConfig``'s fields (``ensemble``, ``ensemble_weights``,
     ``ensemble_mode``; {} without --ensemble). A usage error naming --ensemble-weights when they
-    are not numbers, or not one per model."""
+    are not one per model."""
     if not ensemble:
         return {}
-    try:
-        w = tuple(float(x) for x in weights.split(",")) if weights else ()
-    except ValueError:
-        raise click.BadParameter(f"{weights!r}: comma-separated numbers, e.g. 0.3,0.7",
-                                 param_hint="--ensemble-weights") from None
+    w = tuple(weights or ())
     if w and len(w) != 1 + len(ensemble):
         raise click.BadParameter(f"{len(w)} weights for {1 + len(ensemble)} models (-c and each --ensemble)",
                                  param_hint="--ensemble-weights")
     return dict(ensemble=tuple(ensemble), ensemble_weights=w, ensemble_mode=mode)
+
+
+def given(kw: dict) -> dict:
+    """A command's option values → the settings they give: those left None (an option without a
+    default of its own) are dropped, so their fields keep their defaults."""
+    return {k: v for k, v in kw.items() if v is not None}
 
 
 class SectionedCommand(click.Command):

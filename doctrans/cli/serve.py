@@ -3,33 +3,26 @@ from __future__ import annotations
 
 import click
 
-from doctrans.cli.options import NON_NEGATIVE, POSITIVE, CheckpointParam, ensemble_options, ensemble_settings
+from doctrans.cli.options import POSITIVE, CheckpointParam, ensemble_options, ensemble_settings, given, translate_options
+
+
+SERVED = ("engine", "compute_type", "quantize", "device", "threads", "beam", "lenpen", "batch_sentences",
+          "input_format", "tokenized", "recase", "context_options")      # the translate settings serve takes
 
 
 @click.command("serve", short_help="Serve one model over HTTP (JSON API: LibreTranslate / OpenNMT-py shapes).")
-@click.option("-c", "--checkpoint", required=True, type=CheckpointParam(dir_okay=True),
-              help="A checkpoint written by `doctrans train`, the name of a shipped model (`doctrans models`), or "
-                   "with --engine ctranslate2 an exported directory.")
+@translate_options("checkpoint", override={"checkpoint": {"type": CheckpointParam(dir_okay=True)}})
+@click.option("--sentence", is_flag=True,
+              help="Without -c: serve the shipped sentence-level model instead of the document model.")
 @ensemble_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
 @click.option("--port", type=click.IntRange(min=0, max=65535), default=5000, show_default=True, help="TCP port (0: a free one chosen by the system; uvicorn logs it).")
-@click.option("--engine", type=click.Choice(["native", "ctranslate2"]), default="native", show_default=True,
-              help="As doctrans translate --engine.")
-@click.option("--compute-type", default="default", show_default=True, help="--engine ctranslate2: as doctrans translate.")
-@click.option("--quantize", type=click.Choice(["none", "int8"]), default="none", show_default=True,
-              help="--engine native on CPU: int8 dynamic quantization.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-@click.option("--threads", type=NON_NEGATIVE, default=0, show_default=True, help="torch threads (0 = all usable cores).")
-@click.option("--beam", type=POSITIVE, default=5, show_default=True, help="Beam size (1 = greedy).")
-@click.option("--lenpen", type=click.FloatRange(min=0), default=1.0, show_default=True, help="Length penalty: score = log p / length^lenpen (0 = none).")
-@click.option("--batch-sentences", type=POSITIVE, default=64, show_default=True, help="Sentences per beam-search batch.")
-@click.option("--input-format", type=click.Choice(["raw", "tok", "bpe"]), default="raw", show_default=True,
-              help="What requests send: raw Chinese text, segmented text, or BPE.")
-@click.option("--tokenized", is_flag=True, help="Answer with Moses-tokenized text instead of detokenized text.")
-@click.option("--recase", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
-              help="Restore the case of a lowercasing model's output with its recaser (as doctrans translate).")
-@click.option("--context-option", "context_options", multiple=True, metavar="KEY=VALUE",
-              help="Change a context model's setting for this server (as doctrans translate).")
+@translate_options(*SERVED, override={
+    "threads": {"help": "torch threads (0 = all usable cores)."},
+    "input_format": {"help": "What requests send: raw Chinese text, segmented text, or BPE."},
+    "tokenized": {"help": "Answer with Moses-tokenized text instead of detokenized text."},
+    "recase": {"help": "Restore the case of a lowercasing model's output with its recaser (as doctrans translate)."},
+    "context_options": {"help": "Change a context model's setting for this server (as doctrans translate)."}})
 @click.option("--max-lines", type=POSITIVE, default=256, show_default=True,
               help="Lines (sentences) per request; more is a 413 error.")
 @click.option("--max-chars", type=POSITIVE, default=20000, show_default=True,
@@ -38,11 +31,11 @@ from doctrans.cli.options import NON_NEGATIVE, POSITIVE, CheckpointParam, ensemb
               help="Request body bytes; more is a 413 error before the body is read.")
 @click.option("--source-lang", default="zh", show_default=True, help="The model's source language (LibreTranslate code).")
 @click.option("--target-lang", default="en", show_default=True, help="The model's target language.")
-def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port, engine, compute_type, quantize, device, threads, beam, lenpen, batch_sentences,
-              input_format, tokenized, recase, context_options, max_lines, max_chars, max_body_bytes, source_lang,
-              target_lang) -> None:
-    """Load CHECKPOINT once and serve it over HTTP until SIGTERM / Ctrl-C (needs the server extra:
-    pip install 'doctrans[serve]').
+def serve_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mode, host, port, max_lines, max_chars,
+              max_body_bytes, source_lang, target_lang, **kw) -> None:
+    """Load the model once and serve it over HTTP until SIGTERM / Ctrl-C (needs the server extra:
+    pip install 'doctrans[serve]'). Without -c, the shipped document model (the sentence model
+    with --sentence), as `doctrans translate`.
 
     \b
     POST /translate            LibreTranslate: {"q": "…" | [...], "source": "zh", "target": "en"}
@@ -67,13 +60,14 @@ def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port,
 
     from doctrans.dp.apply import dp_inputs
     from doctrans.inference.translate import TranslateConfig, build_translator
+    from doctrans.runtime.shipped import resolve
 
-    if threads:
-        torch.set_num_threads(threads)
-    cfg = TranslateConfig(checkpoint=checkpoint, engine=engine, compute_type=compute_type, quantize=quantize,
-                          device=device, threads=threads, beam=beam, lenpen=lenpen, batch_sentences=batch_sentences,
-                          input_format=input_format, tokenized=tokenized, recase=recase, context_options=tuple(context_options),
-                          **ensemble_settings(ensemble, ensemble_weights, ensemble_mode))
+    if sentence and checkpoint:
+        raise click.UsageError("--sentence chooses a shipped model: give it without -c")
+    checkpoint = resolve(checkpoint, "sentence" if sentence else "document")
+    if kw["threads"]:
+        torch.set_num_threads(kw["threads"])
+    cfg = TranslateConfig(checkpoint, **given(kw), **ensemble_settings(ensemble, ensemble_weights, ensemble_mode))
     translator = build_translator(cfg, dp_inputs)
     try:
         serve(translator, host, port, Limits(max_lines, max_chars, max_body_bytes), source_lang, target_lang,

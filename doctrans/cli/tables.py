@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import click
 
-from doctrans.cli.options import NON_NEGATIVE, POSITIVE
+from doctrans.cli.options import NON_NEGATIVE, POSITIVE, config_options
+from doctrans.config import DecodeConfig
 
 
 @click.group("table", short_help="Experiment tables: translate and score several systems into one markdown table.")
@@ -25,7 +26,7 @@ def _table_options(out: str, work: str):
             click.option("--out", default=out, show_default=True, help="The markdown table to write."),
             click.option("--work", default=work, show_default=True,
                          help="Directory of the translations, rows.json and the contrastive set."),
-            click.option("--beam", type=POSITIVE, default=5, show_default=True, help="Beam size."),
+            config_options(DecodeConfig, ("beam",)),
             click.option("--bootstrap", type=POSITIVE, default=1000, show_default=True,
                          help="Paired-bootstrap samples of the significance test against the first row."),
             click.option("--contrastive", default="", help="Contrastive set directory (with --discourse) "

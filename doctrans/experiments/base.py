@@ -15,10 +15,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from doctrans.config import DecodeConfig
 from doctrans.evaluation.metrics.base import Column
 from doctrans.training.metrics import read_metrics
 from doctrans.utils.io import atomic_write_text
 from doctrans.utils.provenance import command_line, provenance_line
+from doctrans.utils.settings import default_of
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,7 +31,7 @@ class TableConfig:
     data: str = "../shared/corpora/tvsub"   # DATA: test/test.ref.sgm, test.seg.zh, test.oracle-dp.seg.zh
     out: str = "results/table.md"       # the markdown table
     work: str = "results/table"         # translations, rows.json, the contrastive set
-    beam: int = 5
+    beam: int = default_of(DecodeConfig, "beam")
     bootstrap: int = 1000               # paired-bootstrap samples against the first row
     discourse: bool = False             # the discourse columns (each table says which)
     contrastive: str = ""               # contrastive set directory [default: built under WORK]

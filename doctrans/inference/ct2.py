@@ -64,6 +64,7 @@ from tqdm import tqdm
 
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
+from doctrans.inference.config import COMPUTE_TYPES
 from doctrans.inference.documents import history_chunk_for, in_history_pieces
 from doctrans.utils import bars_off
 
@@ -72,8 +73,6 @@ log = logging.getLogger(__name__)
 META = "doctrans.json"
 FORMAT = "doctrans-ctranslate2"
 FORMAT_VERSION = 1
-COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
-                 "int16", "float16", "bfloat16")
 
 
 def _with_vmap(ct2, path: Path, vmap: Path, **kwargs):
