@@ -38,6 +38,7 @@ from doctrans.inference.shortlist import Shortlist
 from doctrans.inference.translate import decode_corpus
 from doctrans.models.build import build_model
 from doctrans.training.loss import forward_loss
+from doctrans.inference.config import SearchOptions
 
 
 class LongOutputs(torch.nn.Module):
@@ -129,8 +130,7 @@ def main() -> None:
         for c in range(0, len(src), step):
             for k, (m, beam) in enumerate(zip(models, beams)):
                 t0, c0 = time.perf_counter(), time.process_time()
-                hyps = decode_corpus(LongOutputs(m.eval(), tgt_v.eos_id), src[c:c + step], tgt_v, beam, 0.0,
-                                     1.5, 10, 64, shortlist=shortlist)
+                hyps = decode_corpus(LongOutputs(m.eval(), tgt_v.eos_id), src[c:c + step], tgt_v, SearchOptions(beam=beam, lenpen=0.0, max_len_ratio=1.5, max_len_extra=10, batch_sentences=64), shortlist=shortlist)
                 dsecs[k] += time.perf_counter() - t0
                 dcpu[k] += time.process_time() - c0
                 steps[k] += sum(len(h.split()) + 1 for h in hyps)

@@ -60,7 +60,7 @@ else:
     threads = args["threads"]
 import torch
 from doctrans.inference import translate
-translate.run(translate.TranslateConfig(checkpoint=args["ckpt"], input=args["input"], output=args["output"],
+translate.translate_input(translate.TranslateConfig(checkpoint=args["ckpt"], input=args["input"], output=args["output"],
                                         input_format="bpe", beam=args["beam"], threads=threads, device="cpu"))
 import os
 print(json.dumps({"seconds": time.perf_counter() - t0, "torch_threads": torch.get_num_threads(),
@@ -85,7 +85,7 @@ def make_checkpoint(work: Path, model: str) -> Path:
     cfg = load_experiment(REPO / "pipelines" / "transformer" / f"{model}.yaml",
                           [f"data.prepared={prep}", f"run_dir={work / 'run'}", *QUIET_TRAIN,
                            "train.max_steps=1", "train.eval_every=0", "train.save_every=0"])
-    return train.run(cfg) / "last.pt"
+    return train.train_model(cfg) / "last.pt"
 
 
 def busy_loops(n: int) -> list[subprocess.Popen]:

@@ -78,6 +78,7 @@ from doctrans.inference.translate import decode_corpus  # noqa: E402
 from doctrans.models.build import build_model  # noqa: E402
 from doctrans.training.loss import forward_loss  # noqa: E402
 from doctrans.utils.io import read_lines  # noqa: E402
+from doctrans.inference.config import SearchOptions
 
 log = logging.getLogger("context_speed")
 
@@ -230,12 +231,9 @@ def translate_speed(prep: Path, systems: list[System], sv: Vocab, tv: Vocab, a) 
             t0, c0 = time.perf_counter(), time.process_time()
             with torch.inference_mode():
                 if s.model.document.reads_documents:          # HGC: context_block, no context_sents
-                    hyps = [h for doc in translate_documents(s.model, list(by_doc.values()), tv, a.beam, 1.0,
-                                                             a.max_len_ratio, a.max_len_extra, 64,
-                                                             context_cache=cache, shortlist=shortlist) for h in doc]
+                    hyps = [h for doc in translate_documents(s.model, list(by_doc.values()), tv, SearchOptions(beam=a.beam, lenpen=1.0, max_len_ratio=a.max_len_ratio, max_len_extra=a.max_len_extra, batch_sentences=64, history_chunk=0, warmup_beam=0), context_cache=cache, shortlist=shortlist) for h in doc]
                 else:
-                    hyps = decode_corpus(s.model, flat, tv, a.beam, 1.0, a.max_len_ratio, a.max_len_extra, 64,
-                                         shortlist=shortlist)
+                    hyps = decode_corpus(s.model, flat, tv, SearchOptions(beam=a.beam, lenpen=1.0, max_len_ratio=a.max_len_ratio, max_len_extra=a.max_len_extra, batch_sentences=64), shortlist=shortlist)
             dt = time.perf_counter() - t0
             seconds[i] += dt
             cpu[i] += time.process_time() - c0

@@ -32,6 +32,7 @@ from doctrans.inference.documents import translate_documents  # noqa: E402
 from doctrans.inference.translate import decode_corpus  # noqa: E402
 from doctrans.models.build import build_model  # noqa: E402
 from doctrans.utils.io import read_lines  # noqa: E402
+from doctrans.inference.config import SearchOptions
 
 
 def load_model(a, sv: Vocab, tv: Vocab):
@@ -84,9 +85,8 @@ def main() -> None:
         with torch.inference_mode():
             if model.document.reads_documents:
                 chunk = a.history_chunk if a.history_chunk == "auto" else int(a.history_chunk)
-                return translate_documents(model, list(by_doc.values()), tv, a.beam, 1.0, 1.5, 10, 64,
-                                           history_chunk=chunk, warmup_beam=a.warmup_beam)
-            return decode_corpus(model, flat, tv, a.beam, 1.0, 1.5, 10, 64)
+                return translate_documents(model, list(by_doc.values()), tv, SearchOptions(beam=a.beam, lenpen=1.0, max_len_ratio=1.5, max_len_extra=10, batch_sentences=64, history_chunk=chunk, warmup_beam=a.warmup_beam))
+            return decode_corpus(model, flat, tv, SearchOptions(beam=a.beam, lenpen=1.0, max_len_ratio=1.5, max_len_extra=10, batch_sentences=64))
 
     run()                                                         # warm-up (allocator, caches)
     prof = cProfile.Profile()

@@ -55,7 +55,7 @@ def main() -> None:
     if args.lines:
         lines = lines[:args.lines]
     base = dict(checkpoint=args.checkpoint, input_format="tok", tokenized=True, threads=args.threads)
-    loaded = LoadedModel.load(TranslateConfig(**base))
+    loaded = LoadedModel.load(TranslateConfig(**base).model)
     vocabs = [int(v) for v in args.rerank_vocab.split(",")]
     rows = []
     for beam in (int(b) for b in args.beams.split(",")):

@@ -48,7 +48,7 @@ def main() -> None:
     if args.lines:
         lines = lines[:args.lines]
     base = dict(checkpoint=args.checkpoint, input_format="tok", tokenized=True, threads=args.threads, beam=args.beam)
-    loaded = LoadedModel.load(TranslateConfig(**base))
+    loaded = LoadedModel.load(TranslateConfig(**base).model)
     cfg_p = TranslateConfig(**base)
     plain = Translator(cfg_p, dp_inputs(cfg_p), loaded=loaded)
     cfg = TranslateConfig(**base, rerank="reconstructor", dp_generator=args.dp_generator)

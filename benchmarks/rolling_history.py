@@ -35,6 +35,7 @@ from doctrans.data.vocab import Vocab  # noqa: E402
 from doctrans.inference.documents import translate_documents  # noqa: E402
 from doctrans.inference.translate import decode_corpus  # noqa: E402
 from doctrans.models.build import build_model  # noqa: E402
+from doctrans.inference.config import SearchOptions
 
 
 def _documents(args, vocab_size: int) -> list[list[np.ndarray]]:
@@ -84,7 +85,8 @@ def main() -> None:
     models = {"sentence": models["tgt_concat"].backbone, **models}
     docs = _documents(args, n_src)
     flat = [x for d in docs for x in d]
-    search = dict(beam=args.beam, lenpen=1.0, max_len_ratio=1.5, max_len_extra=10, batch_sentences=args.batch_sentences)
+    search = SearchOptions(beam=args.beam, lenpen=1.0, max_len_ratio=1.5, max_len_extra=10,
+                           batch_sentences=args.batch_sentences, history_chunk=0)
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in models}
     lengths: dict[str, float] = {}
     with torch.no_grad():
@@ -92,9 +94,9 @@ def main() -> None:
             for name, m in models.items():
                 w, c = time.perf_counter(), time.process_time()
                 if name == "sentence":
-                    out = decode_corpus(m, flat, tv, **search)
+                    out = decode_corpus(m, flat, tv, search)
                 else:
-                    out = [y for d in translate_documents(m, docs, tv, **search) for y in d]
+                    out = [y for d in translate_documents(m, docs, tv, search) for y in d]
                 times[name].append((time.perf_counter() - w, time.process_time() - c))
                 lengths[name] = float(np.mean([len(y.split()) for y in out]))
     base_w = min(t[0] for t in times["sentence"])

@@ -6,7 +6,7 @@ of pseudo-documents of ``--pseudo-lines`` lines, (c) those directories with ``--
         [--work DIR] [--beam 5] [--threads 2] [--workers 2] [--append docs/journal/DATE-topic.md]
 
 The input is PREP/test.tok.zh (segmented, ``input_format=tok``) split by PREP/test.docs. Every
-mode runs in this process through ``inference.translate.run`` with the same beam, length caps
+mode runs in this process through ``inference.translate.translate_input`` with the same beam, length caps
 and thread budget; the time is the wall clock of the whole call (model loading included, and
 for workers the spawn of the Pool), sentences/s = non-empty input lines / seconds.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from doctrans.inference.translate import TranslateConfig, run  # noqa: E402
+from doctrans.inference.translate import TranslateConfig, translate_input as run  # noqa: E402
 
 from _common import timed  # noqa: E402
 
@@ -52,7 +52,7 @@ def split_documents(prep: Path, work: Path, pseudo_lines: int) -> tuple[Path, Pa
 
 
 def run_timed(cfg: TranslateConfig) -> float:
-    """Wall seconds of one ``translate.run``."""
+    """Wall seconds of one ``translate.translate_input``."""
     with timed() as t:
         run(cfg)
     return t.wall

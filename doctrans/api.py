@@ -88,8 +88,9 @@ class Translator:
              beam_size: int = _default("beam"), length_penalty: float = _default("lenpen"),
              max_batch_size: int = _default("batch_sentences"), threads: int = _default("threads"),
              **options) -> "Translator":
-        """Load a checkpoint (``doctrans train``'s ``best.pt``) or an exported CTranslate2
-        directory (``doctrans export --format ctranslate2``) once.
+        """Load a checkpoint (``doctrans train``'s ``best.pt``), an exported CTranslate2 directory
+        (``doctrans export --format ctranslate2``) or a shipped model by its name (``doctrans
+        models``: ``Translator.load("tvsub-transformer-3x3")``, as ``translate -c NAME``) once.
 
         engine: ``auto`` (ctranslate2 for an exported directory, else native), ``native`` or
         ``ctranslate2``; device: ``auto`` | ``cpu`` | ``cuda``; compute_type: CTranslate2's
@@ -107,7 +108,9 @@ class Translator:
         ``batch_sentences``); ValueError for a search setting out of range (``check_search``:
         ``beam_size=0``). ``threads`` > 0 sets torch's threads of this process
         (``torch.set_num_threads``; CTranslate2 gets as many)."""
-        path = str(path)
+        from doctrans.runtime.shipped import resolve
+
+        path = resolve(str(path)) if str(path) else str(path)    # a shipped name → its file; else as given
         search = {"beam_size": beam_size, "length_penalty": length_penalty, "max_batch_size": max_batch_size}
         for alias, name in _ALIASES.items():
             if alias in options:
@@ -170,7 +173,8 @@ class Translator:
     def _with(self, search: dict, **fields_) -> _Engine:
         check_search(search.get("beam_size"), search.get("length_penalty"), search.get("max_batch_size"))
         given = {_SEARCH[k]: v for k, v in search.items() if v is not None}
-        given.update({k: v for k, v in fields_.items() if getattr(self._engine.cfg, k) != v})
+        cfg = self._engine.cfg
+        given.update({k: v for k, v in fields_.items() if getattr(getattr(cfg, FIELD_GROUP[k]), k) != v})
         if not given:
             return self._engine
         return self._engine.with_config(self._engine.cfg.replace(**given), self._engine.inputs)
@@ -196,17 +200,17 @@ class Translator:
             if bad:
                 raise TypeError(f"source[{bad[0][0]}][{bad[0][1]}] is not a str token")
             lines = [" ".join(t.lstrip("\ufeff") for t in r) for r in rows]
-            fmt = "bpe" if self.config.input_format == "bpe" else "tok"
+            fmt = "bpe" if self.config.io.input_format == "bpe" else "tok"
         else:
-            lines, fmt = _lines(items, "source"), self.config.input_format
-        beam = beam_size if beam_size is not None else self.config.beam
+            lines, fmt = _lines(items, "source"), self.config.io.input_format
+        beam = beam_size if beam_size is not None else self.config.search.beam
         check_search(beam, length_penalty, max_batch_size, num_hypotheses)
         nbest = num_hypotheses if (num_hypotheses > 1 or return_scores) else 0
         if nbest and self.reads_documents:
             raise ValueError("num_hypotheses > 1 and return_scores are for sentence-level models; this is a context "
                              "model (translate_documents gives it its context)")
         eng = self._with({"beam_size": beam_size, "length_penalty": length_penalty, "max_batch_size": max_batch_size},
-                         nbest=nbest, input_format=fmt, tokenized=tokens or self.config.tokenized)
+                         nbest=nbest, input_format=fmt, tokenized=tokens or self.config.io.tokenized)
         res = eng.translate_detailed(lines, progress=progress, name="<batch>",
                                      doc_ids=[str(i) for i in range(len(lines))])
         out = []

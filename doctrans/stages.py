@@ -4,37 +4,42 @@
 (``tests/unit/test_architecture.py``), so they are given what they need from above: the
 trainer its dev BLEU scorer (``evaluation.dev.dev_bleu``), the translator its input transform
 (``dp.apply.dp_inputs``: DP completion with ``dp_generator``) and the ``--explain-context``
-pictures (``evaluation.explain_context.explain_translation``). These functions do that wiring.
+pictures (``evaluation.explain_context.explain_translation``). These functions do that wiring,
+each stage importing only what it wires (``doctrans translate`` imports no training module:
+``tests/unit/test_architecture.py``).
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from doctrans.config import ExperimentConfig
-from doctrans.dp.apply import dp_inputs
-from doctrans.evaluation.dev import dev_bleu, dev_cxmi
-from doctrans.evaluation.explain_context import explain_translation
-from doctrans.inference import translate as _translate
-from doctrans.inference.translate import TranslateConfig, Translator
-from doctrans.training import train as _train
+if TYPE_CHECKING:
+    from doctrans.config import ExperimentConfig
+    from doctrans.inference.translate import TranslateConfig, Translator
 
 
 def train(cfg: ExperimentConfig, resume: bool = False, overwrite: bool = False) -> Path:
-    """``doctrans train``: ``training.train.run`` with dev BLEU and, for a context model, dev
+    """``doctrans train``: ``training.train.train_model`` with dev BLEU and, for a context model, dev
     CXMI (``evaluation.dev.dev_cxmi``), and the DP annotation reader of ``train.context_dense`` /
     ``train.context_attention_supervision`` (``dp.context_dense.TrainingContextData``). Returns the
     run directory; raises like it."""
     from doctrans.dp.context_dense import TrainingContextData
+    from doctrans.evaluation.dev import dev_bleu, dev_cxmi
+    from doctrans.training import train as _train
 
-    return _train.run(cfg, resume=resume, dev_scorer=dev_bleu, dev_context_scorer=dev_cxmi,
+    return _train.train_model(cfg, resume=resume, dev_scorer=dev_bleu, dev_context_scorer=dev_cxmi,
                       context_data=TrainingContextData(), overwrite=overwrite)
 
 
 def translate(cfg: TranslateConfig) -> Path | None:
-    """``doctrans translate``: ``inference.translate.run`` with the DP input transform
-    (``cfg.dp_generator``) and, for ``cfg.explain_context`` > 0, the context-attention pictures.
+    """``doctrans translate``: ``inference.translate.translate_input`` with the DP input transform
+    (``cfg.dp.dp_generator``) and, for ``cfg.io.explain_context`` > 0, the context-attention pictures.
     Returns the output path (None for stdout); raises like it."""
-    return _translate.run(cfg, inputs_of=dp_inputs, after=explain_translation if cfg.explain_context > 0 else None)
+    from doctrans.dp.apply import dp_inputs
+    from doctrans.evaluation.explain_context import explain_translation
+    from doctrans.inference import translate as _translate
+
+    return _translate.translate_input(cfg, inputs_of=dp_inputs, after=explain_translation if cfg.io.explain_context > 0 else None)
 
 
 def shortlist(prepared: str, output: str = "", top_k: int = 20, frequent: int = 100, align_path: str = "",
@@ -69,4 +74,7 @@ def shortlist(prepared: str, output: str = "", top_k: int = 20, frequent: int = 
 
 def translator(cfg: TranslateConfig) -> Translator:
     """A ``Translator`` for ``cfg`` with its input transform (``dp.apply.dp_inputs``)."""
+    from doctrans.dp.apply import dp_inputs
+    from doctrans.inference.translate import Translator
+
     return Translator(cfg, dp_inputs(cfg))

@@ -146,13 +146,13 @@ def annotate_corpus_cmd(prepared, out, splits, symmetrize, mode, overt_match, lm
     Example:
       doctrans annotate-dp corpus -p data/quickstart --explain 5
     """
-    from doctrans.dp.corpus import AnnotateConfig, render_agreement_table, run
+    from doctrans.dp.corpus import AnnotateConfig, annotate_corpus, render_agreement_table
 
     cfg = AnnotateConfig(prepared=prepared, out=out, splits=tuple(_splits(splits)),
                          symmetrize=symmetrize, mode=mode, overt_match=overt_match, lm_order=lm_order, lm=lm_path, lm_memory=lm_memory,
                          workers=workers, align_samplers=align_samplers, explain=explain,
                          explain_split=explain_split, seed=seed, oracle_dir=oracle_dir)
-    result = run(cfg)
+    result = annotate_corpus(cfg)
     for split, s in result["stats"].items():
         click.echo(f"{split}: {s['sentences']:,} sentences, {s['pronouns']:,} English pronouns, "
                    f"{s['dropped']:,} dropped ({s['dropped_pct']:.1f}%)")
@@ -191,7 +191,7 @@ def annotate_apply_cmd(input_, generator, out, docs, nbest, input_format, thresh
     from doctrans.dp import apply as dp_apply
 
     try:
-        paths = dp_apply.run(generator, input_, out or input_, docs=docs, nbest=nbest,
+        paths = dp_apply.apply_generator(generator, input_, out or input_, docs=docs, nbest=nbest,
                              input_format=input_format, threshold=threshold)
     except FileNotFoundError as e:
         raise click.BadParameter(str(e), param_hint="--generator") from None
@@ -224,9 +224,9 @@ def annotate_jackknife_cmd(prepared, folds, out, config, overrides, splits) -> N
       doctrans annotate-dp jackknife -p data/quickstart --folds 3 --set train.max_epochs=1
     """
     from doctrans.config_catalog import find_pipelines
-    from doctrans.dp.jackknife import JackknifeConfig, run as run_jackknife
+    from doctrans.dp.jackknife import JackknifeConfig, annotate_in_folds
 
-    res = run_jackknife(JackknifeConfig(            # errors: main() prints them (exit 1)
+    res = annotate_in_folds(JackknifeConfig(            # errors: main() prints them (exit 1)
         prepared=prepared, folds=folds, out=out or "",
         config=config or str(find_pipelines() / "dp" / "labeler.yaml"),
         overrides=tuple(overrides)))

@@ -63,4 +63,4 @@ def preprocess_cmd(data_dir, train_dir, dev_prefix, dev_sgm, test_prefix, test_s
     else:
         given = {k: v for k, v in paths.items() if v is not None}
         cfg = preprocess.tvsub_config(data_dir, out, **given, **settings)
-    click.echo(f"prepared dataset: {preprocess.run(cfg)}")
+    click.echo(f"prepared dataset: {preprocess.prepare_dataset(cfg)}")

@@ -136,7 +136,7 @@ def score_bleu_cmd(hyp: str, refs: tuple[str, ...], hyp_tokenized: bool | None, 
             metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()),
             lowercase_detok={"auto": None, "lc": True, "mixed": False}[detok_case],
             split_hyphens=not no_split_hyphens, fmt="json" if as_json else "table", out=out, **options)
-        result = score.run(cfg)        # a metric may refuse its options' values only when it computes
+        result = score.score_translation(cfg)        # a metric may refuse its options' values only when it computes
     except score.ScoreOptionError as e:
         raise click.UsageError(str(e)) from None
     click.echo(result.read_text(encoding="utf-8") if isinstance(result, Path) else score.render(result, cfg.fmt),

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import click
 
-from doctrans.cli.options import POSITIVE, CheckpointParam, ensemble_options, ensemble_settings, given, translate_options
+from doctrans.cli.options import CheckpointParam, config_options, ensemble_options, ensemble_settings, given, translate_options
+from doctrans.serve.limits import Limits
 
 
 SERVED = ("engine", "compute_type", "quantize", "device", "threads", "beam", "lenpen", "batch_sentences",
@@ -23,12 +24,7 @@ SERVED = ("engine", "compute_type", "quantize", "device", "threads", "beam", "le
     "tokenized": {"help": "Answer with Moses-tokenized text instead of detokenized text."},
     "recase": {"help": "Restore the case of a lowercasing model's output with its recaser (as doctrans translate)."},
     "context_options": {"help": "Change a context model's setting for this server (as doctrans translate)."}})
-@click.option("--max-lines", type=POSITIVE, default=256, show_default=True,
-              help="Lines (sentences) per request; more is a 413 error.")
-@click.option("--max-chars", type=POSITIVE, default=20000, show_default=True,
-              help="Characters per request, all lines together; more is a 413 error.")
-@click.option("--max-body-bytes", type=POSITIVE, default=1_000_000, show_default=True,
-              help="Request body bytes; more is a 413 error before the body is read.")
+@config_options(Limits, ("max_lines", "max_chars", "max_body_bytes"))
 @click.option("--source-lang", default="zh", show_default=True, help="The model's source language (LibreTranslate code).")
 @click.option("--target-lang", default="en", show_default=True, help="The model's target language.")
 def serve_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mode, host, port, max_lines, max_chars,
@@ -50,7 +46,6 @@ def serve_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mode, h
     from doctrans.serve import MissingServeExtra
 
     try:
-        from doctrans.serve.app import Limits
         from doctrans.serve.run import serve
     except MissingServeExtra as e:
         raise click.ClickException(str(e)) from None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from doctrans.cli.options import NON_NEGATIVE, POSITIVE, config_options
+from doctrans.cli.options import POSITIVE, config_options, translate_options
 from doctrans.config import DecodeConfig
 
 
@@ -82,9 +82,9 @@ def table_dp_cmd(**kw) -> None:
     BLEU, 3 references) with paired bootstrap and sign test against the baseline, counts English
     pronouns, and times 1-best vs N-best decoding. Writes --out and WORK/rows.json.
     """
-    from doctrans.experiments.dp_table import DPTableConfig, run
+    from doctrans.experiments.dp_table import DPTableConfig, build_dp_table
 
-    click.echo(f"wrote {run(DPTableConfig(**kw))}")
+    click.echo(f"wrote {build_dp_table(DPTableConfig(**kw))}")
 
 
 def _system_spec(ctx, param, values: tuple[str, ...]) -> list[tuple[str, "Path"]]:
@@ -116,16 +116,16 @@ def _system_spec(ctx, param, values: tuple[str, ...]) -> list[tuple[str, "Path"]
               help="Translate row NAME with this context option (doctrans translate --context-option), e.g. a "
                    "test-time ablation of a trained run: --system +NULL=runs/isg --context-option "
                    "+NULL:test_ablation=null. Repeatable.")
-@click.option("--engine", type=click.Choice(["native", "ctranslate2"]), default="native", show_default=True,
-              help="ctranslate2: rows whose model CTranslate2 can run (sentence Transformer, concatenation) are "
-                   "exported under WORK and decoded with it (the decode column names the engine); others native.")
+@translate_options("engine", override={"engine": {
+    "help": "ctranslate2: rows whose model CTranslate2 can run (sentence Transformer, concatenation) are exported "
+            "under WORK and decoded with it (the decode column names the engine); others native."}})
 @click.option("--compute-type", type=click.Choice(["float32", "int8", "int8_float32"]), default="int8",
               show_default=True, help="--engine ctranslate2: CTranslate2's compute type.")
 @click.option("--table", "tables", multiple=True, metavar="TITLE=NAME,NAME,...",
               help="Render these rows as a table of their own under '## TITLE' (its first row is the one Δ, ratios "
                    "and significance refer to). Repeatable [default: one table of every row].")
-@click.option("--threads", type=NON_NEGATIVE, default=0, show_default=True,
-              help="torch threads (and CTranslate2's) for translating and scoring (0 = all usable cores).")
+@translate_options("threads", override={"threads": {
+    "help": "torch threads (and CTranslate2's) for translating and scoring (0 = all usable cores)."}})
 def table_context_cmd(systems, context_options, tables, **kw) -> None:
     """The context-model table (HAN paper Table 1 as the anchor; `make context-table`).
 
@@ -144,7 +144,7 @@ def table_context_cmd(systems, context_options, tables, **kw) -> None:
       doctrans table context --system Transformer=runs/context/transformer \\
           --system HAN=runs/context/han_encoder --discourse --out results/context_table.md
     """
-    from doctrans.experiments.context_table import ContextTableConfig, run
+    from doctrans.experiments.context_table import ContextTableConfig, build_context_table
 
     names = [n for n, _ in systems]
     options: dict[str, list[str]] = {}
@@ -164,7 +164,7 @@ def table_context_cmd(systems, context_options, tables, **kw) -> None:
         if not sep or not rows_of or any(m not in names for m in rows_of):
             raise click.BadParameter(f"{spec!r}: expected TITLE=NAME,NAME,... of --system names", param_hint="--table")
         split.append((title, rows_of))
-    out = run(systems, ContextTableConfig(**kw), options, split)
+    out = build_context_table(systems, ContextTableConfig(**kw), options, split)
     click.echo(out.read_text(encoding="utf-8"), nl=False)
     click.echo(f"wrote {out}")
 
@@ -200,7 +200,7 @@ def table_rec_cmd(systems, row_options, **kw) -> None:
       doctrans table rec --system Baseline=runs/rec/baseline --system +DPs=runs/rec/nmt_dp \\
           --row-option +DPs:dp_generator=runs/dp_labeler/best.pt --generator runs/dp_labeler/best.pt
     """
-    from doctrans.experiments.rec_table import RecTableConfig, run
+    from doctrans.experiments.rec_table import RecTableConfig, build_rec_table
 
     names = [n for n, _ in systems]
     options: dict[str, list[str]] = {}
@@ -210,4 +210,4 @@ def table_rec_cmd(systems, row_options, **kw) -> None:
             raise click.BadParameter(f"{spec!r}: expected NAME:KEY=VALUE with NAME one of the --system names",
                                      param_hint="--row-option")
         options.setdefault(name, []).append(kv)
-    click.echo(f"wrote {run(systems, RecTableConfig(**kw), options)}")
+    click.echo(f"wrote {build_rec_table(systems, RecTableConfig(**kw), options)}")

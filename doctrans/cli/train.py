@@ -62,7 +62,7 @@ def train_cmd(config_path: str, overrides: tuple[str, ...], resume: bool, overwr
         if is_dp_config(config_path):                        # task: dp_generator (pipelines/dp/)
             log.info("%s has task: dp_generator: training a dropped-pronoun generator (doctrans/dp/train.py), "
                      "not a translation model", config_path)
-            run_dir = dp_train.run(load_dp_config(config_path, overrides), resume=resume, overwrite=overwrite)
+            run_dir = dp_train.train_generator(load_dp_config(config_path, overrides), resume=resume, overwrite=overwrite)
         else:
             run_dir = train(load_experiment(config_path, overrides), resume=resume, overwrite=overwrite)
     finally:

@@ -445,7 +445,7 @@ def _meta(cfg: PreprocessConfig, splits: list[Split], filter_stats: dict) -> dic
     }
 
 
-def run(cfg: PreprocessConfig) -> Path:
+def prepare_dataset(cfg: PreprocessConfig) -> Path:
     """Build the prepared dataset described in the module docstring; returns ``cfg.out``.
 
     Raises FileNotFoundError for missing corpus files and ValueError for misaligned ones

@@ -154,7 +154,7 @@ def parse_plf(line: str) -> list[list[tuple[str, float, int]]]:
     return [[(str(w), float(p), int(j)) for w, p, j in col] for col in value]
 
 
-def run(generator: str | Path | Sequence[str | Path], input_path: str | Path, out_prefix: str | Path,
+def apply_generator(generator: str | Path | Sequence[str | Path], input_path: str | Path, out_prefix: str | Path,
         docs: str | Path | None = None, nbest: int = 6, input_format: str = "tok",
         threshold: float | None = None) -> dict[str, Path]:
     """Apply ``generator`` (a checkpoint of ``doctrans train pipelines/dp/…``; several, as a
@@ -284,12 +284,13 @@ class DPInputVariants:
 
 def dp_inputs(cfg) -> InputSetup:
     """The ``InputSetup`` of a ``TranslateConfig`` (``inference/transform.py``): a
-    ``DPInputVariants`` built from its ``dp_*`` options when ``cfg.dp_generator`` is set (else
+    ``DPInputVariants`` built from its ``dp_*`` options when ``cfg.dp.dp_generator`` is set (else
     none), and the DP tokens BPE keeps whole for a checkpoint trained with
     ``data.bpe_protect_dp``. Module-level, so ``partial(build_translator, cfg, dp_inputs)`` is
     picklable for ``--workers``. Raises ValueError for a bad DP option."""
     transform = None
-    if cfg.dp_generator:
-        transform = DPInputVariants(cfg.dp_generator, cfg.dp_input, cfg.dp_nbest, cfg.dp_combine, cfg.dp_weights,
-                                    cfg.dp_docs, cfg.write_lattice)
+    if cfg.dp.dp_generator:
+        d = cfg.dp
+        transform = DPInputVariants(d.dp_generator, d.dp_input, d.dp_nbest, d.dp_combine, d.dp_weights, d.dp_docs,
+                                    d.write_lattice)
     return InputSetup(transform, DPInputVariants.PROTECTED)

@@ -431,7 +431,7 @@ def explain(cfg: AnnotateConfig, split: str, src: Path, tgt: Path, lm_path: Path
     return written
 
 
-def run(cfg: AnnotateConfig) -> dict:
+def annotate_corpus(cfg: AnnotateConfig) -> dict:
     """Run all stages; returns ``{"stats": …, "agreement": …, "out": …}`` (see module doc).
 
     Raises ``FileNotFoundError`` if the prepared dataset or its training split is missing,

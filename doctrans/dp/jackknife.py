@@ -92,7 +92,7 @@ def _complete(gen, tokens: list[str], docs: list[str]) -> tuple[list[str], list[
     return dp, dpp, lab
 
 
-def run(cfg: JackknifeConfig) -> dict:
+def annotate_in_folds(cfg: JackknifeConfig) -> dict:
     """Train the K fold generators and write the jackknifed corpus (module doc). Returns
     ``{"out": OUT, "generators": [paths], "dps": {split: inserted DPs}}``.
 
@@ -132,7 +132,7 @@ def _run(cfg: JackknifeConfig, prep: Path, out: Path) -> dict:
     from doctrans.dp.corpus import bpe_variants, target_lines
     from doctrans.dp.data import load_sentences, read_docs
     from doctrans.dp.generator import load_generator
-    from doctrans.dp.train import run as train_generator
+    from doctrans.dp.train import train_generator
 
     (out / "meta.json").unlink(missing_ok=True)                 # incomplete until rewritten
     tok = read_lines(prep / "train.tok.zh")

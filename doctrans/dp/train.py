@@ -226,7 +226,7 @@ class DPTask:
         return self.gen.checkpoint_extra()
 
 
-def run(cfg: DPGenConfig, resume: bool = False, overwrite: bool = False) -> Path:
+def train_generator(cfg: DPGenConfig, resume: bool = False, overwrite: bool = False) -> Path:
     """Train (see module doc) on the shared loop; returns the run directory. Raises
     ``FileNotFoundError`` if the annotated corpus (or, with ``resume``, ``last.pt``) is missing,
     ``ValueError`` for malformed label files or a changed config on resume, RunDirExists (a

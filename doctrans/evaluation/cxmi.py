@@ -168,16 +168,17 @@ def load_scoring_set(checkpoint: str, src_lines: Sequence[str], ref_lines: Seque
     with ``tokenized``, already tokenized (BPE only; the reference lowercased if the model's
     target side is); ``ref_tokenized`` overrides it for the reference (TVsub's ``.sgm``
     references are tokenized, its sources raw). ``doc_ids`` per line (None: one document).
-    ``ensemble``: ``TranslateConfig``'s ensemble settings (``ensemble``, ``ensemble_weights``,
+    ``ensemble``: ``ModelOptions``' ensemble settings (``ensemble``, ``ensemble_weights``,
     ``ensemble_mode``): the checkpoint and those models scored as one (``models/ensemble.py``).
     Raises ValueError on line-count mismatches."""
-    from doctrans.inference.translate import LoadedModel, TranslateConfig
+    from doctrans.inference.config import ModelOptions
+    from doctrans.inference.translate import LoadedModel
 
     if len(src_lines) != len(ref_lines):
         raise ValueError(f"{len(src_lines)} source lines but {len(ref_lines)} reference lines")
     if doc_ids is not None and len(doc_ids) != len(src_lines):
         raise ValueError(f"{len(doc_ids)} document ids for {len(src_lines)} lines")
-    tr = LoadedModel.load(TranslateConfig(checkpoint=checkpoint, prepared=prepared, device=device, **(ensemble or {})))
+    tr = LoadedModel.load(ModelOptions(checkpoint=checkpoint, prepared=prepared, device=device, **(ensemble or {})))
     src_bpe = tr.src_proc.apply_bpe(src_lines) if tokenized else tr.src_proc.encode(src_lines)
     if tokenized if ref_tokenized is None else ref_tokenized:
         refs = [r.lower() for r in ref_lines] if tr.tgt_proc.lowercase else list(ref_lines)

@@ -2,12 +2,15 @@
 training layer never imports decoding or BLEU."""
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import numpy as np
 import torch
 
 from doctrans.config import DecodeConfig
 from doctrans.data.vocab import Vocab
 from doctrans.evaluation.score import bleu_tok_lc
+from doctrans.inference.config import SearchOptions
 from doctrans.inference.documents import translate_documents
 from doctrans.inference.translate import decode_corpus
 from doctrans.models.interface import reads_documents
@@ -19,14 +22,14 @@ def dev_bleu(model: torch.nn.Module, tgt_vocab: Vocab, docs: list[list[np.ndarra
     ``docs`` (per document, per line, source ids ending in ``</s>``) against ``refs`` (one
     tokenized line per source line, in order): a context model translates each document with
     its context (``inference.documents``), a sentence model the lines alone (``decode_corpus``),
-    beam ``beam`` and ``decode``'s length settings. BPE is merged before scoring."""
+    beam ``beam`` and ``decode``'s length settings (a context model's documents whole: no history
+    pieces). BPE is merged before scoring."""
+    search = SearchOptions(**{**asdict(decode), "beam": beam}, history_chunk=0)
     if reads_documents(model):
-        out = translate_documents(model, docs, tgt_vocab, beam, decode.lenpen, decode.max_len_ratio,
-                                  decode.max_len_extra, decode.batch_sentences)
+        out = translate_documents(model, docs, tgt_vocab, search)
         hyps = [h for doc in out for h in doc]
     else:
-        hyps = decode_corpus(model, [x for doc in docs for x in doc], tgt_vocab, beam, decode.lenpen,
-                             decode.max_len_ratio, decode.max_len_extra, decode.batch_sentences)
+        hyps = decode_corpus(model, [x for doc in docs for x in doc], tgt_vocab, search)
     hyps = [h.replace("@@ ", "").removesuffix("@@") for h in hyps]
     return bleu_tok_lc(hyps, [refs])
 

@@ -149,9 +149,9 @@ def explain_lines(model, src: Sequence[np.ndarray], hyp: Sequence[np.ndarray], d
 
 
 def explain_translation(translator, res, doc_ids: list[str] | None) -> list[Path]:
-    """``doctrans translate --explain-context N`` (``translate.run``'s ``after`` hook): pictures
+    """``doctrans translate --explain-context N`` (``translate.translate_input``'s ``after`` hook): pictures
     of the context attention of N sampled translated lines of ``res`` (``inference.translate.
-    Translation``) into ``cfg.explain_dir`` (default ``OUTPUT.explain``, or ``explain/`` for
+    Translation``) into ``cfg.io.explain_dir`` (default ``OUTPUT.explain``, or ``explain/`` for
     stdout), ``cfg`` = ``translator.cfg``. Lines split for length are left out (their pieces have
     no line)."""
     cfg = translator.cfg
@@ -160,8 +160,8 @@ def explain_translation(translator, res, doc_ids: list[str] | None) -> list[Path
     doc = document_numbers([doc_ids[i] for i in keep] if doc_ids is not None else ["doc"] * len(keep))
     src = [translator.src_vocab.encode(bpe[i]) for i in keep]
     hyp = [translator.tgt_vocab.encode(hyps[i]) for i in keep]
-    out = Path(cfg.explain_dir or (f"{cfg.output}.explain" if cfg.output != "-" else "explain"))
+    out = Path(cfg.io.explain_dir or (f"{cfg.io.output}.explain" if cfg.io.output != "-" else "explain"))
     paths = explain_lines(translator.model, src, hyp, doc, translator.src_vocab, translator.tgt_vocab,
-                          cfg.explain_context, out)
+                          cfg.io.explain_context, out)
     log.info("--explain-context: %d pictures in %s", len(paths), out)
     return paths

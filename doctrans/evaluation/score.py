@@ -240,7 +240,7 @@ def score_files(cfg: ScoreConfig) -> dict:
     return result
 
 
-def run(cfg: ScoreConfig) -> Path | dict:
+def score_translation(cfg: ScoreConfig) -> Path | dict:
     """Score ``cfg.hyp`` against ``cfg.refs``.
 
     Returns the written file (rendered as ``cfg.fmt``) when ``cfg.out`` is set, else the result

@@ -31,15 +31,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from doctrans.evaluation.metrics import model_metrics
 from doctrans.evaluation.metrics.base import Column
 from doctrans.experiments.base import (RunTableConfig, column_table, compare_to_first, model_columns, p_values, score,
                                        slug, train_speed, view_columns, write_rows, write_table)
+from doctrans.inference.config import ModelOptions
 from doctrans.training.metrics import read_metrics
 from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
+from doctrans.utils.settings import default_of
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +87,7 @@ def _system_row(name: str, run_dir: Path, args, base_hyp: Path | None,
             from doctrans.inference.export import export_ctranslate2
 
             ct2_dir = export_ctranslate2(str(ckpt), str(work / f"{slug(name)}.ct2"))
-            tr = Translator(replace(tr.cfg, checkpoint=str(ct2_dir), engine="ctranslate2",
+            tr = Translator(tr.cfg.replace(checkpoint=str(ct2_dir), engine="ctranslate2",
                                     compute_type=args.compute_type))
         t0 = time.perf_counter()
         atomic_write_lines(hyp, tr.translate(lines, doc_ids=doc_ids))
@@ -212,14 +214,14 @@ class ContextTableConfig(RunTableConfig):
 
     out: str = "results/context_table.md"
     work: str = "results/context_table"
-    engine: str = "native"              # native | ctranslate2: rows CTranslate2 can run decode with it
+    engine: str = default_of(ModelOptions, "engine")   # native | ctranslate2: rows CTranslate2 can run decode with it
     compute_type: str = "int8"          # --engine ctranslate2: CTranslate2's compute type
     usage: bool = False                 # only the context-usage columns (CXMI vs empty/random, contrastive)
     lone: bool = False                  # also BLEU with every test line its own document (context models)
-    threads: int = 0                    # torch threads (and CTranslate2's) of this process; 0 = torch's count
+    threads: int = default_of(ModelOptions, "threads")  # torch threads (and CTranslate2's) of this process; 0 = all
 
 
-def run(systems: list[tuple[str, Path]], args: ContextTableConfig, options: dict[str, list[str]] | None = None,
+def build_context_table(systems: list[tuple[str, Path]], args: ContextTableConfig, options: dict[str, list[str]] | None = None,
         tables: list[tuple[str, list[str]]] = ()) -> Path:
     """Translate and score every row ``systems`` (NAME, RUN_DIR; the first is the baseline), with
     the context options ``options[NAME]`` (KEY=VALUE), and write ``args.out`` (one table, or one

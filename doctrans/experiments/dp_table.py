@@ -81,18 +81,18 @@ class DPTableConfig(TableConfig):
 def translate_row(loaded: dict, cfg, lines: list[str]) -> list[str]:
     """One row's translation of ``lines`` with ``cfg`` (a ``TranslateConfig``): a Translator
     built for this row's config and DP input (``dp.apply.dp_inputs``: generator, N-best,
-    lattice…), around the model of ``cfg.checkpoint`` loaded once per table (``loaded``:
+    lattice…), around the model of ``cfg.model.checkpoint`` loaded once per table (``loaded``:
     checkpoint → ``LoadedModel``, filled here). Rows never share a Translator, so no row
     decodes with another row's input transform."""
     from doctrans.dp.apply import dp_inputs
     from doctrans.inference.translate import LoadedModel, Translator
 
-    if cfg.checkpoint not in loaded:
-        loaded[cfg.checkpoint] = LoadedModel.load(cfg)
-    return Translator(cfg, dp_inputs(cfg), loaded[cfg.checkpoint]).translate(lines)
+    if cfg.model.checkpoint not in loaded:
+        loaded[cfg.model.checkpoint] = LoadedModel.load(cfg.model)
+    return Translator(cfg, dp_inputs(cfg), loaded[cfg.model.checkpoint]).translate(lines)
 
 
-def run(args: DPTableConfig) -> Path:
+def build_dp_table(args: DPTableConfig) -> Path:
     """Translate and score every row, write ``args.out`` (and WORK/rows.json); returns ``args.out``."""
     from doctrans.evaluation.metrics import metric_columns
     from doctrans.inference.translate import TranslateConfig
@@ -126,7 +126,7 @@ def run(args: DPTableConfig) -> Path:
         hyp = work / f"test.{key}.hyp"
         cfg = TranslateConfig(checkpoint=ckpt, output=str(hyp), **common, **opts)
         t0 = time.time()
-        atomic_write_lines(hyp, translate_row(loaded, cfg, read_lines(cfg.input)))
+        atomic_write_lines(hyp, translate_row(loaded, cfg, read_lines(cfg.io.input)))
         dt = time.time() - t0
         res = score(args, hyp, baseline=base_hyp, text=args.discourse)
         if base_hyp is None:
@@ -147,11 +147,11 @@ def _model_columns(ckpt: str, cfg, tok: list[str], docs: str, args) -> dict:
     it, or an oracle input file (N-best mixtures have no single input and get none)."""
     from doctrans.dp.apply import DPInputVariants
 
-    if cfg.dp_generator:
-        variants = DPInputVariants(cfg.dp_generator, cfg.dp_input, nbest=1, combine="1best", docs=docs)(tok)
+    if cfg.dp.dp_generator:
+        variants = DPInputVariants(cfg.dp.dp_generator, cfg.dp.dp_input, nbest=1, combine="1best", docs=docs)(tok)
         source = [v[0][0] if v else "" for v in variants]
     else:
-        source = read_lines(cfg.input)
+        source = read_lines(cfg.io.input)
     return model_columns(ckpt, args, VIEWS, source=source, test_source=tok)
 
 

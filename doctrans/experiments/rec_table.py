@@ -116,7 +116,7 @@ def _model_columns(ckpt: Path, tr, args: RecTableConfig) -> dict:
     prep = Path(args.prepared)
     tok = read_lines(prep / "test.tok.zh")
     source = None
-    c, spec = tr.cfg, tr.model.reconstruction
+    c, spec = tr.cfg.dp, tr.model.reconstruction
     if c.dp_generator and spec.encoder_input != "original":
         variants = DPInputVariants(c.dp_generator, c.dp_input, nbest=1, combine="1best",
                                    docs=str(prep / "test.docs"))(tok)
@@ -140,7 +140,7 @@ def _dp_scores(dp_file: Path, base: Path, args: RecTableConfig, baseline: Path |
     return row
 
 
-def run(systems: list[tuple[str, Path]], args: RecTableConfig, row_options: dict[str, list[str]] | None = None) -> Path:
+def build_rec_table(systems: list[tuple[str, Path]], args: RecTableConfig, row_options: dict[str, list[str]] | None = None) -> Path:
     """Translate and score every row (NAME, RUN_DIR; the first is the baseline) with its row
     options, write ``args.out`` and WORK/rows.json; returns ``args.out``. Raises
     ``FileNotFoundError`` for a run without a checkpoint (unless ``skip_missing``) and
@@ -161,7 +161,7 @@ def run(systems: list[tuple[str, Path]], args: RecTableConfig, row_options: dict
         ext, stamp = work / "test.external", work / "test.external.json"
         made_by = {"generator": args.generator, "source": str((prep / "test.tok.zh").resolve())}
         if not Path(f"{ext}.dp.zh").is_file() or not stamp.is_file() or json.loads(stamp.read_text()) != made_by:
-            dp_apply.run(args.generator, prep / "test.tok.zh", ext, docs=prep / "test.docs", nbest=1)
+            dp_apply.apply_generator(args.generator, prep / "test.tok.zh", ext, docs=prep / "test.docs", nbest=1)
             atomic_write_text(stamp, json.dumps(made_by) + "\n")
         external = Path(f"{ext}.dp.zh")
     for name, run_dir in systems:

@@ -36,13 +36,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from doctrans.data.vocab import Vocab
+from doctrans.inference.config import SearchOptions
 from doctrans.models.interface import EncoderOutput, SearchBatch
 
 
 @dataclass
 class SearchResult:
     """Best hypothesis per input sentence: ids without ``</s>`` and the normalised score; with
-    ``beam_search(nbest=N)`` also ``nbest``: per sentence its N (or fewer) best finished
+    ``SearchOptions.nbest`` = N > 0 also ``nbest``: per sentence its N (or fewer) best finished
     hypotheses, (normalised score, ids), best first (ties in the order they finished); with
     ``keep_states`` also ``nbest_states``: for each of them the decoder states (len(ids) + 1, D)
     of ``<s> ids`` (the rows ``decode_hidden`` gives when teacher-forced)."""
@@ -90,10 +91,9 @@ class VariantMixture:
 
 
 @torch.no_grad()
-def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
-                max_len_ratio: float = 1.5, max_len_extra: int = 10, variants: int = 1,
-                weights: Tensor | None = None, nbest: int = 0, encoded: EncoderOutput | None = None,
-                shortlist=None, keep_states: bool = False) -> SearchResult:
+def beam_search(model, src, vocab: Vocab, search: SearchOptions = SearchOptions(), *, variants: int = 1,
+                weights: Tensor | None = None, encoded: EncoderOutput | None = None, shortlist=None,
+                keep_states: bool = False) -> SearchResult:
     """Translate a batch. src: (B·R, S) padded source ids (ending in ``</s>``), the R variants
     of sentence b in rows b·R … b·R + R - 1 (R = ``variants``, 1 = plain beam search), on the
     model's device — or a batch object with ``src`` (and, for a context model, ``ctx``,
@@ -103,9 +103,10 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     ``weights``: (B, R) mixture weights (default uniform 1/R). The maximum output length
     follows the longest variant. ``model`` is used only through the contract in
     ``doctrans.models.interface`` (``encode``, ``init_state``, ``decode_step``,
-    ``max_target_len``). Returns a SearchResult of length B, with the ``nbest`` (≤ ``beam``)
-    best finished hypotheses of each sentence when ``nbest`` > 0 (the search itself is the
-    same: the 1-best does not change). ``encoded``: ``model.encode`` of the batch's rows,
+    ``max_target_len``). ``search``: the ``SearchOptions`` read here — ``beam``, ``lenpen``,
+    ``max_len_ratio``, ``max_len_extra`` and ``nbest``. Returns a SearchResult of length B, with
+    the ``search.nbest`` (≤ ``beam``) best finished hypotheses of each sentence when it is > 0
+    (the search itself is the same: the 1-best does not change). ``encoded``: ``model.encode`` of the batch's rows,
     computed beforehand (e.g. a sub-document model's sentences, encoded with their sub-documents
     and decoded in length-sorted batches: ``inference/documents.py``); ``encode`` is then not
     called. ``shortlist``: a ``Shortlist``; the search emits only ``shortlist.candidates`` of the
@@ -115,6 +116,7 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     Raises ``ValueError`` if the rows are not a multiple of R, ``nbest`` exceeds ``beam``, or
     ``keep_states`` comes without ``nbest`` or with R > 1.
     """
+    beam, lenpen, nbest = search.beam, search.lenpen, search.nbest
     if nbest > beam:
         raise ValueError(f"nbest={nbest} exceeds the beam size {beam}: the search keeps {beam} hypotheses")
     if keep_states and (nbest < 1 or variants != 1):
@@ -143,7 +145,7 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
     kk = 1 if cols.size >= 2 * k else k
     if kk > 1:                                                             # tiny vocabulary: K copies of <s>
         state = state.reorder(mix.state_rows(torch.arange(b, device=dev).repeat_interleave(k)))
-    max_len = _max_lengths(src, vocab.pad_id, max_len_ratio, max_len_extra,
+    max_len = _max_lengths(src, vocab.pad_id, search.max_len_ratio, search.max_len_extra,
                            model.max_target_len - 1).view(b, r).max(1).values   # (B,)
     scores = torch.full((b, kk), -math.inf, device=dev)
     scores[:, 0] = 0.0                                                     # only hypothesis 0 is live at step 0
@@ -170,7 +172,7 @@ def beam_search(model, src, vocab: Vocab, beam: int = 5, lenpen: float = 1.0,
         top_beam, top_tok = top_i // vsize, cols.ids(top_i % vsize)
         is_eos = top_tok.eq(vocab.eos_id) & torch.isfinite(top_s)
         had = n_finished.index_select(0, active)                           # (nA,)
-        took = _finish(records, active, had, history, top_s, top_beam, is_eos, k, kk, step, kept)
+        took = _finish(records, active, had, history, (top_s, top_beam, is_eos), k, kk, step, kept)
         done = (had + took).ge(k) | at_max                                 # (nA,)
         n_finished.index_copy_(0, active, had + took)
         cont_s, pos = top_s.masked_fill(is_eos, -math.inf).topk(k, dim=1)  # (nA, K)
@@ -227,14 +229,16 @@ class _Columns:
         return lprobs
 
 
-def _finish(records: list, active: Tensor, had: Tensor, history: Tensor, top_s: Tensor, top_beam: Tensor,
-            is_eos: Tensor, k: int, kk: int, step: int, kept: Tensor | None = None) -> Tensor:
+def _finish(records: list, active: Tensor, had: Tensor, history: Tensor, top: tuple[Tensor, Tensor, Tensor],
+            k: int, kk: int, step: int, kept: Tensor | None = None) -> Tensor:
     """Record the hypotheses ending in ``</s>`` within the first K candidates of each sentence,
     in candidate order, until the sentence has K (``had`` (nA,) finished before this step;
     ``history`` holds kk hypotheses per sentence): one
     (sentences (n,), raw scores (n,), ids without ``<s>`` (n, step), step, their decoder states
     (n, step + 1, D) from ``kept`` or None) entry in ``records`` for all of them, no loop over
-    hypotheses. Returns how many each sentence took (nA,)."""
+    hypotheses. ``top``: the step's 2K best candidates per sentence — their scores, hypotheses and
+    whether each ends in ``</s>`` (nA, 2K). Returns how many each sentence took (nA,)."""
+    top_s, top_beam, is_eos = top
     first_k = is_eos[:, :k]                                                # (nA, K)
     take = first_k & (had[:, None] + first_k.long().cumsum(1)).le(k)       # the first K − had of them
     took = take.sum(1)

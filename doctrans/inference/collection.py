@@ -18,7 +18,7 @@ suffix (``--out-suffix .en``) its last suffix replaced (a file without suffix ge
 Each output has one line per input line and is written atomically.
 
 A file that cannot be read (unreadable, not UTF-8 without ``--encoding-errors replace``) or
-translated is reported and skipped; the others are still translated, and ``run`` raises ``CollectionError`` at the end listing the
+translated is reported and skipped; the others are still translated, and ``translate_collection`` raises ``CollectionError`` at the end listing the
 failures (exit code 1). An empty file gives an empty output file (not an error). With
 ``resume`` a document whose output exists with as many lines as its input is skipped: outputs
 are written atomically, so an existing output is a complete one of *some* run (re-translate
@@ -46,7 +46,7 @@ import logging
 import multiprocessing
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -360,20 +360,34 @@ def _summaries(make_translator, inp: Path, out: Path, groups: list[list[Path]], 
             raise
 
 
+@dataclass(frozen=True)
+class Sharing:
+    """How a collection's translation is shared out: ``workers`` processes on this machine, each
+    with ``threads`` torch threads; ``shard`` = (rank, world) under torchrun; ``gather(summary)``
+    → all ranks' summary on the reporting rank, None on the others (None: this process alone)."""
+
+    workers: int
+    threads: int
+    shard: tuple[int, int]
+    gather: Callable[[CollectionSummary], CollectionSummary | None] | None = None
+
+
+ALONE = Sharing(workers=1, threads=1, shard=(0, 1))      # one process translating everything
+
+
 def translate_collection(make_translator, inp: Path, out: Path, resume: bool = False,
-                         errors: "str | TextReading" = "strict",
-                         progress: bool = True, workers: int = 1, threads: int = 1, shard: tuple[int, int] = (0, 1),
-                         gather=None, group_lines: int = GROUP_LINES, pattern: str | None = "*",
+                         errors: "str | TextReading" = "strict", progress: bool = True, sharing: Sharing = ALONE,
+                         group_lines: int = GROUP_LINES, pattern: str | None = "*",
                          out_suffix: str | tuple[str, str] = "") -> CollectionSummary:
     """Translate every document file of ``inp`` into ``out`` (see module docstring).
 
     ``make_translator``: a picklable zero-argument callable returning an object with
     ``translate(lines, name=…, doc_ids=…, where=…)``, called once per process. The documents
     are planned into groups (``plan_groups``); this process takes the groups k ≡ rank (mod
-    world) of ``shard = (rank, world)`` and translates them itself or with ``workers``
-    processes of ``threads`` threads (``_summaries``). ``gather(summary)`` (torchrun) returns
-    the summary of all ranks on the reporting rank and None on the others, which then return
-    their own summary without logging or raising. ``errors``: how files are read (the
+    world) of ``sharing.shard = (rank, world)`` and translates them itself or with
+    ``sharing.workers`` processes of ``sharing.threads`` threads (``_summaries``).
+    ``sharing.gather(summary)`` (torchrun) returns the summary of all ranks on the reporting rank
+    and None on the others, which then return their own summary without logging or raising. ``errors``: how files are read (the
     ``--encoding-errors`` mode of UTF-8 files, or a ``TextReading``: encoding and script too). ``pattern``: the files taken (``document_files``;
     None: ``default_pattern``); ``out_suffix``: the outputs' suffix (``output_path``). Returns
     the summary (also logged); raises CollectionError (after all other documents are written)
@@ -381,20 +395,21 @@ def translate_collection(make_translator, inp: Path, out: Path, resume: bool = F
     if out.resolve().is_relative_to(inp.resolve()):
         raise ValueError(f"output directory {out} is inside the input directory {inp}: choose another")
     files = document_files(inp, pattern)
-    if out.is_dir() and shard[0] == 0:
+    if out.is_dir() and sharing.shard[0] == 0:
         remove_stale_temps(out, recursive=True)          # outputs a killed run was writing
     _check_outputs(files, inp, out, out_suffix)
-    rank, world = shard
+    rank, world = sharing.shard
     mine = plan_groups(files, group_lines)[rank::world]
     s, t0 = CollectionSummary(), time.time()
     bar = tqdm(total=sum(len(g) for g in mine), unit="doc", desc="documents", disable=not progress or bars_off())
-    for part in _summaries(make_translator, inp, out, mine, resume, errors, workers, threads, out_suffix):
+    for part in _summaries(make_translator, inp, out, mine, resume, errors, sharing.workers, sharing.threads,
+                           out_suffix):
         s.add(part)
         s.seconds = time.time() - t0
         bar.update(part.documents)
         bar.set_postfix(sent=s.sentences, sent_s=f"{s.sentences / max(s.seconds, 1e-9):.1f}", failed=len(s.failed))
     bar.close()
-    total = gather(s) if gather is not None else s
+    total = sharing.gather(s) if sharing.gather is not None else s
     if total is None:
         return s
     total.finish(len(files), out, "documents")

@@ -290,12 +290,6 @@ class TranslateConfig:
         TypeError naming an unknown field."""
         return TranslateConfig(model=self.model, search=self.search, io=self.io, dp=self.dp, **fields)
 
-    def __getattr__(self, name: str) -> Any:
-        group = FIELD_GROUP.get(name)
-        if group is None:
-            raise AttributeError(f"TranslateConfig has no setting {name!r}")
-        return getattr(object.__getattribute__(self, group), name)
-
 
 def field_names() -> tuple[str, ...]:
     """Every setting of a ``TranslateConfig``, by name (group by group, in declaration order)."""

@@ -64,8 +64,9 @@ from tqdm import tqdm
 
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
-from doctrans.inference.config import COMPUTE_TYPES
+from doctrans.inference.config import COMPUTE_TYPES, SearchOptions
 from doctrans.inference.documents import history_chunk_for, in_history_pieces
+from doctrans.inference.engine import Decoded
 from doctrans.utils import bars_off
 
 log = logging.getLogger(__name__)
@@ -142,18 +143,19 @@ def prefix_free_best(hypotheses: list[list[str]], scores: list[float], prefix_le
 
 
 class CT2Model:
-    """An exported directory loaded into a ``ctranslate2.Translator``: what ``translate.Translator``
-    needs of a loaded model (``LoadedModel``'s fields and decoding methods), with the search in
-    CTranslate2. ``model`` is None (no torch module). ``threads``: CTranslate2's intra-op threads
-    (0: torch's current count, which ``translate.run`` and collection workers set). Raises
+    """An exported directory loaded into a ``ctranslate2.Translator``: the CTranslate2
+    ``engine.Engine`` (what ``translator.Translator`` needs of a loaded model), with the search in
+    CTranslate2. ``model`` is None (no torch module); ``shortlist`` None (a ``--shortlist`` is
+    CTranslate2's vocabulary map, ``use_vmap``). ``threads``: CTranslate2's intra-op threads
+    (0: torch's current count, which ``translate.translate_input`` and collection workers set). Raises
     MissingCTranslate2 without the package, ValueError for a ``doctrans.json`` that is not a
     readable export or an unknown compute type, and what ``ctranslate2.Translator`` raises (e.g.
     a compute type the device lacks)."""
 
     model = None
+    shortlist = None
 
-    def __init__(self, path: str, device: str = "auto", compute_type: str = "default", threads: int = 0,
-                 shortlist: str = ""):
+    def __init__(self, path: str, device: str, compute_type: str, threads: int, shortlist: str):
         ct2 = require_ctranslate2()
         meta_path = Path(path) / META
         try:
@@ -169,7 +171,7 @@ class CT2Model:
             device = "cuda" if ct2.get_cuda_device_count() > 0 else "cpu"
         import torch
 
-        # threads: this process's budget, as torch's (``translate.run`` and collection workers set it)
+        # threads: this process's budget, as torch's (``translate.translate_input`` and collection workers set it)
         n_threads = threads or torch.get_num_threads()
         self.src_vocab, self.tgt_vocab = Vocab(meta["src_vocab"]), Vocab(meta["tgt_vocab"])
         self.use_vmap = bool(shortlist)
@@ -199,30 +201,31 @@ class CT2Model:
     def reads_documents(self) -> bool:
         return self.source_context > 0 or self.target_context > 0
 
-    def decode(self, ids: list[np.ndarray], cfg, progress: bool = False, nbest: int = 0,
-               own_len: list[int] | None = None):
+    def decode(self, ids: list[np.ndarray], search: SearchOptions, progress: bool = False,
+               own_len: list[int] | None = None) -> Decoded:
         """Source ids (each ending in ``</s>``) → target BPE strings, in input order (see the
         module doc). ``own_len``: the length (with ``</s>``) that sets each output's maximum
-        length (default: its source's; a concatenation's: its own sentence's). With ``nbest`` > 0
-        returns (translations, n-best lists) as ``translate.decode_corpus`` does: per sentence
-        its ``nbest`` best hypotheses as (target BPE string, score), best first, the score
+        length (default: its source's; a concatenation's: its own sentence's). With ``search.nbest``
+        > 0 also the n-best lists (``Decoded.nbest``) as ``decode.decode_corpus`` gives them: per
+        sentence its ``nbest`` best hypotheses as (target BPE string, score), best first, the score
         CTranslate2's (``return_scores``: the sum of the token log-probabilities / length^lenpen,
         as the beam ranks them; native's normalisation, ``beam_search``)."""
-        if nbest > cfg.beam:
-            raise ValueError(f"--nbest {nbest} exceeds --beam {cfg.beam}: the search keeps {cfg.beam} hypotheses")
+        nbest = search.nbest
+        if nbest > search.beam:
+            raise ValueError(f"--nbest {nbest} exceeds --beam {search.beam}: the search keeps {search.beam} hypotheses")
         lens = own_len if own_len is not None else [len(x) for x in ids]
         cap = self.max_target_len - 1
-        limits = [min(math.ceil(n * cfg.max_len_ratio) + cfg.max_len_extra, cap) for n in lens]
+        limits = [min(math.ceil(n * search.max_len_ratio) + search.max_len_extra, cap) for n in lens]
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         tokens = self.src_vocab.tokens
         out = [""] * len(ids)
         lists: list[list[tuple[str, float]]] = [[] for _ in ids]
         bar = tqdm(total=len(ids), unit="sent", disable=not progress or bars_off(), desc="translate (ctranslate2)")
-        for start in range(0, len(order), cfg.batch_sentences):
-            idx = order[start:start + cfg.batch_sentences]
+        for start in range(0, len(order), search.batch_sentences):
+            idx = order[start:start + search.batch_sentences]
             src = [[tokens[j] for j in ids[i][:-1]] for i in idx]          # </s> added by the model (add_source_eos)
             res = self.translator.translate_batch(
-                src, beam_size=cfg.beam, length_penalty=cfg.lenpen, max_decoding_length=max(limits[i] for i in idx) + 1,
+                src, beam_size=search.beam, length_penalty=search.lenpen, max_decoding_length=max(limits[i] for i in idx) + 1,
                 min_decoding_length=0, max_input_length=self.max_target_len, num_hypotheses=max(1, nbest),
                 return_scores=nbest > 0, use_vmap=self.use_vmap)
             for i, r in zip(idx, res):
@@ -231,17 +234,23 @@ class CT2Model:
                     lists[i] = [(" ".join(h[:limits[i]]), float(sc)) for h, sc in zip(r.hypotheses, r.scores)]
             bar.update(len(idx))
         bar.close()
-        return (out, lists) if nbest else out
+        return Decoded(out, lists if nbest else None)
 
-    def decode_documents(self, docs: list[list[np.ndarray]], cfg, progress: bool = False,
-                         rerank=None, warmup: list[int] | None = None) -> list[list[str]]:
+    def decode_variants(self, variants, weights, combine: str, search: SearchOptions, progress: bool = False):
+        """Input variants (``--dp-generator``) need the native engine: ValueError."""
+        raise ValueError("--dp-generator needs the native engine (--engine native)")
+
+    def decode_documents(self, docs: list[list[np.ndarray]], search: SearchOptions, progress: bool = False,
+                         rerank=None, given: dict | None = None, warmup: list[int] | None = None) -> list[list[str]]:
         """Per document, per sentence, source ids → target BPE strings; each source is the
         concatenation the model reads (its previous ``source_context`` sentences, cut to the
         newest ``max_context_tokens``, then itself; the oldest context tokens also dropped where
         the whole would exceed the model's positions). ``rerank`` (a reconstructor's, the native
-        engine's ``LoadedModel.decode_documents``) is not supported: ValueError. ``warmup``: per
-        document, how many first lines are a history piece's warm-up (searched with
-        ``cfg.warmup_beam``, as ``documents.translate_documents`` does)."""
+        engine's ``LoadedModel.decode_documents``) and ``given`` are not supported: ValueError.
+        ``warmup``: per document, how many first lines are a history piece's warm-up (searched with
+        ``search.warmup_beam``, as ``documents.translate_documents`` does)."""
+        if given:
+            raise ValueError("translations given as context need the native engine")
         if rerank is not None:
             raise ValueError("--rerank reconstructor needs the native engine (a CTranslate2 export has no reconstructor)")
         n, m = self.source_context, self.max_context_tokens
@@ -256,15 +265,15 @@ class CT2Model:
                 srcs.append(np.concatenate([ctx, x]))
                 own.append(len(x))
         if self.target_context > 0:
-            chunk = history_chunk_for(docs, cfg.history_chunk, cfg.batch_sentences)
+            chunk = history_chunk_for(docs, search.history_chunk, search.batch_sentences)
             if chunk:
                 result = in_history_pieces(docs, chunk, self.target_context,
                                            lambda piece_docs, warm: self.decode_documents(
-                                               piece_docs, replace(cfg, history_chunk=0), progress, warmup=warm))
+                                               piece_docs, replace(search, history_chunk=0), progress, warmup=warm))
                 if result is not None:
                     return result
-            return self._decode_rolling(docs, srcs, own, cfg, progress, warmup)
-        flat = iter(self.decode(srcs, cfg, progress, own_len=own))
+            return self._decode_rolling(docs, srcs, own, search, progress, warmup)
+        flat = iter(self.decode(srcs, replace(search, nbest=0), progress, own_len=own).hyps)
         return [[next(flat) for _ in doc] for doc in docs]
 
     def target_prefix(self, history: list[list[str]]) -> list[str]:
@@ -279,15 +288,15 @@ class CT2Model:
             seq = ["<s>"] + seq[len(seq) - cap + 1:]
         return seq[1:] + ["<s>"] if seq else []
 
-    def _decode_rolling(self, docs, srcs, own, cfg, progress: bool, warmup: list[int] | None = None) -> list[list[str]]:
+    def _decode_rolling(self, docs, srcs, own, search: SearchOptions, progress: bool, warmup: list[int] | None = None) -> list[list[str]]:
         """A target-context model (``PortableTransformer.target_context``): position k of every
         document in one run (batches of ``batch_sentences``, by length) after position k − 1 of
         all of them, each with its document's own previous translations as a forced
         ``target_prefix``; the prefix comes back with each hypothesis and is cut off. A
-        document's first ``warmup[d]`` lines are searched with ``cfg.warmup_beam`` (when it is
-        neither 0 nor ``cfg.beam``) in batches of their own."""
-        if cfg.beam < 1:
-            raise ValueError(f"beam must be ≥ 1, got {cfg.beam}")
+        document's first ``warmup[d]`` lines are searched with ``search.warmup_beam`` (when it is
+        neither 0 nor ``search.beam``) in batches of their own."""
+        if search.beam < 1:
+            raise ValueError(f"beam must be ≥ 1, got {search.beam}")
         tokens = self.src_vocab.tokens
         cap = self.max_target_len - 1
         start = np.cumsum([0] + [len(d) for d in docs])
@@ -296,21 +305,21 @@ class CT2Model:
                    desc="translate (ctranslate2, rolling history)")
         for k in range(max((len(d) for d in docs), default=0)):
             step = sorted((d for d in range(len(docs)) if k < len(docs[d])), key=lambda d: len(srcs[start[d] + k]))
-            warm = cfg.warmup_beam not in (0, cfg.beam) and warmup is not None
-            groups = [(cfg.beam, [d for d in step if not (warm and k < warmup[d])]),
-                      (cfg.warmup_beam, [d for d in step if warm and k < warmup[d]])]
-            for beam, chunk in ((b, g[a:a + cfg.batch_sentences]) for b, g in groups
-                                for a in range(0, len(g), cfg.batch_sentences)):
+            warm = search.warmup_beam not in (0, search.beam) and warmup is not None
+            groups = [(search.beam, [d for d in step if not (warm and k < warmup[d])]),
+                      (search.warmup_beam, [d for d in step if warm and k < warmup[d]])]
+            for beam, chunk in ((b, g[a:a + search.batch_sentences]) for b, g in groups
+                                for a in range(0, len(g), search.batch_sentences)):
                 src = [[tokens[j] for j in srcs[start[d] + k][:-1]] for d in chunk]
                 prefix = [self.target_prefix(out[d][:k]) for d in chunk]
-                limits = [min(math.ceil(own[start[d] + k] * cfg.max_len_ratio) + cfg.max_len_extra, cap) for d in chunk]
+                limits = [min(math.ceil(own[start[d] + k] * search.max_len_ratio) + search.max_len_extra, cap) for d in chunk]
                 res = self.translator.translate_batch(
                     src, target_prefix=prefix, return_alternatives=False, beam_size=beam,
-                    length_penalty=cfg.lenpen, max_decoding_length=max(l + len(p) for l, p in zip(limits, prefix)) + 1,
+                    length_penalty=search.lenpen, max_decoding_length=max(l + len(p) for l, p in zip(limits, prefix)) + 1,
                     min_decoding_length=0, max_input_length=self.max_target_len, num_hypotheses=beam,
                     return_scores=True, use_vmap=self.use_vmap)
                 for d, p, lim, r in zip(chunk, prefix, limits, res):
-                    best = prefix_free_best(r.hypotheses, r.scores, len(p), cfg.lenpen)
+                    best = prefix_free_best(r.hypotheses, r.scores, len(p), search.lenpen)
                     out[d][k] = list(best[len(p):len(p) + lim])
                 bar.update(len(chunk))
         bar.close()

@@ -8,18 +8,18 @@ from tqdm import tqdm
 
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
+from doctrans.inference.config import SearchOptions
 from doctrans.inference.token_batches import MAX_TOKENS, token_batches
 from doctrans.utils import bars_off
 from doctrans.utils.memory import HeapTrimmer
 
 
-def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, beam: int,
-                  lenpen: float, max_len_ratio: float, max_len_extra: int, batch_sentences: int,
-                  progress: bool = False, weights: list[list[float]] | None = None,
-                  return_scores: bool = False, nbest: int = 0, shortlist=None, keep_states: bool = False,
-                  max_tokens: int = MAX_TOKENS):
+def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_vocab: Vocab, search: SearchOptions,
+                  progress: bool = False, weights: list[list[float]] | None = None, return_scores: bool = False,
+                  shortlist=None, keep_states: bool = False, max_tokens: int = MAX_TOKENS):
     """Translate id sequences (each ending in ``</s>``) → target token strings, in input order.
 
+    ``search``: the ``SearchOptions`` (beam, length penalty and limit, ``batch_sentences``, ``nbest``).
     Sentences are sorted by length and batched ``batch_sentences`` at a time to limit padding,
     a batch's rows × longest row within ``max_tokens`` source tokens (``token_batches``).
     With ``weights``, each item of ``src`` is a list of variants decoded as one mixture
@@ -28,12 +28,13 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
     sentence with one completion costs one decoder row per hypothesis, not R (the result is the
     same: a zero-weight variant adds exactly nothing to the mixture). A batch then holds about
     ``batch_sentences`` variant rows. ``shortlist``: a ``Shortlist`` for ``beam_search``. With
-    ``return_scores`` also the normalised scores. With ``nbest`` > 0 returns (translations, n-best
+    ``return_scores`` also the normalised scores. With ``search.nbest`` > 0 returns (translations, n-best
     lists): per sentence its ``nbest`` best hypotheses as (target token string, normalised score),
     best first (the translations are the same as without it); with ``keep_states`` as well
     (translations, n-best lists, their decoder states): per sentence, per hypothesis of its list,
     the states (len + 1, D) of ``<s> y`` (``beam_search(keep_states=True)``).
     """
+    nbest, batch_sentences = search.nbest, search.batch_sentences
     mixture = weights is not None
     if mixture:
         rows = [[x for x, w in zip(v, ws) if w > 0] for v, ws in zip(src, weights)]
@@ -61,8 +62,8 @@ def decode_corpus(model, src: list[np.ndarray] | list[list[np.ndarray]], tgt_voc
                 for v, x in enumerate(rows[i]):
                     batch[n * r_var + v, :len(x)] = torch.from_numpy(x)
             w = torch.tensor([wts[i] for i in idx]) if r_var > 1 else None
-            res = beam_search(model, batch.to(device), tgt_vocab, beam, lenpen, max_len_ratio, max_len_extra,
-                              variants=r_var, weights=w, nbest=nbest, shortlist=shortlist, keep_states=keep_states)
+            res = beam_search(model, batch.to(device), tgt_vocab, search, variants=r_var, weights=w,
+                              shortlist=shortlist, keep_states=keep_states)
             for n, i in enumerate(idx):
                 out[i] = tgt_vocab.decode(res.tokens[n])
                 scores[i] = res.scores[n]

@@ -34,6 +34,7 @@ previous N *sentences*]. Output keeps every line in place.
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
@@ -42,6 +43,7 @@ from tqdm import tqdm
 
 from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
+from doctrans.inference.config import SearchOptions
 from doctrans.inference.token_batches import MAX_TOKENS, token_batches
 from doctrans.models.interface import EncoderOutput
 from doctrans.utils import bars_off
@@ -142,21 +144,21 @@ def block_batches(model, sents: dict[Sentence, np.ndarray], order: dict[int, lis
 REGROUP = 32      # sub-document batches encoded before their sentences are decoded in length order
 
 
-def _decode_encoded(model, pending: list, vocab: Vocab, search: dict, batch_sentences: int,
-                    hyps: dict, bar, trim, max_tokens: int = MAX_TOKENS) -> None:
+def _decode_encoded(model, pending: list, vocab: Vocab, search: SearchOptions, shortlist, hyps: dict, bar,
+                    trim) -> None:
     """Decode sentences encoded beforehand — pending: [(sentence, ids (L,), states (L, H),
-    padding mask (L,))], emptied — in batches of ``batch_sentences`` by source length (and
-    ``max_tokens``: ``token_batches``), as a sentence model's are (``beam_search(encoded=…)``);
+    padding mask (L,))], emptied — in batches of ``search.batch_sentences`` by source length (and
+    ``MAX_TOKENS``: ``token_batches``), as a sentence model's are (``beam_search(encoded=…)``);
     1-best ids into ``hyps``."""
     pending.sort(key=lambda p: p[1].numel())
-    for chunk in token_batches(pending, lambda p: p[1].numel(), batch_sentences, max_tokens):
+    for chunk in token_batches(pending, lambda p: p[1].numel(), search.batch_sentences, MAX_TOKENS):
         width = max(p[1].numel() for p in chunk)
         src = chunk[0][1].new_full((len(chunk), width), vocab.pad_id)
         states = chunk[0][2].new_zeros((len(chunk), width, chunk[0][2].size(-1)))
         mask = torch.ones((len(chunk), width), dtype=torch.bool, device=src.device)
         for r, (_, ids, st, m) in enumerate(chunk):
             src[r, :ids.numel()], states[r, :ids.numel()], mask[r, :ids.numel()] = ids, st, m
-        res = beam_search(model, src, vocab, **search, encoded=EncoderOutput(states, mask))
+        res = beam_search(model, src, vocab, search, encoded=EncoderOutput(states, mask), shortlist=shortlist)
         hyps.update(zip([p[0] for p in chunk], res.tokens))
         bar.update(len(chunk))
         trim()
@@ -225,40 +227,37 @@ def in_history_pieces(docs: list[list], chunk: int, n: int, translate) -> list[l
     return result
 
 
-def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab, beam: int, lenpen: float,
-                        max_len_ratio: float, max_len_extra: int, batch_sentences: int,
+def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab, search: SearchOptions,
                         progress: bool = False, context_cache: bool = True, shortlist=None,
-                        rerank: DocumentReranker | None = None,
-                        given: dict[Sentence, list[int]] | None = None,
-                        max_tokens: int = MAX_TOKENS, history_chunk: int | str = 0,
-                        warmup_beam: int = 0, warmup: list[int] | None = None) -> list[list[str]]:
+                        rerank: DocumentReranker | None = None, given: dict[Sentence, list[int]] | None = None,
+                        warmup: list[int] | None = None) -> list[list[str]]:
     """docs: per document, per line, source ids ending in ``</s>`` (None for an empty line) →
     per document, per line, target token strings ("" for empty lines). See the module doc for
-    the two schedules. ``context_cache`` False: without the model's ``inference_cache`` (every
-    batch computes its context rows again; the same translations, slower: for benchmarks and
-    tests). ``shortlist``: a ``Shortlist`` for every ``beam_search``. ``rerank``: each batch's
-    search keeps its ``rerank.k`` best hypotheses with their decoder states and ``rerank`` chooses
-    one per sentence (``translate --rerank reconstructor``; a target-side model's later context
-    rows then carry the chosen translation). ``given``: (document, line) → target ids of sentences
-    already translated (e.g. the previous lines of a stream, ``inference/stream.py``): they are
-    not translated again, only read as context (a target-side model's context rows carry these
-    ids), and their output is these ids decoded. ``max_tokens``: a batch's rows (targets and their
-    context rows) × longest row at most this many source tokens (``token_batches``), besides
-    ``batch_sentences`` targets. ``history_chunk`` C > 0 (target-side context only; without
-    ``given``): each document's sentences are translated as independent pieces of C, each
+    the two schedules. ``search``: the ``SearchOptions`` — beam, length penalty and limit,
+    ``batch_sentences`` target sentences per batch (and rows × longest row within
+    ``MAX_TOKENS`` source tokens: ``token_batches``), ``history_chunk`` and ``warmup_beam``.
+    ``context_cache`` False: without the model's ``inference_cache`` (every batch computes its
+    context rows again; the same translations, slower: for benchmarks and tests). ``shortlist``:
+    a ``Shortlist`` for every ``beam_search``. ``rerank``: each batch's search keeps its
+    ``rerank.k`` best hypotheses with their decoder states and ``rerank`` chooses one per sentence
+    (``translate --rerank reconstructor``; a target-side model's later context rows then carry
+    the chosen translation). ``given``: (document, line) → target ids of sentences already
+    translated (e.g. the previous lines of a stream, ``inference/stream.py``): they are not
+    translated again, only read as context (a target-side model's context rows carry these ids),
+    and their output is these ids decoded. ``history_chunk`` C > 0 (target-side context only;
+    without ``given``): each document's sentences are translated as independent pieces of C, each
     preceded by the N sentences before it as warm-up (translated with the context they have in
     the piece, their output discarded; ``_history_pieces``), so a document of L sentences takes
     C + N sequential steps instead of L and the pieces of all documents share each step's
     batches; every kept sentence reads N previous sentences of its document, the model's own
     translations — at a piece's start the warm-up's, made with less context [I]; ``"auto"``: C
-    chosen so the pieces fill one batch (``history_chunk_for``). ``warmup_beam`` W > 0: the
-    warm-up sentences are searched with beam W instead of ``beam``, in batches of their own (their
-    translations are only context; W = 1 is greedy: 1.28× the sentence model's time instead of
-    1.33× with the default document model, docs/journal/2026-11-29-whole-corpus-rows.md; 0, this
-    function's default, keeps ``beam``, while ``TranslateConfig.warmup_beam`` — the CLI's and the
-    API's — is 1); ``warmup``: per document, how many
-    of its first non-empty lines are warm-up (``in_history_pieces`` passes it; those lines are
-    searched with ``warmup_beam`` and not reranked). Raises ValueError if the model
+    chosen so the pieces fill one batch (``history_chunk_for``); 0: whole documents.
+    ``warmup_beam`` W > 0: the warm-up sentences are searched with beam W instead of ``beam``, in
+    batches of their own (their translations are only context; W = 1 is greedy: 1.28× the
+    sentence model's time instead of 1.33× with the default document model,
+    docs/journal/2026-11-29-whole-corpus-rows.md; 0 keeps ``beam``); ``warmup``: per document,
+    how many of its first non-empty lines are warm-up (``in_history_pieces`` passes it; those
+    lines are searched with ``warmup_beam`` and not reranked). Raises ValueError if the model
     reads no context, for ``rerank`` or ``given`` with a sub-document model (``context_block``),
     or for a ``history_chunk`` neither ``"auto"`` nor an integer ≥ 0."""
     doc = model.document
@@ -269,13 +268,15 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
         raise ValueError("reranking is not supported for sub-document models (context_block > 0, e.g. HGC)")
     if given and block > 0:
         raise ValueError("given translations are not supported for sub-document models (context_block > 0, e.g. HGC)")
-    history_chunk = history_chunk_for(docs, history_chunk, batch_sentences)
+    search = replace(search, nbest=0) if search.nbest else search     # one translation per sentence
+    beam, warmup_beam, batch_sentences, max_tokens = search.beam, search.warmup_beam, search.batch_sentences, MAX_TOKENS
+    history_chunk = history_chunk_for(docs, search.history_chunk, batch_sentences)
     if history_chunk and doc.needs_target and not given and block == 0:
+        whole = replace(search, history_chunk=0)
         result = in_history_pieces(
             docs, history_chunk, n,
-            lambda piece_docs, warm: translate_documents(model, piece_docs, vocab, beam, lenpen, max_len_ratio,
-                                                         max_len_extra, batch_sentences, progress, context_cache,
-                                                         shortlist, rerank, None, max_tokens, 0, warmup_beam, warm))
+            lambda piece_docs, warm: translate_documents(model, piece_docs, vocab, whole, progress, context_cache,
+                                                         shortlist, rerank, None, warm))
         if result is not None:
             return result
     device = next(model.parameters()).device
@@ -298,15 +299,13 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
         return warmup_beam not in (0, beam) and bool(warmup) and position[s] < warmup[s[0]]
 
     if block > 0:                                       # source-side sub-documents: no 1-best context
-        search = dict(beam=beam, lenpen=lenpen, max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
-                      shortlist=shortlist)
         pending: list = []
         model.eval()                                    # as beam_search would: encoding comes first here
         for rows, batch in block_batches(model, sents, order, block, batch_sentences, vocab, device, max_tokens):
             with torch.no_grad():
                 enc = model.encode(batch)
             if enc.extra or enc.shared:                 # rows that cannot be regrouped: decode them here
-                res = beam_search(model, batch, vocab, **search, encoded=enc)
+                res = beam_search(model, batch, vocab, search, encoded=enc, shortlist=shortlist)
                 hyps.update(zip(rows, res.tokens))
                 bar.update(len(rows))
                 trim()
@@ -315,9 +314,10 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
             pending += [(s, batch.src[i, :n], enc.states[i, :n], enc.src_pad_mask[i, :n])
                         for i, (s, n) in enumerate(zip(rows, lengths))]
             if len(pending) >= REGROUP * batch_sentences:
-                _decode_encoded(model, pending, vocab, search, batch_sentences, hyps, bar, trim, max_tokens)
-        _decode_encoded(model, pending, vocab, search, batch_sentences, hyps, bar, trim, max_tokens)
+                _decode_encoded(model, pending, vocab, search, shortlist, hyps, bar, trim)
+        _decode_encoded(model, pending, vocab, search, shortlist, hyps, bar, trim)
         steps = []
+    searches = {k: replace(search, beam=k) for k in {beam, warmup_beam} if k > 0}    # the lines' and the warm-up's
     with (model.inference_cache(capacity=max(4096, 2 * (n + 1) * len(order))) if context_cache else nullcontext()):
         for step in steps:
             if not step:
@@ -330,15 +330,14 @@ def translate_documents(model, docs: list[list[np.ndarray | None]], vocab: Vocab
                                                         rows=lambda s: 1 + len(context_of(s)))):
                 batch = build_batch(chunk, sents, order, position, n, hyps, vocab, device)
                 if rerank is None or k != beam:
-                    res = beam_search(model, batch, vocab, k, lenpen, max_len_ratio, max_len_extra,
-                                      shortlist=shortlist)
+                    res = beam_search(model, batch, vocab, searches[k], shortlist=shortlist)
                     hyps.update(zip(chunk, res.tokens))
                 else:                           # encoded once: the search and the reranker read it
                     model.eval()
                     with torch.no_grad():
                         enc = model.encode(batch)
-                    res = beam_search(model, batch, vocab, beam, lenpen, max_len_ratio, max_len_extra,
-                                      nbest=rerank.k, encoded=enc, shortlist=shortlist, keep_states=True)
+                    res = beam_search(model, batch, vocab, replace(search, nbest=rerank.k), encoded=enc,
+                                      shortlist=shortlist, keep_states=True)
                     chosen = rerank(batch, enc, chunk, res.nbest, res.nbest_states)
                     hyps.update((s, res.nbest[r][j][1]) for r, (s, j) in enumerate(zip(chunk, chosen)))
                 bar.update(len(chunk))

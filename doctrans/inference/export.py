@@ -15,7 +15,8 @@ import numpy as np
 
 from doctrans.data.vocab import Vocab
 from doctrans.inference.ct2 import FORMAT, FORMAT_VERSION, META, is_exported, require_ctranslate2
-from doctrans.inference.translate import LoadedModel, TranslateConfig
+from doctrans.inference.config import ModelOptions
+from doctrans.inference.translate import LoadedModel
 from doctrans.models.build import portable_models
 from doctrans.runtime.checkpoint import config_of, load_checkpoint
 from doctrans.runtime.model_card import write_model_card
@@ -96,7 +97,7 @@ def export_ctranslate2(checkpoint: str, output: str, prepared: str = "") -> Path
     out = Path(output)
     if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or is_exported(out))):
         raise ValueError(f"{out} exists and is not an earlier export: choose another -o/--output or remove it")
-    loaded = LoadedModel.load(TranslateConfig(checkpoint=checkpoint, prepared=prepared, device="cpu"))
+    loaded = LoadedModel.load(ModelOptions(checkpoint=checkpoint, prepared=prepared, device="cpu"))
     portable = loaded.model.portable()
     if portable is None:
         exp = config_of(load_checkpoint(checkpoint))
@@ -141,7 +142,7 @@ def export_ctranslate2(checkpoint: str, output: str, prepared: str = "") -> Path
 def exportable(checkpoint: str) -> bool:
     """Whether ``export_ctranslate2`` can write ``checkpoint``'s model (its ``portable()`` is not
     None); loads the checkpoint on the CPU. Raises like ``LoadedModel.load``."""
-    loaded = LoadedModel.load(TranslateConfig(checkpoint=str(checkpoint), device="cpu"))
+    loaded = LoadedModel.load(ModelOptions(checkpoint=str(checkpoint), device="cpu"))
     return loaded.model.portable() is not None
 
 

@@ -1,6 +1,7 @@
-"""Loading a model to translate with: a checkpoint (``LoadedModel``: model, vocabularies, the text
-processors it carries, ``text_processors``; int8 dynamic quantization, ``quantize_int8``) or an
-exported CTranslate2 directory (``load_model`` picks by ``TranslateConfig.engine``)."""
+"""Loading a model to translate with: a checkpoint (``LoadedModel``, the native engine: model,
+vocabularies, the text processors it carries, ``text_processors``; int8 dynamic quantization,
+``quantize_int8``) or an exported CTranslate2 directory (``ct2.CT2Model``); ``load_model`` picks by
+``ModelOptions.engine`` and returns an ``engine.Engine``."""
 from __future__ import annotations
 
 import logging
@@ -13,9 +14,10 @@ import torch
 
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
-from doctrans.inference.config import TranslateConfig
+from doctrans.inference.config import ModelOptions, SearchOptions, TranslateConfig
 from doctrans.inference.decode import decode_corpus
 from doctrans.inference.documents import translate_documents
+from doctrans.inference.engine import Decoded, Engine
 from doctrans.inference.shortlist import Shortlist
 from doctrans.models.interface import reads_documents
 from doctrans.runtime.checkpoint import build_translation_model, config_of, load_checkpoint
@@ -63,14 +65,15 @@ def with_recaser(proc: TextProcessor, path: str) -> TextProcessor:
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A checkpoint loaded for translation, shared by the ``Translator``s of one checkpoint.
+    """A checkpoint loaded for translation, shared by the ``Translator``s of one checkpoint: the
+    native ``engine.Engine`` (an ensemble of checkpoints is one model here).
 
     model: the ``Seq2SeqModel`` in eval mode on its device; src_vocab / tgt_vocab; src_proc /
     tgt_proc: the checkpoint's text processing; chunk_len: the training length (``data.max_len``,
     the pieces of an over-long line); protect_dp: the checkpoint was trained with
     ``data.bpe_protect_dp``; key: (checkpoint, context options, device, prepared, quantize,
     shortlist), what was loaded; shortlist: the ``Shortlist`` every search of this model uses
-    (``TranslateConfig.shortlist``), or None."""
+    (``ModelOptions.shortlist``), or None."""
 
     model: torch.nn.Module
     src_vocab: Vocab
@@ -83,11 +86,12 @@ class LoadedModel:
     shortlist: Shortlist | None = None
 
     @staticmethod
-    def key_of(cfg: TranslateConfig) -> tuple:
-        if cfg.engine == "ctranslate2":
-            return cfg.checkpoint, cfg.device, cfg.compute_type, cfg.threads, cfg.shortlist
-        return (cfg.checkpoint, tuple(cfg.context_options), cfg.device, cfg.prepared, cfg.quantize, cfg.shortlist,
-                tuple(cfg.ensemble), tuple(cfg.ensemble_weights), cfg.ensemble_mode)
+    def key_of(opts: ModelOptions) -> tuple:
+        """What ``opts`` loads: two configs of one key share a loaded model (``Translator.with_config``)."""
+        if opts.engine == "ctranslate2":
+            return opts.checkpoint, opts.device, opts.compute_type, opts.threads, opts.shortlist
+        return (opts.checkpoint, tuple(opts.context_options), opts.device, opts.prepared, opts.quantize,
+                opts.shortlist, tuple(opts.ensemble), tuple(opts.ensemble_weights), opts.ensemble_mode)
 
     @property
     def reads_documents(self) -> bool:
@@ -98,21 +102,39 @@ class LoadedModel:
     def max_target_len(self) -> int:
         return self.model.max_target_len
 
-    def decode(self, ids: list[np.ndarray], cfg: TranslateConfig, progress: bool = False, nbest: int = 0):
-        """``decode_corpus`` of ``ids`` with ``cfg``'s search settings and the model's shortlist."""
-        return decode_corpus(self.model, ids, self.tgt_vocab, cfg.beam, cfg.lenpen, cfg.max_len_ratio,
-                             cfg.max_len_extra, cfg.batch_sentences, progress, nbest=nbest, shortlist=self.shortlist)
+    def decode(self, ids: list[np.ndarray], search: SearchOptions, progress: bool = False) -> Decoded:
+        """``decode_corpus`` of ``ids`` with ``search`` and the model's shortlist."""
+        out = decode_corpus(self.model, ids, self.tgt_vocab, search, progress, shortlist=self.shortlist)
+        return Decoded(*out) if search.nbest else Decoded(out)
 
-    def decode_documents(self, docs: list[list[np.ndarray]], cfg: TranslateConfig,
-                         progress: bool = False, rerank=None) -> list[list[str]]:
-        """``documents.translate_documents`` of ``docs`` with ``cfg``'s search settings and the
-        model's shortlist (``rerank``: a ``documents.DocumentReranker``)."""
-        return translate_documents(self.model, docs, self.tgt_vocab, cfg.beam, cfg.lenpen, cfg.max_len_ratio,
-                                   cfg.max_len_extra, cfg.batch_sentences, progress, shortlist=self.shortlist,
-                                   rerank=rerank, history_chunk=cfg.history_chunk, warmup_beam=cfg.warmup_beam)
+    def decode_documents(self, docs: list[list[np.ndarray]], search: SearchOptions, progress: bool = False,
+                         rerank=None, given: dict | None = None) -> list[list[str]]:
+        """``documents.translate_documents`` of ``docs`` with ``search`` and the model's shortlist
+        (``rerank``: a ``documents.DocumentReranker``; ``given``: sentences already translated)."""
+        return translate_documents(self.model, docs, self.tgt_vocab, search, progress, shortlist=self.shortlist,
+                                   rerank=rerank, given=given)
+
+    def decode_variants(self, variants: list[list[np.ndarray]], weights: list[list[float]], combine: str,
+                        search: SearchOptions, progress: bool = False) -> list[str]:
+        """One translation per sentence of its weighted source variants (``engine.Engine``):
+        ``1best`` the first, ``mixture`` one beam over all (``decode_corpus(weights=…)``), ``max``
+        each variant of weight > 0 alone, the best-scoring kept."""
+        v = self.tgt_vocab
+        if combine == "1best":
+            return decode_corpus(self.model, [s[0] for s in variants], v, search, progress, shortlist=self.shortlist)
+        if combine == "mixture":
+            return decode_corpus(self.model, variants, v, search, progress, weights=weights, shortlist=self.shortlist)
+        real = [(k, i) for k, w in enumerate(weights) for i, wv in enumerate(w) if wv > 0]
+        hyps, scores = decode_corpus(self.model, [variants[k][i] for k, i in real], v, search, progress,
+                                     return_scores=True, shortlist=self.shortlist)
+        best: dict[int, tuple[float, str]] = {}
+        for (k, _), h, sc in zip(real, hyps, scores):
+            if k not in best or sc > best[k][0]:
+                best[k] = (sc, h)
+        return [best[k][1] for k in range(len(variants))]
 
     @classmethod
-    def load(cls, cfg: TranslateConfig) -> "LoadedModel":
+    def load(cls, cfg: ModelOptions) -> "LoadedModel":
         """Load ``cfg.checkpoint`` (with ``cfg.context_options``) onto ``cfg.device``. Raises like
         ``load_checkpoint``, ``build_translation_model`` and ``text_processors``."""
         ckpt = load_checkpoint(cfg.checkpoint)
@@ -133,7 +155,7 @@ class LoadedModel:
                    cls.key_of(cfg), shortlist)
 
 
-def ensemble_of(model: torch.nn.Module, ckpt: dict, cfg: TranslateConfig) -> torch.nn.Module:
+def ensemble_of(model: torch.nn.Module, ckpt: dict, cfg: ModelOptions) -> torch.nn.Module:
     """``model`` (from ``cfg.checkpoint``, its checkpoint ``ckpt``) and the models of
     ``cfg.ensemble`` (checkpoints or shipped names) as one ``models.ensemble.Ensemble`` with
     ``cfg.ensemble_weights`` (default uniform) and ``cfg.ensemble_mode``. Raises ValueError
@@ -187,13 +209,14 @@ def quantize_int8(model: torch.nn.Module, mode: str = "int8") -> torch.nn.Module
         return quantize_dynamic(model, {n: per_channel_dynamic_qconfig for n in names}, dtype=torch.qint8)
 
 
-def load_model(cfg: TranslateConfig):
-    """The loaded model ``cfg`` asks for: ``LoadedModel.load`` (engine native) or an exported
-    CTranslate2 directory (``ct2.CT2Model``, engine ctranslate2). Raises ValueError for an
-    unknown engine, a checkpoint file given to ctranslate2 (naming the export command) or an
-    export given to native, and like the loaders."""
-    path = Path(cfg.checkpoint)
-    if cfg.engine == "native":
+def load_model(cfg: TranslateConfig) -> Engine:
+    """The engine ``cfg.model`` asks for (``engine.Engine``): ``LoadedModel.load`` (engine native)
+    or an exported CTranslate2 directory (``ct2.CT2Model``, engine ctranslate2). Raises ValueError
+    for an unknown engine, a checkpoint file given to ctranslate2 (naming the export command), an
+    export given to native, or a setting ctranslate2 does not support, and like the loaders."""
+    m, dp = cfg.model, cfg.dp
+    path = Path(m.checkpoint)
+    if m.engine == "native":
         from doctrans.inference.ct2 import is_exported
 
         if is_exported(path):
@@ -201,17 +224,17 @@ def load_model(cfg: TranslateConfig):
         if path.is_dir():
             raise ValueError(f"{path} is a directory: give a checkpoint file (e.g. {path / 'best.pt'}), or an "
                              "exported model directory with --engine ctranslate2")
-        return LoadedModel.load(cfg)
-    if cfg.engine != "ctranslate2":
-        raise ValueError(f"engine must be native or ctranslate2, got {cfg.engine!r}")
+        return LoadedModel.load(m)
+    if m.engine != "ctranslate2":
+        raise ValueError(f"engine must be native or ctranslate2, got {m.engine!r}")
     from doctrans.inference.ct2 import CT2Model, export_command, is_exported
 
-    unsupported = [(cfg.quantize != "none", "--quantize (use --compute-type int8)"),
-                   (bool(cfg.dp_generator), "--dp-generator"),
-                   (bool(cfg.rerank), "--rerank"), (bool(cfg.dp_out), "--dp-out"),
-                   (cfg.dp_threshold is not None, "--dp-threshold"),
-                   (cfg.explain_context > 0, "--explain-context"), (bool(cfg.context_options), "--context-option"),
-                   (bool(cfg.prepared), "--prepared (the export carries its BPE codes)")]
+    unsupported = [(m.quantize != "none", "--quantize (use --compute-type int8)"),
+                   (bool(dp.dp_generator), "--dp-generator"),
+                   (bool(dp.rerank), "--rerank"), (bool(dp.dp_out), "--dp-out"),
+                   (dp.dp_threshold is not None, "--dp-threshold"),
+                   (cfg.io.explain_context > 0, "--explain-context"), (bool(m.context_options), "--context-option"),
+                   (bool(m.prepared), "--prepared (the export carries its BPE codes)")]
     given = [name for on, name in unsupported if on]
     if given:
         raise ValueError(f"--engine ctranslate2 does not support {', '.join(given)}: use --engine native")
@@ -219,4 +242,4 @@ def load_model(cfg: TranslateConfig):
         what = "a checkpoint" if path.is_file() else "not an exported model directory"
         raise ValueError(f"--engine ctranslate2 translates with an exported model directory; {path} is {what}: "
                          f"export it first with `{export_command(str(path))}` and pass -c DIR")
-    return CT2Model(cfg.checkpoint, cfg.device, cfg.compute_type, cfg.threads, cfg.shortlist)
+    return CT2Model(m.checkpoint, m.device, m.compute_type, m.threads, m.shortlist)

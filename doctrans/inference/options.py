@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import replace
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -75,7 +74,7 @@ def language_suffixes(src_lang: str, tgt_lang: str) -> tuple[str, str]:
     return f".{src_lang}", f".{tgt_lang}"
 
 
-def model_languages(checkpoint: str, engine: str = "native") -> tuple[str, str] | None:
+def model_languages(checkpoint: str) -> tuple[str, str] | None:
     """(source language, target language) of a checkpoint or exported directory, read without
     building the model (an export's ``doctrans.json``; a checkpoint's text settings or config,
     memory-mapped); None when they cannot be read (the model's loader reports why later)."""
@@ -97,15 +96,14 @@ def model_languages(checkpoint: str, engine: str = "native") -> tuple[str, str] 
         return None
 
 
-def directory_out_suffix(out_suffix: str | None, checkpoint: str, engine: str = "native"
-                         ) -> str | tuple[str, str]:
+def directory_out_suffix(out_suffix: str | None, checkpoint: str) -> str | tuple[str, str]:
     """What names a directory translation's outputs: ``out_suffix`` when given (a suffix
     replacing each source's last one; ``""`` keeps the names), else the model's language
     suffixes (``language_suffixes``: a source ending in the source language's suffix gets the
     target's, other names are kept), else ``""`` when the languages cannot be read."""
     if out_suffix is not None:
         return out_suffix
-    langs = model_languages(checkpoint, engine)
+    langs = model_languages(checkpoint)
     return language_suffixes(*langs) if langs else ""
 
 
@@ -113,12 +111,12 @@ def native_compute_type(cfg):
     """``cfg`` (a ``TranslateConfig`` with engine native) with its ``compute_type`` applied:
     int8 / int8_float32 → ``quantize="int8"`` (a logged note), float32 / auto / default
     unchanged; ValueError for a type native decoding lacks. Other engines: ``cfg`` itself."""
-    ct = cfg.compute_type
-    if cfg.engine != "native" or ct in NATIVE_FLOAT:
+    ct = cfg.model.compute_type
+    if cfg.model.engine != "native" or ct in NATIVE_FLOAT:
         return cfg
     if ct in NATIVE_INT8:
         log.info("--compute-type %s with the native engine: decoding with --quantize int8 (int8 weights of the "
                  "output and feed-forward layers, activations quantized at run time; CPU)", ct)
-        return replace(cfg, compute_type="default", quantize="int8")
+        return cfg.replace(compute_type="default", quantize="int8")
     raise ValueError(f"--compute-type {ct} is CTranslate2's (--engine ctranslate2 -c EXPORT_DIR); the native engine "
                      f"decodes in float32, or int8 with --compute-type int8 / --quantize int8")

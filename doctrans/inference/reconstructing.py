@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from doctrans.inference.config import TranslateConfig
 from doctrans.inference.decode import decode_corpus
@@ -20,10 +21,22 @@ log = logging.getLogger(__name__)
 RERANK_BLOCK = 16     # --rerank: batches decoded before they are reranked (bounds the decoder states held)
 
 
-def translate_reconstructing(loaded: LoadedModel, cfg: TranslateConfig, inputs: InputSetup, lines: list[str],
-                             nonempty: list[int], bpe: dict[int, str], words: dict[int, str], limit: int,
-                             at: list[str], progress: bool, doc_ids: list[str] | None,
-                             translate_documents: Callable[..., dict[int, str]]
+@dataclass(frozen=True)
+class Lines:
+    """The lines of one ``Translator`` call: ``text`` (all of them), ``nonempty`` (the indices of
+    the non-empty ones), their BPE source (``bpe``) and segmented words (``words``), by line index;
+    ``at``: each line's location for warnings; ``doc_ids``: each line's document, or None."""
+
+    text: list[str]
+    nonempty: list[int]
+    bpe: dict[int, str]
+    words: dict[int, str]
+    at: list[str]
+    doc_ids: list[str] | None
+
+
+def translate_reconstructing(loaded: LoadedModel, cfg: TranslateConfig, inputs: InputSetup, lines: Lines, limit: int,
+                             progress: bool, translate_documents: Callable[..., dict[int, str]]
                              ) -> tuple[dict[int, str], list[str] | None]:
     """``rerank`` / ``dp_out`` (``inference/reconstruction.py``): the reconstruction target x̂ of
     each line (the source itself for spec.target "original", else the DP generator's 1-best
@@ -33,15 +46,16 @@ def translate_reconstructing(loaded: LoadedModel, cfg: TranslateConfig, inputs: 
     words. Returns (line → BPE 1-best, the DP-completed lines or None). A line over the
     model's length is left out (translated plainly by the caller; its DP line is the source).
     A model that reads documents (§2.12's cross-sentence DP labelling; ``dp_out`` only, target
-    original) translates every line as documents (``doc_ids``) and labels each line with its
+    original) translates every line as documents (``lines.doc_ids``) and labels each line with its
     document's previous N labelled lines as context (``predict_documents``).
-    ``words``: line index → its segmented source words (``inputs``' transform makes x̂ from them);
+    ``lines.words``: line index → its segmented source words (``inputs``' transform makes x̂ from them);
     ``translate_documents(rec=…)``: the Translator's translation of these lines as documents (a
     model that reads documents)."""
     c, model, spec = cfg, loaded.model, loaded.model.reconstruction
+    nonempty, bpe, words, at, doc_ids = lines.nonempty, lines.bpe, lines.words, lines.at, lines.doc_ids
     hat = bpe
     if spec.target in ("dp", "dpp"):
-        tok: list[str | None] = [None] * len(lines)
+        tok: list[str | None] = [None] * len(lines.text)
         for i in nonempty:
             tok[i] = words[i]
         per_line = inputs.transform(tok)
@@ -54,50 +68,50 @@ def translate_reconstructing(loaded: LoadedModel, cfg: TranslateConfig, inputs: 
                     "prediction", at[i], limit + 1)
     src = [loaded.src_vocab.encode(enc_in[i]) for i in ok]
     rec = [loaded.src_vocab.encode(hat[i]) for i in ok]
-    v, args = loaded.tgt_vocab, (c.beam, c.lenpen, c.max_len_ratio, c.max_len_extra, c.batch_sentences, progress)
+    v, search, batch = loaded.tgt_vocab, replace(c.search, nbest=0), c.search.batch_sentences
     documents = reads_documents(model)
     if documents:                               # every line, as documents (long ones split)
-        hyps = translate_documents(rec=dict(zip(ok, rec)) if c.rerank else None)
+        hyps = translate_documents(rec=dict(zip(ok, rec)) if c.dp.rerank else None)
         best = [hyps[i] for i in ok]
-    elif c.rerank:
+    elif c.dp.rerank:
         best = []
-        block = RERANK_BLOCK * c.batch_sentences  # the n-best's decoder states are held for a block at a time
+        block = RERANK_BLOCK * batch             # the n-best's decoder states are held for a block at a time
+        kbest = replace(search, nbest=c.dp.rerank_k or c.search.beam)
         for a in range(0, len(ok), block):
-            _, lists, states = decode_corpus(model, src[a:a + block], v, *args, nbest=c.rerank_k or c.beam,
-                                             shortlist=loaded.shortlist, keep_states=True)
-            cands = [[v.encode(t, add_eos=False).tolist() for t, _ in hl] for hl in lists]
+            _, lists, states = decode_corpus(model, src[a:a + block], v, kbest, progress, shortlist=loaded.shortlist,
+                                             keep_states=True)
+            scored = [[(sc, v.encode(t, add_eos=False).tolist()) for t, sc in hl] for hl in lists]
             chosen: list[int] = []
-            for b in range(0, len(lists), c.batch_sentences):
-                part, whole = slice(b, b + c.batch_sentences), slice(a + b, a + b + c.batch_sentences)
-                chosen += rerank_batch(model, src[whole], cands[part], [[s for _, s in hl] for hl in lists[part]],
-                                       rec[whole], spec.weight, v.pad_id, v.bos_id, states=states[part],
-                                       top_words=c.rerank_vocab)[0]
+            for b in range(0, len(lists), batch):
+                part, whole = slice(b, b + batch), slice(a + b, a + b + batch)
+                chosen += rerank_batch(model, src[whole], scored[part], rec[whole], spec.weight, v,
+                                       states=states[part], top_words=c.dp.rerank_vocab)[0]
             best += [lists[n][j][0] for n, j in enumerate(chosen)]
     else:
-        best = decode_corpus(model, src, v, *args, shortlist=loaded.shortlist) if ok else []
+        best = decode_corpus(model, src, v, search, progress, shortlist=loaded.shortlist) if ok else []
     if not documents:
         hyps = dict(zip(ok, best))
-    if not c.dp_out:
+    if not c.dp.dp_out:
         return hyps, None
-    out = [""] * len(lines)
+    out = [""] * len(lines.text)
     for i in nonempty:
         out[i] = words[i]
     ys = [v.encode(h, add_eos=False).tolist() for h in best]
     if documents:
-        doc_of = doc_ids if doc_ids is not None else [""] * len(lines)
+        doc_of = doc_ids if doc_ids is not None else [""] * len(lines.text)
         runs: list[list[int]] = []
         for k, i in enumerate(ok):              # contiguous runs of one document
             if not runs or doc_of[i] != doc_of[ok[runs[-1][-1]]]:
                 runs.append([])
             runs[-1].append(k)
         all_labels = predict_documents(model, runs, src, ys, rec, model.document.context_sents, v.pad_id,
-                                       v.bos_id, c.batch_sentences, c.dp_threshold)
+                                       v.bos_id, batch, c.dp.dp_threshold)
     else:
         all_labels = []
-        for b in range(0, len(ok), c.batch_sentences):
-            part = slice(b, b + c.batch_sentences)
+        for b in range(0, len(ok), batch):
+            part = slice(b, b + batch)
             all_labels += predict_batch(model, src[part], ys[part], rec[part], v.pad_id, v.bos_id,
-                                        threshold=c.dp_threshold)
+                                        threshold=c.dp.dp_threshold)
     for i, lab in zip(ok, all_labels):
         out[i] = " ".join(completed_words(hat[i].split(), lab, model.dp_labels, spec.target))
     return hyps, out

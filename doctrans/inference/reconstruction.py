@@ -32,6 +32,7 @@ steps, follow its own longest row rather than the batch's (measured: the candida
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -47,17 +48,25 @@ def _padded(rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
     return out
 
 
+class Specials(NamedTuple):
+    """The target vocabulary's ``<pad>`` and ``<s>`` ids (a ``Vocab`` has them too)."""
+
+    pad_id: int
+    bos_id: int
+
+
 @torch.no_grad()
-def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequence[Sequence[int]]],
-                 beam_scores: Sequence[Sequence[float]], targets: Sequence[np.ndarray], weight: float,
-                 pad_id: int, bos_id: int, rows_per_pass: int = 64, states: Sequence[Sequence[torch.Tensor]] | None = None,
-                 top_words: int = 0, encoded: EncoderOutput | None = None) -> tuple[list[int], list[list[float]]]:
+def rerank_batch(model, sources: Sequence[np.ndarray], nbest: Sequence[Sequence[tuple[float, Sequence[int]]]],
+                 targets: Sequence[np.ndarray], weight: float, specials: Specials, rows_per_pass: int = 64,
+                 states: Sequence[Sequence[torch.Tensor]] | None = None, top_words: int = 0,
+                 encoded: EncoderOutput | None = None) -> tuple[list[int], list[list[float]]]:
     """Choose one candidate per sentence (module doc).
 
-    sources: B source id arrays ending in ``</s>`` (what the encoder reads); candidates: per
-    sentence its k_b ≥ 1 candidate translations, target ids without ``<s>``/``</s>``;
-    beam_scores: their normalised beam scores, same shape; targets: B reconstruction targets
-    x̂ (source-vocabulary ids ending in ``</s>``); weight: λ; rows_per_pass: candidates per
+    sources: B source id arrays ending in ``</s>`` (what the encoder reads); nbest: per sentence
+    its k_b ≥ 1 candidates as (normalised beam score, target ids without ``<s>``/``</s>``), as
+    ``beam_search`` lists them; targets: B reconstruction targets x̂ (source-vocabulary ids
+    ending in ``</s>``); weight: λ; specials: the target ``<pad>`` and ``<s>`` ids (a ``Vocab``
+    or ``Specials``); rows_per_pass: candidates per
     ``reconstruction_score`` call, taken in (|x̂|, |y|) order (the scores do not depend on it);
     states: per sentence, per candidate, its decoder states (|y| + 1, D) of ``<s> y`` (None: the
     decoder runs teacher-forced); top_words: ``reconstruction_score``'s (0 = the full softmax);
@@ -68,6 +77,9 @@ def rerank_batch(model, sources: Sequence[np.ndarray], candidates: Sequence[Sequ
     beam's, order —, the combined scores per candidate). Raises ``ValueError`` from
     ``model.reconstruction_score`` for a model without a reconstructor, for a sentence without
     candidates, or for ``rows_per_pass`` < 1."""
+    candidates = [[ids for _, ids in hl] for hl in nbest]
+    beam_scores = [[score for score, _ in hl] for hl in nbest]
+    pad_id, bos_id = specials.pad_id, specials.bos_id
     if any(len(c) == 0 for c in candidates):
         raise ValueError("every sentence needs at least one candidate to rerank")
     if rows_per_pass < 1:
@@ -140,11 +152,9 @@ class DocumentRerank:
         if not rows:
             return out
         index = torch.tensor(rows, dtype=torch.long, device=encoded.states.device)
-        _, combined = rerank_batch(self.model, None, [[ids for _, ids in nbest[r]] for r in rows],
-                                   [[score for score, _ in nbest[r]] for r in rows],
-                                   [self._target(*chunk[r]) for r in rows], self.weight, self.pad_id, self.bos_id,
-                                   states=[states[r] for r in rows], top_words=self.top_words,
-                                   encoded=encoded.select(index))
+        _, combined = rerank_batch(self.model, None, [nbest[r] for r in rows], [self._target(*chunk[r]) for r in rows],
+                                   self.weight, Specials(self.pad_id, self.bos_id), states=[states[r] for r in rows],
+                                   top_words=self.top_words, encoded=encoded.select(index))
         for r, sc in zip(rows, combined):
             out[r] = sc
         return out

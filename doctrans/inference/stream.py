@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -93,15 +93,12 @@ class DocumentSession:
             log.warning("a stream line of %d BPE units is over the model's limit: translated in pieces without "
                         "context, and not context for the next lines", len(bpe.split()))
             return self._record(Entry(line, None, None, tr.translate([line])[0]))
-        from doctrans.inference.documents import translate_documents
-
         ids = tr.src_vocab.encode(bpe)
         ctx = [e for e in self.history if e.tgt_ids is not None][-self.context_sents:]
         doc = [e.src_ids for e in ctx] + [ids]
         given = {(0, k): e.tgt_ids for k, e in enumerate(ctx)}
-        c = tr.cfg
-        hyp = translate_documents(tr.model, [doc], tr.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio, c.max_len_extra,
-                                  c.batch_sentences, shortlist=tr.shortlist, given=given)[0][-1]
+        whole = replace(tr.cfg.search, history_chunk=0)     # the line after its given context: no pieces
+        hyp = tr.engine.decode_documents([doc], whole, given=given)[0][-1]
         out = tr.postprocess([hyp])[0]
         return self._record(Entry(line, ids, tr.tgt_vocab.encode(hyp, add_eos=False).tolist(), out))
 
@@ -172,16 +169,16 @@ def run_config(cfg, inputs_of=None) -> None:
     ``-`` and for options a stream cannot have."""
     from doctrans.inference.translator import build_translator
 
-    if cfg.input != "-" or cfg.output != "-":
+    if cfg.io.input != "-" or cfg.io.output != "-":
         raise ValueError("--stream reads stdin and writes stdout: leave out --input and --output")
-    bad = [(cfg.docs, "--docs (a blank line ends a document)"), (cfg.nbest, "--nbest"), (cfg.dp_out, "--dp-out"),
-           (cfg.rerank, "--rerank"), (cfg.dp_generator, "--dp-generator"), (cfg.output_format != "text", "--output-format"),
-           (cfg.explain_context, "--explain-context"), (cfg.encoding not in ("", "utf-8"), "--encoding (UTF-8 only)")]
+    bad = [(cfg.io.docs, "--docs (a blank line ends a document)"), (cfg.search.nbest, "--nbest"), (cfg.dp.dp_out, "--dp-out"),
+           (cfg.dp.rerank, "--rerank"), (cfg.dp.dp_generator, "--dp-generator"), (cfg.io.output_format != "text", "--output-format"),
+           (cfg.io.explain_context, "--explain-context"), (cfg.io.encoding not in ("", "utf-8"), "--encoding (UTF-8 only)")]
     given = [name for on, name in bad if on]
     if given:
         raise ValueError(f"--stream does not support {', '.join(given)}")
     translator = build_translator(cfg, inputs_of)
-    convert = _script_converter(cfg.script)
+    convert = _script_converter(cfg.io.script)
     inp = sys.stdin if convert is None else _Mapped(sys.stdin, convert)
     n = run_stream(translator, inp)
     log.info("--stream: %d lines translated", n)

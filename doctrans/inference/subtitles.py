@@ -41,7 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from doctrans.data.encoding import ENCODINGS_AUTO, read_text, to_simplified
+from doctrans.inference.config import IOOptions
 from doctrans.utils.io import atomic_write_text
+from doctrans.utils.settings import default_of
 
 log = logging.getLogger(__name__)
 
@@ -361,7 +363,7 @@ def read_subtitles(path: str | Path, encoding: str = ENCODINGS_AUTO) -> Subtitle
 @dataclass(frozen=True)
 class SubtitleOptions:
     encoding: str = ENCODINGS_AUTO      # auto (detect) or a codec name
-    script: str = "auto"                # auto | simplified | traditional (data.encoding.to_simplified)
+    script: str = default_of(IOOptions, "script")   # auto | simplified | traditional (data.encoding.to_simplified)
     bilingual: bool = False             # source lines above the translation in each cue
 
 
@@ -503,16 +505,16 @@ def translate_directory(translator, inp: str | Path, out: str | Path, options: S
 def _dir_pattern(cfg) -> str | None:
     from doctrans.inference.collection import default_pattern
 
-    return cfg.glob if cfg.glob is not None else default_pattern(Path(cfg.input))
+    return cfg.io.glob if cfg.io.glob is not None else default_pattern(Path(cfg.io.input))
 
 
 def takes(cfg) -> bool:
     """Whether ``doctrans translate`` with ``cfg`` (a ``TranslateConfig``) translates subtitles:
     a subtitle file, or a directory whose files taken (``--glob``, or its most common suffix)
     are subtitle files."""
-    if cfg.input == "-":
+    if cfg.io.input == "-":
         return False
-    inp = Path(cfg.input)
+    inp = Path(cfg.io.input)
     if inp.is_dir():
         pattern = _dir_pattern(cfg)
         return bool(pattern) and is_subtitle(pattern.replace("*", "x"))
@@ -520,7 +522,7 @@ def takes(cfg) -> bool:
 
 
 def run_config(cfg, inputs_of=None) -> Path | None:
-    """``doctrans translate`` of a subtitle file (to ``cfg.output``, or stdout for ``-``) or a
+    """``doctrans translate`` of a subtitle file (to ``cfg.io.output``, or stdout for ``-``) or a
     directory of them (``translate_directory``; ``out_suffix`` and ``resume`` apply, ``workers``
     and the plain-text options are ignored with a warning). Raises like ``translate_file`` /
     ``translate_directory``, ValueError for options subtitles cannot have."""
@@ -528,24 +530,24 @@ def run_config(cfg, inputs_of=None) -> Path | None:
 
     from doctrans.inference.translator import build_translator
 
-    bad = [(cfg.docs, "--docs (a subtitle file is one document)"), (cfg.nbest, "--nbest"),
-           (cfg.dp_out, "--dp-out"), (cfg.output_format != "text", "--output-format"),
-           (cfg.explain_context, "--explain-context")]
+    bad = [(cfg.io.docs, "--docs (a subtitle file is one document)"), (cfg.search.nbest, "--nbest"),
+           (cfg.dp.dp_out, "--dp-out"), (cfg.io.output_format != "text", "--output-format"),
+           (cfg.io.explain_context, "--explain-context")]
     given = [name for on, name in bad if on]
     if given:
-        raise ValueError(f"{cfg.input}: {', '.join(given)} not supported for subtitle files")
-    options = SubtitleOptions(cfg.encoding or ENCODINGS_AUTO, cfg.script, cfg.bilingual)
-    inp = Path(cfg.input)
+        raise ValueError(f"{cfg.io.input}: {', '.join(given)} not supported for subtitle files")
+    options = SubtitleOptions(cfg.io.encoding or ENCODINGS_AUTO, cfg.io.script, cfg.io.bilingual)
+    inp = Path(cfg.io.input)
     if inp.is_dir():
-        if cfg.output == "-":
+        if cfg.io.output == "-":
             raise ValueError(f"input {inp} is a directory: give --output DIR")
-        if cfg.workers > 1:
-            log.warning("--workers %d: subtitle directories are translated by this one process", cfg.workers)
-        translate_directory(build_translator(cfg, inputs_of), inp, Path(cfg.output), options,
-                            cfg.out_suffix, cfg.resume, cfg.group_lines)
-        return Path(cfg.output)
+        if cfg.io.workers > 1:
+            log.warning("--workers %d: subtitle directories are translated by this one process", cfg.io.workers)
+        translate_directory(build_translator(cfg, inputs_of), inp, Path(cfg.io.output), options,
+                            cfg.io.out_suffix, cfg.io.resume, cfg.io.group_lines)
+        return Path(cfg.io.output)
     translator = build_translator(cfg, inputs_of)
-    dest = None if cfg.output == "-" else Path(cfg.output)
+    dest = None if cfg.io.output == "-" else Path(cfg.io.output)
     text = translate_file(translator, inp, dest, options, progress=dest is not None)
     if dest is None:
         sys.stdout.write(text)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from doctrans.inference.collection import CollectionSummary, TextReading, translate_collection
+from doctrans.inference.collection import CollectionSummary, Sharing, TextReading, translate_collection
 from doctrans.inference.config import TranslateConfig
 from doctrans.inference.decode import decode_corpus
 from doctrans.inference.loading import QUANTIZE, LoadedModel, load_model, quantize_int8, text_processors
@@ -49,7 +49,7 @@ from doctrans.utils.io import atomic_write_lines, atomic_write_text, decode_line
 
 __all__ = ["QUANTIZE", "RERANK_BLOCK", "SGML_SUFFIXES", "InputsOf", "LoadedModel", "TranslateConfig", "Translation",
            "Translator", "build_translator", "decode_corpus", "load_model", "process_threads", "quantize_int8",
-           "read_documents", "read_input", "run", "text_processors", "translate_directory", "write_nbest"]
+           "read_documents", "read_input", "text_processors", "translate_directory", "translate_input", "write_nbest"]
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def read_input(path: str, errors: str = "strict", encoding: str = "") -> list[st
 
 
 def read_documents(cfg: TranslateConfig) -> tuple[list[str], list[str] | None]:
-    """The input lines and their document ids: from ``cfg.docs`` (``doc_id<TAB>position`` per
+    """The input lines and their document ids: from ``cfg.io.docs`` (``doc_id<TAB>position`` per
     input line, as ``PREP/{split}.docs``), or the ``<DOC>`` blocks of an SGML input (``.sgm`` /
     ``.xml``: its first system's segments are the lines), else None (one document). Raises
     ValueError naming the file and line for a docs file whose line count differs from the
@@ -88,18 +88,18 @@ def read_documents(cfg: TranslateConfig) -> tuple[list[str], list[str] | None]:
     from doctrans.data.documents import read_doc_positions
     from doctrans.data.sgml import read_sgml
 
-    if _is_sgml(cfg.input):
-        if cfg.docs:
-            raise ValueError(f"--docs given for an SGML input {cfg.input}: its <DOC> blocks are the documents")
-        first = read_sgml(cfg.input)[0]
+    if _is_sgml(cfg.io.input):
+        if cfg.io.docs:
+            raise ValueError(f"--docs given for an SGML input {cfg.io.input}: its <DOC> blocks are the documents")
+        first = read_sgml(cfg.io.input)[0]
         return list(first.segments), first.doc_ids()
     from doctrans.data.encoding import to_simplified
 
-    lines = read_input(cfg.input, cfg.encoding_errors, cfg.encoding)
-    lines = to_simplified(lines, "<stdin>" if cfg.input == "-" else cfg.input, cfg.script)[0]
-    if not cfg.docs:
+    lines = read_input(cfg.io.input, cfg.io.encoding_errors, cfg.io.encoding)
+    lines = to_simplified(lines, "<stdin>" if cfg.io.input == "-" else cfg.io.input, cfg.io.script)[0]
+    if not cfg.io.docs:
         return lines, None
-    names, doc, _ = read_doc_positions(Path(cfg.docs), len(lines))
+    names, doc, _ = read_doc_positions(Path(cfg.io.docs), len(lines))
     return lines, [names[d] for d in doc]
 
 
@@ -122,41 +122,42 @@ def _gather_summaries(s: CollectionSummary) -> CollectionSummary | None:
 
 
 def translate_directory(cfg: TranslateConfig, inputs_of: InputsOf | None = None) -> Path:
-    """Translate the directory ``cfg.input`` into ``cfg.output`` as a collection, with
-    ``cfg.workers`` processes, and sharded by rank under torchrun (WORLD_SIZE > 1: a gloo/nccl
+    """Translate the directory ``cfg.io.input`` into ``cfg.io.output`` as a collection, with
+    ``cfg.io.workers`` processes, and sharded by rank under torchrun (WORLD_SIZE > 1: a gloo/nccl
     process group only to gather the summary). Raises like ``translate_collection``."""
     world = distributed.env_world()
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) if world > 1 else 1
-    threads = process_threads(cfg.threads, local * max(1, cfg.workers))
-    if world > 1 or cfg.workers > 1 or cfg.threads:
+    threads = process_threads(cfg.model.threads, local * max(1, cfg.io.workers))
+    if world > 1 or cfg.io.workers > 1 or cfg.model.threads:
         torch.set_num_threads(threads)
     try:
         if world > 1:
-            distributed.setup(resolve_device(cfg.device))
-        reading = TextReading(cfg.encoding_errors, cfg.encoding, cfg.script)
-        translate_collection(partial(build_translator, cfg, inputs_of), Path(cfg.input), Path(cfg.output), cfg.resume,
-                             reading, progress=distributed.env_rank() == 0, workers=cfg.workers,
-                             threads=threads, shard=(distributed.rank(), distributed.world()),
-                             gather=_gather_summaries if world > 1 else None, group_lines=cfg.group_lines,
-                             pattern=cfg.glob, out_suffix=directory_out_suffix(cfg.out_suffix, cfg.checkpoint,
-                                                                               cfg.engine))
+            distributed.setup(resolve_device(cfg.model.device))
+        reading = TextReading(cfg.io.encoding_errors, cfg.io.encoding, cfg.io.script)
+        io = cfg.io
+        sharing = Sharing(io.workers, threads, (distributed.rank(), distributed.world()),
+                          _gather_summaries if world > 1 else None)
+        translate_collection(partial(build_translator, cfg, inputs_of), Path(io.input), Path(io.output), io.resume,
+                             reading, progress=distributed.env_rank() == 0, sharing=sharing,
+                             group_lines=io.group_lines, pattern=io.glob,
+                             out_suffix=directory_out_suffix(io.out_suffix, cfg.model.checkpoint))
     finally:
         distributed.shutdown()
-    return Path(cfg.output)
+    return Path(cfg.io.output)
 
 
 def _warn_directory_options(cfg: TranslateConfig, name: str) -> None:
     """A warning for each directory-only option given for a file or stdin (they do nothing there)."""
-    given = [(cfg.workers > 1, f"--workers {cfg.workers}"), (cfg.resume, "--resume"),
-             (cfg.glob is not None, "--glob"), (cfg.out_suffix is not None, "--out-suffix")]
+    given = [(cfg.io.workers > 1, f"--workers {cfg.io.workers}"), (cfg.io.resume, "--resume"),
+             (cfg.io.glob is not None, "--glob"), (cfg.io.out_suffix is not None, "--out-suffix")]
     for on, option in given:
         if on:
             log.warning("%s is for a directory input: ignored for %s (translated by this one process)", option, name)
 
 
-def run(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
+def translate_input(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
         after: Callable[[Translator, Translation, list[str] | None], None] | None = None) -> Path | None:
-    """Translate ``cfg.input`` to ``cfg.output``; returns the output path (None for stdout).
+    """Translate ``cfg.io.input`` to ``cfg.io.output``; returns the output path (None for stdout).
 
     ``inputs_of``: builds each Translator's ``InputSetup`` from ``cfg`` (``dp_generator`` needs
     one: ``doctrans.dp.apply.dp_inputs``). ``after``: called for a file or stdin with the
@@ -170,58 +171,58 @@ def run(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
     input, ValueError (TextDecodeError) for undecodable input under ``encoding_errors="strict"``
     and for a file or stdin under torchrun (only a directory is sharded), CollectionError when
     documents of a collection failed (the others are written)."""
-    inp = Path(cfg.input)
-    if cfg.input != "-" and not inp.exists():
+    inp = Path(cfg.io.input)
+    if cfg.io.input != "-" and not inp.exists():
         raise FileNotFoundError(f"input not found: {inp}")
     from doctrans.inference import stream, subtitles
 
-    if cfg.stream:
+    if cfg.io.stream:
         return stream.run_config(cfg, inputs_of)
     if subtitles.takes(cfg):
         return subtitles.run_config(cfg, inputs_of)
     _check_outputs(cfg)
-    if cfg.input != "-" and inp.is_dir():
-        if cfg.output == "-":
+    if cfg.io.input != "-" and inp.is_dir():
+        if cfg.io.output == "-":
             raise ValueError(f"input {inp} is a directory: give --output DIR")
         return translate_directory(cfg, inputs_of)
     if distributed.env_world() > 1:
         raise ValueError("torchrun (WORLD_SIZE > 1) shards a directory of documents: translate a single file "
                          "or stdin without torchrun")
-    name = "<stdin>" if cfg.input == "-" else cfg.input
+    name = "<stdin>" if cfg.io.input == "-" else cfg.io.input
     _warn_directory_options(cfg, name)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    if cfg.model.threads:
+        torch.set_num_threads(cfg.model.threads)
     translator = build_translator(cfg, inputs_of)
     lines, doc_ids = read_documents(cfg)
     if doc_ids is None and translator.reads_documents and any(x.strip() for x in lines):
         log.warning("%s: no documents given: the context model translates the whole input as one document "
                     "(give documents with --docs FILE, an .sgm input, or a directory of document files)", name)
     t0 = time.time()
-    res = translator.translate_detailed(lines, progress=cfg.output != "-", name=name, doc_ids=doc_ids)
+    res = translator.translate_detailed(lines, progress=cfg.io.output != "-", name=name, doc_ids=doc_ids)
     out = res.lines
     dt = time.time() - t0
     log.info("translated %d lines in %.1f s (%.1f sent/s, beam %d)", len(lines), dt,
-             len(lines) / max(dt, 1e-9), cfg.beam)
+             len(lines) / max(dt, 1e-9), cfg.search.beam)
     if after is not None:
         after(translator, res, doc_ids)
-    if cfg.nbest:
-        write_nbest(cfg.nbest_out, len(lines), res.nbest)
-    if cfg.dp_out:
-        atomic_write_lines(cfg.dp_out, res.dp_lines)
+    if cfg.search.nbest:
+        write_nbest(cfg.io.nbest_out, len(lines), res.nbest)
+    if cfg.dp.dp_out:
+        atomic_write_lines(cfg.dp.dp_out, res.dp_lines)
         log.info("wrote the predicted DP-completed source to %s (score it: doctrans score dp %s --base …)",
-                 cfg.dp_out, cfg.dp_out)
+                 cfg.dp.dp_out, cfg.dp.dp_out)
     text = "".join(f"{line}\n" for line in out)
-    if cfg.output_format == "sgml":
+    if cfg.io.output_format == "sgml":
         from doctrans.data.sgml import format_sgml, read_sgml, set_attributes
 
-        attrs = set_attributes(cfg.input)
-        text = format_sgml(read_sgml(cfg.input)[0].docs, out, setid=attrs.get("setid", "doctrans"),
+        attrs = set_attributes(cfg.io.input)
+        text = format_sgml(read_sgml(cfg.io.input)[0].docs, out, setid=attrs.get("setid", "doctrans"),
                            srclang=attrs.get("srclang", "zh"), trglang=attrs.get("trglang", "en"))
-    if cfg.output == "-":
+    if cfg.io.output == "-":
         sys.stdout.write(text)
         return None
-    atomic_write_text(cfg.output, text)
-    return Path(cfg.output)
+    atomic_write_text(cfg.io.output, text)
+    return Path(cfg.io.output)
 
 
 def _is_sgml(path: str) -> bool:
@@ -235,25 +236,25 @@ def _is_sgml(path: str) -> bool:
 def _check_outputs(cfg: TranslateConfig) -> None:
     """ValueError for output options the input cannot have, and for an output that is an input
     or an existing directory (``options.check_outputs``; before the model is loaded)."""
-    check_outputs({"--input": cfg.input, "--docs": cfg.docs, "--dp-docs": cfg.dp_docs, "--checkpoint": cfg.checkpoint,
-                   "--shortlist": cfg.shortlist},
-                  {"--output": cfg.output, "--nbest-out": cfg.nbest_out, "--dp-out": cfg.dp_out,
-                   "--write-lattice": cfg.write_lattice})
-    if cfg.output_format not in ("text", "sgml"):
-        raise ValueError(f"output_format must be text or sgml, got {cfg.output_format!r}")
-    is_dir = cfg.input != "-" and Path(cfg.input).is_dir()
-    if cfg.output_format == "sgml" and (is_dir or not _is_sgml(cfg.input)):
+    check_outputs({"--input": cfg.io.input, "--docs": cfg.io.docs, "--dp-docs": cfg.dp.dp_docs, "--checkpoint": cfg.model.checkpoint,
+                   "--shortlist": cfg.model.shortlist},
+                  {"--output": cfg.io.output, "--nbest-out": cfg.io.nbest_out, "--dp-out": cfg.dp.dp_out,
+                   "--write-lattice": cfg.dp.write_lattice})
+    if cfg.io.output_format not in ("text", "sgml"):
+        raise ValueError(f"output_format must be text or sgml, got {cfg.io.output_format!r}")
+    is_dir = cfg.io.input != "-" and Path(cfg.io.input).is_dir()
+    if cfg.io.output_format == "sgml" and (is_dir or not _is_sgml(cfg.io.input)):
         raise ValueError(f"--output-format sgml needs an SGML input file ({', '.join(SGML_SUFFIXES)}), whose <DOC> "
-                         f"blocks it mirrors; {cfg.input} is not one")
-    if cfg.nbest and not cfg.nbest_out:
+                         f"blocks it mirrors; {cfg.io.input} is not one")
+    if cfg.search.nbest and not cfg.io.nbest_out:
         raise ValueError("--nbest N needs --nbest-out FILE (where the n-best lists go)")
-    if cfg.nbest_out and not cfg.nbest:
+    if cfg.io.nbest_out and not cfg.search.nbest:
         raise ValueError("--nbest-out needs --nbest N (how many hypotheses per line)")
-    if cfg.nbest and cfg.nbest_out == "-" and cfg.output == "-":
+    if cfg.search.nbest and cfg.io.nbest_out == "-" and cfg.io.output == "-":
         raise ValueError("--nbest-out - and the translations both go to stdout: give --output FILE or a --nbest-out FILE")
-    if cfg.nbest and is_dir:
+    if cfg.search.nbest and is_dir:
         raise ValueError("--nbest is for a file or stdin input, not a directory")
-    if cfg.dp_out and is_dir:
+    if cfg.dp.dp_out and is_dir:
         raise ValueError("--dp-out is for a file or stdin input, not a directory")
 
 

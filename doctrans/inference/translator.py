@@ -17,7 +17,7 @@ import torch
 from doctrans.data.text import TextProcessor
 from doctrans.data.vocab import Vocab
 from doctrans.inference.config import RECASE, TranslateConfig
-from doctrans.inference.decode import decode_corpus
+from doctrans.inference.engine import Engine
 from doctrans.inference.loading import LoadedModel, load_model
 from doctrans.inference.long_lines import split_long_lines
 from doctrans.inference.options import native_compute_type
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 class Translation:
     """``Translator.translate_detailed``'s result: lines (the output, one per input line); bpe:
     line index → its BPE source; hyps: line index → its BPE 1-best (non-empty lines); nbest
-    (``cfg.nbest`` > 0): line index → its best hypotheses as (output text, normalised score),
+    (``cfg.search.nbest`` > 0): line index → its best hypotheses as (output text, normalised score),
     best first, for the non-empty lines (a line split into pieces, ``long_lines``, has one: its
     joined 1-best with score None)."""
 
@@ -40,7 +40,7 @@ class Translation:
     bpe: dict[int, str]
     hyps: dict[int, str]
     nbest: dict[int, list[tuple[str, float | None]]] = field(default_factory=dict)
-    dp_lines: list[str] | None = None       # cfg.dp_out: the DP-completed source, one per input line
+    dp_lines: list[str] | None = None       # cfg.dp.dp_out: the DP-completed source, one per input line
 
 
 class Translator:
@@ -48,94 +48,98 @@ class Translator:
 
     ``translate(lines) -> list[str]`` keeps line count and empty lines. A Translator does not
     change after construction: its config and input transform are the ones it was built with
-    (``inputs``: ``InputSetup``, needed for ``cfg.dp_generator`` and for ``tok`` input to a
+    (``inputs``: ``InputSetup``, needed for ``cfg.dp.dp_generator`` and for ``tok`` input to a
     checkpoint trained with ``data.bpe_protect_dp``); another config is another Translator,
     which ``with_config`` builds around the same loaded model. Raises ValueError for a config
     the inputs cannot serve, and like ``LoadedModel.load``.
     """
 
-    def __init__(self, cfg: TranslateConfig, inputs: InputSetup | None = None, loaded: LoadedModel | None = None):
+    def __init__(self, cfg: TranslateConfig, inputs: InputSetup | None = None, loaded: Engine | None = None):
         inputs = inputs or InputSetup()
         cfg = native_compute_type(cfg)                  # --compute-type int8 with native: --quantize int8
-        if cfg.beam < 1 or cfg.batch_sentences < 1:
-            raise ValueError(f"beam size and batch size must be ≥ 1, got beam {cfg.beam}, "
-                             f"batch {cfg.batch_sentences}")
-        if cfg.input_format not in ("raw", "tok", "bpe"):
-            raise ValueError(f"input_format must be raw, tok or bpe, got {cfg.input_format!r}")
-        if cfg.recase not in RECASE:
-            raise ValueError(f"recase must be one of {', '.join(RECASE)}, got {cfg.recase!r}")
-        if loaded is not None and loaded.key != LoadedModel.key_of(cfg):
-            raise ValueError(f"this loaded model is {loaded.key}, the config asks for {LoadedModel.key_of(cfg)}")
-        if cfg.dp_generator and inputs.transform is None:
+        if cfg.search.beam < 1 or cfg.search.batch_sentences < 1:
+            raise ValueError(f"beam size and batch size must be ≥ 1, got beam {cfg.search.beam}, "
+                             f"batch {cfg.search.batch_sentences}")
+        if cfg.io.input_format not in ("raw", "tok", "bpe"):
+            raise ValueError(f"input_format must be raw, tok or bpe, got {cfg.io.input_format!r}")
+        if cfg.io.recase not in RECASE:
+            raise ValueError(f"recase must be one of {', '.join(RECASE)}, got {cfg.io.recase!r}")
+        if loaded is not None and loaded.key != LoadedModel.key_of(cfg.model):
+            raise ValueError(f"this loaded model is {loaded.key}, the config asks for {LoadedModel.key_of(cfg.model)}")
+        if cfg.dp.dp_generator and inputs.transform is None:
             raise ValueError("--dp-generator needs a DP input transform: give the Translator "
                              "doctrans.dp.apply.dp_inputs(cfg) (the CLI does)")
-        if cfg.nbest > cfg.beam:
-            raise ValueError(f"--nbest {cfg.nbest} exceeds --beam {cfg.beam}: the search keeps {cfg.beam} hypotheses")
-        if cfg.nbest and cfg.dp_generator:
+        if cfg.search.nbest > cfg.search.beam:
+            raise ValueError(f"--nbest {cfg.search.nbest} exceeds --beam {cfg.search.beam}: the search keeps "
+                             f"{cfg.search.beam} hypotheses")
+        if cfg.search.nbest and cfg.dp.dp_generator:
             raise ValueError("--nbest is not supported with --dp-generator (several input variants per sentence)")
         self._cfg, self._inputs = cfg, inputs
-        self._loaded = loaded or load_model(cfg)
-        if cfg.nbest and self._loaded.reads_documents:
-            raise ValueError(f"--nbest is for sentence-level models; {cfg.checkpoint} is a context model, whose "
+        self._engine: Engine = loaded or load_model(cfg)
+        if cfg.search.nbest and self._engine.reads_documents:
+            raise ValueError(f"--nbest is for sentence-level models; {cfg.model.checkpoint} is a context model, whose "
                              "documents are translated with their 1-best context: translate without --nbest")
-        if cfg.recase == "yes" and self._loaded.tgt_proc.recaser is None:
-            raise ValueError(f"--recase yes: {cfg.checkpoint} carries no recaser (a model trained on data prepared "
+        if cfg.io.recase == "yes" and self._engine.tgt_proc.recaser is None:
+            raise ValueError(f"--recase yes: {cfg.model.checkpoint} carries no recaser (a model trained on data prepared "
                              "before doctrans learnt one, or with --keep-case): translate with --recase auto or no")
-        if self._loaded.protect_dp and cfg.input_format == "tok" and not inputs.protect:
-            raise ValueError(f"{cfg.checkpoint} was trained with data.bpe_protect_dp: tok input needs the DP "
+        if self._engine.protect_dp and cfg.io.input_format == "tok" and not inputs.protect:
+            raise ValueError(f"{cfg.model.checkpoint} was trained with data.bpe_protect_dp: tok input needs the DP "
                              "tokens BPE keeps whole (doctrans.dp.apply.dp_inputs(cfg), as the CLI gives)")
-        if cfg.rerank or cfg.dp_out or cfg.rerank_k or cfg.rerank_vocab or cfg.dp_threshold is not None or (
-                cfg.dp_generator and self._loaded.model.reconstruction.encoder_input == "original"):
+        dp = cfg.dp
+        if dp.rerank or dp.dp_out or dp.rerank_k or dp.rerank_vocab or dp.dp_threshold is not None or (
+                dp.dp_generator and self._engine.model.reconstruction.encoder_input == "original"):
             self._check_reconstruction(cfg)
 
     def _check_reconstruction(self, cfg: TranslateConfig) -> None:
         """ValueError for a ``rerank`` / ``dp_out`` request the model or the options cannot serve."""
-        model, spec = self._loaded.model, self._loaded.model.reconstruction
-        if cfg.rerank not in ("", "reconstructor"):
-            raise ValueError(f"--rerank must be 'reconstructor', got {cfg.rerank!r}")
-        if cfg.rerank_k and not cfg.rerank:
+        model, spec = self._engine.model, self._engine.model.reconstruction
+        if cfg.dp.rerank not in ("", "reconstructor"):
+            raise ValueError(f"--rerank must be 'reconstructor', got {cfg.dp.rerank!r}")
+        if cfg.dp.rerank_k and not cfg.dp.rerank:
             raise ValueError("--rerank-k needs --rerank reconstructor")
-        if cfg.rerank_vocab and not cfg.rerank:
+        if cfg.dp.rerank_vocab and not cfg.dp.rerank:
             raise ValueError("--rerank-vocab needs --rerank reconstructor")
-        if cfg.rerank_vocab < 0:
-            raise ValueError(f"--rerank-vocab must be ≥ 0 (0 = the whole source vocabulary), got {cfg.rerank_vocab}")
-        if cfg.rerank_k > cfg.beam:
-            raise ValueError(f"--rerank-k {cfg.rerank_k} exceeds --beam {cfg.beam}: the search keeps {cfg.beam} "
+        if cfg.dp.rerank_vocab < 0:
+            raise ValueError(f"--rerank-vocab must be ≥ 0 (0 = the whole source vocabulary), got "
+                             f"{cfg.dp.rerank_vocab}")
+        if cfg.dp.rerank_k > cfg.search.beam:
+            raise ValueError(f"--rerank-k {cfg.dp.rerank_k} exceeds --beam {cfg.search.beam}: the search keeps "
+                             f"{cfg.search.beam} "
                              "hypotheses")
-        if reads_documents(model) and cfg.rerank and model.document.context_block > 0:
-            raise ValueError(f"--rerank: {cfg.checkpoint} reads sub-documents (context_block); reranking "
+        if reads_documents(model) and cfg.dp.rerank and model.document.context_block > 0:
+            raise ValueError(f"--rerank: {cfg.model.checkpoint} reads sub-documents (context_block); reranking "
                              "supports sentence models and models with N previous sentences as context")
         if reads_documents(model) and spec.target in ("dp", "dpp"):
-            raise ValueError(f"{cfg.checkpoint} reads documents and reconstructs the {spec.target.upper()}-completed "
+            raise ValueError(f"{cfg.model.checkpoint} reads documents and reconstructs the {spec.target.upper()}-completed "
                              "source: translate supports a document model's --dp-out for the joint labeler "
                              "(target original) only")
-        if cfg.rerank and not spec.reranks:
-            raise ValueError(f"{cfg.checkpoint}: " + (no_reconstructor_message(model) if not spec.target else (
+        if cfg.dp.rerank and not spec.reranks:
+            raise ValueError(f"{cfg.model.checkpoint}: " + (no_reconstructor_message(model) if not spec.target else (
                 "its reconstructor reads only the encoder states, so log R is the same for every candidate "
                 "translation; --rerank reconstructor needs one that reads the decoder states "
                 "(pipelines/dp/rec_dec.yaml, rec_both.yaml, rec_shared.yaml …)")))
-        if cfg.dp_threshold is not None and not cfg.dp_out:
+        if cfg.dp.dp_threshold is not None and not cfg.dp.dp_out:
             raise ValueError("--dp-threshold sets the DP decision of --dp-out: give --dp-out FILE too")
-        if cfg.dp_threshold is not None and not 0.0 <= cfg.dp_threshold <= 1.0:
-            raise ValueError(f"--dp-threshold must be in [0, 1], got {cfg.dp_threshold}")
-        if cfg.dp_out and not spec.predicts_dps:
-            raise ValueError(f"{cfg.checkpoint}: " + no_dp_message(model))
-        if cfg.rerank and cfg.nbest:
+        if cfg.dp.dp_threshold is not None and not 0.0 <= cfg.dp.dp_threshold <= 1.0:
+            raise ValueError(f"--dp-threshold must be in [0, 1], got {cfg.dp.dp_threshold}")
+        if cfg.dp.dp_out and not spec.predicts_dps:
+            raise ValueError(f"{cfg.model.checkpoint}: " + no_dp_message(model))
+        if cfg.dp.rerank and cfg.search.nbest:
             raise ValueError("--nbest lists the beam's hypotheses: not with --rerank (its 1-best is the reranked one)")
         if spec.target in ("dp", "dpp"):
-            if not cfg.dp_generator:
-                raise ValueError(f"{cfg.checkpoint} reconstructs the {spec.target.upper()}-completed source x̂: give "
+            if not cfg.dp.dp_generator:
+                raise ValueError(f"{cfg.model.checkpoint} reconstructs the {spec.target.upper()}-completed source x̂: give "
                                  "--dp-generator (the DP generator that makes x̂ at test time)")
-            if cfg.dp_input != spec.target or cfg.dp_nbest != 1:
-                raise ValueError(f"{cfg.checkpoint} reconstructs x̂_{spec.target.upper()}: give --dp-input "
+            if cfg.dp.dp_input != spec.target or cfg.dp.dp_nbest != 1:
+                raise ValueError(f"{cfg.model.checkpoint} reconstructs x̂_{spec.target.upper()}: give --dp-input "
                                  f"{spec.target} and --dp-nbest 1 (one x̂ per sentence)")
-            if cfg.input_format == "bpe":
+            if cfg.io.input_format == "bpe":
                 raise ValueError("--dp-generator needs raw or tok input (the generator reads words, not BPE)")
 
     def with_config(self, cfg: TranslateConfig, inputs: InputSetup | None = None) -> "Translator":
         """A Translator for ``cfg`` (and ``inputs``) sharing this one's loaded model. Raises
         ValueError if ``cfg`` names another checkpoint, context options, device or dataset."""
-        return Translator(cfg, inputs, self._loaded)
+        return Translator(cfg, inputs, self._engine)
 
     @property
     def cfg(self) -> TranslateConfig:
@@ -147,38 +151,43 @@ class Translator:
         return self._inputs
 
     @property
+    def engine(self) -> Engine:
+        """The loaded model this Translator translates with (``engine.Engine``: native or CTranslate2)."""
+        return self._engine
+
+    @property
     def model(self) -> torch.nn.Module | None:
         """The torch model (None for ``engine`` ctranslate2)."""
-        return self._loaded.model
+        return self._engine.model
 
     @property
     def reads_documents(self) -> bool:
         """Whether the model translates documents with their context."""
-        return self._loaded.reads_documents
+        return self._engine.reads_documents
 
     @property
     def src_vocab(self) -> Vocab:
-        return self._loaded.src_vocab
+        return self._engine.src_vocab
 
     @property
     def tgt_vocab(self) -> Vocab:
-        return self._loaded.tgt_vocab
+        return self._engine.tgt_vocab
 
     @property
     def src_proc(self) -> TextProcessor:
-        return self._loaded.src_proc
+        return self._engine.src_proc
 
     @property
     def tgt_proc(self) -> TextProcessor:
-        return self._loaded.tgt_proc
+        return self._engine.tgt_proc
 
     @property
     def shortlist(self):
-        """The lexical shortlist every search uses (``cfg.shortlist``; a ``Shortlist``), or None."""
-        return self._loaded.shortlist
+        """The lexical shortlist every search uses (``cfg.model.shortlist``; a ``Shortlist``), or None."""
+        return self._engine.shortlist
 
     def source_bpe(self, lines: list[str]) -> list[str]:
-        """The BPE source the model reads for each line (as ``translate`` makes it: by ``cfg.input_format``)."""
+        """The BPE source the model reads for each line (as ``translate`` makes it: by ``cfg.io.input_format``)."""
         return self._to_bpe(lines)
 
     def postprocess(self, hyps: list[str]) -> list[str]:
@@ -186,18 +195,18 @@ class Translator:
         return self._postprocess(hyps)
 
     def _to_bpe(self, lines: list[str]) -> list[str]:
-        if self.cfg.input_format == "bpe":
+        if self.cfg.io.input_format == "bpe":
             return lines
-        if self.cfg.input_format == "tok":
-            protect = self._inputs.protect if self._loaded.protect_dp else frozenset()
+        if self.cfg.io.input_format == "tok":
+            protect = self._inputs.protect if self._engine.protect_dp else frozenset()
             return self.src_proc.apply_bpe(lines, protect=protect)
         return self.src_proc.encode(lines)
 
     def max_source_units(self) -> int:
         """Source BPE units a line may have (``</s>`` not counted): the model's positions
         (``max_target_len``, which bounds the source too) minus one, or ``--max-source-len`` if lower."""
-        limit = self._loaded.max_target_len - 1
-        return min(limit, self.cfg.max_source_len) if self.cfg.max_source_len > 0 else limit
+        limit = self._engine.max_target_len - 1
+        return min(limit, self.cfg.io.max_source_len) if self.cfg.io.max_source_len > 0 else limit
 
     def translate(self, lines: list[str], progress: bool = False, name: str = "<input>",
                   doc_ids: list[str] | None = None, where: list[str] | None = None) -> list[str]:
@@ -223,10 +232,10 @@ class Translator:
         bpe = dict(zip(nonempty, self._to_bpe([lines[i] for i in nonempty])))
         hyps: dict[int, str] = {}
         plain = nonempty
-        transform = self._inputs.transform if c.dp_generator else None
+        transform = self._inputs.transform if c.dp.dp_generator else None
         dp_lines = None
         spec = self.model.reconstruction if self.model is not None else ReconstructionSpec()   # (ctranslate2)
-        if c.rerank or c.dp_out or (c.dp_generator and spec.encoder_input == "original"):
+        if c.dp.rerank or c.dp.dp_out or (c.dp.dp_generator and spec.encoder_input == "original"):
             # (a reconstructor model reading x: the generator makes x̂ only, never the encoder input)
             rec_hyps, dp_lines = self._translate_reconstructing(lines, nonempty, bpe, limit, at, progress, doc_ids)
             hyps.update(rec_hyps)
@@ -245,15 +254,14 @@ class Translator:
             if short:
                 hyps.update(zip(short, self._translate_variants(transform, lines, short, progress)))
         if plain:
-            split = split_long_lines([bpe[i] for i in plain], limit, chunk_len=self._loaded.chunk_len,
+            split = split_long_lines([bpe[i] for i in plain], limit, chunk_len=self._engine.chunk_len,
                                      locations=[at[i] for i in plain])
             ids = [self.src_vocab.encode(s) for s in split.pieces]
-            res = self._loaded.decode(ids, c, progress, nbest=c.nbest)
-            if c.nbest:
-                res, lists = res
-            hyps.update(zip(plain, split.join(res, len(plain))))
+            decoded = self._engine.decode(ids, c.search, progress)
+            lists = decoded.nbest
+            hyps.update(zip(plain, split.join(decoded.hyps, len(plain))))
         nbest: dict[int, list[tuple[str, float | None]]] = {}
-        if c.nbest and plain:
+        if c.search.nbest and plain:
             pieces: dict[int, list[int]] = {}
             for p, k in enumerate(split.owner):
                 pieces.setdefault(k, []).append(p)
@@ -272,9 +280,9 @@ class Translator:
     def _source_words(self, lines: list[str], nonempty: list[int], bpe: dict[int, str]) -> dict[int, str]:
         """Line index → the tokenized (segmented) source words of the non-empty lines."""
         c = self.cfg
-        if c.input_format == "tok":
+        if c.io.input_format == "tok":
             return {i: lines[i] for i in nonempty}
-        if c.input_format == "bpe":
+        if c.io.input_format == "bpe":
             return {i: self.src_proc.merge_bpe(bpe[i]) for i in nonempty}
         return dict(zip(nonempty, self.src_proc.tokenize([lines[i] for i in nonempty])))
 
@@ -283,19 +291,19 @@ class Translator:
                                   ) -> tuple[dict[int, str], list[str] | None]:
         """``reconstructing.translate_reconstructing`` of these lines with this Translator's model,
         config, inputs and document translation."""
-        from doctrans.inference.reconstructing import translate_reconstructing
+        from doctrans.inference.reconstructing import Lines, translate_reconstructing
 
         return translate_reconstructing(
-            self._loaded, self.cfg, self._inputs, lines, nonempty, bpe, self._source_words(lines, nonempty, bpe),
-            limit, at, progress, doc_ids,
+            self._engine, self.cfg, self._inputs,
+            Lines(lines, nonempty, bpe, self._source_words(lines, nonempty, bpe), at, doc_ids), limit, progress,
             partial(self._translate_documents, bpe, nonempty, doc_ids, limit, at, progress))
 
     @property
     def recases(self) -> bool:
-        """Whether the output is recased (``cfg.recase``: yes; auto: detokenized output of a
+        """Whether the output is recased (``cfg.io.recase``: yes; auto: detokenized output of a
         lowercasing model that carries a recaser)."""
-        proc, mode = self.tgt_proc, self.cfg.recase
-        return mode == "yes" or (mode == "auto" and not self.cfg.tokenized and proc.lowercase
+        proc, mode = self.tgt_proc, self.cfg.io.recase
+        return mode == "yes" or (mode == "auto" and not self.cfg.io.tokenized and proc.lowercase
                                  and proc.recaser is not None)
 
     def _postprocess(self, hyps: list[str]) -> list[str]:
@@ -304,7 +312,7 @@ class Translator:
         merged = [self.tgt_proc.merge_bpe(h) for h in hyps]
         if self.recases:
             merged = self.tgt_proc.recase(merged)
-        return merged if self.cfg.tokenized else self.tgt_proc.detokenize(merged)
+        return merged if self.cfg.io.tokenized else self.tgt_proc.detokenize(merged)
 
     def _translate_documents(self, bpe: dict[int, str], nonempty: list[int], doc_ids: list[str] | None,
                              limit: int, at: list[str], progress: bool,
@@ -314,7 +322,7 @@ class Translator:
         are reranked by the reconstructor (``--rerank reconstructor``;
         ``reconstruction.DocumentRerank``) with the encoder states of its own document batch; a
         line split for length, or one without x̂, keeps the beam's 1-best."""
-        split = split_long_lines([bpe[i] for i in nonempty], limit, chunk_len=self._loaded.chunk_len,
+        split = split_long_lines([bpe[i] for i in nonempty], limit, chunk_len=self._engine.chunk_len,
                                  locations=[at[i] for i in nonempty])
         doc_of = doc_ids if doc_ids is not None else [""] * (max(nonempty, default=0) + 1)
         pieces_of = Counter(split.owner)            # a line split for length: > 1 piece
@@ -334,9 +342,10 @@ class Translator:
             from doctrans.inference.reconstruction import DocumentRerank
 
             c = self.cfg
-            reranker = DocumentRerank(self.model, targets, self.model.reconstruction.weight, c.rerank_k or c.beam,
-                                      self.tgt_vocab.pad_id, self.tgt_vocab.bos_id, c.rerank_vocab)
-        out = self._loaded.decode_documents(docs, self.cfg, progress, rerank=reranker)
+            reranker = DocumentRerank(self.model, targets, self.model.reconstruction.weight,
+                                      c.dp.rerank_k or c.search.beam, self.tgt_vocab.pad_id, self.tgt_vocab.bos_id,
+                                      c.dp.rerank_vocab)
+        out = self._engine.decode_documents(docs, self.cfg.search, progress, rerank=reranker)
         return dict(zip(nonempty, split.join([h for doc in out for h in doc], len(nonempty))))
 
     def _translate_variants(self, transform: InputTransform, lines: list[str], nonempty: list[int],
@@ -347,36 +356,24 @@ class Translator:
         any source, as the model saw them in training) and decoded by its combine mode: ``1best`` the first variant,
         ``mixture`` all in one beam (log Σ w p), ``max`` each alone, the best-scoring kept."""
         c = self.cfg
-        if c.input_format == "bpe":
+        if c.io.input_format == "bpe":
             raise ValueError("--dp-generator needs raw or tok input (the generator reads words, not BPE)")
         sub = [lines[i] for i in nonempty]
         tok: list[str | None] = [None] * len(lines)
-        for i, t in zip(nonempty, sub if c.input_format == "tok" else self.src_proc.tokenize(sub)):
+        for i, t in zip(nonempty, sub if c.io.input_format == "tok" else self.src_proc.tokenize(sub)):
             tok[i] = t
         per_line = transform(tok)
         variants = [per_line[i] for i in nonempty]
-        protect = transform.protect if self._loaded.protect_dp else frozenset()   # BPE as in training
+        protect = transform.protect if self._engine.protect_dp else frozenset()   # BPE as in training
         bpe = iter(self.src_proc.apply_bpe([x for vs in variants for x, _ in vs], protect=protect))
         src = [[self.src_vocab.encode(next(bpe)) for _ in vs] for vs in variants]
         weights = [[w for _, w in vs] for vs in variants]
-        args = (self.tgt_vocab, c.beam, c.lenpen, c.max_len_ratio, c.max_len_extra, c.batch_sentences, progress)
-        if transform.combine == "1best":
-            return decode_corpus(self.model, [s[0] for s in src], *args, shortlist=self._loaded.shortlist)
-        if transform.combine == "mixture":
-            return decode_corpus(self.model, src, *args, weights=weights, shortlist=self._loaded.shortlist)
-        real = [(k, v) for k, w in enumerate(weights) for v, wv in enumerate(w) if wv > 0]
-        hyps, scores = decode_corpus(self.model, [src[k][v] for k, v in real], *args, return_scores=True,
-                                     shortlist=self._loaded.shortlist)
-        best: dict[int, tuple[float, str]] = {}
-        for (k, _), h, s in zip(real, hyps, scores):
-            if k not in best or s > best[k][0]:
-                best[k] = (s, h)
-        return [best[k][1] for k in range(len(src))]
+        return self._engine.decode_variants(src, weights, transform.combine, c.search, progress)
 
 
 InputsOf = Callable[[TranslateConfig], InputSetup]
 """Builds a config's ``InputSetup`` (e.g. ``doctrans.dp.apply.dp_inputs``); picklable when
-given to ``run`` for ``--workers``."""
+given to ``translate.translate_input`` for ``--workers``."""
 
 
 def build_translator(cfg: TranslateConfig, inputs_of: InputsOf | None = None) -> Translator:

@@ -44,15 +44,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from doctrans.serve.limits import Limits
+
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_lines: int = 256              # sentences / lines per request
-    max_chars: int = 20_000           # characters of all sentences of a request together
-    max_body_bytes: int = 1_000_000   # request body
-    max_batch_lines: int = 512        # lines of queued requests translated together by the worker
 
 
 class Batcher:
@@ -62,7 +56,7 @@ class Batcher:
     request's documents kept apart. A failed joint call is retried request by request, so each
     gets its own result or exception. ``close()`` stops the worker after the queued requests."""
 
-    def __init__(self, translator, max_batch_lines: int = 512):
+    def __init__(self, translator, max_batch_lines: int = Limits.max_batch_lines):
         self.translator, self.max_batch_lines = translator, max_batch_lines
         self.calls = 0                              # translate calls made (batches)
         self._queue: queue.Queue = queue.Queue()

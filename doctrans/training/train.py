@@ -312,7 +312,7 @@ class DocNMTTask(NMTTask):
     skips context-only rows (``forward_loss``). The epoch's batches are built per epoch with
     documents shuffled by (train.seed, epoch), so resume stays exact. Dev: every dev line is a
     target, documents in file order. With ``context_block`` K > 0 (a sub-document model) batches
-    hold whole sub-documents of K sentences instead (``block`` (B,)). ``run`` uses it for every
+    hold whole sub-documents of K sentences instead (``block`` (B,)). ``train_model`` uses it for every
     model that ``reads_documents``.
     """
 
@@ -503,7 +503,7 @@ def _check_init_vocab(path: str, src_vocab: Vocab, tgt_vocab: Vocab) -> None:
         raise ValueError(f"init_from {path}: its vocabularies differ from this run's (another prepared dataset?)")
 
 
-def run(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | None = None,
+def train_model(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | None = None,
         dev_context_scorer: DevContextScorer | None = None, context_data: ContextData | None = None,
         overwrite: bool = False) -> Path:
     """Train; returns the run directory. ``dev_scorer``: dev BLEU (``DevScorer``), needed when
@@ -524,7 +524,7 @@ def run(cfg: ExperimentConfig, resume: bool = False, dev_scorer: DevScorer | Non
                          "train.metric_mode=min, or train.eval_bleu=true")
     if t.eval_bleu and dev_scorer is None:
         raise ValueError("train.eval_bleu is on but no dev scorer was given: call doctrans.stages.train(cfg) "
-                         "(or training.train.run(cfg, dev_scorer=doctrans.evaluation.dev.dev_bleu)), or set "
+                         "(or training.train.train_model(cfg, dev_scorer=doctrans.evaluation.dev.dev_bleu)), or set "
                          "train.eval_bleu=false")
     if dist.is_main():
         check_run_dir(run_dir, resume, overwrite)

@@ -38,7 +38,7 @@ def test_sentences_keep_count_and_empty_lines(sentence_model):
     # per-call search options equal a translator loaded with them, and leave the defaults alone
     greedy = doctrans.Translator.load(sentence_model, beam_size=1, **BPE).translate_sentences(SRC)
     assert tr.translate_sentences(SRC, beam_size=1) == greedy
-    assert tr.config.beam == 2 and not tr.reads_documents
+    assert tr.config.search.beam == 2 and not tr.reads_documents
     assert tr.translate(SRC[0]) == out[0] and tr.translate(["", SRC[1]]) == ["", out[3]]     # fairseq hub style
 
 
@@ -83,7 +83,7 @@ def test_exported_directory_loads_with_ctranslate2(sentence_model, tmp_path):
     r = CliRunner().invoke(cli, ["export", "-c", str(sentence_model), "-o", str(tmp_path / "ct2")])
     assert r.exit_code == 0, r.output
     tr = doctrans.Translator.load(tmp_path / "ct2", beam_size=1, **BPE)
-    assert tr.config.engine == "ctranslate2"
+    assert tr.config.model.engine == "ctranslate2"
     native = doctrans.Translator.load(sentence_model, beam_size=1, **BPE)
     lines = [SRC[0], "", SRC[1]]
     assert tr.translate_sentences(lines) == native.translate_sentences(lines)

@@ -42,7 +42,7 @@ def test_translate_batch_gives_nbest_hypotheses_with_scores(model):
     # token lists in → token lists out (the translator reads BPE units here)
     toks = tr.translate_batch([s.split() for s in SRC[:2]], beam_size=2)
     assert toks[0].hypotheses == [tr.translate_sentences(SRC[:1], beam_size=2)[0].split()] and toks[0].scores == []
-    assert tr.config.beam == 3 and tr.config.nbest == 0                  # per-call options leave the defaults
+    assert tr.config.search.beam == 3 and tr.config.search.nbest == 0                  # per-call options leave the defaults
 
 
 def test_search_settings_out_of_range_are_clear_errors(model):
@@ -63,19 +63,19 @@ def test_search_settings_out_of_range_are_clear_errors(model):
 
 def test_load_takes_the_cli_names_and_from_pretrained_a_run_dir(model, tmp_path):
     tr = doctrans.Translator.load(model, beam=4, lenpen=0.5, batch_sentences=8, **BPE)
-    assert (tr.config.beam, tr.config.lenpen, tr.config.batch_sentences) == (4, 0.5, 8)
+    assert (tr.config.search.beam, tr.config.search.lenpen, tr.config.search.batch_sentences) == (4, 0.5, 8)
     with pytest.raises(TypeError, match="beam=4 and beam_size=3 given"):
         doctrans.Translator.load(model, beam=4, beam_size=3, **BPE)
     run = doctrans.Translator.from_pretrained(model.parent, beam_size=2, **BPE)    # a run dir: its best.pt
-    assert run.config.checkpoint == str(model.parent / "best.pt")
+    assert run.config.model.checkpoint == str(model.parent / "best.pt")
     only_last = tmp_path / "only_last"
     only_last.mkdir()
     shutil.copy(model, only_last / "last.pt")
     run = doctrans.Translator.from_pretrained(only_last, beam_size=2, **BPE)       # no best.pt: last.pt
-    assert run.config.checkpoint == str(only_last / "last.pt")
+    assert run.config.model.checkpoint == str(only_last / "last.pt")
     assert run.translate_sentences(SRC[:2]) == doctrans.Translator.load(model, beam_size=2, **BPE).translate_sentences(
         SRC[:2])
-    assert doctrans.Translator.from_pretrained(model, **BPE).config.checkpoint == str(model)
+    assert doctrans.Translator.from_pretrained(model, **BPE).config.model.checkpoint == str(model)
     with pytest.raises(FileNotFoundError, match="holds neither best.pt nor last.pt"):
         doctrans.Translator.from_pretrained(tmp_path, **BPE)
 

@@ -188,13 +188,13 @@ def test_target_context_history_pieces_equal_native(tgt_concat, tmp_path):
     out = _export(tgt_concat, tmp_path / "ct2")
     native = _tr(tgt_concat, history_chunk=2).translate(LINES)
     tr = _tr(out, "ctranslate2", history_chunk=2)
-    tr._loaded.translator = _CountingTranslator(tr._loaded.translator)
+    tr.engine.translator = _CountingTranslator(tr.engine.translator)
     assert tr.translate(LINES) == native
-    assert tr._loaded.translator.calls == 2 + 2
+    assert tr.engine.translator.calls == 2 + 2
     whole = _tr(out, "ctranslate2", history_chunk=0)
-    whole._loaded.translator = _CountingTranslator(whole._loaded.translator)
+    whole.engine.translator = _CountingTranslator(whole.engine.translator)
     assert whole.translate(LINES) == _tr(tgt_concat, history_chunk=0).translate(LINES)
-    assert whole._loaded.translator.calls == 13
+    assert whole.engine.translator.calls == 13
 
 
 def test_target_context_warmup_beam_equals_native(tgt_concat, tmp_path):
@@ -205,9 +205,9 @@ def test_target_context_warmup_beam_equals_native(tgt_concat, tmp_path):
     out = _export(tgt_concat, tmp_path / "ct2")
     native = _tr(tgt_concat, beam=2, history_chunk=2, warmup_beam=1).translate(LINES)
     tr = _tr(out, "ctranslate2", beam=2, history_chunk=2, warmup_beam=1)
-    tr._loaded.translator = _CountingTranslator(tr._loaded.translator)
+    tr.engine.translator = _CountingTranslator(tr.engine.translator)
     assert tr.translate(LINES) == native
-    assert tr._loaded.translator.calls == 2 + 2 + 2         # the N = 2 warm-up steps searched apart
+    assert tr.engine.translator.calls == 2 + 2 + 2         # the N = 2 warm-up steps searched apart
 
 
 def test_warm_up_lines_are_searched_greedily_by_default(tgt_concat, monkeypatch):
@@ -219,9 +219,9 @@ def test_warm_up_lines_are_searched_greedily_by_default(tgt_concat, monkeypatch)
     beams = []
     real = documents.beam_search
 
-    def spy(model_, batch, vocab, beam, *args, **kwargs):
-        beams.append(beam)
-        return real(model_, batch, vocab, beam, *args, **kwargs)
+    def spy(model_, batch, vocab, search, *args, **kwargs):
+        beams.append(search.beam)
+        return real(model_, batch, vocab, search, *args, **kwargs)
 
     monkeypatch.setattr(documents, "beam_search", spy)
     default = _tr(tgt_concat, beam=2, history_chunk=2).translate(LINES)

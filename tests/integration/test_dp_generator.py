@@ -20,7 +20,8 @@ from doctrans.dp.data import DPSentence, context_of, label_inventory, surface_fe
 from doctrans.dp.generator import DPGenerator, one_best
 from doctrans.dp.models.labeler import DPLabeler
 from doctrans.dp.models.thesis import ElmanDetector, SurfaceMLP
-from doctrans.dp.train import DevScorer, label_scores, run
+from doctrans.dp.train import DevScorer, label_scores
+from doctrans.dp.train import train_generator as run
 from doctrans.training.optim import MixedAdam
 
 

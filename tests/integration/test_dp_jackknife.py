@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from conftest import REPO
 from doctrans.cli import cli
-from doctrans.dp.jackknife import JackknifeConfig, fold_of_docs, run
+from doctrans.dp.jackknife import JackknifeConfig, fold_of_docs
+from doctrans.dp.jackknife import annotate_in_folds as run
 
 WORDS = ["吃", "饭", "学校", "今天", "明天", "很", "好", "来", "了", "吗"]
 

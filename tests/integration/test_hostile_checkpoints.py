@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from conftest import train_tiny
-from doctrans.inference.translate import TranslateConfig, run
+from doctrans.inference.translate import TranslateConfig
+from doctrans.inference.translate import translate_input as run
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,7 @@ def test_a_registered_model_metric_is_a_context_table_column(tmp_path, monkeypat
                                            ref=str(tmp_path / "ref.txt"), out=str(tmp_path / "t.md"),
                                            work=str(tmp_path / "w"), beam=1, bootstrap=10, usage=True)
     run = ckpt.parent
-    text = context_table.run([("A", run), ("B", run)], cfg).read_text(encoding="utf-8")
+    text = context_table.build_context_table([("A", run), ("B", run)], cfg).read_text(encoding="utf-8")
     rows = json.loads((tmp_path / "w" / "rows.json").read_text(encoding="utf-8"))
     assert [r["ref_lines"] for r in rows] == [4, 4] and 0 < rows[0]["ref_xent"] < 20
     assert rows[1]["ref_xent"] == rows[0]["ref_xent"] and rows[1]["ref_xent_delta"] == 0.0

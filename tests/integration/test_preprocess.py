@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from doctrans.cli import cli
 from doctrans.data.corpus import read_doc_dir, read_lines, read_sgml_aligned, select_documents
-from doctrans.data.preprocess import PreprocessConfig, run, tvsub_config
+from doctrans.data.preprocess import PreprocessConfig, tvsub_config
+from doctrans.data.preprocess import prepare_dataset as run
 from doctrans.data.text import TextProcessor
 
 TVSUB = (Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora" / "tvsub").resolve()

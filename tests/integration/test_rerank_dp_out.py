@@ -15,10 +15,11 @@ from doctrans.config import load_experiment
 from doctrans.models.build import build_model
 from doctrans.cli import cli
 from doctrans.inference.dp_output import completed_words
-from doctrans.inference.reconstruction import predict_batch, rerank_batch
+from doctrans.inference.reconstruction import Specials, predict_batch, rerank_batch
 from doctrans.inference.translate import LoadedModel, TranslateConfig, Translator
 from doctrans.models.interface import EncoderOutput
 from doctrans.models.reconstruction_spec import ReconstructionSpec
+from doctrans.inference.config import SearchOptions
 
 DP_LABELS = ["NONE", "我", "你"]
 
@@ -51,6 +52,11 @@ class FakeReconstructor(torch.nn.Module):
         return lab
 
 
+def _scored(cands, beam):
+    """rerank_batch's n-best lists: per sentence [(beam score, candidate ids)]."""
+    return [list(zip(b, c)) for c, b in zip(cands, beam)]
+
+
 def test_rerank_scores_do_not_depend_on_the_length_sorted_chunks():
     # a real tiny enc+dec reconstructor (random weights, eval): candidates of different lengths
     # scored in one pass, in chunks of 2 and one by one, give the same combined scores and choice
@@ -63,15 +69,15 @@ def test_rerank_scores_do_not_depend_on_the_length_sorted_chunks():
     tgt = [np.append(g.integers(4, 24, n), 2) for n in (4, 11, 6)]
     cands = [[g.integers(4, 24, n).tolist() for n in lens] for lens in ((2, 7, 4), (12, 1), (5, 5, 9, 3))]
     beam = [[-0.1 * j for j in range(len(c))] for c in cands]
-    one = rerank_batch(model, src, cands, beam, tgt, 1.0, 0, 1, rows_per_pass=64)
+    one = rerank_batch(model, src, _scored(cands, beam), tgt, 1.0, Specials(0, 1), rows_per_pass=64)
     for rows in (2, 1):
-        chosen, combined = rerank_batch(model, src, cands, beam, tgt, 1.0, 0, 1, rows_per_pass=rows)
+        chosen, combined = rerank_batch(model, src, _scored(cands, beam), tgt, 1.0, Specials(0, 1), rows_per_pass=rows)
         assert chosen == one[0]
         for a, b in zip(combined, one[1]):
             assert a == pytest.approx(b, abs=1e-4)
     assert len({round(x, 3) for sc in one[1] for x in sc}) > 5        # the candidates' scores differ
     with pytest.raises(ValueError, match="rows_per_pass"):
-        rerank_batch(model, src, cands, beam, tgt, 1.0, 0, 1, rows_per_pass=0)
+        rerank_batch(model, src, _scored(cands, beam), tgt, 1.0, Specials(0, 1), rows_per_pass=0)
 
 
 def test_rerank_with_the_search_states_equals_the_teacher_forced_pass():
@@ -94,21 +100,21 @@ def test_rerank_with_the_search_states_equals_the_teacher_forced_pass():
     for b, x in enumerate(src):
         batch[b, :len(x)] = torch.from_numpy(x)
     with torch.no_grad():
-        res = beam_search(model, batch, vocab, beam=4, nbest=4, keep_states=True)
+        res = beam_search(model, batch, vocab, SearchOptions(beam=4, nbest=4), keep_states=True)
     cands = [[ids for _, ids in lst] for lst in res.nbest]
     beam = [[sc for sc, _ in lst] for lst in res.nbest]
     assert len({len(c) for cs in cands for c in cs}) > 1
-    plain = rerank_batch(model, src, cands, beam, tgt, 1.0, 0, 1, rows_per_pass=5)
+    plain = rerank_batch(model, src, _scored(cands, beam), tgt, 1.0, Specials(0, 1), rows_per_pass=5)
     calls = []
     real = model.backbone.decode_hidden
     model.backbone.decode_hidden = lambda *a: calls.append(1) or real(*a)
-    kept = rerank_batch(model, src, cands, beam, tgt, 1.0, 0, 1, rows_per_pass=5, states=res.nbest_states)
+    kept = rerank_batch(model, src, _scored(cands, beam), tgt, 1.0, Specials(0, 1), rows_per_pass=5, states=res.nbest_states)
     assert not calls                                                  # no second decoder pass
     assert kept[0] == plain[0]
     for a, b in zip(kept[1], plain[1]):
         assert a == pytest.approx(b, abs=1e-4)
     with pytest.raises(ValueError, match="one decoder-state tensor per candidate"):
-        rerank_batch(model, src, cands, beam, tgt, 1.0, 0, 1, states=[s[:1] for s in res.nbest_states])
+        rerank_batch(model, src, _scored(cands, beam), tgt, 1.0, Specials(0, 1), states=[s[:1] for s in res.nbest_states])
 
 
 def test_rerank_chooses_the_best_combined_score_in_one_call():
@@ -117,16 +123,16 @@ def test_rerank_chooses_the_best_combined_score_in_one_call():
     beam = [[-1.0, -1.5, -3.0], [-0.5, -0.6]]
     tgt = [np.array([7, 2]), np.array([8, 9, 2])]            # |x̂| = 2 and 3
     model = FakeReconstructor({(7, (5, 6)): -1.0, (7, (4,)): -4.0, (7, (6,)): -0.0, (8, (4, 4)): -3.0, (8, (5,)): -3.0})
-    chosen, combined = rerank_batch(model, src, cands, beam, tgt, 1.0, pad_id=0, bos_id=1)
+    chosen, combined = rerank_batch(model, src, _scored(cands, beam), tgt, 1.0, Specials(0, 1))
     # sentence 0: -1 - 4/2 = -3, -1.5 - 1/2 = -2, -3 - 0 = -3 → candidate 1; sentence 1: -1.5 vs -1.6 → 0
     assert combined[0] == pytest.approx([-3.0, -2.0, -3.0]) and combined[1] == pytest.approx([-1.5, -1.6])
     assert chosen == [1, 0]
     assert model.calls == [5]                                    # every candidate of the batch in one pass
-    chosen0, _ = rerank_batch(model, src, cands, beam, tgt, 0.0, pad_id=0, bos_id=1)
+    chosen0, _ = rerank_batch(model, src, _scored(cands, beam), tgt, 0.0, Specials(0, 1))
     assert chosen0 == [0, 0]                                     # λ = 0: the beam's 1-best
-    assert rerank_batch(model, src, cands, beam, tgt, 100.0, 0, 1)[0] == [2, 0]   # ties: the beam's order
+    assert rerank_batch(model, src, _scored(cands, beam), tgt, 100.0, Specials(0, 1))[0] == [2, 0]   # ties: the beam's order
     with pytest.raises(ValueError, match="at least one candidate"):
-        rerank_batch(model, src, [[[4]], []], beam, tgt, 1.0, 0, 1)
+        rerank_batch(model, src, _scored([[[4]], []], beam), tgt, 1.0, Specials(0, 1))
     labels = predict_batch(model, src, [[4], [5]], tgt, 0, 1)
     assert labels == [[1, 2], [1, 0, 2]]
 
@@ -174,7 +180,7 @@ def _inputs(tmp_path):
 def test_rerank_picks_the_candidate_with_the_best_combined_score(trained, tmp_path, monkeypatch):
     lines = _inputs(tmp_path)
     base = dict(checkpoint=str(trained), input=str(tmp_path / "in.tok"), input_format="tok", tokenized=True, beam=4)
-    loaded = LoadedModel.load(TranslateConfig(**base))
+    loaded = LoadedModel.load(TranslateConfig(**base).model)
     nbest = Translator(TranslateConfig(**base, nbest=4, nbest_out="-"), loaded=loaded).translate_detailed(lines).nbest
     assert any(len(h[0][0].split()) > min(len(x.split()) for x, _ in h) for h in nbest.values()), \
         "the fixture's n-best lists must let a preference for short translations change a 1-best"
@@ -203,7 +209,7 @@ def test_rerank_picks_the_candidate_with_the_best_combined_score(trained, tmp_pa
 
 def test_dp_out_round_trips_through_score_dp(trained, tmp_path, monkeypatch):
     lines = _inputs(tmp_path)
-    loaded = LoadedModel.load(TranslateConfig(checkpoint=str(trained)))
+    loaded = LoadedModel.load(TranslateConfig(checkpoint=str(trained)).model)
     _fake_contract(monkeypatch, type(loaded.model), ReconstructionSpec("original", "original", False, 1.0, True), 0.0)
     r = CliRunner().invoke(cli, ["translate", "-c", str(trained), "-i", str(tmp_path / "in.tok"), "--input-format",
                                  "tok", "-o", str(tmp_path / "out.en"), "--dp-out", str(tmp_path / "dp.zh")])
@@ -233,7 +239,7 @@ def test_clear_errors_for_models_and_options_that_cannot(trained, tmp_path, monk
     r = CliRunner().invoke(cli, [*args, "--dp-out", str(tmp_path / "dp.zh")])
     assert r.exit_code != 0 and "predicts no DPs" in str(r.exception)
     assert not (tmp_path / "dp.zh").exists()
-    loaded = LoadedModel.load(TranslateConfig(checkpoint=str(trained)))
+    loaded = LoadedModel.load(TranslateConfig(checkpoint=str(trained)).model)
     _fake_contract(monkeypatch, type(loaded.model), ReconstructionSpec("original", "dp", False, 1.0), 0.0)
     r = CliRunner().invoke(cli, [*args, "--rerank", "reconstructor"])
     assert r.exit_code != 0 and "reads only the encoder states" in str(r.exception)
@@ -254,7 +260,7 @@ def test_dp_threshold_reaches_the_models_dp_decision(trained, tmp_path, monkeypa
     """--dp-threshold TAU is passed to every predict_dps call of --dp-out (None without it: the
     model's own τ); it needs --dp-out and a value in [0, 1]."""
     _inputs(tmp_path)
-    loaded = LoadedModel.load(TranslateConfig(checkpoint=str(trained)))
+    loaded = LoadedModel.load(TranslateConfig(checkpoint=str(trained)).model)
     cls = type(loaded.model)
     _fake_contract(monkeypatch, cls, ReconstructionSpec("original", "original", False, 1.0, True), 0.0)
     seen = []
@@ -300,7 +306,7 @@ def test_dp_input_is_bpe_encoded_as_in_training(trained, tmp_path, monkeypatch):
     lines = _inputs(tmp_path)
     cfg = TranslateConfig(checkpoint=str(trained), input_format="tok", tokenized=True, beam=2, dp_generator="fake")
     tr = Translator(cfg, InputSetup(_Completion(), _Completion.protect))
-    assert not tr._loaded.protect_dp
+    assert not tr.engine.protect_dp
     seen = []
     real = tr.src_proc.apply_bpe
     monkeypatch.setattr(tr.src_proc, "apply_bpe", lambda xs, protect=frozenset(): seen.append(protect) or real(xs, protect))
@@ -315,7 +321,7 @@ def test_a_reconstructor_reading_x_translates_x_with_a_dp_generator(trained, tmp
 
     lines = _inputs(tmp_path)
     base = dict(checkpoint=str(trained), input_format="tok", tokenized=True, beam=2)
-    loaded = LoadedModel.load(TranslateConfig(**base))
+    loaded = LoadedModel.load(TranslateConfig(**base).model)
     plain = Translator(TranslateConfig(**base), loaded=loaded).translate(lines)
     completed = Translator(TranslateConfig(**base, dp_generator="fake"), InputSetup(_Completion(), _Completion.protect),
                            loaded=loaded).translate(lines)
@@ -369,7 +375,7 @@ def test_dp_out_of_a_document_model_labels_with_each_documents_context(trained, 
     lines = ["w1 w2", "w3", "", "w4 w5", "w6"]
     (tmp_path / "in.tok").write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
     (tmp_path / "in.docs").write_text("a\t0\na\t1\na\t2\nb\t0\nb\t1\n", encoding="utf-8")
-    loaded = LoadedModel.load(TranslateConfig(checkpoint=str(trained)))
+    loaded = LoadedModel.load(TranslateConfig(checkpoint=str(trained)).model)
     cls = type(loaded.model)
     _fake_contract(monkeypatch, cls, ReconstructionSpec("original", "original", False, 1.0, True), 0.0)
     real_encode = cls.encode

@@ -168,7 +168,8 @@ def test_non_finite_weights_are_never_saved(tmp_path):
 
 
 def test_translating_non_finite_weights_is_refused_naming_the_file(trained, tmp_path):
-    from doctrans.inference.translate import TranslateConfig, run
+    from doctrans.inference.translate import TranslateConfig
+    from doctrans.inference.translate import translate_input as run
 
     ck = torch.load(trained, weights_only=True)
     next(iter(ck["model"].values())).fill_(float("nan"))

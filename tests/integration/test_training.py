@@ -7,7 +7,7 @@ import torch
 
 from doctrans import stages
 from doctrans.config import load_experiment
-from doctrans.inference.translate import TranslateConfig, run as translate_run
+from doctrans.inference.translate import TranslateConfig, translate_input as translate_run
 from doctrans.training import train
 from doctrans.training.metrics import read_metrics
 

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from conftest import train_tiny
 from doctrans.cli import cli
-from doctrans.inference.translate import TranslateConfig, Translator, run as translate_run
+from doctrans.inference.translate import TranslateConfig, Translator, translate_input as translate_run
 
 HAN_DEC = "context={type: han, context_sents: 2, attach: both, heads: 2, d_ff: 32, dropout: 0.0}"
 LINES = ["w1 w2 w3", "w4 w5", "", "w6 w7 w8", "w9", "w1 w3", "w2"]

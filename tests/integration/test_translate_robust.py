@@ -165,7 +165,7 @@ def _dp_prepared(root: Path) -> Path:
 
 def test_over_long_line_with_a_dp_generator_is_translated_without_dp(trained, tmp_path, caplog):
     from doctrans.dp.config import load_dp_config
-    from doctrans.dp.train import run as dp_run
+    from doctrans.dp.train import train_generator as dp_run
 
     gen = dp_run(load_dp_config(REPO / "pipelines" / "dp" / "tiny.yaml", [
         f"data.prepared={_dp_prepared(tmp_path)}", f"run_dir={tmp_path / 'gen'}", "data.min_freq=1",

@@ -164,9 +164,9 @@ def test_sgml_input_is_known_by_its_content(trained, tmp_path):
 def test_native_compute_type_int8_is_quantize_int8(trained, tmp_path, caplog):
     with caplog.at_level(logging.INFO):
         tr = Translator(_cfg(trained, "-", "-", compute_type="int8"))
-    assert tr.cfg.quantize == "int8" and tr.cfg.compute_type == "default"
+    assert tr.cfg.model.quantize == "int8" and tr.cfg.model.compute_type == "default"
     assert "--compute-type int8 with the native engine: decoding with --quantize int8" in caplog.text
     assert tr.translate(LINES) == Translator(_cfg(trained, "-", "-", quantize="int8")).translate(LINES)
     with pytest.raises(ValueError, match="--compute-type float16 is CTranslate2's"):
         Translator(_cfg(trained, "-", "-", compute_type="float16"))
-    assert Translator(_cfg(trained, "-", "-", compute_type="float32")).cfg.quantize == "none"
+    assert Translator(_cfg(trained, "-", "-", compute_type="float32")).cfg.model.quantize == "none"

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from doctrans.inference.collection import CollectionError, plan_groups
-from doctrans.inference.translate import TranslateConfig, process_threads, run as translate_run
+from doctrans.inference.translate import TranslateConfig, process_threads, translate_input as translate_run
 
 from conftest import REPO, train_tiny
 

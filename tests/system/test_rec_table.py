@@ -64,7 +64,7 @@ def test_rec_table_on_a_tvsub_slice(tvsub_slice, tmp_path, monkeypatch):
             "data.min_freq=1", "data.tune_on=annotated", "train.max_epochs=3", "train.threads=1")
     gen = runs / "gen" / "best.pt"
     from doctrans.inference.translate import LoadedModel, TranslateConfig
-    cls = type(LoadedModel.load(TranslateConfig(checkpoint=str(runs / "rec" / "last.pt"))).model)
+    cls = type(LoadedModel.load(TranslateConfig(checkpoint=str(runs / "rec" / "last.pt")).model).model)
     _fake_contract(monkeypatch, cls)
     work, out = tmp_path / "work", tmp_path / "rec_table.md"
     _invoke("table", "rec", "--system", f"Baseline={runs / 'baseline'}", "--system", f"+DPs={runs / 'baseline'}",

@@ -182,13 +182,13 @@ def test_quiet_turns_bars_off_and_logging_to_warnings(tmp_path, monkeypatch):
 
     import doctrans.evaluation.score as score
 
-    real = score.run
+    real = score.score_translation
 
     def spy(cfg):
         seen["bars_off"] = bars_off()
         return real(cfg)
 
-    monkeypatch.setattr(score, "run", spy)
+    monkeypatch.setattr(score, "score_translation", spy)
     assert CliRunner().invoke(cli, ["-q", "score", hyp, "-r", ref]).exit_code == 0
     assert seen["bars_off"] is True
     assert CliRunner().invoke(cli, ["score", hyp, "-r", ref]).exit_code == 0
@@ -275,7 +275,7 @@ def test_annotate_dp_former_spelling_runs_the_subcommand_with_a_note(tmp_path, m
     from doctrans.dp import apply as dp_apply
 
     calls = []
-    monkeypatch.setattr(dp_apply, "run", lambda *a, **kw: calls.append((a, kw)) or {"dp": tmp_path / "o.dp.zh"})
+    monkeypatch.setattr(dp_apply, "apply_generator", lambda *a, **kw: calls.append((a, kw)) or {"dp": tmp_path / "o.dp.zh"})
     src = tmp_path / "in.tok.zh"
     src.write_text("去 了\n", encoding="utf-8")
     for args in (["apply", "--generator", "g.pt", str(src), "--nbest", "3"],

@@ -14,6 +14,7 @@ from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
 from doctrans.models.build import CONTEXT_MODELS, build_model
 from doctrans.models.interface import SENTENCE_MODEL, SearchBatch, Seq2SeqModel
+from doctrans.inference.config import SearchOptions
 
 from conftest import REPO, DocBatchStub, stepwise_equals_teacher_forcing
 
@@ -110,10 +111,10 @@ def test_context_read_from_the_right_side(name):
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_search_translates_target_rows_only(name):
     m, b = model(name), doc_batch(N[name])
-    res = beam_search(m, b, VOCAB, beam=2, max_len_extra=3)
+    res = beam_search(m, b, VOCAB, SearchOptions(beam=2, max_len_extra=3))
     assert len(res.tokens) == 3                                                 # rows 1, 2, 3
     single = beam_search(m, DocBatchStub(b.src[3:], b.tgt_in[3:], torch.full((1, N[name]), -1),
-                                         torch.tensor([True])), VOCAB, beam=2, max_len_extra=3)
+                                         torch.tensor([True])), VOCAB, SearchOptions(beam=2, max_len_extra=3))
     assert res.tokens[2] == single.tokens[0]                                    # no context: same output
 
 
@@ -247,11 +248,11 @@ def test_beams_sharing_one_context_memory_search_like_one_memory_per_row(name, m
         return real_step(self, state, prev_tokens)
 
     monkeypatch.setattr(han.HAN, "decode_step_hidden", spy)
-    grouped = beam_search(m, b, VOCAB, beam=3, max_len_extra=4)
+    grouped = beam_search(m, b, VOCAB, SearchOptions(beam=3, max_len_extra=4))
     # step 0 runs one row per sentence; the widening reorder sets the group to the beam
     assert groups[0] == 1 and len(groups) > 1 and set(groups[1:]) == {3}
     monkeypatch.setattr(han, "rows_per_group", lambda sent, hint=0: 1)    # every row its own memory
-    rows = beam_search(m, b, VOCAB, beam=3, max_len_extra=4)
+    rows = beam_search(m, b, VOCAB, SearchOptions(beam=3, max_len_extra=4))
     assert set(groups[len(groups) - 1:]) == {1}
     assert grouped.tokens == rows.tokens
     assert grouped.scores == pytest.approx(rows.scores, abs=1e-5)
@@ -279,11 +280,11 @@ def test_inference_cache_encodes_each_sentence_about_once_and_changes_nothing(na
 
     monkeypatch.setattr(m.backbone, "encode", counting)
     with torch.no_grad():
-        cached = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
+        cached = translate_documents(m, docs, VOCAB, SearchOptions(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=4, history_chunk=0, warmup_beam=0))
         rows_cached = sum(encoded)
         encoded.clear()
         monkeypatch.setattr(ContextModel, "inference_cache", lambda self, capacity=4096: nullcontext())
-        plain = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
+        plain = translate_documents(m, docs, VOCAB, SearchOptions(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=4, history_chunk=0, warmup_beam=0))
         rows_plain = sum(encoded)
     assert cached == plain
     if VARIANTS[name]["attach"] in ("decoder", "both"):
@@ -342,11 +343,11 @@ def test_inference_cache_gives_the_translations_of_the_uncached_path(name, monke
 
     monkeypatch.setattr(documents, "beam_search", recording)
     with torch.no_grad():
-        cached = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
+        cached = translate_documents(m, docs, VOCAB, SearchOptions(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=4, history_chunk=0, warmup_beam=0))
         work_cached, scores_cached = sum(counted), list(scores)
         counted.clear()
         scores.clear()
-        plain = translate_documents(m, docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4, context_cache=False)
+        plain = translate_documents(m, docs, VOCAB, SearchOptions(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=4, history_chunk=0, warmup_beam=0), context_cache=False)
         work_plain = sum(counted)
     assert cached == plain
     assert scores_cached == pytest.approx(scores, abs=1e-5)                   # same batches, same order
@@ -371,7 +372,7 @@ def test_sub_documents_decoded_in_length_order_translate_as_their_own_batches(na
     ref: dict = {}
     with torch.no_grad():
         for rows, batch in documents.block_batches(m, sents, order, m.context_block, 6, VOCAB, torch.device("cpu")):
-            res = beam_search(m, batch, VOCAB, 3, 1.0, 1.5, 3)
+            res = beam_search(m, batch, VOCAB, SearchOptions(beam=3, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3))
             ref.update({s: (VOCAB.decode(t), sc) for s, t, sc in zip(rows, res.tokens, res.scores)})
         scores = {}
         real = documents.beam_search
@@ -382,7 +383,7 @@ def test_sub_documents_decoded_in_length_order_translate_as_their_own_batches(na
             return res
 
         monkeypatch.setattr(documents, "beam_search", recording)
-        out = documents.translate_documents(m, docs, VOCAB, 3, 1.0, 1.5, 3, batch_sentences=6)
+        out = documents.translate_documents(m, docs, VOCAB, SearchOptions(beam=3, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=6, history_chunk=0, warmup_beam=0))
     assert out == [[ref[(d, i)][0] for i in range(len(lines))] for d, lines in enumerate(docs)]
     assert sorted(scores["all"]) == pytest.approx(sorted(sc for _, sc in ref.values()), abs=1e-5)
 
@@ -541,9 +542,9 @@ def test_inference_cache_smaller_than_a_batch_still_translates_the_same(name):
     hyps = {s: [5, 6] for s in sents}
     batch = build_batch(targets, sents, order, position, m.context_sents, hyps, VOCAB, torch.device("cpu"))
     with torch.no_grad():
-        plain = beam_search(m, batch, VOCAB, beam=2, max_len_extra=3)
+        plain = beam_search(m, batch, VOCAB, SearchOptions(beam=2, max_len_extra=3))
         with m.inference_cache(capacity=1):
-            cached = beam_search(m, batch, VOCAB, beam=2, max_len_extra=3)
+            cached = beam_search(m, batch, VOCAB, SearchOptions(beam=2, max_len_extra=3))
     assert cached.tokens == plain.tokens
     assert cached.scores == pytest.approx(plain.scores, abs=1e-5)
 
@@ -560,8 +561,8 @@ def test_sub_document_model_in_training_mode_translates_as_in_eval_mode():
     m = build_model(cfg.model, len(VOCAB), len(VOCAB), 0, cfg.context)
     docs = _random_docs()
     with torch.no_grad():
-        ref = translate_documents(m.eval(), docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
-        out = translate_documents(m.train(), docs, VOCAB, 2, 1.0, 1.5, 3, batch_sentences=4)
+        ref = translate_documents(m.eval(), docs, VOCAB, SearchOptions(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=4, history_chunk=0, warmup_beam=0))
+        out = translate_documents(m.train(), docs, VOCAB, SearchOptions(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=4, history_chunk=0, warmup_beam=0))
     assert out == ref
 
 

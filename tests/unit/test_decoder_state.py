@@ -12,6 +12,7 @@ from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
 from doctrans.models.build import build_model
 from doctrans.models.interface import SearchBatch
+from doctrans.inference.config import SearchOptions
 
 VOCAB = Vocab(["<pad>", "<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(12)])
 
@@ -57,10 +58,10 @@ def test_search_results_equal_the_always_copying_state(backbone):
     src = torch.cat([torch.randint(4, len(VOCAB), (7, 5), generator=g), torch.full((7, 1), 2)], 1)
     src[2, 3:] = torch.tensor([2, 0, 0])
     with torch.no_grad():
-        kept = beam_search(m, src, VOCAB, beam=4, nbest=4)
+        kept = beam_search(m, src, VOCAB, SearchOptions(beam=4, nbest=4))
         real_init = m.init_state
         m.init_state = lambda enc: dataclasses.replace(real_init(enc), src_rows=None)   # copy at every step
-        copied = beam_search(m, src, VOCAB, beam=4, nbest=4)
+        copied = beam_search(m, src, VOCAB, SearchOptions(beam=4, nbest=4))
     # the same search; the Transformer's grouped attention (a sentence's hypotheses as query positions
     # of one memory) may differ from row-by-row attention in the last float bit
     assert kept.tokens == copied.tokens and [[h for _, h in n] for n in kept.nbest] == [[h for _, h in n] for n in copied.nbest]

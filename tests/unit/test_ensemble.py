@@ -17,11 +17,12 @@ from doctrans.inference.documents import translate_documents
 from doctrans.models.build import build_model
 from doctrans.models.ensemble import Ensemble
 from doctrans.models.interface import missing_members, Seq2SeqModel
+from doctrans.inference.config import SearchOptions
 
 from conftest import REPO
 
 VOCAB = Vocab(["<pad>", "<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(16)])
-KW = dict(beam=3, lenpen=1.0, max_len_ratio=1.5, max_len_extra=4)
+KW = SearchOptions(beam=3, lenpen=1.0, max_len_ratio=1.5, max_len_extra=4, batch_sentences=8, history_chunk=0)
 
 
 def _model(seed: int, context: str = ""):
@@ -64,12 +65,12 @@ def test_contract_and_bad_settings():
 def test_a_model_with_itself_and_a_zero_weight_member_translate_as_the_model(mode):
     a, b = _model(0), _model(1)
     src = torch.tensor([[4, 5, 6, 2], [7, 8, 2, 0], [9, 10, 11, 2]])
-    alone = beam_search(a, src, VOCAB, **KW)
-    twice = beam_search(Ensemble([a, a], [0.3, 0.7], mode), src, VOCAB, **KW)
+    alone = beam_search(a, src, VOCAB, KW)
+    twice = beam_search(Ensemble([a, a], [0.3, 0.7], mode), src, VOCAB, KW)
     assert twice.tokens == alone.tokens
     assert np.allclose(twice.scores, alone.scores, atol=1e-5)
     if mode == "linear":                      # log 0 = −inf: the member drops out exactly
-        assert beam_search(Ensemble([b, a], [0.0, 1.0], mode), src, VOCAB, **KW).tokens == alone.tokens
+        assert beam_search(Ensemble([b, a], [0.0, 1.0], mode), src, VOCAB, KW).tokens == alone.tokens
 
 
 def test_document_model_with_sentence_model_each_reads_its_own_input():
@@ -81,14 +82,14 @@ def test_document_model_with_sentence_model_each_reads_its_own_input():
     sent = _model(4)
     docs = _docs()
     assert Ensemble([doc, sent], [1, 1]).document == doc.document
-    alone_doc = translate_documents(doc, docs, VOCAB, batch_sentences=8, **KW)
-    only_doc = translate_documents(Ensemble([doc, sent], [1.0, 0.0]), docs, VOCAB, batch_sentences=8, **KW)
+    alone_doc = translate_documents(doc, docs, VOCAB, KW)
+    only_doc = translate_documents(Ensemble([doc, sent], [1.0, 0.0]), docs, VOCAB, KW)
     assert only_doc == alone_doc
     src = torch.nn.utils.rnn.pad_sequence([torch.tensor(x) for d in docs for x in d], batch_first=True)
-    alone_sent = [VOCAB.decode(t) for t in beam_search(sent, src, VOCAB, **KW).tokens]
-    only_sent = translate_documents(Ensemble([doc, sent], [0.0, 1.0]), docs, VOCAB, batch_sentences=8, **KW)
+    alone_sent = [VOCAB.decode(t) for t in beam_search(sent, src, VOCAB, KW).tokens]
+    only_sent = translate_documents(Ensemble([doc, sent], [0.0, 1.0]), docs, VOCAB, KW)
     assert [h for d in only_sent for h in d] == alone_sent
-    mixed = translate_documents(Ensemble([doc, sent], [0.5, 0.5]), docs, VOCAB, batch_sentences=8, **KW)
+    mixed = translate_documents(Ensemble([doc, sent], [0.5, 0.5]), docs, VOCAB, KW)
     assert mixed != alone_doc and [h for d in mixed for h in d] != alone_sent
 
 
@@ -123,7 +124,7 @@ def test_members_of_another_dataset_and_bad_weights_are_refused(tmp_path):
     other = tmp_path / "other.pt"
     torch.save(ck, other)
     with pytest.raises(ValueError, match=f"{other}.*vocabularies"):
-        LoadedModel.load(TranslateConfig(checkpoint=str(sent), ensemble=(str(other),)))
+        LoadedModel.load(TranslateConfig(checkpoint=str(sent), ensemble=(str(other),)).model)
     for weights in ("0.5", "a,b"):
         r = CliRunner().invoke(cli, ["translate", "--sentence", "--ensemble", str(sent), "--ensemble-weights", weights],
                                input="你好\n")

@@ -16,6 +16,7 @@ from doctrans.data.vocab import SPECIALS, Vocab
 from doctrans.inference import decode, documents
 from doctrans.utils import memory
 from doctrans.utils.memory import HeapTrimmer
+from doctrans.inference.config import SearchOptions
 
 VOCAB = Vocab(list(SPECIALS) + [f"w{i}" for i in range(40)])
 HAN = "context={type: han, context_sents: 2, attach: encoder, heads: 2, d_ff: 32, dropout: 0.0}"
@@ -92,12 +93,13 @@ def _counting(monkeypatch, module) -> list[int]:
 
 def test_sentence_and_document_translation_trim_after_every_batch(monkeypatch):
     made = _counting(monkeypatch, decode)
-    out = decode.decode_corpus(_model(), _lines(24, 60), VOCAB, 1, 1.0, 0.01, 1, 64, max_tokens=200)
+    out = decode.decode_corpus(_model(), _lines(24, 60), VOCAB, SearchOptions(beam=1, lenpen=1.0, max_len_ratio=0.01, max_len_extra=1, batch_sentences=64), max_tokens=200)
     assert len(out) == 24 and len(made) == 1 and made[0] > 1          # one trimmer, a call per batch
     made = _counting(monkeypatch, documents)
     docs = [list(_lines(12, 60)), list(_lines(6, 60, seed=1))]
     calls = []
     real = documents.beam_search
     monkeypatch.setattr(documents, "beam_search", lambda *a, **kw: calls.append(1) or real(*a, **kw))
-    out = documents.translate_documents(_model(HAN), docs, VOCAB, 1, 1.0, 0.01, 1, 64, max_tokens=240)
+    monkeypatch.setattr(documents, "MAX_TOKENS", 240)           # the batches' token budget
+    out = documents.translate_documents(_model(HAN), docs, VOCAB, SearchOptions(beam=1, lenpen=1.0, max_len_ratio=0.01, max_len_extra=1, batch_sentences=64, history_chunk=0, warmup_beam=0))
     assert [len(d) for d in out] == [12, 6] and made == [len(calls)] and len(calls) > 1

@@ -52,11 +52,11 @@ def test_context_table_ends_with_the_provenance_line(tmp_path, monkeypatch):
                         lambda name, run, args, base, opts: ({**row, "system": name}, tmp_path / f"{name}.hyp"))
     monkeypatch.setattr(provenance.time, "strftime", lambda fmt: "2030-01-02 03:04:05 UTC")
     cfg = context_table.ContextTableConfig(out=str(tmp_path / "t.md"), work=str(tmp_path / "w"))
-    out = context_table.run([("A", tmp_path), ("B", tmp_path)], cfg)
+    out = context_table.build_context_table([("A", tmp_path), ("B", tmp_path)], cfg)
     last = out.read_text(encoding="utf-8").rstrip("\n").split("\n")[-1]
     assert last.startswith(f"Made by doctrans at commit {git_commit()} on 2030-01-02 03:04:05 UTC on ")
     assert "| B |" in out.read_text(encoding="utf-8")
     monkeypatch.setattr(context_table, "_significance", lambda *a: {})
-    out = context_table.run([("A", tmp_path), ("B", tmp_path)], cfg, tables=[("one", ["A"]), ("two", ["B", "A"])])
+    out = context_table.build_context_table([("A", tmp_path), ("B", tmp_path)], cfg, tables=[("one", ["A"]), ("two", ["B", "A"])])
     text = out.read_text(encoding="utf-8")
     assert text.count("Made by doctrans at commit") == 1 and text.rstrip("\n").split("\n")[-1].startswith("Made by")

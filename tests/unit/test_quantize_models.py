@@ -8,6 +8,7 @@ import torch
 
 from doctrans.inference.beam_search import beam_search
 from doctrans.inference.translate import quantize_int8
+from doctrans.inference.config import SearchOptions
 from unit.test_context_models import N, VARIANTS, VOCAB, doc_batch, model
 
 
@@ -25,5 +26,5 @@ def test_every_context_model_searches_quantized(name):
     assert _quantized(q) == want and want                       # exactly the contract's layers, some
     b = doc_batch(N[name])
     with torch.no_grad():
-        res = beam_search(q, b, VOCAB, beam=2, max_len_extra=3)
+        res = beam_search(q, b, VOCAB, SearchOptions(beam=2, max_len_extra=3))
     assert len(res.tokens) == 3 and all(len(t) <= 3 + 4 * 2 for t in res.tokens)

@@ -10,6 +10,7 @@ import torch
 from doctrans.config import load_experiment, to_dict
 from doctrans.models.build import build_model
 from doctrans.models.interface import DocumentSpec, Seq2SeqModel
+from doctrans.inference.config import SearchOptions
 
 from conftest import REPO, stepwise_equals_teacher_forcing
 from test_context_models import VARIANTS, VOCAB, doc_batch
@@ -106,7 +107,7 @@ def test_reranking_documents_scores_each_candidate_with_its_document_context():
     docs = [[np.array([*torch.randint(4, len(VOCAB), (int(n),), generator=gen).tolist(), 2]) for n in lens]
             for lens in ([3, 4, 2, 5], [4, 3])]
     targets = [list(d) for d in docs]                              # x̂ = the source (the joint labeler's)
-    args = (VOCAB, 4, 1.0, 1.5, 3, 8)
+    args = (VOCAB, SearchOptions(4, 1.0, 1.5, 3, 8, history_chunk=0))
     plain = translate_documents(m, docs, *args)
     assert translate_documents(m, docs, *args, rerank=DocumentRerank(m, targets, 0.3, 1, 0, 1)) == plain
     rec = _Recorder(DocumentRerank(m, targets, 5.0, 4, 0, 1))      # λ large: log R decides
@@ -147,4 +148,4 @@ def test_reranking_sub_document_models_is_refused_clearly():
     hgc = _build("hgc", None)
     docs = [[np.array([4, 5, 2]), np.array([6, 2])]]
     with pytest.raises(ValueError, match="sub-document"):
-        translate_documents(hgc, docs, VOCAB, 2, 1.0, 1.5, 3, 8, rerank=Any())
+        translate_documents(hgc, docs, VOCAB, SearchOptions(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=8, history_chunk=0, warmup_beam=0), rerank=Any())

@@ -129,7 +129,7 @@ def test_tiny_sgml_gives_three_references(tmp_path):
     assert len(refs) == 3 and all(len(r) == 2 for r in refs)
     assert refs[0][0] == "it 's fine ."
     hyp = _write(tmp_path / "hyp.txt", ["it's fine.", "see you later."])
-    res = S.run(S.ScoreConfig(hyp=hyp, refs=(str(sgm),)))
+    res = S.score_translation(S.ScoreConfig(hyp=hyp, refs=(str(sgm),)))
     assert res["n_refs"] == 3 and res["bleu_tok_lc"]["score"] == pytest.approx(100.0)
 
 
@@ -143,7 +143,7 @@ def test_line_count_mismatch_names_files(tmp_path):
     hyp = _write(tmp_path / "short.hyp", ["a b c"])
     ref = _write(tmp_path / "long.ref", ["a b c", "d e f"])
     with pytest.raises(ValueError) as e:
-        S.run(S.ScoreConfig(hyp=hyp, refs=(ref,)))
+        S.score_translation(S.ScoreConfig(hyp=hyp, refs=(ref,)))
     assert "short.hyp" in str(e.value) and "long.ref" in str(e.value)
     assert "1 lines" in str(e.value) and "2 lines" in str(e.value)
     ref3 = _write(tmp_path / "three.ref", ["a", "b", "c"])

@@ -18,6 +18,7 @@ from doctrans.inference.shortlist import (Shortlist, VocabularyMap, build_vmap, 
                                           write_vmap)
 from doctrans.layers.output import project
 from doctrans.models.build import build_model
+from doctrans.inference.config import SearchOptions
 
 SRC = Vocab(["<pad>", "<s>", "</s>", "<unk>", "猫", "狗", "跑", "了"])
 TGT = Vocab(["<pad>", "<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(12)] + ["cat", "dog", "runs", "ran"])
@@ -127,8 +128,8 @@ def test_beam_search_over_a_shortlist_is_the_full_search_of_a_model_restricted_t
     cand = sl.candidates(torch.tensor([[4, 2]]))
     src = torch.tensor([[4, 5, 6, 2], [7, 2, 0, 0], [5, 4, 7, 2]])
     with torch.no_grad():
-        got = beam_search(m, src, TGT, beam, 1.0, 1.5, 2, nbest=beam, shortlist=sl)
-        ref = beam_search(OnlyAllowed(m, cand), src, TGT, beam, 1.0, 1.5, 2, nbest=beam)
+        got = beam_search(m, src, TGT, SearchOptions(beam=beam, lenpen=1.0, max_len_ratio=1.5, max_len_extra=2, nbest=beam), shortlist=sl)
+        ref = beam_search(OnlyAllowed(m, cand), src, TGT, SearchOptions(beam=beam, lenpen=1.0, max_len_ratio=1.5, max_len_extra=2, nbest=beam))
     assert got.tokens == ref.tokens
     assert got.scores == pytest.approx(ref.scores, abs=1e-5)
     assert [[t for _, t in n] for n in got.nbest] == [[t for _, t in n] for n in ref.nbest]

@@ -51,7 +51,7 @@ def test_dp_table_ends_with_commit_and_command(tmp_path, monkeypatch):
     monkeypatch.setattr("sys.argv", ["/venv/bin/doctrans", "table", "dp", "--baseline", "B.pt"])
     cfg = dp_table.DPTableConfig(baseline="B.pt", dp="D.pt", generator="G.pt", nbest=(), prepared=str(prep),
                                  data=str(data), out=str(tmp_path / "t.md"), work=str(tmp_path / "w"))
-    text = dp_table.run(cfg).read_text(encoding="utf-8")
+    text = dp_table.build_dp_table(cfg).read_text(encoding="utf-8")
     assert [s[1] for s in seen] == [False, True, True, True] and not any(s[3] for s in seen)
     assert "| Baseline | 11.00 | +0.00 | — | — | 3 |" in text
     assert "| +DPs, generator 1-best | 12.00* | +1.00 |" in text

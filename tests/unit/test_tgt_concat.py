@@ -3,6 +3,8 @@ both sides, the loss on the current sentence only, forced decoding of ragged pre
 dropout = the lone sentence, and the rolling history of the model's own translations."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -13,6 +15,7 @@ from doctrans.data.vocab import Vocab
 from doctrans.inference.beam_search import beam_search
 from doctrans.models.build import build_model
 from doctrans.models.interface import SearchBatch
+from doctrans.inference.config import SearchOptions
 
 from conftest import REPO, DocBatchStub, stepwise_equals_teacher_forcing
 
@@ -148,8 +151,8 @@ def test_context_dropout_gives_exactly_the_lone_sentence_input():
 
 def test_search_without_context_is_the_sentence_model():
     m, b = model(), batch()
-    got = beam_search(m, SearchBatch(b.src), VOCAB, beam=2, max_len_extra=3)
-    want = beam_search(m.backbone, SearchBatch(b.src), VOCAB, beam=2, max_len_extra=3)
+    got = beam_search(m, SearchBatch(b.src), VOCAB, SearchOptions(beam=2, max_len_extra=3))
+    want = beam_search(m.backbone, SearchBatch(b.src), VOCAB, SearchOptions(beam=2, max_len_extra=3))
     assert got.tokens == want.tokens
 
 
@@ -176,8 +179,7 @@ def test_rolling_history_is_the_models_own_output(monkeypatch):
         return prefix
 
     monkeypatch.setattr(TargetConcat, "target_prefix", spy)
-    out = translate_documents(m, docs, VOCAB, beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3,
-                              batch_sentences=8)
+    out = translate_documents(m, docs, VOCAB, SearchOptions(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=8, history_chunk=0, warmup_beam=0))
     own = {tuple(x.tolist()): VOCAB.encode(y)[:-1].tolist() for d, o in zip(docs, out) for x, y in zip(d, o)}
     prefix_of = {tuple(s): p for s, p in seen}
     for d in docs:
@@ -193,7 +195,7 @@ def test_rolling_history_is_the_models_own_output(monkeypatch):
         tgt_in[:, 0] = 1
         tgt_in[1, 1:1 + len(hyp)] = torch.tensor(hyp)
         b = DocBatchStub(src, tgt_in, torch.tensor([[1], [-1]]), torch.tensor([True, False]))
-        res = beam_search(m, b, VOCAB, beam=2, max_len_extra=3)
+        res = beam_search(m, b, VOCAB, SearchOptions(beam=2, max_len_extra=3))
         outs.append((res.tokens[0], res.scores[0]))
     assert outs[0][0] == own[tuple(second.tolist())]              # the document path's own prefix, reproduced
     assert len({round(score, 4) for _, score in outs}) == len(outs)  # another prefix: another search
@@ -300,12 +302,13 @@ def test_history_pieces_keep_every_line_once_after_its_warm_up():
 
 def _two_documents():
     """A model reading N = 1, two documents (7 lines; 3 lines with an empty one) and beam-2 search
-    settings, for the history-piece tests."""
+    search options (whole documents unless a test cuts them), for the history-piece tests."""
     m = model(n=1, seed=3)
     rng = np.random.default_rng(1)
     docs = [[np.r_[4 + k % 12, rng.integers(4, 20, int(rng.integers(1, 3))), 2] for k in range(7)],
             [np.r_[5, 6, 2], None, np.r_[7, 2]]]
-    return m, docs, dict(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=64)
+    return m, docs, SearchOptions(beam=2, lenpen=1.0, max_len_ratio=1.5, max_len_extra=3, batch_sentences=64,
+                                  history_chunk=0, warmup_beam=0)
 
 
 def test_history_chunk_translates_pieces_side_by_side(monkeypatch):
@@ -317,7 +320,7 @@ def test_history_chunk_translates_pieces_side_by_side(monkeypatch):
     from doctrans.inference.documents import translate_documents
 
     m, docs, kw = _two_documents()
-    whole = translate_documents(m, docs, VOCAB, **kw)
+    whole = translate_documents(m, docs, VOCAB, kw)
     sizes = []
     real = documents.build_batch
 
@@ -326,18 +329,18 @@ def test_history_chunk_translates_pieces_side_by_side(monkeypatch):
         return real(chunk, *args, **kwargs)
 
     monkeypatch.setattr(documents, "build_batch", spy)
-    out = translate_documents(m, docs, VOCAB, history_chunk=3, **kw)
+    out = translate_documents(m, docs, VOCAB, replace(kw, history_chunk=3))
     monkeypatch.setattr(documents, "build_batch", real)
     assert [len(o) for o in out] == [7, 3] and out[1][1] == "" and out[1] == whole[1]
     assert out[0][:3] == whole[0][:3]
-    piece = translate_documents(m, [docs[0][2:6]], VOCAB, **kw)[0]      # sentences 3–5 with sentence 2 as warm-up
+    piece = translate_documents(m, [docs[0][2:6]], VOCAB, kw)[0]      # sentences 3–5 with sentence 2 as warm-up
     assert out[0][3:6] == piece[1:]
     assert len(sizes) == 4 and sizes[0] == 4                   # 3 + 1 steps; the first holds every piece's start
-    assert translate_documents(m, docs, VOCAB, history_chunk=10, **kw) == whole
-    assert translate_documents(m, docs, VOCAB, history_chunk="auto", **kw) == whole    # C = 8 ≥ 7 lines: no cut
-    assert translate_documents(m, docs, VOCAB, history_chunk="auto", **{**kw, "batch_sentences": 1}) == whole
+    assert translate_documents(m, docs, VOCAB, replace(kw, history_chunk=10)) == whole
+    assert translate_documents(m, docs, VOCAB, replace(kw, history_chunk="auto")) == whole    # C = 8 ≥ 7 lines: no cut
+    assert translate_documents(m, docs, VOCAB, replace(kw, history_chunk="auto", batch_sentences=1)) == whole
     with pytest.raises(ValueError, match="history_chunk"):
-        translate_documents(m, docs, VOCAB, history_chunk=-1, **kw)
+        translate_documents(m, docs, VOCAB, replace(kw, history_chunk=-1))
 
 
 def test_warmup_beam_searches_the_warm_up_lines_alone_with_that_beam(monkeypatch):
@@ -350,28 +353,28 @@ def test_warmup_beam_searches_the_warm_up_lines_alone_with_that_beam(monkeypatch
     from doctrans.inference.documents import translate_documents
 
     m, docs, kw = _two_documents()
-    whole = translate_documents(m, docs, VOCAB, **kw)
+    whole = translate_documents(m, docs, VOCAB, kw)
     calls = []
     real = documents.beam_search
 
-    def spy(model_, batch, vocab, beam, *args, **kwargs):
-        calls.append((beam, int(batch.is_target.sum())))
-        return real(model_, batch, vocab, beam, *args, **kwargs)
+    def spy(model_, batch, vocab, search, *args, **kwargs):
+        calls.append((search.beam, int(batch.is_target.sum())))
+        return real(model_, batch, vocab, search, *args, **kwargs)
 
     monkeypatch.setattr(documents, "beam_search", spy)
-    out = translate_documents(m, docs, VOCAB, history_chunk=3, warmup_beam=1, **kw)
+    out = translate_documents(m, docs, VOCAB, replace(kw, history_chunk=3, warmup_beam=1))
     # pieces (0,[0,1,2],0) (0,[2..5],1) (0,[5,6],1) (1,[0,2],0): step 0 = 2 kept starts + 2 warm-ups
     assert calls[:2] == [(2, 2), (1, 2)] and all(b == 2 for b, _ in calls[2:]) and len(calls) == 5
     monkeypatch.setattr(documents, "beam_search", real)
     assert out[0][:3] == whole[0][:3] and out[1] == whole[1]
     for lo, hi in ((2, 6), (5, 7)):                        # each later piece after its greedy warm-up line
-        greedy = translate_documents(m, [[docs[0][lo]]], VOCAB, **{**kw, "beam": 1})[0][0]
-        piece = translate_documents(m, [docs[0][lo:hi]], VOCAB,
-                                    given={(0, 0): VOCAB.encode(greedy, add_eos=False).tolist()}, **kw)[0]
+        greedy = translate_documents(m, [[docs[0][lo]]], VOCAB, replace(kw, beam=1))[0][0]
+        piece = translate_documents(m, [docs[0][lo:hi]], VOCAB, kw,
+                                    given={(0, 0): VOCAB.encode(greedy, add_eos=False).tolist()})[0]
         assert out[0][lo + 1:hi] == piece[1:]
-    plain = translate_documents(m, docs, VOCAB, history_chunk=3, **kw)
+    plain = translate_documents(m, docs, VOCAB, replace(kw, history_chunk=3))
     assert plain[0][6] != out[0][6]                         # this model's greedy warm-up changes line 6
-    assert translate_documents(m, docs, VOCAB, history_chunk=3, warmup_beam=2, **kw) == plain
+    assert translate_documents(m, docs, VOCAB, replace(kw, history_chunk=3, warmup_beam=2)) == plain
 
 
 def test_auto_history_chunk_fills_one_batch():

@@ -54,7 +54,7 @@ def test_table_context_prints_the_table_and_takes_threads(tmp_path, monkeypatch)
         out.write_text("| system | BLEU |\n| --- | ---: |\n| HAN | 13.11 |\n", encoding="utf-8")
         return out
 
-    monkeypatch.setattr(context_table, "run", fake_run)
+    monkeypatch.setattr(context_table, "build_context_table", fake_run)
     r = CliRunner().invoke(cli, ["table", "context", "--system", f"HAN={tmp_path}", "--threads", "3",
                                  "--out", str(tmp_path / "t.md"), "--work", str(tmp_path / "w")])
     assert r.exit_code == 0, r.output
@@ -70,7 +70,7 @@ def test_table_context_run_sets_the_threads(tmp_path, monkeypatch):
     monkeypatch.setattr(context_table, "_system_row", fake_row)
     try:
         with pytest.raises(RuntimeError, match="threads 3"):
-            context_table.run([("HAN", tmp_path)],
+            context_table.build_context_table([("HAN", tmp_path)],
                               context_table.ContextTableConfig(work=str(tmp_path / "w"), threads=3))
     finally:
         torch.set_num_threads(before)

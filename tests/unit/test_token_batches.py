@@ -12,6 +12,7 @@ from conftest import random_lines, tiny_transformer
 from doctrans.data.vocab import SPECIALS, Vocab
 from doctrans.inference import decode, documents
 from doctrans.inference.token_batches import MAX_TOKENS, token_batches
+from doctrans.inference.config import SearchOptions
 
 VOCAB = Vocab(list(SPECIALS) + [f"w{i}" for i in range(40)])
 HAN = "context={type: han, context_sents: 2, attach: encoder, heads: 2, d_ff: 32, dropout: 0.0}"
@@ -60,12 +61,12 @@ def test_token_batches_respects_both_limits():
 def test_sentence_batches_stay_within_the_token_budget_on_long_lines(monkeypatch):
     shapes = _spy(monkeypatch, decode)
     src = _lines(24, 60)
-    out = decode.decode_corpus(_model(), src, VOCAB, 1, 1.0, 0.01, 1, 64, max_tokens=200)
+    out = decode.decode_corpus(_model(), src, VOCAB, SearchOptions(beam=1, lenpen=1.0, max_len_ratio=0.01, max_len_extra=1, batch_sentences=64), max_tokens=200)
     assert len(out) == 24 and sum(r for r, _ in shapes) == 24
     assert all(r * w <= 200 for r, w in shapes), shapes
     assert len(shapes) > 1
     shapes.clear()
-    decode.decode_corpus(_model(), _lines(64, 20), VOCAB, 1, 1.0, 0.01, 1, 64)    # ordinary lines, the
+    decode.decode_corpus(_model(), _lines(64, 20), VOCAB, SearchOptions(beam=1, lenpen=1.0, max_len_ratio=0.01, max_len_extra=1, batch_sentences=64))    # ordinary lines, the
     assert [r for r, _ in shapes] == [64] and 64 * 20 < MAX_TOKENS                     # default budget: one batch
 
 
@@ -73,7 +74,8 @@ def test_document_batches_stay_within_the_token_budget_on_long_lines(monkeypatch
     shapes = _spy(monkeypatch, documents)
     model = _model(HAN)
     docs = [list(_lines(12, 60)), list(_lines(6, 60, seed=1))]
-    out = documents.translate_documents(model, docs, VOCAB, 1, 1.0, 0.01, 1, 64, max_tokens=240)
+    monkeypatch.setattr(documents, "MAX_TOKENS", 240)           # the batches' token budget
+    out = documents.translate_documents(model, docs, VOCAB, SearchOptions(beam=1, lenpen=1.0, max_len_ratio=0.01, max_len_extra=1, batch_sentences=64, history_chunk=0, warmup_beam=0))
     assert [len(d) for d in out] == [12, 6]
     assert all(r * w <= 240 for r, w in shapes), shapes              # targets and their context rows
     assert len(shapes) > 1
