@@ -237,3 +237,147 @@ def test_no_module_reads_the_top_level_package():
     bad = sorted(f"{m}: from doctrans import {n}" for m, imps in imports.items() if m != "doctrans"
                  for d, n in imps if d == "doctrans" and n is not None)
     assert not bad, bad
+
+
+# --- the translate path (issue 71) ---------------------------------------------------------------
+
+# Where the translate / serve / API settings are declared (``utils.settings.setting`` fields): the
+# one place each default is written.
+DECLARED = {"config.py": ("DecodeConfig",),
+            "inference/config.py": ("ModelOptions", "SearchOptions", "IOOptions", "DPOptions"),
+            "serve/limits.py": ("Limits",)}
+API_ALIASES = {"beam_size": "beam", "length_penalty": "lenpen", "max_batch_size": "batch_sentences"}
+# The modules of the translate path, where no other default of those settings may be written.
+TRANSLATE_PATH = ("cli/translate.py", "cli/serve.py", "cli/tables.py", "cli/options.py", "api.py", "stages.py",
+                  "inference/", "serve/", "experiments/")
+# Same name, another setting (with the reason); "file: where name".
+OTHER_SETTINGS = {
+    "api.py: load(engine)": "the API's own choice: auto = ctranslate2 for an exported directory, else native",
+    "cli/tables.py: --compute-type": "table context: the CTranslate2 rows' compute type (int8 as the results table)",
+    "experiments/context_table.py: ContextTableConfig.compute_type": "the same, the table's config",
+    "cli/tables.py: --checkpoint": "which checkpoint of each run (last | best), not a checkpoint path",
+    "experiments/base.py: RunTableConfig.checkpoint": "the same, the tables' config",
+    "cli/tables.py: --prepared": "the tables' prepared dataset (test files, references), not BPE codes",
+    "experiments/base.py: TableConfig.prepared": "the same, the tables' config",
+    "experiments/dp_table.py: DPTableConfig.nbest": "the N of the DP table's N-best mixture rows",
+    "cli/tables.py: --nbest": "the same, table dp's option",
+    "inference/collection.py: TextReading.script": "a plain errors mode (no script given): no conversion",
+    "inference/subtitles.py: SubtitleDoc.encoding": "the encoding a subtitle file was read in, a record field",
+    "stages.py: shortlist(threads)": "doctrans shortlist's eflomal samplers",
+}
+
+
+def _literal(node) -> bool:
+    """A default written as a literal that chooses something: not None, "", False or () (the
+    values that mean "not asked for"), e.g. 5, 1.0, "auto", 0 (0 is a choice: greedy, all cores…)."""
+    if isinstance(node, ast.Constant):
+        return not (node.value is None or node.value is False or node.value == "")
+    if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
+        return True
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return bool(node.elts) and all(_literal(e) for e in node.elts)
+    return False
+
+
+def _declared_settings(root: Path = PACKAGE) -> set[str]:
+    names = set()
+    for rel, classes in DECLARED.items():
+        path = root / rel
+        if not path.is_file():
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.name in classes:
+                names |= {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+    return names
+
+
+def _defaults_written_again(root: Path = PACKAGE) -> list[str]:
+    """Every default of a declared setting written again on the translate path, as "file: where
+    name = value": a click option with the setting's flag and a literal default, a function
+    parameter of its name (or the API's alias) with one, a class field of its name with one
+    (outside the declaring classes); less ``OTHER_SETTINGS``."""
+    names, found = _declared_settings(root), []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if not rel.startswith(TRANSLATE_PATH):
+            continue
+        declaring = DECLARED.get(rel, ())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                pos = a.posonlyargs + a.args
+                pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults)) + \
+                    [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+                found += [(f"{rel}: {node.name}({arg.arg})", d) for arg, d in pairs
+                          if API_ALIASES.get(arg.arg, arg.arg) in names]
+            elif isinstance(node, ast.ClassDef) and node.name not in declaring:
+                found += [(f"{rel}: {node.name}.{s.target.id}", s.value) for s in node.body
+                          if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is not None
+                          and s.target.id in names]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "option":
+                flags = [c.value for c in node.args if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+                named = [f for f in flags if f.startswith("--") and f[2:].replace("-", "_") in names]
+                found += [(f"{rel}: {named[0]}", k.value) for k in node.keywords if k.arg == "default" and named]
+    return sorted(f"{where} = {ast.unparse(value)}" for where, value in found
+                  if _literal(value) and where not in OTHER_SETTINGS)
+
+
+def test_each_translate_setting_default_is_written_once():
+    """The defaults of ``doctrans translate`` / ``serve`` / the Python API are their fields'
+    (``inference/config.py``, ``config.DecodeConfig``, ``serve/limits.py``); the options, keywords
+    and functions of the translate path take them from there (``cli.options.setting_option``,
+    ``utils.settings.default_of``) — the beam's 5 was once written in 9 places, ``warmup_beam``'s
+    default was 1 in the config and 0 in ``translate_documents``."""
+    again = _defaults_written_again()
+    assert not again, "defaults written again (take them from the field):\n" + "\n".join(again)
+    assert {"beam", "warmup_beam", "history_chunk", "group_lines", "max_lines"} <= _declared_settings()
+    stale = sorted(k for k in OTHER_SETTINGS if not (PACKAGE / k.split(":")[0]).is_file())
+    assert not stale, stale
+
+
+def test_default_check_finds_a_literal_default(tmp_path):
+    (tmp_path / "inference").mkdir()
+    (tmp_path / "config.py").write_text("class DecodeConfig:\n    beam: int = setting(5)\n", encoding="utf-8")
+    (tmp_path / "inference" / "search.py").write_text(
+        "def beam_search(model, beam=5, variants=1, shortlist=None):\n    pass\n", encoding="utf-8")
+    (tmp_path / "api.py").write_text("def load(path, beam_size=5):\n    pass\n", encoding="utf-8")
+    assert _defaults_written_again(tmp_path) == ["api.py: load(beam_size) = 5",
+                                                 "inference/search.py: beam_search(beam) = 5"]
+
+
+MAX_PARAMETERS = 10
+
+
+def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    a = fn.args
+    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs] + [x.arg for x in (a.vararg, a.kwarg) if x]
+    return len(names) - (1 if names and names[0] in ("self", "cls") else 0)
+
+
+def test_no_inference_function_has_more_than_ten_parameters():
+    """Settings travel as objects (``SearchOptions``, ``ModelOptions``…), not one argument each:
+    ``translate_documents`` once took 17 parameters, ``beam_search`` 13."""
+    bad = [f"{path.relative_to(PACKAGE).as_posix()}:{fn.lineno}: {fn.name} ({_parameters(fn)})"
+           for path in sorted((PACKAGE / "inference").rglob("*.py"))
+           for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+           if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _parameters(fn) > MAX_PARAMETERS]
+    assert not bad, f"functions of over {MAX_PARAMETERS} parameters:\n" + "\n".join(bad)
+
+
+def test_translating_imports_no_training_module(tmp_path):
+    """``doctrans translate`` (the shipped sentence model, one line) loads no module of
+    ``doctrans.training``: each stage wires only what it needs (``stages.py``)."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "in.zh"
+    src.write_text("他来了。\n", encoding="utf-8")
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom doctrans.cli import cli\n"
+            f"r = CliRunner().invoke(cli, ['translate', '--sentence', '--threads', '1', '-i', {str(src)!r}, '-o', "
+            f"{str(tmp_path / 'out.en')!r}])\nassert r.exit_code == 0, r.output\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('doctrans'))))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    loaded = r.stdout.split()
+    assert "doctrans.inference.translate" in loaded and (tmp_path / "out.en").read_text(encoding="utf-8").strip()
+    assert not [m for m in loaded if m.startswith("doctrans.training")], loaded

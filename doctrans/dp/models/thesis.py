@@ -28,7 +28,6 @@ from doctrans.config import TrainConfig
 from doctrans.dp.annotate import NO_DP_LABEL
 from doctrans.dp.data import DPSentence, n_feature_slots, pad, surface_features
 from doctrans.dp.models.base import DPModel
-from doctrans.training.optim import MixedAdam
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +177,8 @@ class ThesisModel(DPModel):
         """The surface MLP on gold DP positions: Adam (``train.lr``, ``train.adam_*``), batches of
         ``SURFACE_BATCH``, ``surface_epochs`` epochs, the epoch with the best dev accuracy kept;
         logs ``{"surface_epoch", "dev_accuracy"}`` per epoch."""
+        from doctrans.training.optim import MixedAdam     # training only: translating imports no trainer
+
         xs, ys = self._instances(train)
         xd, yd = self._instances(dev)
         logger.info("surface MLP: %s training instances (DP positions), %s dev", f"{len(ys):,}", f"{len(yd):,}")
