@@ -86,13 +86,33 @@ def sha256_of(path: str | Path) -> str:
     return h.hexdigest()
 
 
+_INDEXES: dict[Path, tuple[tuple[int, int, int], list[ShippedModel]]] = {}   # index → (its file's stamp, models)
+
+
 def shipped_models(root: str | Path | None = None) -> list[ShippedModel]:
     """The models of ``root``'s ``index.json`` (``shipped_dir()`` by default), in index order;
-    [] without an index. Raises ValueError naming the file for an index that is not valid."""
+    [] without an index. The index is read once per process (again only when it changes: its
+    inode, modification time or size: ``register`` replaces it atomically), so resolving a name, finding its recaser and listing the
+    models read one record. Raises ValueError naming the file for an index that is not valid."""
     root = Path(root) if root is not None else shipped_dir()
     index = root / "index.json"
+    try:
+        st = index.stat()
+    except OSError:
+        return []
     if not index.is_file():
         return []
+    stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+    cached = _INDEXES.get(index)
+    if cached is not None and cached[0] == stamp:
+        return list(cached[1])
+    models = _read_index(index, root)
+    _INDEXES[index] = (stamp, models)
+    return list(models)
+
+
+def _read_index(index: Path, root: Path) -> list[ShippedModel]:
+    """The models of ``index`` (``shipped_models``). Raises ValueError naming the file."""
     try:
         rows = json.loads(index.read_text(encoding="utf-8"))["models"]
         models = [ShippedModel(**{**row, "root": str(root)}) for row in rows]
@@ -132,8 +152,10 @@ def resolve(spec: str | None, kind: str = "document", root: str | Path | None = 
     given (a checkpoint path or an export directory)."""
     if spec is None or spec == "":
         return str(default_model(kind, root).verify())
-    if not Path(spec).exists() and any(m.name == spec for m in shipped_models(root)):
-        return str(find(spec, root).verify())
+    if not Path(spec).exists():
+        named = next((m for m in shipped_models(root) if m.name == spec), None)
+        if named is not None:
+            return str(named.verify())
     return spec
 
 

@@ -256,3 +256,50 @@ def test_shipping_a_lowercasing_checkpoint_without_a_recaser_warns(tmp_path, tin
     with caplog.at_level("WARNING", logger="doctrans.runtime.shipped"):
         shipped.make_shippable(tiny_checkpoint, tmp_path / "b.pt", recaser=tmp_path / "t.json")
     assert "carries no recaser" not in caplog.text
+
+
+def test_api_load_and_serve_take_a_shipped_models_name_and_default(tmp_path, tiny_checkpoint, monkeypatch):
+    """``Translator.load(NAME)`` loads the shipped model NAME as ``from_pretrained`` and
+    ``translate -c NAME`` do (it said "model not found"); ``doctrans serve`` without -c serves the
+    shipped document model, ``--sentence`` the sentence model, ``-c NAME`` a shipped one, as
+    ``translate`` does (it required -c)."""
+    from click.testing import CliRunner
+
+    from doctrans.api import Translator
+    from doctrans.cli import cli
+    from doctrans.serve import run as serve_run
+
+    root = tmp_path / "shipped"
+    root.mkdir()
+    sent = _ship(root, tiny_checkpoint, "tiny-sentence", "sentence")
+    doc = _ship(root, tiny_checkpoint, "tiny-document", "document")
+    monkeypatch.setenv("DOCTRANS_SHIPPED_DIR", str(root))
+    lines = ["w1 w2 w3", "w4 w5"]
+    by_name = Translator.load("tiny-sentence", input_format="bpe")
+    assert by_name.config.model.checkpoint == str(sent.path)
+    assert by_name.translate_sentences(lines) == Translator.load(sent.path, input_format="bpe").translate_sentences(lines)
+    served = []
+    monkeypatch.setattr(serve_run, "serve", lambda tr, *a, name="", **kw: served.append(name))
+    for flags, want in (([], doc.path), (["--sentence"], sent.path), (["-c", "tiny-sentence"], sent.path)):
+        res = CliRunner().invoke(cli, ["serve", *flags, "--threads", "1"])
+        assert res.exit_code == 0, res.output
+        assert served[-1] == str(want)
+    res = CliRunner().invoke(cli, ["serve", "--sentence", "-c", "tiny-sentence"])
+    assert res.exit_code == 2 and "without -c" in res.output
+
+
+def test_the_shipped_index_is_read_once(tmp_path, tiny_checkpoint, monkeypatch):
+    """Resolving a shipped name, finding its recaser and listing the models read ``index.json``
+    once (it was parsed by ``resolve``, again by ``find`` and again by ``recaser_for``); an index
+    replaced by ``register`` is read again."""
+    root = tmp_path / "shipped"
+    root.mkdir()
+    model = _ship(root, tiny_checkpoint, "tiny-sentence", "sentence")
+    reads = []
+    real = shipped._read_index
+    monkeypatch.setattr(shipped, "_read_index", lambda *a: reads.append(1) or real(*a))
+    assert shipped.resolve("tiny-sentence", root=root) == str(model.path)
+    assert shipped.recaser_for(model.path, root=root) is None and shipped.find("tiny-sentence", root).kind == "sentence"
+    assert len(reads) == 1
+    shipped.register(root, ShippedModel(**{**model.__dict__, "summary": "changed"}))
+    assert shipped.find("tiny-sentence", root).summary == "changed" and len(reads) == 2
