@@ -26,14 +26,14 @@ from doctrans.runtime.device import resolve_device
 log = logging.getLogger(__name__)
 
 
-def text_processors(ckpt: dict, path: str, prepared: str = "") -> tuple[TextProcessor, TextProcessor]:
+def text_processors(ckpt: dict, path: str, prepared: str = "", exp=None) -> tuple[TextProcessor, TextProcessor]:
     """Source and target ``TextProcessor`` of a checkpoint: from the settings it carries
     (``text``, doctrans ≥ issue 18), or from a prepared dataset — ``prepared`` when given (it
     overrides the checkpoint's), else the dataset path stored by an older checkpoint. Raises
     FileNotFoundError naming what is missing and how to supply it, ValueError naming ``path`` for
-    text settings this doctrans cannot read (a newer version, a malformed recaser table)."""
-    exp = config_of(ckpt)
-    langs = [exp.data.src_suffix.split(".")[-1], exp.data.tgt_suffix.split(".")[-1]]
+    text settings this doctrans cannot read (a newer version, a malformed recaser table). ``exp``:
+    the checkpoint's experiment config when the caller has built it (``config_of(ckpt)``), read
+    only for a dataset's language suffixes."""
     text = ckpt.get("text")
     if not prepared and isinstance(text, dict) and {"src", "tgt"} <= set(text):
         try:
@@ -42,6 +42,8 @@ def text_processors(ckpt: dict, path: str, prepared: str = "") -> tuple[TextProc
             raise ValueError(f"{path}: {e}") from None
         return src, with_recaser(tgt, path)
     where = prepared or ckpt.get("prepared", "")
+    exp = exp if exp is not None else config_of(ckpt)
+    langs = [exp.data.src_suffix.split(".")[-1], exp.data.tgt_suffix.split(".")[-1]]
     try:
         return TextProcessor.from_prepared(where, langs[0]), TextProcessor.from_prepared(where, langs[1])
     except FileNotFoundError as e:
@@ -149,7 +151,7 @@ class LoadedModel:
         model.eval()
         if cfg.quantize != "none":
             model = quantize_int8(model, cfg.quantize)
-        src_proc, tgt_proc = text_processors(ckpt, cfg.checkpoint, cfg.prepared)
+        src_proc, tgt_proc = text_processors(ckpt, cfg.checkpoint, cfg.prepared, exp)     # the config built once
         shortlist = Shortlist.load(cfg.shortlist, src_vocab, tgt_vocab) if cfg.shortlist else None
         return cls(model, src_vocab, tgt_vocab, src_proc, tgt_proc, exp.data.max_len, exp.data.bpe_protect_dp,
                    cls.key_of(cfg), shortlist)
