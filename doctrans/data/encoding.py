@@ -281,9 +281,11 @@ def _detect(data: bytes, name: str) -> tuple[str, str]:
 
     best = from_bytes(data, cp_isolation=list(CANDIDATES)).best()
     if best is None:
-        kind = "a binary file" if b"\x00" in data or _binary(data[:4096].decode("latin-1")) else "undecidable"
-        raise EncodingError(f"{name}: {kind}: not UTF-8 and none of {', '.join(CANDIDATES)} decodes it; if it is "
-                            f"text, give its encoding with --encoding")
+        if b"\x00" in data or _binary(data[:4096].decode("latin-1")):
+            raise EncodingError(f"{name}: a binary file: not UTF-8 and none of {', '.join(CANDIDATES)} decodes it; "
+                                f"if it is text, give its encoding with --encoding")
+        raise EncodingError(f"{name}: undecidable: not UTF-8 and none of {', '.join(CANDIDATES)} decodes it "
+                            f"({_first_errors(data)}); if it is text, give its encoding with --encoding")
     text = str(best)
     if _binary(text):
         raise EncodingError(f"{name}: looks like a binary file (control characters), not text")
@@ -291,6 +293,17 @@ def _detect(data: bytes, name: str) -> tuple[str, str]:
     log.info("%s: encoding %s (detected by charset-normalizer; --encoding to override)", name, enc)
     _warn_implausible(text, data, name, enc, "detected by charset-normalizer")
     return text.lstrip("\ufeff"), enc
+
+
+def _first_errors(data: bytes) -> str:
+    """Where UTF-8 and each ``LEGACY`` encoding first fail on ``data``: 'utf-8 fails on line 3, ...'."""
+    where = []
+    for enc in ("utf-8", *LEGACY):
+        try:
+            data.decode(enc)
+        except UnicodeDecodeError as e:
+            where.append(f"{enc} fails on line {_line_of(data, e.start)}")
+    return ", ".join(where)
 
 
 def read_text(path, encoding: str = ENCODINGS_AUTO) -> tuple[str, str]:

@@ -150,6 +150,14 @@ def test_true_mixtures_still_refused_naming_the_lines():
         decode_text(data, "m.srt")
 
 
+def test_an_undecidable_file_names_the_lines_where_each_encoding_fails():
+    lines = synthetic_episode(20).splitlines(keepends=True)
+    data = "".join(lines[:4]).encode("gbk") + b"\xff" + "".join(lines[4:]).encode("gbk")    # a stray byte, line 5
+    with pytest.raises(EncodingError, match=r"^x\.srt: undecidable: .*\(utf-8 fails on line 1, gb18030 fails on line 5, "
+                                            r"big5 fails on line \d+\)"):
+        decode_text(data, "x.srt")
+
+
 def test_the_text_default_reads_utf8_or_a_whole_legacy_file(caplog):
     from doctrans.data.encoding import text_lines
     from doctrans.utils.io import TextDecodeError
