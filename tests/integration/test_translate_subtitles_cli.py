@@ -94,5 +94,7 @@ def test_plain_text_encoding_and_script(tmp_path):
     from dataclasses import replace
 
     assert read_documents(replace(cfg, script="simplified"))[0][0] == "我們今天去看電影。"
-    with pytest.raises(ValueError, match="not valid UTF-8"):          # no --encoding: UTF-8, as before
+    assert read_documents(replace(cfg, encoding=""))[0][0] == "我们今天去看电影。"   # no --encoding: wholly Big5
+    f.write_bytes("好\n".encode() + b"\x80\n")
+    with pytest.raises(ValueError, match="not valid UTF-8"):          # ... else UTF-8, as before
         read_documents(replace(cfg, encoding=""))
