@@ -523,9 +523,11 @@ def run_config(cfg, inputs_of=None) -> Path | None:
     """``doctrans translate`` of a subtitle file (to ``cfg.output``, or stdout for ``-``) or a
     directory of them (``translate_directory``; ``out_suffix`` and ``resume`` apply, ``workers``
     and the plain-text options are ignored with a warning). Raises like ``translate_file`` /
-    ``translate_directory``, ValueError for options subtitles cannot have."""
+    ``translate_directory``, ValueError for options subtitles cannot have and, before the model
+    is loaded, for an output that is the input or cannot be written (``options.check_outputs``)."""
     import sys
 
+    from doctrans.inference.options import check_outputs
     from doctrans.inference.translator import build_translator
 
     bad = [(cfg.docs, "--docs (a subtitle file is one document)"), (cfg.nbest, "--nbest"),
@@ -534,6 +536,7 @@ def run_config(cfg, inputs_of=None) -> Path | None:
     given = [name for on, name in bad if on]
     if given:
         raise ValueError(f"{cfg.input}: {', '.join(given)} not supported for subtitle files")
+    check_outputs({"--input": cfg.input, "--checkpoint": cfg.checkpoint}, {"--output": cfg.output})
     options = SubtitleOptions(cfg.encoding or ENCODINGS_AUTO, cfg.script, cfg.bilingual)
     inp = Path(cfg.input)
     if inp.is_dir():
