@@ -8,9 +8,11 @@ line but the cue text exactly as read (index, timing line with SRT ``X1:…`` co
 cue settings, VTT identifiers, NOTE/STYLE/REGION blocks): pysubs2 1.8 renumbers SRT cues, drops
 SRT coordinates, ``{\\an8}`` and VTT cue settings, and reads a VTT cue identifier as text of the
 previous cue [measured: I]. A malformed SRT/VTT cue (bad or missing timing line, SRT missing
-index) raises ``SubtitleError`` naming the file, the cue and the line. Input bytes are decoded
-by ``data.encoding.decode_text`` (detected or ``encoding``); output is UTF-8 (a UTF-8 BOM is not
-written; the input's ``\\r\\n`` line ends are kept).
+index) raises ``SubtitleError`` naming the file, the cue and the line; so does an ASS/SSA event
+line that pysubs2 would complete with invented values (fewer than ten fields, a time or number
+it cannot read: ``check_ssa_events``). Input bytes are decoded by ``data.encoding.decode_text``
+(detected or ``encoding``); output is UTF-8 (a UTF-8 BOM is not written; the input's ``\\r\\n``
+line ends are kept).
 """
 from __future__ import annotations
 
@@ -163,19 +165,71 @@ def parse_vtt(text: str, name: str) -> SubtitleDoc:
     return doc
 
 
+_SSA_EVENT_FIELDS = {"ass": ("Layer", "Start", "End", "Style", "Name", "MarginL", "MarginR", "MarginV", "Effect",
+                              "Text"),
+                      "ssa": ("Marked", "Start", "End", "Style", "Name", "MarginL", "MarginR", "MarginV", "Effect",
+                              "Text")}
+_SSA_TIME = re.compile(r"-?\d{1,2}:\d{1,2}:\d{1,2}(?:[.,]\d{1,3})?")     # pysubs2's TIMESTAMP / TIMESTAMP_SHORT
+_SSA_SECTION = re.compile(r"^.{,3}\[[^]]*[a-z][^]]*]")                 # pysubs2's SECTION_HEADING
+
+
+def check_ssa_events(text: str, name: str, fmt: str) -> list[int]:
+    """The 1-based line numbers of ``text``'s Dialogue events, in order, after checking every
+    Dialogue and Comment line as pysubs2 reads them (outside the Script Info, Aegisub, Fonts and
+    Graphics sections; fields split at the first nine commas, in the standard order): pysubs2
+    would give a line of fewer fields its defaults (an empty event from 0:00:00 to 0:00:10) and
+    a Layer or margin that is not a number 0. Raises SubtitleError naming the file, the event and
+    the line for fewer fields, a Start or End that is not a time, or a Layer / margin that is
+    not a number."""
+    fields = _SSA_EVENT_FIELDS[fmt]
+    numbers = [f for f in fields if f in ("Layer", "MarginL", "MarginR", "MarginV")]
+    skipped, events, k = False, [], 0
+    for n, raw in enumerate(text.split("\n"), 1):
+        line = raw.strip()
+        if _SSA_SECTION.match(line):
+            skipped = any(x in line for x in ("Info", "Aegisub", "Fonts", "Graphics"))
+            continue
+        if skipped or not line.startswith(("Dialogue:", "Comment:")):
+            continue
+        dialogue = line.startswith("Dialogue:")
+        if dialogue:
+            k += 1
+        where = f"{name}: event {k} (line {n})" if dialogue else f"{name}: line {n}"
+        values = dict(zip(fields, line.split(":", 1)[1].strip().split(",", len(fields) - 1)))
+        if len(values) < len(fields):
+            raise SubtitleError(f"{where}: {len(values)} field(s), expected {len(fields)} ({', '.join(fields)}): "
+                                f"{line!r}")
+        for f in ("Start", "End"):
+            if not _SSA_TIME.fullmatch(values[f].strip()):
+                raise SubtitleError(f"{where}: bad {f} time {values[f].strip()!r} (expected H:MM:SS.cc): {line!r}")
+        for f in numbers:
+            if not re.fullmatch(r"\s*-?\d+\s*", values[f]):
+                raise SubtitleError(f"{where}: bad {f} {values[f]!r} (a number): {line!r}")
+        if dialogue:
+            events.append(n)
+    return events
+
+
 def parse_ssa(text: str, name: str, fmt: str) -> SubtitleDoc:
     """ASS/SSA text → ``SubtitleDoc`` through pysubs2 (its Dialogue events are the cues; Comment
-    events are kept untranslated). Raises SubtitleError naming the file for text pysubs2 cannot read."""
+    events are kept untranslated). Raises SubtitleError naming the file, the event and the line
+    for an event line pysubs2 would fill with invented values (``check_ssa_events``), naming
+    the file for other text pysubs2 cannot read."""
     import pysubs2
 
+    lines = check_ssa_events(text, name, fmt)
     try:
         ssa = pysubs2.SSAFile.from_string(text, format_=fmt)
     except Exception as e:                       # pysubs2 raises several kinds for malformed files
         raise SubtitleError(f"{name}: not a readable {fmt.upper()} file: {e}") from None
     doc = SubtitleDoc(name, fmt, [], _ssa=ssa)
-    for k, ev in enumerate(e for e in ssa.events if not e.is_comment):
+    events = [e for e in ssa.events if not e.is_comment]
+    if len(events) != len(lines):                # (pysubs2 reading events another way than checked)
+        raise SubtitleError(f"{name}: pysubs2 read {len(events)} Dialogue events, the file has {len(lines)} lines "
+                            f"starting with 'Dialogue:'")
+    for k, (ev, n) in enumerate(zip(events, lines)):
         doc._events.append(ev)
-        doc.cues.append(Cue(ev.text.split("\\N"), f"{name}: event {k + 1}"))
+        doc.cues.append(Cue(ev.text.split("\\N"), f"{name}: event {k + 1} (line {n})"))
     return doc
 
 

@@ -6,7 +6,7 @@ cues' sentences as context. A directory of subtitle files is a collection, each 
 document, in natural sort order of their paths (``ep2`` before ``ep10``).
 
 Reading and writing (``subtitle_files.py``): every line but the cue text is kept as read
-(index, timing, settings, styles, ASS/SSA through pysubs2); a malformed cue is a
+(index, timing, settings, styles, ASS/SSA through pysubs2); a malformed cue or event is a
 ``SubtitleError`` naming the file, the cue and the line; input is decoded by
 ``data.encoding.decode_text``, output is UTF-8.
 

@@ -211,3 +211,27 @@ def test_cue_planning_and_wrapping():
     assert split_cue(["{\\an8}", "你好"]).units == ["你好"]
     assert wrap("a bb ccc dddd eeeee", 2) == ["a bb ccc", "dddd eeeee"]
     assert wrap("hello", 2) == ["hello"] and wrap("", 2) == [""]
+
+
+@pytest.mark.parametrize("event, message", [                        # issue 73 item 2: nothing invented
+    ("Dialogue: garbage", r"bad\.ass: event 2 \(line 13\): 1 field\(s\), expected 10 \(Layer, Start, End, .*Text\): "
+                          r"'Dialogue: garbage'"),
+    ("Dialogue: 0,0:00:03.00,xx,Default,,0,0,0,,坏", r"bad\.ass: event 2 \(line 13\): bad End time 'xx'"),
+    ("Dialogue: 0,0:00:03.00,0:00:04.00", r"bad\.ass: event 2 \(line 13\): 3 field\(s\), expected 10"),
+    ("Comment: x,0:00:03.00,0:00:04.00,Default,,0,0,0,,注", r"bad\.ass: line 13: bad Layer 'x' \(a number\)"),
+])
+def test_malformed_ass_event_names_file_and_line(tmp_path, event, message):
+    lines = ASS.split("\n")
+    f = tmp_path / "bad.ass"
+    f.write_text("\n".join(lines[:12] + [event] + lines[12:]), encoding="utf-8")
+    with pytest.raises(SubtitleError, match=message):
+        translate_file(Recorder(), f, tmp_path / "out.ass")
+    assert not (tmp_path / "out.ass").exists()
+
+
+def test_ass_events_are_located_by_line(tmp_path):
+    src = tmp_path / "e.ass"
+    src.write_text(ASS, encoding="utf-8")
+    tr = Recorder()
+    translate_file(tr, src, None)
+    assert tr.calls[0][2] == [f"{src}: event 1 (line 12)"] * 2 + [f"{src}: event 3 (line 15)"]
