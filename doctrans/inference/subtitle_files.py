@@ -11,8 +11,10 @@ previous cue [measured: I]. A malformed SRT/VTT cue (bad or missing timing line,
 index) raises ``SubtitleError`` naming the file, the cue and the line; so does an ASS/SSA event
 line that pysubs2 would complete with invented values (fewer than ten fields, a time or number
 it cannot read: ``check_ssa_events``). Input bytes are decoded by ``data.encoding.decode_text``
-(detected or ``encoding``); output is UTF-8 (a UTF-8 BOM is not written; the input's ``\\r\\n``
-line ends are kept).
+(detected or ``encoding``); ``\\r\\n`` and a lone ``\\r`` end lines; output is UTF-8 (a UTF-8
+BOM is not written; the input's line ends, ``\\r\\n`` or ``\\r``, are kept). A file with no text
+(empty, a byte-order mark, blank lines) is an empty document, written back as an empty file
+(logged), as an empty text file gives an empty translation.
 """
 from __future__ import annotations
 
@@ -60,6 +62,7 @@ class SubtitleDoc:
     cues: list[Cue]
     encoding: str = "utf-8"
     newline: str = "\n"
+    empty: bool = False                               # no text at all: rendered as an empty file
     _items: list = field(default_factory=list)        # srt/vtt: str (verbatim block) or Cue index
     _ssa: object = None
     _events: list = field(default_factory=list)
@@ -68,23 +71,26 @@ class SubtitleDoc:
         fmt = fmt or self.fmt
         if len(texts) != len(self.cues):
             raise ValueError(f"{self.name}: {len(texts)} cue texts for {len(self.cues)} cues")
+        if self.empty:
+            return ""
         if self.fmt in ("ass", "ssa"):
             if fmt not in ("ass", "ssa"):
                 raise ValueError(f"{self.name}: an {self.fmt.upper()} file is written as ASS/SSA, not {fmt}")
             for ev, t in zip(self._events, texts):
                 ev.text = "\\N".join(t)
-            return self._ssa.to_string(fmt)
-        if fmt != self.fmt:
-            raise ValueError(f"{self.name}: a {self.fmt.upper()} file is written as {self.fmt.upper()}, not {fmt}")
-        blocks = []
-        for item in self._items:
-            if isinstance(item, str):
-                blocks.append(item)
-            else:
-                c = self.cues[item]
-                blocks.append("\n".join(c.header + texts[item]))
-        text = "\n\n".join(blocks) + "\n"
-        return text.replace("\n", "\r\n") if self.newline == "\r\n" else text
+            text = self._ssa.to_string(fmt)
+        else:
+            if fmt != self.fmt:
+                raise ValueError(f"{self.name}: a {self.fmt.upper()} file is written as {self.fmt.upper()}, not {fmt}")
+            blocks = []
+            for item in self._items:
+                if isinstance(item, str):
+                    blocks.append(item)
+                else:
+                    c = self.cues[item]
+                    blocks.append("\n".join(c.header + texts[item]))
+            text = "\n\n".join(blocks) + "\n"
+        return text.replace("\n", self.newline) if self.newline != "\n" else text
 
 
 def _blocks(text: str) -> list[tuple[int, list[str]]]:
@@ -234,17 +240,24 @@ def parse_ssa(text: str, name: str, fmt: str) -> SubtitleDoc:
 
 
 def parse(text: str, name: str, fmt: str) -> SubtitleDoc:
-    """Subtitle text of format ``fmt`` (srt | vtt | ass | ssa) → ``SubtitleDoc``."""
-    newline = "\r\n" if "\r\n" in text else "\n"
-    text = text.replace("\r\n", "\n").lstrip("\ufeff")
+    """Subtitle text of format ``fmt`` (srt | vtt | ass | ssa) → ``SubtitleDoc``. ``\\r\\n``
+    and a lone ``\\r`` (classic Mac files) end lines as ``\\n`` does (Python's universal newlines,
+    as pysubs2 reads files); the output keeps the input's line end. A file with no text (empty,
+    a byte-order mark, blank lines) is an empty document, rendered as an empty file (logged):
+    as an empty text file gives an empty translation."""
+    newline = "\r\n" if "\r\n" in text else "\r" if "\r" in text and "\n" not in text else "\n"
+    text = text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
+    if fmt not in ("srt", "vtt", "ass", "ssa"):
+        raise ValueError(f"{name}: unknown subtitle format {fmt!r} (one of {', '.join(sorted(set(FORMATS.values())))})")
+    if not text.strip():
+        log.info("%s: empty input: the output is empty", name)
+        return SubtitleDoc(name, fmt, [], empty=True)
     if fmt == "srt":
         doc = parse_srt(text, name)
     elif fmt == "vtt":
         doc = parse_vtt(text, name)
-    elif fmt in ("ass", "ssa"):
-        doc = parse_ssa(text, name, fmt)
     else:
-        raise ValueError(f"{name}: unknown subtitle format {fmt!r} (one of {', '.join(sorted(set(FORMATS.values())))})")
+        doc = parse_ssa(text, name, fmt)
     doc.newline = newline
     return doc
 

@@ -8,7 +8,8 @@ document, in natural sort order of their paths (``ep2`` before ``ep10``).
 Reading and writing (``subtitle_files.py``): every line but the cue text is kept as read
 (index, timing, settings, styles, ASS/SSA through pysubs2); a malformed cue or event is a
 ``SubtitleError`` naming the file, the cue and the line; input is decoded by
-``data.encoding.decode_text``, output is UTF-8.
+``data.encoding.decode_text``, output is UTF-8 with the input's line ends; a file with no text
+gives an empty file.
 
 Cue text → sentences (``split_cue``). Each text line (SRT/VTT lines; ASS ``\\N``) is split into
 its leading markup (tags ``<i>``, ``<font …>``, ``{\\an8}``, ``{\\pos(…)}``, VTT ``<v Name>``,

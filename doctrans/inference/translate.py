@@ -187,6 +187,8 @@ def run(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
         torch.set_num_threads(cfg.threads)
     translator = build_translator(cfg, inputs_of)
     lines, doc_ids = read_documents(cfg)
+    if not lines:
+        log.info("%s: empty input: the output is empty", name)
     if doc_ids is None and translator.reads_documents and any(x.strip() for x in lines):
         log.warning("%s: no documents given: the context model translates the whole input as one document "
                     "(give documents with --docs FILE, an .sgm input, or a directory of document files)", name)

@@ -50,6 +50,21 @@ def test_bad_subtitle_file_is_a_one_line_error(ckpt, tmp_path, monkeypatch, caps
     assert f"error: {bad}: cue 2 (index 2, line 6): bad timestamp line" in err
 
 
+@pytest.mark.parametrize("name", ["empty.txt", "empty.srt", "empty.vtt", "empty.ass"])
+def test_an_empty_input_gives_an_empty_output_whatever_its_format(ckpt, tmp_path, caplog, name):
+    """Issue 73 item 9: one rule for empty files (an empty .vtt was refused, an empty .srt gave a
+    blank line)."""
+    from doctrans.stages import translate
+
+    src = tmp_path / name
+    src.write_bytes(b"")
+    with caplog.at_level("INFO"):
+        translate(TranslateConfig(checkpoint=str(ckpt), input=str(src), output=str(tmp_path / f"out-{name}"),
+                                  input_format="bpe", tokenized=True, beam=2, threads=1))
+    assert (tmp_path / f"out-{name}").read_bytes() == b""
+    assert f"{src}: empty input: the output is empty" in caplog.text
+
+
 def test_stream_command_flushes_each_line(ckpt):
     lines = ["w1 w2 w3", "w4 w5", "", "w6 w7 w8 w9"]
     r = CliRunner().invoke(cli, ["translate", "--stream", "-c", str(ckpt), "--input-format", "bpe", "--tokenized",
