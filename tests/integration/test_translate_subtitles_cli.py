@@ -76,6 +76,33 @@ def test_stream_command_flushes_each_line(ckpt):
     assert r.exit_code != 0 and "--stream reads stdin and writes stdout" in str(r.exception)
 
 
+def test_stream_drops_a_byte_order_mark_as_the_file_readers_do(ckpt):
+    """Issue 73 item 6: '\\ufeffw1 w2 w3' on stdin is 'w1 w2 w3'."""
+    lines = ["w1 w2 w3", "w4 w5", "", "w6 w7 w8 w9"]
+    data = "".join(f"{x}\n" for x in lines).encode("utf-8")
+    r = CliRunner().invoke(cli, ["translate", "--stream", "-c", str(ckpt), "--input-format", "bpe", "--tokenized",
+                                 "--beam", "2"], input=b"\xef\xbb\xbf" + data + b"\xef\xbb\xbf" + data)
+    assert r.exit_code == 0, r.output
+    tr = Translator(TranslateConfig(checkpoint=str(ckpt), input_format="bpe", tokenized=True, beam=2))
+    assert r.output.split("\n")[:-1] == tr.translate(lines) * 2          # (a mark at each `cat`-joined start)
+
+
+def test_stream_applies_the_encoding_errors_policy(ckpt, caplog):
+    """Issue 73 item 7: strict (the default) stops at the first undecodable line naming it, after
+    the lines before it were written; replace gives U+FFFD with a warning naming the line."""
+    common = ["translate", "--stream", "-c", str(ckpt), "--input-format", "bpe", "--tokenized", "--beam", "2"]
+    data = b"w1 w2 w3\nw4 \xff\xfe w5\nw6\n"
+    tr = Translator(TranslateConfig(checkpoint=str(ckpt), input_format="bpe", tokenized=True, beam=2))
+    r = CliRunner().invoke(cli, common, input=data)
+    assert r.exit_code != 0 and r.output.split("\n")[:-1] == tr.translate(["w1 w2 w3"])
+    assert str(r.exception).startswith("<stdin>:2: not valid UTF-8 (byte 0xff at byte 3 of the line)")
+    with caplog.at_level("WARNING"):
+        r = CliRunner().invoke(cli, [*common, "--encoding-errors", "replace"], input=data)
+    assert r.exit_code == 0, r.output
+    assert r.output.split("\n")[:-1] == tr.translate(["w1 w2 w3", "w4 \ufffd\ufffd w5", "w6"])
+    assert "<stdin>:2: 2 undecodable byte sequence(s) replaced by U+FFFD" in caplog.text
+
+
 def test_run_stream_writes_and_flushes_before_reading_on(ckpt):
     from doctrans.inference.stream import run_stream
 

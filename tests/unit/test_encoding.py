@@ -81,10 +81,11 @@ def test_traditional_detected_and_converted(caplog):
 def test_stream_lines_converted_one_by_one():
     import io
 
-    from doctrans.inference.stream import _Mapped, _script_converter
+    from doctrans.inference.stream import _script_converter, decoded_lines
 
-    lines = _Mapped(io.StringIO("我們今天去看電影。\n我们走\n\n"), _script_converter("auto"))
-    assert [lines.readline() for _ in range(4)] == ["我们今天去看电影。\n", "我们走\n", "\n", ""]
+    convert = _script_converter("auto")
+    lines = decoded_lines(io.BytesIO("我們今天去看電影。\n我们走\n\n".encode("utf-8")))
+    assert [convert(x) for x in lines] == ["我们今天去看电影。", "我们走", ""]
     assert _script_converter("simplified") is None and _script_converter("traditional")("頭髮") == "头发"
 
 
