@@ -31,7 +31,7 @@ gpu_banner() {
 fp16_back() {
   $PY - "$1" "$OUTD/$2.fp16.pt" "${3:-}" <<'PYEOF'
 import sys, torch
-from doctrans.runtime.shipped import half_weights     # tied weights stay one tensor (written once)
+from doctrans.runtime.shipping import half_weights     # tied weights stay one tensor (written once)
 src, dst, strip = sys.argv[1:]
 ck = torch.load(src, map_location="cpu", weights_only=False)
 ck["model"] = half_weights(ck["model"], src)

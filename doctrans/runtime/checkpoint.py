@@ -64,14 +64,6 @@ def load_torch_file(path: str | Path, required: tuple[str, ...] = ()) -> dict:
     return ckpt
 
 
-def storage_key(t: torch.Tensor) -> tuple:
-    """What makes two state-dict entries one tensor (tied weights: the decoder embedding and the
-    output projection): (storage address, offset, shape, stride). Entries with equal keys are
-    written once by ``torch.save``; code that rebuilds a state dict (fp16 shipping, checkpoint
-    averaging) keeps them one tensor by this key."""
-    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
-
-
 def load_checkpoint(path: str | Path) -> dict:
     """Load an NMT/training-loop checkpoint with ``weights_only=True`` (``load_torch_file``).
 
