@@ -16,8 +16,9 @@ Layout (``SHIPPED_DIR`` = ``doctrans/shipped/``, installed as package data)::
 default of ``doctrans translate`` without ``-c``). At most one model of each kind is the default:
 the first of its kind in the index. ``register`` adds an entry to an index (replacing an entry
 of the same name); making a shippable file from a training checkpoint and shipping it
-(``make_shippable``, ``ship``, ``doctrans models add``) is ``runtime/shipping.py``'s, so this
-module reads no checkpoint.
+(``make_shippable``, ``ship``, ``doctrans models add``) is ``runtime/shipping.py``'s: this
+module reads no checkpoint, so that loading one can consult the index — ``index_problem``
+checks every checkpoint file ``runtime.checkpoint.verify_checkpoint`` loads.
 
 A shipped checkpoint loads like any other: ``load_state_dict`` casts the fp16 tensors back to the
 model's float32 parameters.
@@ -133,6 +134,46 @@ def resolve(spec: str | None, kind: str = "document", root: str | Path | None = 
     if not Path(spec).exists() and any(m.name == spec for m in shipped_models(root)):
         return str(find(spec, root).verify())
     return spec
+
+
+def index_problem(path: str | Path, shipped: bool, has_digest: bool) -> str | None:
+    """What is wrong with the checkpoint file ``path`` as a shipped model, or None; the shipped
+    indexes are ``shipped_dir()``'s and the package's (``SHIPPED_DIR``; one that is not valid is
+    skipped here — ``doctrans models`` reports it). ``runtime.checkpoint.verify_checkpoint``
+    asks this of every checkpoint it loads, so a shipped model is checked by its content,
+    however it is named:
+
+    * a file that lies where an index entry's file lies (``-c doctrans/shipped/NAME.pt``) is the
+      model NAME and must have the SHA-256 the index gives it, as ``-c NAME`` requires;
+    * a file written for shipping (``shipped``, ``make_shippable``) without a digest inside —
+      the models shipped before checkpoints carried digests, and any copy of one — must have the
+      SHA-256 of a file an index describes: a copy may lie anywhere under any name, but a
+      changed byte is refused. (A file shipped since carries its own digest, checked wherever
+      it lies.)
+    """
+    roots = list(dict.fromkeys([shipped_dir().resolve(), SHIPPED_DIR.resolve()]))
+    models: list[ShippedModel] = []
+    for root in roots:
+        try:
+            models += shipped_models(root)
+        except ValueError:
+            continue
+    real = Path(path).resolve()
+    for m in models:
+        if m.path.resolve() == real:
+            try:
+                m.verify()
+            except ValueError as e:
+                return str(e)
+            return None
+    if shipped and not has_digest:
+        digest = sha256_of(path)
+        if digest not in {m.sha256 for m in models}:
+            return (f"checkpoint {path} is damaged: it is a shipped model's file (without a digest inside) whose "
+                    f"SHA-256 {digest[:12]}… is none of the shipped models' "
+                    f"({', '.join(str(r / 'index.json') for r in roots)}); a model shipped by an older doctrans "
+                    "is shipped again with `doctrans models add`")
+    return None
 
 
 def recaser_for(checkpoint: str | Path, root: str | Path | None = None):

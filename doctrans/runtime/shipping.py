@@ -1,7 +1,7 @@
 """Making a shippable file from a training checkpoint and shipping it (``doctrans models add``):
 ``make_shippable`` (fp16 weights, tied ones kept one tensor by ``half_weights``, no optimizer
-state) and ``ship`` (the file, its card and its entry in a shipped index, ``runtime/shipped.py``,
-which describes the layout).
+state, written with its digest) and ``ship`` (the file, its card and its entry in a shipped
+index, ``runtime/shipped.py``, which describes the layout).
 """
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import torch
 
 from doctrans.runtime.checkpoint import load_checkpoint
 from doctrans.runtime.checkpoint_digest import storage_key
+from doctrans.runtime.checkpoint_write import save_checkpoint
 from doctrans.runtime.shipped import KINDS, ShippedModel, register, sha256_of, shipped_dir, shipped_models
-from doctrans.utils.io import atomic_torch_save, atomic_write_text
+from doctrans.utils.io import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -21,9 +22,10 @@ log = logging.getLogger(__name__)
 def make_shippable(checkpoint: str | Path, out: str | Path, recaser: str | Path | None = None) -> dict:
     """Write ``checkpoint`` as a shippable file at ``out``: floating-point weights in fp16, no
     optimizer state or RNG; vocabularies, text settings (BPE codes), config and training state
-    kept; ``recaser`` (a table ``data/casing.py`` wrote) goes into the target side's text settings.
-    Returns {"sha256", "bytes", "params"}. Raises ValueError for a checkpoint without ``text``
-    (it could not translate without its dataset) or with non-finite weights."""
+    kept; ``recaser`` (a table ``data/casing.py`` wrote) goes into the target side's text settings;
+    written by ``checkpoint_write.save_checkpoint`` (atomically, with its digest inside). Returns
+    {"sha256", "bytes", "params"}. Raises ValueError for a checkpoint without ``text`` (it could
+    not translate without its dataset) or with non-finite weights."""
     ckpt = load_checkpoint(checkpoint)
     if not ckpt.get("text"):
         raise ValueError(f"{checkpoint} has no text settings (BPE codes): it would not translate on its own")
@@ -37,7 +39,7 @@ def make_shippable(checkpoint: str | Path, out: str | Path, recaser: str | Path 
     elif keep["text"].get("tgt", {}).get("lowercase") and not keep["text"].get("tgt", {}).get("recaser"):
         log.warning("%s carries no recaser: the shipped model will write lowercase (give a recaser table, "
                     "e.g. doctrans/shipped/tvsub.recaser.en.json, with --recaser)", checkpoint)
-    atomic_torch_save({**keep, "model": weights, "shipped": True}, out)
+    save_checkpoint({**keep, "model": weights, "shipped": True}, out)
     unique = {v.untyped_storage().data_ptr(): v.numel() for v in weights.values() if v.is_floating_point()}
     params = sum(unique.values())                                   # tied tensors counted once
     return {"sha256": sha256_of(out), "bytes": Path(out).stat().st_size, "params": params}

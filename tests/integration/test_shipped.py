@@ -11,6 +11,7 @@ import torch
 
 from conftest import train_tiny
 from doctrans.runtime import shipped, shipping
+from doctrans.runtime.checkpoint_digest import with_digest
 from doctrans.runtime.shipped import ShippedModel
 
 
@@ -64,7 +65,7 @@ def test_shipped_checkpoint_translates_like_its_fp16_weights(tmp_path, tiny_chec
     assert len(out) == 3 and out[1] == "" and all(out[i] for i in (0, 2))
     ckpt = torch.load(tiny_checkpoint, weights_only=True)     # the original rounded to fp16 = what shipped
     ckpt["model"] = {k: (v.half().float() if v.is_floating_point() else v) for k, v in ckpt["model"].items()}
-    torch.save(ckpt, tmp_path / "rounded.pt")
+    torch.save(with_digest(ckpt), tmp_path / "rounded.pt")
     assert Translator.load(str(tmp_path / "rounded.pt")).translate_sentences(lines) == out
 
 
@@ -198,7 +199,7 @@ def test_a_recaser_in_the_checkpoint_restores_case_of_detokenized_output(tmp_pat
     ckpt = torch.load(tiny_checkpoint, weights_only=True)
     assert "recaser" not in ckpt["text"]["tgt"]
     ckpt["text"]["tgt"]["recaser"] = TABLE
-    torch.save(ckpt, tmp_path / "cased.pt")
+    torch.save(with_digest(ckpt), tmp_path / "cased.pt")
     lines = ["w1 w2 w3", "", "w4 w5 w6 w8"]
     lower = Translator.load(str(tiny_checkpoint)).translate_sentences(lines)
     assert all(x == x.lower() for x in lower) and lower[0]
