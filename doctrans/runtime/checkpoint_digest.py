@@ -36,8 +36,8 @@ def content_digest(ckpt: dict) -> str:
     copied to the CPU to be read. ``torch.load`` returns what was saved in the same order and
     with the same sharing, so the digest of a loaded checkpoint is that of the object saved.
 
-    Costs one pass over the bytes (hashlib's SHA-256; for the shipped 25.9 MB fp16 model ≈ 20 ms
-    on this project's CPU, ``benchmarks/checkpoint_verify_cost.py``). Raises TypeError for a dict
+    Costs one pass over the bytes (hashlib's SHA-256; for the shipped 25.9 MB fp16 model ≈ 17 ms
+    on this project's quiet CPU, ``benchmarks/checkpoint_verify_cost.py``). Raises TypeError for a dict
     key JSON cannot write (a checkpoint's keys are str and int), ValueError for a container that
     holds itself."""
     tensors: list[torch.Tensor] = []
