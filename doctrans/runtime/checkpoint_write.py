@@ -10,7 +10,10 @@ limit and the checkpoint's tensor bytes.
 
 ``save_checkpoint(obj, path)`` writes through a temporary file in the same directory, renamed
 at the end (``utils.io.atomic_torch_save``), so the previous file of that name survives any
-failure.
+failure, and stamps the checkpoint with the digest of its content (``with_digest``), which
+``runtime.checkpoint.load_torch_file`` checks when it is loaded. Every checkpoint doctrans
+writes goes through it: ``Trainer.save`` (NMT and DP generator runs), ``doctrans average``,
+``doctrans models add`` (``shipping.make_shippable``).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from doctrans.runtime.checkpoint_digest import with_digest
 from doctrans.utils.io import atomic_torch_save
 
 LOW_SPACE_BYTES = 1 << 20        # less free than this after a failed write: the disk is full
@@ -88,17 +92,18 @@ def tensor_bytes(obj) -> int:
 
 
 def save_checkpoint(obj: dict, path: str | Path) -> None:
-    """``torch.save(obj)`` to ``path`` atomically. Raises NonFiniteWeights (nothing written) when
-    ``obj["model"]`` holds NaN/inf; OSError(EFBIG) "cannot write checkpoint PATH: file too large:
-    the file size limit (ulimit -f) is N bytes …" when the write failed with EFBIG or the
-    checkpoint's tensors alone exceed the limit; OSError(ENOSPC) "cannot write checkpoint PATH:
-    no space left on device (N bytes free in DIR) …" when the write failed on a full disk (torch
-    reports both as a RuntimeError without the path); OSError naming the path (and a finite file
-    size limit) for another write failure. The previous file at ``path`` is untouched by a
-    failure."""
+    """``torch.save(with_digest(obj))`` to ``path`` atomically. Raises NonFiniteWeights (nothing
+    written) when ``obj["model"]`` holds NaN/inf; OSError(EFBIG) "cannot write checkpoint PATH:
+    file too large: the file size limit (ulimit -f) is N bytes …" when the write failed with EFBIG
+    or the checkpoint's tensors alone exceed the limit; OSError(ENOSPC) "cannot write checkpoint
+    PATH: no space left on device (N bytes free in DIR) …" when the write failed on a full disk
+    (torch reports both as a RuntimeError without the path); OSError naming the path (and a
+    finite file size limit) for another write failure. The previous file at ``path`` is untouched
+    by a failure."""
     path = Path(path)
     if isinstance(obj.get("model"), dict):
         check_finite(obj["model"], f"not saving {path}")
+    obj = with_digest(obj)
     try:
         atomic_torch_save(obj, path)
     except (OSError, RuntimeError) as e:

@@ -169,11 +169,12 @@ def test_non_finite_weights_are_never_saved(tmp_path):
 
 def test_translating_non_finite_weights_is_refused_naming_the_file(trained, tmp_path):
     from doctrans.inference.translate import TranslateConfig, run
+    from doctrans.runtime.checkpoint_digest import with_digest
 
     ck = torch.load(trained, weights_only=True)
     next(iter(ck["model"].values())).fill_(float("nan"))
     bad = tmp_path / "nan.pt"
-    torch.save(ck, bad)
+    torch.save(with_digest(ck), bad)                       # its digest intact: the NaN check refuses it
     (tmp_path / "in.txt").write_text("w1 w2\n", encoding="utf-8")
     with pytest.raises(ValueError, match=rf"{bad}.*non-finite"):
         run(TranslateConfig(checkpoint=str(bad), input=str(tmp_path / "in.txt"), output=str(tmp_path / "out.txt"),
