@@ -3,7 +3,7 @@
 Endpoints (request and response bodies are JSON):
 
 * ``GET /health`` → ``{"status": "ok", "model", "source", "target", "reads_documents",
-  "limits": {…}}``.
+  "limits": {…}, "requests", "sentences", "batches", "uptime_s"}``.
 * ``POST /translator/translate`` — OpenNMT-py's REST server shape: ``[{"src": "…", "id": 100}, …]``
   → ``[[{"src", "tgt", "n_best": 1, "pred_score": null}, …]]``, one result per item, in order;
   each ``src`` an independent sentence (``id``, OpenNMT's model id, is accepted and ignored: one
@@ -24,7 +24,10 @@ own translations; a request whose batch failed is retried alone, so an error rea
 own request. The endpoints run in FastAPI's thread pool and wait for their result, so the event
 loop keeps accepting; no request is dropped. Limits (``Limits``): at most
 ``max_lines`` lines/sentences and ``max_chars`` characters per request (413), and
-``max_body_bytes`` of request body (413, checked on ``Content-Length`` before the body is read).
+``max_body_bytes`` of request body (413; ``RequestGuard``: a ``Content-Length`` over the limit
+before the body is read, a chunked body — no ``Content-Length`` — counted as it arrives and refused
+as soon as the count passes the limit, the rest never read; either 413 closes the connection).
+
 Every error is a JSON body ``{"error": message, "status": code}`` with that status code: 400 bad
 languages, 404 unknown path, 405 wrong method, 413 too large, 422 malformed JSON or fields, 500
 a failed translation (logged with its traceback).
@@ -142,6 +145,55 @@ def _one_line(s: str) -> str:
     return " ".join(s.splitlines()) if ("\n" in s or "\r" in s) else s
 
 
+class _Refused(Exception):
+    """Raised into the endpoint by ``RequestGuard``'s receive once it has refused the request."""
+
+
+class RequestGuard:
+    """ASGI middleware in front of the endpoints: refuses a request body over ``max_body_bytes``
+    with a 413 — at once when its ``Content-Length`` says so, else (a chunked body) as soon as the
+    bytes received pass the limit, the rest never read. The 413 closes the connection
+    (``Connection: close``), so the client stops sending."""
+
+    def __init__(self, app, max_body_bytes: int):
+        self.app, self.max_body_bytes = app, max_body_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        size = dict(scope["headers"]).get(b"content-length", b"").decode("latin-1")
+        if size.isdigit() and int(size) > self.max_body_bytes:
+            return await _error(413, f"request body of {size} bytes: at most {self.max_body_bytes}",
+                                close=True)(scope, receive, send)
+        state = {"bytes": 0, "done": False, "refused": None, "started": False}
+
+        async def counted_receive():
+            if state["refused"] is not None:
+                raise _Refused
+            message = await receive()
+            if message["type"] == "http.request" and not state["done"]:
+                state["bytes"] += len(message.get("body", b""))
+                state["done"] = not message.get("more_body", False)
+                if state["bytes"] > self.max_body_bytes:
+                    state["refused"] = _error(413, f"request body over {self.max_body_bytes} bytes (at least "
+                                                   f"{state['bytes']} sent)", close=True)
+                    raise _Refused
+            return message
+
+        async def guarded_send(message):
+            if state["refused"] is None:            # the endpoint's answer to a refused request is dropped
+                state["started"] |= message["type"] == "http.response.start"
+                await send(message)
+
+        try:
+            await self.app(scope, counted_receive, guarded_send)
+        except Exception:
+            if state["refused"] is None:
+                raise
+        if state["refused"] is not None and not state["started"]:
+            await state["refused"](scope, receive, send)
+
+
 def create_app(translator, limits: Limits = Limits(), source: str = "zh", target: str = "en",
                name: str = "") -> FastAPI:
     """The FastAPI application serving ``translator`` (an ``inference.translate.Translator``;
@@ -152,6 +204,7 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
     batcher = Batcher(translator, limits.max_batch_lines)
     app.state.batcher = batcher
     app.router.on_shutdown.append(batcher.close)
+    app.add_middleware(RequestGuard, max_body_bytes=limits.max_body_bytes)
     stats = {"requests": 0, "sentences": 0, "started": time.time()}
     count_lock = threading.Lock()
 
@@ -171,13 +224,6 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
             stats["requests"] += 1
             stats["sentences"] += sum(1 for x in lines if x.strip())
         return out
-
-    @app.middleware("http")
-    async def body_limit(request: Request, call_next):
-        size = request.headers.get("content-length")
-        if size is not None and size.isdigit() and int(size) > limits.max_body_bytes:
-            return _error(413, f"request body of {size} bytes: at most {limits.max_body_bytes}")
-        return await call_next(request)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError):
@@ -237,5 +283,8 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
     return app
 
 
-def _error(status: int, message: str, **extra) -> JSONResponse:
-    return JSONResponse({"error": message, "status": status, **extra}, status_code=status)
+def _error(status: int, message: str, close: bool = False, **extra) -> JSONResponse:
+    """The JSON error answer; ``close``: the connection is closed after it (the request body was
+    not read whole)."""
+    headers = {"Connection": "close"} if close else {}
+    return JSONResponse({"error": message, "status": status, **extra}, status_code=status, headers=headers)

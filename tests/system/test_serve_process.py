@@ -1,10 +1,13 @@
 """`doctrans serve` as a real uvicorn process on a free local port: it answers concurrent
-requests with the translations, refuses an oversize one, and exits 0 on SIGTERM (most of its
-time is the process importing torch)."""
+requests with the translations, refuses an oversize one (a chunked upload as soon as it passes
+the limit, the rest never sent), and exits 0 on SIGTERM (most of its time is the process
+importing torch)."""
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -50,22 +53,57 @@ def _post(url, body):
         return json.loads(r.read())
 
 
-def test_real_uvicorn_process_serves_and_stops_on_sigterm(ckpt, expect):
+def _start(ckpt, *options):
+    """A ``doctrans serve`` process on a free port, up (GET /health answered) → (process, base URL)."""
     pytest.importorskip("uvicorn")
     port = _free_port()
     cmd = [sys.executable, "-m", "doctrans.cli", "serve", "-c", str(ckpt), "--port", str(port),
-           "--input-format", "bpe", "--tokenized", "--beam", "2", "--threads", "1"]
+           "--input-format", "bpe", "--tokenized", "--beam", "2", "--threads", "1", *options]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV)
     base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while True:
+        try:
+            assert _get(f"{base}/health")["status"] == "ok"
+            return proc, base
+        except (urllib.error.URLError, ConnectionError):
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                raise AssertionError(proc.stdout.read().decode()) from None
+            time.sleep(0.05)
+
+
+def _chunked_upload(base: str, path: str, total: int, chunk: int = 65536):
+    """POST ``total`` bytes to ``path`` in chunks (Transfer-Encoding: chunked), sending only while
+    the server has not answered → (status, JSON body, bytes of the body sent)."""
+    host, port = base.rsplit("/", 1)[1].split(":")
+    s = socket.create_connection((host, int(port)), timeout=30)
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+              f"Transfer-Encoding: chunked\r\n\r\n".encode())
+    frame = b"%x\r\n%s\r\n" % (chunk, b" " * chunk)
+    sent, pending = 0, b""
+    while sent < total or pending:
+        readable, writable, _ = select.select([s], [s], [], 30)
+        if readable or not writable:
+            break
+        if not pending:
+            pending, sent = frame, sent + chunk
+        try:
+            pending = pending[s.send(pending):]
+        except (BrokenPipeError, ConnectionResetError):
+            break
+    else:
+        s.sendall(b"0\r\n\r\n")
+    r = http.client.HTTPResponse(s)
+    r.begin()
+    out = r.status, json.loads(r.read()), sent
+    s.close()
+    return out
+
+
+def test_real_uvicorn_process_serves_and_stops_on_sigterm(ckpt, expect):
+    proc, base = _start(ckpt, "--max-body-bytes", "100000")
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                assert _get(f"{base}/health")["status"] == "ok"
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert proc.poll() is None and time.time() < deadline, proc.stdout.read().decode()
-                time.sleep(0.05)
         with ThreadPoolExecutor(4) as pool:
             outs = list(pool.map(lambda s: _post(f"{base}/translate", {"q": s, "source": "zh", "target": "en"}),
                                  SENTS * 2))
@@ -75,6 +113,10 @@ def test_real_uvicorn_process_serves_and_stops_on_sigterm(ckpt, expect):
             raise AssertionError("an oversize request was answered")
         except urllib.error.HTTPError as e:
             assert e.code == 413 and json.loads(e.read())["status"] == 413
+        status, data, sent = _chunked_upload(base, "/translate/document", 256 << 20)
+        assert status == 413 and "request body over 100000 bytes" in data["error"]
+        assert sent < 64 << 20                     # a 256 MB upload stopped (socket buffers hold some MB)
+        assert _get(f"{base}/health")["status"] == "ok"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
         assert "Finished server process" in proc.stdout.read().decode()
