@@ -3,7 +3,8 @@
 Endpoints (request and response bodies are JSON):
 
 * ``GET /health`` → ``{"status": "ok", "model", "source", "target", "reads_documents",
-  "limits": {…}, "requests", "sentences", "batches", "uptime_s"}``.
+  "limits": {…}, "requests", "sentences", "batches", "queued_requests", "uptime_s"}``
+  (``queued_requests``: submitted, not answered yet).
 * ``POST /translator/translate`` — OpenNMT-py's REST server shape: ``[{"src": "…", "id": 100}, …]``
   → ``[[{"src", "tgt", "n_best": 1, "pred_score": null}, …]]``, one result per item, in order;
   each ``src`` an independent sentence (``id``, OpenNMT's model id, is accepted and ignored: one
@@ -28,9 +29,15 @@ loop keeps accepting; no request is dropped. Limits (``Limits``): at most
 before the body is read, a chunked body — no ``Content-Length`` — counted as it arrives and refused
 as soon as the count passes the limit, the rest never read; either 413 closes the connection).
 
+Shutting down (``drain``, called by ``run.serve`` on SIGTERM / SIGINT once uvicorn stops
+accepting): requests already queued are still translated until the drain time has passed; then
+every request not answered — queued, or in the batch being translated — gets a 503, as does a
+request that arrives while draining (on a connection still open, or whose body was still being
+read); the 503 carries ``Retry-After`` (``RETRY_AFTER_S`` seconds).
+
 Every error is a JSON body ``{"error": message, "status": code}`` with that status code: 400 bad
 languages, 404 unknown path, 405 wrong method, 413 too large, 422 malformed JSON or fields, 500
-a failed translation (logged with its traceback).
+a failed translation (logged with its traceback), 503 shutting down.
 """
 from __future__ import annotations
 
@@ -49,6 +56,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger(__name__)
 
+RETRY_AFTER_S = 5         # Retry-After of a 503 (the server is shutting down): about a restart's time
+UNAVAILABLE = "the server is shutting down: not translated, retry later"
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -58,28 +68,97 @@ class Limits:
     max_batch_lines: int = 512        # lines of queued requests translated together by the worker
 
 
+class Unavailable(Exception):
+    """The request was not translated because the server is shutting down (a 503)."""
+
+
 class Batcher:
     """The model's one worker thread: ``submit(lines, doc_ids)`` queues a request and waits for
     its translations; the worker takes every request waiting (at least one, up to
     ``max_batch_lines`` lines) and translates them in one ``translator.translate`` call, each
     request's documents kept apart. A failed joint call is retried request by request, so each
-    gets its own result or exception. ``close()`` stops the worker after the queued requests."""
+    gets its own result or exception. ``drain(timeout)`` starts the shutdown: new requests are
+    refused (``Unavailable``), the queued ones are still translated, and those not answered
+    ``timeout`` seconds later get ``Unavailable``; ``close()`` stops the worker after the queued
+    requests, waiting for it until the drain deadline (60 s without a drain); a translation still
+    running then is abandoned (its thread is a daemon, its results are dropped)."""
 
     def __init__(self, translator, max_batch_lines: int = 512):
         self.translator, self.max_batch_lines = translator, max_batch_lines
         self.calls = 0                              # translate calls made (batches)
+        self.draining = False                       # drain() was called: new requests are refused
         self._queue: queue.Queue = queue.Queue()
+        self._pending: set[Future] = set()          # submitted, not answered (queued or translating)
+        self._lock = threading.Lock()               # guards _pending, draining, _expired and answering
+        self._expired = False                       # the drain time has passed
+        self._timer: threading.Timer | None = None
+        self._deadline: float | None = None         # time.monotonic() at which drain() refuses the rest
         self._thread = threading.Thread(target=self._work, name="doctrans-translate", daemon=True)
         self._thread.start()
 
+    @property
+    def translating(self) -> bool:
+        """The worker thread still runs (after ``close``: a translation it could not finish)."""
+        return self._thread.is_alive()
+
+    @property
+    def queued_requests(self) -> int:
+        """Requests submitted and not answered yet (waiting or being translated)."""
+        return len(self._pending)
+
     def submit(self, lines: list[str], doc_ids: list[str]) -> list[str]:
+        """The translations of ``lines``; raises what the translator raised, or Unavailable when
+        the server is draining (at once, or at the drain deadline)."""
         fut: Future = Future()
-        self._queue.put((lines, doc_ids, fut))
+        with self._lock:
+            if self.draining:
+                raise Unavailable(UNAVAILABLE)
+            self._pending.add(fut)
+            self._queue.put((lines, doc_ids, fut))
         return fut.result()
 
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=60)
+    def drain(self, timeout: float) -> None:
+        """Refuse new requests; answer those not answered within ``timeout`` seconds with
+        Unavailable. The worker stops once the queue is empty."""
+        with self._lock:
+            if self.draining:
+                return
+            self.draining = True
+            self._queue.put(None)
+            self._deadline = time.monotonic() + max(0.0, timeout)
+        self._timer = threading.Timer(max(0.0, timeout), self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop the worker after the queued requests; wait for it at most ``timeout`` seconds
+        (default: until the drain deadline, 60 s without a drain)."""
+        with self._lock:
+            if not self.draining:
+                self.draining = True
+                self._queue.put(None)
+        if timeout is None:
+            timeout = 60.0 if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+        self._thread.join(timeout=timeout)
+        if self._timer is not None and not self._pending:
+            self._timer.cancel()
+
+    def _expire(self) -> None:
+        with self._lock:
+            self._expired = True
+            for fut in self._pending:
+                fut.set_exception(Unavailable(UNAVAILABLE))
+            self._pending.clear()
+
+    def _answer(self, fut: Future, result=None, error: BaseException | None = None) -> None:
+        with self._lock:
+            if fut not in self._pending:                # refused at the drain deadline meanwhile
+                return
+            self._pending.discard(fut)
+            if error is not None:
+                fut.set_exception(error)
+            else:
+                fut.set_result(result)
 
     def _translate(self, batch: list) -> None:
         lines = [x for b in batch for x in b[0]]
@@ -92,10 +171,10 @@ class Batcher:
                 for b in batch:
                     self._translate([b])
             else:
-                batch[0][2].set_exception(e)
+                self._answer(batch[0][2], error=e)
             return
         for b in batch:
-            b[2].set_result([next(out) for _ in b[0]])
+            self._answer(b[2], [next(out) for _ in b[0]])
 
     def _work(self) -> None:
         while True:
@@ -113,7 +192,10 @@ class Batcher:
                     break
                 batch.append(nxt)
                 size += len(nxt[0])
-            self._translate(batch)
+            with self._lock:
+                batch = [b for b in batch if b[2] in self._pending]     # not refused at the deadline
+            if batch and not self._expired:
+                self._translate(batch)
             if stop:
                 return
 
@@ -152,15 +234,18 @@ class _Refused(Exception):
 class RequestGuard:
     """ASGI middleware in front of the endpoints: refuses a request body over ``max_body_bytes``
     with a 413 — at once when its ``Content-Length`` says so, else (a chunked body) as soon as the
-    bytes received pass the limit, the rest never read. The 413 closes the connection
-    (``Connection: close``), so the client stops sending."""
+    bytes received pass the limit, the rest never read — and, once ``draining()`` is true, a new
+    request, or one whose body is still arriving, with a 503. Answers sent before the body was
+    read whole close the connection (``Connection: close``), so the client stops sending."""
 
-    def __init__(self, app, max_body_bytes: int):
-        self.app, self.max_body_bytes = app, max_body_bytes
+    def __init__(self, app, max_body_bytes: int, draining):
+        self.app, self.max_body_bytes, self.draining = app, max_body_bytes, draining
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        if self.draining():
+            return await _error(503, UNAVAILABLE, close=True)(scope, receive, send)
         size = dict(scope["headers"]).get(b"content-length", b"").decode("latin-1")
         if size.isdigit() and int(size) > self.max_body_bytes:
             return await _error(413, f"request body of {size} bytes: at most {self.max_body_bytes}",
@@ -169,6 +254,9 @@ class RequestGuard:
 
         async def counted_receive():
             if state["refused"] is not None:
+                raise _Refused
+            if not state["done"] and self.draining():
+                state["refused"] = _error(503, UNAVAILABLE, close=True)
                 raise _Refused
             message = await receive()
             if message["type"] == "http.request" and not state["done"]:
@@ -204,7 +292,7 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
     batcher = Batcher(translator, limits.max_batch_lines)
     app.state.batcher = batcher
     app.router.on_shutdown.append(batcher.close)
-    app.add_middleware(RequestGuard, max_body_bytes=limits.max_body_bytes)
+    app.add_middleware(RequestGuard, max_body_bytes=limits.max_body_bytes, draining=lambda: batcher.draining)
     stats = {"requests": 0, "sentences": 0, "started": time.time()}
     count_lock = threading.Lock()
 
@@ -220,6 +308,8 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
             out = batcher.submit(lines, doc_ids)
         except ValueError as e:
             raise ApiError(422, str(e)) from None
+        except Unavailable as e:
+            raise ApiError(503, str(e)) from None
         with count_lock:
             stats["requests"] += 1
             stats["sentences"] += sum(1 for x in lines if x.strip())
@@ -250,6 +340,7 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
         return {"status": "ok", "model": name, "source": source, "target": target,
                 "reads_documents": bool(translator.reads_documents), "limits": asdict(limits),
                 "requests": stats["requests"], "sentences": stats["sentences"], "batches": batcher.calls,
+                "queued_requests": batcher.queued_requests,
                 "uptime_s": round(time.time() - stats["started"], 1)}
 
     @app.post("/translator/translate")
@@ -280,11 +371,21 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
         lines = [_one_line(x) for x in req.lines]
         return {"lines": run(lines, ["0"] * len(lines))}
 
+    def drain(timeout: float) -> None:
+        """Start the shutdown (see the module doc): called once uvicorn stops accepting."""
+        log.info("shutting down: %d request(s) in flight, answered or refused within %.0f s",
+                 batcher.queued_requests, timeout)
+        batcher.drain(timeout)
+
+    app.state.drain = drain
+
     return app
 
 
 def _error(status: int, message: str, close: bool = False, **extra) -> JSONResponse:
-    """The JSON error answer; ``close``: the connection is closed after it (the request body was
-    not read whole)."""
-    headers = {"Connection": "close"} if close else {}
+    """The JSON error answer; a 503 carries Retry-After; ``close``: the connection is closed after
+    it (the request body was not read whole)."""
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else {}
+    if close:
+        headers["Connection"] = "close"
     return JSONResponse({"error": message, "status": status, **extra}, status_code=status, headers=headers)

@@ -1,6 +1,7 @@
 """`doctrans serve` as a real uvicorn process on a free local port: it answers concurrent
 requests with the translations, refuses an oversize one (a chunked upload as soon as it passes
-the limit, the rest never sent), and exits 0 on SIGTERM (most of its time is the process
+the limit, the rest never sent), and on SIGTERM exits 0 — with requests in flight, once those it
+could not finish in its drain time were refused with a JSON 503 (most of the time is the process
 importing torch)."""
 from __future__ import annotations
 
@@ -124,3 +125,41 @@ def test_real_uvicorn_process_serves_and_stops_on_sigterm(ckpt, expect):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_sigterm_with_requests_in_flight_refuses_what_the_drain_time_leaves_and_exits(ckpt):
+    """20 documents of 256 lines in flight (10 batches of about 2 s), SIGTERM with --drain-timeout
+    2: every request is answered — translated, or a JSON 503 with Retry-After — and the process
+    exits 0 with no traceback, abandoning the translation still running."""
+    proc, base = _start(ckpt, "--drain-timeout", "2")
+    doc = [" ".join(f"w{1 + (k * 7 + j) % 29}" for j in range(20)) for k in range(256)]
+
+    def ask(_):
+        req = urllib.request.Request(f"{base}/translate/document", json.dumps({"lines": doc}).encode(),
+                                     {"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, json.loads(r.read()), None
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read()), e.headers.get("retry-after")
+
+    try:
+        with ThreadPoolExecutor(20) as pool:
+            answers = [pool.submit(ask, k) for k in range(20)]
+            deadline = time.time() + 120
+            while _get(f"{base}/health")["queued_requests"] + sum(a.done() for a in answers) < 20:
+                assert time.time() < deadline, "the requests did not all reach the server"
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGTERM)
+            answers = [a.result() for a in answers]
+        assert proc.wait(timeout=30) == 0
+        log = proc.stdout.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    refused = [a for a in answers if a[0] == 503]
+    assert refused and all(a[0] == 200 and len(a[1]["lines"]) == 256 for a in answers if a[0] != 503)
+    assert all(body == {"error": "the server is shutting down: not translated, retry later", "status": 503}
+               and retry.isdigit() for _, body, retry in refused)
+    assert "Traceback" not in log and "server stopped (the translation still running was abandoned)" in log
