@@ -17,6 +17,15 @@ Endpoints (request and response bodies are JSON):
   one output line per input line ("" for a blank one), translated with context by a context
   model.
 
+Text: a byte order mark (U+FEFF) at the start of a line is not text and is dropped, as the
+file readers of ``doctrans translate`` drop it. Fields a request may carry but this server does not
+read (e.g. LibreTranslate's ``alternatives``, OpenNMT-py's ``ref``) do not fail the request — real
+clients send them, and refusing them would break those clients — but neither are they dropped
+silently: the answer names them, sorted, in its ``Doctrans-Ignored-Fields`` header
+(comma-separated) and, when the answer is a JSON object, in ``"ignored": […]``; the first request
+with each such field is logged. Fields the endpoints declare are not reported (``id`` of
+OpenNMT-py, LibreTranslate's ``api_key``: accepted, no key is needed).
+
 Concurrency (``Batcher``): one worker thread owns the model; each request's lines are queued,
 and the worker translates everything waiting (up to ``max_batch_lines``) in one
 ``translator.translate`` call, each request its own documents (its ``doc_ids`` prefixed by the
@@ -48,10 +57,10 @@ import time
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger(__name__)
@@ -206,12 +215,16 @@ class ApiError(Exception):
         self.status, self.message = status, message
 
 
-class OnmtItem(BaseModel):
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="allow")        # fields not declared are kept, to be reported
+
+
+class OnmtItem(_Body):
     src: str
     id: int | str | None = None
 
 
-class LibreRequest(BaseModel):
+class LibreRequest(_Body):
     q: str | list[str]
     source: str = "auto"
     target: str = ""
@@ -219,12 +232,18 @@ class LibreRequest(BaseModel):
     api_key: str | None = None
 
 
-class DocumentRequest(BaseModel):
+class DocumentRequest(_Body):
     lines: list[str] = Field(...)
 
 
+def _text(s: str) -> str:
+    """A line without its leading byte order mark (not text: the file readers drop it too)."""
+    return s[1:] if s.startswith("\ufeff") else s
+
+
 def _one_line(s: str) -> str:
-    return " ".join(s.splitlines()) if ("\n" in s or "\r" in s) else s
+    s = _text(s)
+    return " ".join(_text(x) for x in s.splitlines()) if ("\n" in s or "\r" in s) else s
 
 
 class _Refused(Exception):
@@ -293,6 +312,19 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
     app.state.batcher = batcher
     app.router.on_shutdown.append(batcher.close)
     app.add_middleware(RequestGuard, max_body_bytes=limits.max_body_bytes, draining=lambda: batcher.draining)
+    reported: set[tuple[str, str]] = set()
+
+    def ignored(path: str, response: Response, *bodies: BaseModel) -> list[str]:
+        """The fields of ``bodies`` no endpoint declares, sorted; set in the answer's header and
+        logged the first time each is seen."""
+        names = sorted({k for b in bodies for k in (b.model_extra or {})})
+        if names:
+            response.headers["Doctrans-Ignored-Fields"] = ", ".join(names)
+            new = [n for n in names if (path, n) not in reported]
+            if new:
+                reported.update((path, n) for n in new)
+                log.info("POST %s: ignored the request field(s) %s (not read by this server)", path, ", ".join(new))
+        return names
     stats = {"requests": 0, "sentences": 0, "started": time.time()}
     count_lock = threading.Lock()
 
@@ -344,13 +376,14 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
                 "uptime_s": round(time.time() - stats["started"], 1)}
 
     @app.post("/translator/translate")
-    def onmt(items: list[OnmtItem]):
+    def onmt(items: list[OnmtItem], response: Response):
         srcs = [_one_line(x.src) for x in items]
         out = run(srcs, [str(k) for k in range(len(srcs))])
+        ignored("/translator/translate", response, *items)
         return [[{"src": s, "tgt": t, "n_best": 1, "pred_score": None} for s, t in zip(srcs, out)]]
 
     @app.post("/translate")
-    def libre(req: LibreRequest):
+    def libre(req: LibreRequest, response: Response):
         if req.source not in ("auto", source):
             raise ApiError(400, f"source language {req.source!r} is not supported: this model translates "
                                 f"{source} to {target}")
@@ -361,15 +394,17 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
             raise ApiError(400, f"format {req.format!r} is not supported: text")
         texts = [req.q] if isinstance(req.q, str) else req.q
         docs = [t.split("\n") for t in texts]
-        lines = [x.rstrip("\r") for d in docs for x in d]
+        lines = [_text(x.rstrip("\r")) for d in docs for x in d]
         out = iter(run(lines, [str(k) for k, d in enumerate(docs) for _ in d]))
         joined = ["\n".join(next(out) for _ in d) for d in docs]
-        return {"translatedText": joined[0] if isinstance(req.q, str) else joined}
+        answer = {"translatedText": joined[0] if isinstance(req.q, str) else joined}
+        return {**answer, "ignored": names} if (names := ignored("/translate", response, req)) else answer
 
     @app.post("/translate/document")
-    def document(req: DocumentRequest):
+    def document(req: DocumentRequest, response: Response):
         lines = [_one_line(x) for x in req.lines]
-        return {"lines": run(lines, ["0"] * len(lines))}
+        answer = {"lines": run(lines, ["0"] * len(lines))}
+        return {**answer, "ignored": names} if (names := ignored("/translate/document", response, req)) else answer
 
     def drain(timeout: float) -> None:
         """Start the shutdown (see the module doc): called once uvicorn stops accepting."""

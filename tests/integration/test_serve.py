@@ -127,3 +127,31 @@ def test_a_chunked_body_over_the_limit_is_refused_as_it_arrives(client):
     status, headers, data, read = _asgi_post(client.app, "/translate/document", chunks,
                                              [(b"content-length", str(len(body)).encode())])
     assert status == 413 and f"request body of {len(body)} bytes: at most 4000" in data["error"] and read == 0
+
+
+def test_a_byte_order_mark_at_a_line_start_is_not_text(client, translator):
+    expect = translator.translate(SENTS[:2])
+    r = client.post("/translate", json={"q": "\ufeff" + SENTS[0] + "\n\ufeff" + SENTS[1]})
+    assert r.json() == {"translatedText": "\n".join(expect)}
+    r = client.post("/translate/document", json={"lines": ["\ufeff" + SENTS[0], SENTS[1]]})
+    assert r.json() == {"lines": expect}
+    r = client.post("/translator/translate", json=[{"src": "\ufeff" + SENTS[0]}])
+    assert r.json()[0][0]["tgt"] == expect[0] and r.json()[0][0]["src"] == SENTS[0]
+
+
+def test_unknown_request_fields_are_reported_not_silently_dropped(client, translator):
+    """LibreTranslate clients send fields this server does not use (``alternatives``): the
+    request is answered, and the answer names them (``ignored`` in an object answer, the
+    Doctrans-Ignored-Fields header on every endpoint)."""
+    expect = translator.translate(SENTS[:1])
+    r = client.post("/translate", json={"q": SENTS[0], "source": "zh", "target": "en", "api_key": "k",
+                                        "alternatives": 3, "format": "text"})
+    assert r.status_code == 200
+    assert r.json() == {"translatedText": expect[0], "ignored": ["alternatives"]}
+    assert r.headers["doctrans-ignored-fields"] == "alternatives"
+    r = client.post("/translate/document", json={"lines": SENTS[:1], "doc_id": "ep01", "context": 2})
+    assert r.json() == {"lines": expect, "ignored": ["context", "doc_id"]}
+    r = client.post("/translator/translate", json=[{"src": SENTS[0], "id": 100, "ref": "x"}, {"src": SENTS[0]}])
+    assert r.json()[0][0]["tgt"] == expect[0] and r.headers["doctrans-ignored-fields"] == "ref"
+    r = client.post("/translate", json={"q": SENTS[0]})
+    assert r.json() == {"translatedText": expect[0]} and "doctrans-ignored-fields" not in r.headers
