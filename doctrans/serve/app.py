@@ -282,8 +282,8 @@ class RequestGuard:
                 state["bytes"] += len(message.get("body", b""))
                 state["done"] = not message.get("more_body", False)
                 if state["bytes"] > self.max_body_bytes:
-                    state["refused"] = _error(413, f"request body over {self.max_body_bytes} bytes (at least "
-                                                   f"{state['bytes']} sent)", close=True)
+                    state["refused"] = _error(413, f"request body over {self.max_body_bytes} bytes ("
+                                                   f"{state['bytes']} received, the rest not read)", close=True)
                     raise _Refused
             return message
 
@@ -325,6 +325,7 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
                 reported.update((path, n) for n in new)
                 log.info("POST %s: ignored the request field(s) %s (not read by this server)", path, ", ".join(new))
         return names
+
     stats = {"requests": 0, "sentences": 0, "started": time.time()}
     count_lock = threading.Lock()
 
