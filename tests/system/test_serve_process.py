@@ -128,10 +128,10 @@ def test_real_uvicorn_process_serves_and_stops_on_sigterm(ckpt, expect):
 
 
 def test_sigterm_with_requests_in_flight_refuses_what_the_drain_time_leaves_and_exits(ckpt):
-    """20 documents of 256 lines in flight (10 batches of about 2 s), SIGTERM with --drain-timeout
-    2: every request is answered — translated, or a JSON 503 with Retry-After — and the process
-    exits 0 with no traceback, abandoning the translation still running."""
-    proc, base = _start(ckpt, "--drain-timeout", "2")
+    """20 documents of 256 lines in flight (10 batches of about 2 s here), SIGTERM with
+    --drain-timeout 1: every request is answered — translated, or a JSON 503 with Retry-After —
+    and the process exits 0 with no traceback, abandoning the translation still running."""
+    proc, base = _start(ckpt, "--drain-timeout", "1")
     doc = [" ".join(f"w{1 + (k * 7 + j) % 29}" for j in range(20)) for k in range(256)]
 
     def ask(_):

@@ -93,7 +93,7 @@ def test_draining_refuses_new_requests_and_at_its_deadline_what_is_not_done():
         tr.release.set()
     b.close(timeout=10)
     assert outcomes == ["503: the server is shutting down: not translated, retry later"] * 3
-    assert not b._thread.is_alive() and b.queued_requests == 0    # the late batch's result was dropped
+    assert not b.translating and b.queued_requests == 0     # the late batch's result was dropped
 
 
 def test_draining_finishes_what_is_queued_within_its_time():
