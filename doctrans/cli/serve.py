@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from doctrans.cli.options import NON_NEGATIVE, POSITIVE, CheckpointParam, ensemble_options, ensemble_settings
+from doctrans.serve import DRAIN_TIMEOUT_S
 
 
 @click.command("serve", short_help="Serve one model over HTTP (JSON API: LibreTranslate / OpenNMT-py shapes).")
@@ -36,11 +37,14 @@ from doctrans.cli.options import NON_NEGATIVE, POSITIVE, CheckpointParam, ensemb
               help="Characters per request, all lines together; more is a 413 error.")
 @click.option("--max-body-bytes", type=POSITIVE, default=1_000_000, show_default=True,
               help="Request body bytes; more is a 413 error before the body is read.")
+@click.option("--drain-timeout", type=click.FloatRange(min=0), default=DRAIN_TIMEOUT_S, show_default=True,
+              help="Seconds SIGTERM / Ctrl-C leaves the requests in flight to finish; then those not answered "
+                   "get a 503 (JSON, Retry-After) and the server exits.")
 @click.option("--source-lang", default="zh", show_default=True, help="The model's source language (LibreTranslate code).")
 @click.option("--target-lang", default="en", show_default=True, help="The model's target language.")
 def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port, engine, compute_type, quantize, device, threads, beam, lenpen, batch_sentences,
-              input_format, tokenized, recase, context_options, max_lines, max_chars, max_body_bytes, source_lang,
-              target_lang) -> None:
+              input_format, tokenized, recase, context_options, max_lines, max_chars, max_body_bytes, drain_timeout,
+              source_lang, target_lang) -> None:
     """Load CHECKPOINT once and serve it over HTTP until SIGTERM / Ctrl-C (needs the server extra:
     pip install 'doctrans[serve]').
 
@@ -52,7 +56,8 @@ def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port,
     GET  /health               {"status": "ok", …}
 
     Requests are answered one at a time on the one model (they wait their turn); a request over
-    the limits gets 413, a malformed one 422; every error is a JSON body {"error", "status"}.
+    the limits gets 413, a malformed one 422, one refused while shutting down 503; every error is
+    a JSON body {"error", "status"}.
     """
     from doctrans.serve import MissingServeExtra
 
@@ -77,6 +82,6 @@ def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port,
     translator = build_translator(cfg, dp_inputs)
     try:
         serve(translator, host, port, Limits(max_lines, max_chars, max_body_bytes), source_lang, target_lang,
-              name=checkpoint)
+              name=checkpoint, drain_timeout=drain_timeout)
     except MissingServeExtra as e:
         raise click.ClickException(str(e)) from None
