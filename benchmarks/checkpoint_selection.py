@@ -34,8 +34,9 @@ from doctrans.evaluation.score import ScoreConfig, score_files  # noqa: E402
 from doctrans.inference.translate import TranslateConfig, Translator  # noqa: E402
 from doctrans.training.checkpoint import average_checkpoints, step_checkpoints
 from doctrans.runtime.checkpoint import load_checkpoint  # noqa: E402
+from doctrans.runtime.checkpoint_write import save_checkpoint  # noqa: E402
 from doctrans.training.metrics import read_metrics  # noqa: E402
-from doctrans.utils.io import atomic_torch_save, atomic_write_lines, read_lines  # noqa: E402
+from doctrans.utils.io import atomic_write_lines, read_lines  # noqa: E402
 
 
 def candidates(run: Path, work: Path) -> list[tuple[str, Path]]:
@@ -52,7 +53,7 @@ def candidates(run: Path, work: Path) -> list[tuple[str, Path]]:
         if len(kept) >= k:
             paths = [kept[s] for s in sorted(kept)[-k:]]
             dst = work / f"avg{k}.pt"
-            atomic_torch_save(average_checkpoints(paths), dst)
+            save_checkpoint(average_checkpoints(paths), dst)
             out.append((f"average of last {k} ({', '.join(str(s) for s in sorted(kept)[-k:])})", dst))
     return out
 

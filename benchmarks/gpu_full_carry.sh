@@ -29,12 +29,13 @@ fi
 if [ -n "$S1" ]; then
   PYTHONPATH=. $PYBIN - "$S1" "$C/stage1.pt" <<'PY'
 import sys, torch
-from doctrans.runtime.shipped import half_weights
+from doctrans.runtime.shipping import half_weights
+from doctrans.runtime.checkpoint_digest import with_digest   # an edited checkpoint gets a new digest
 ck = torch.load(sys.argv[1], map_location="cpu", weights_only=True)
 ck["model"] = half_weights(ck["model"], sys.argv[1])
 for k in ("optimizer", "rng", "rng_ranks"):
     ck.pop(k, None)
-torch.save(ck, sys.argv[2])
+torch.save(with_digest(ck), sys.argv[2])
 PY
 fi
 du -sh "$C"/*

@@ -31,14 +31,15 @@ gpu_banner() {
 fp16_back() {
   $PY - "$1" "$OUTD/$2.fp16.pt" "${3:-}" <<'PYEOF'
 import sys, torch
-from doctrans.runtime.shipped import half_weights     # tied weights stay one tensor (written once)
+from doctrans.runtime.shipping import half_weights     # tied weights stay one tensor (written once)
+from doctrans.runtime.checkpoint_digest import with_digest   # an edited checkpoint gets a new digest
 src, dst, strip = sys.argv[1:]
 ck = torch.load(src, map_location="cpu", weights_only=False)
 ck["model"] = half_weights(ck["model"], src)
 if strip:
     for k in ("optimizer", "rng", "rng_ranks"):
         ck.pop(k, None)
-torch.save(ck, dst)
+torch.save(with_digest(ck), dst)
 PYEOF
   (cd "$OUTD" && split -b 15M "$2.fp16.pt" "$2.fp16.pt.part-" && rm "$2.fp16.pt")
 }

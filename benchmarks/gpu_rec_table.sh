@@ -44,11 +44,12 @@ gpu_unpack "$PREP" "$R" "$E"
 # stage1.pt / gen.pt may come in fp16 (the carry's size limit): fp32 again before anything reads them
 $PY - "$C" "$W" <<'EOF' || exit 1
 import sys, torch
+from doctrans.runtime.checkpoint_digest import with_digest   # an edited checkpoint gets a new digest
 C, W = sys.argv[1:]
 for n in ("stage1", "gen"):
     ck = torch.load(f"{C}/{n}.pt", map_location="cpu", weights_only=False)
     ck["model"] = {k: (v.float() if v.is_floating_point() else v) for k, v in ck["model"].items()}
-    torch.save(ck, f"{W}/{n}.pt")
+    torch.save(with_digest(ck), f"{W}/{n}.pt")
 EOF
 gpu_banner
 

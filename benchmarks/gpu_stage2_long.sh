@@ -51,10 +51,11 @@ if [ -n "$DENSE" ]; then
 fi
 $PY - "$C/start.pt" "$W/start_sent.pt" <<'PYEOF'
 import sys, torch
+from doctrans.runtime.checkpoint_digest import with_digest   # an edited checkpoint gets a new digest
 ck = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
 ck["model"] = {k.removeprefix("backbone."): v for k, v in ck["model"].items()}   # a sentence model: unchanged
 ck["config"]["context"] = None
-torch.save(ck, sys.argv[2])
+torch.save(with_digest(ck), sys.argv[2])
 PYEOF
 A="data.prepared=$W/prep train.device=auto train.max_tokens=32768 train.tensorboard=false train.threads=4 train.eval_bleu=false
  train.metric=xent_nats train.metric_mode=min train.plot=false train.max_steps=10000000 train.max_time_min=$MIN

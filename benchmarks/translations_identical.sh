@@ -29,6 +29,7 @@ for section, cls in (("train", C.TrainConfig), ("data", C.DataConfig)):
     known = {f.name for f in dataclasses.fields(cls)}
     for k in [k for k in ck["config"][section] if k not in known]:
         ck["config"][section].pop(k); dropped.append(f"{section}.{k}")
+ck.pop("digest", None)                 # an old doctrans's checkpoint carries none
 torch.save(ck, sys.argv[2]); print("old copy without", dropped or "nothing")
 PYEOF
   for side in old new; do

@@ -65,7 +65,7 @@ def models_add_cmd(checkpoint: str, name: str, kind: str, card_file: str, summar
     is refused (a shipped model must stay small)."""
     from pathlib import Path
 
-    from doctrans.runtime.shipped import ship
+    from doctrans.runtime.shipping import ship
 
     try:
         model = ship(checkpoint, name, kind, Path(card_file).read_text(encoding="utf-8"), summary, root, replace,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from doctrans.cli.options import CheckpointParam, config_options, ensemble_options, ensemble_settings, given, translate_options
+from doctrans.serve import DRAIN_TIMEOUT_S
 from doctrans.serve.limits import Limits
 
 
@@ -25,10 +26,13 @@ SERVED = ("engine", "compute_type", "quantize", "device", "threads", "beam", "le
     "recase": {"help": "Restore the case of a lowercasing model's output with its recaser (as doctrans translate)."},
     "context_options": {"help": "Change a context model's setting for this server (as doctrans translate)."}})
 @config_options(Limits, ("max_lines", "max_chars", "max_body_bytes"))
+@click.option("--drain-timeout", type=click.FloatRange(min=0), default=DRAIN_TIMEOUT_S, show_default=True,
+              help="Seconds SIGTERM / Ctrl-C leaves the requests in flight to finish; then those not answered "
+                   "get a 503 (JSON, Retry-After) and the server exits.")
 @click.option("--source-lang", default="zh", show_default=True, help="The model's source language (LibreTranslate code).")
 @click.option("--target-lang", default="en", show_default=True, help="The model's target language.")
 def serve_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mode, host, port, max_lines, max_chars,
-              max_body_bytes, source_lang, target_lang, **kw) -> None:
+              max_body_bytes, drain_timeout, source_lang, target_lang, **kw) -> None:
     """Load the model once and serve it over HTTP until SIGTERM / Ctrl-C (needs the server extra:
     pip install 'doctrans[serve]'). Without -c, the shipped document model (the sentence model
     with --sentence), as `doctrans translate`.
@@ -41,7 +45,8 @@ def serve_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mode, h
     GET  /health               {"status": "ok", …}
 
     Requests are answered one at a time on the one model (they wait their turn); a request over
-    the limits gets 413, a malformed one 422; every error is a JSON body {"error", "status"}.
+    the limits gets 413, a malformed one 422, one refused while shutting down 503; every error is
+    a JSON body {"error", "status"}.
     """
     from doctrans.serve import MissingServeExtra
 
@@ -66,6 +71,6 @@ def serve_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mode, h
     translator = build_translator(cfg, dp_inputs)
     try:
         serve(translator, host, port, Limits(max_lines, max_chars, max_body_bytes), source_lang, target_lang,
-              name=checkpoint)
+              name=checkpoint, drain_timeout=drain_timeout)
     except MissingServeExtra as e:
         raise click.ClickException(str(e)) from None

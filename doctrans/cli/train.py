@@ -85,8 +85,8 @@ def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | N
     the checkpoints. The result carries the last one's config, vocabularies and BPE codes and no
     optimizer state (translate with it; it does not resume).
     """
+    from doctrans.runtime.checkpoint_write import save_checkpoint
     from doctrans.training.checkpoint import average_checkpoints, step_checkpoints
-    from doctrans.utils.io import atomic_torch_save
 
     paths = list(checkpoints)
     if last:
@@ -99,5 +99,5 @@ def average_cmd(checkpoints: tuple[str, ...], last: int | None, run_dir: str | N
         paths += [str(p) for p in found[-last:]]
     if not paths:
         raise click.UsageError("give checkpoints or --run-dir DIR --last N")
-    atomic_torch_save(average_checkpoints(paths), output)
+    save_checkpoint(average_checkpoints(paths), output)
     click.echo(f"averaged {len(paths)} checkpoints → {output}")

@@ -17,7 +17,8 @@ suffix (``--out-suffix .en``) its last suffix replaced (a file without suffix ge
 ``--out-suffix ''`` keeps every name); two sources that would share an output are an error.
 Each output has one line per input line and is written atomically.
 
-A file that cannot be read (unreadable, not UTF-8 without ``--encoding-errors replace``) or
+A file that cannot be read (unreadable, not UTF-8 nor wholly GB18030 / Big5 without
+``--encoding-errors replace``) or
 translated is reported and skipped; the others are still translated, and ``translate_collection`` raises ``CollectionError`` at the end listing the
 failures (exit code 1). An empty file gives an empty output file (not an error). With
 ``resume`` a document whose output exists with as many lines as its input is skipped: outputs
@@ -56,29 +57,33 @@ from tqdm import tqdm
 
 from doctrans.utils import bars_off
 from doctrans.utils.children import die_with_parent
-from doctrans.utils.io import atomic_write_lines, decode_lines, read_lines, remove_stale_temps
+from doctrans.utils.io import TextDecodeError, atomic_write_lines, read_lines, remove_stale_temps
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class TextReading:
-    """How a document file is read: ``errors`` (``utils.io.decode_lines``; UTF-8 files), or with
-    ``encoding`` (auto | a codec) decoded by ``data.encoding.decode_text``; ``script``: Traditional
-    text converted to Simplified (``data.encoding.to_simplified``: auto | simplified | traditional)."""
+    """How a document file is read (``data.encoding.text_lines``): ``encoding`` "" UTF-8 (a file
+    that is not UTF-8 but wholly GB18030 or Big5: that, logged) with ``errors`` for undecodable
+    UTF-8 (``utils.io.decode_lines``), or auto | a codec (``data.encoding.decode_text``);
+    ``script``: Traditional text converted to Simplified (``data.encoding.to_simplified``: auto |
+    simplified | traditional)."""
 
     errors: str = "strict"
     encoding: str = ""
     script: str = "simplified"
 
     def read(self, path: Path) -> list[str]:
-        if self.encoding:
-            from doctrans.data.encoding import read_text
+        from doctrans.data.encoding import text_lines
 
-            text = read_text(path, self.encoding)[0]
-            lines = decode_lines(text.encode("utf-8"), str(path), self.errors)
+        if self.encoding:
+            lines = text_lines(Path(path).read_bytes(), str(path), self.errors, self.encoding)
         else:
-            lines = read_lines(path, errors=self.errors)
+            try:
+                lines = read_lines(path)                # UTF-8, the default
+            except TextDecodeError:                     # wholly GB18030 / Big5, else as errors says
+                lines = text_lines(Path(path).read_bytes(), str(path), self.errors)
         if self.script != "simplified":
             from doctrans.data.encoding import to_simplified
 

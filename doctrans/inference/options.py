@@ -1,11 +1,12 @@
 """Checks and defaults of a translation that come before any work (``doctrans translate``).
 
-Outputs (issue 50): no output may be one of the inputs — same path, or the same file through a
-symbolic or hard link (``os.path.samefile``) —, so ``-i X -o X`` never replaces a source with
-its translation; a file's output (``--output``, ``--nbest-out``, ``--dp-out``,
-``--write-lattice``) may not be an existing directory, nor lie under a file or an unwritable
-directory (the atomic write would fail only after everything was translated). ``check_outputs``
-raises before the model is loaded.
+Outputs (issues 50, 73): no output may be one of the inputs — same path, or the same file
+through a symbolic or hard link (``os.path.samefile``) —, nor, for ``-i -``, the file standard
+input reads (``os.fstat``), so neither ``-i X -o X`` nor ``-o X < X`` replaces a source with its
+translation; a file's output (``--output``, ``--nbest-out``, ``--dp-out``, ``--write-lattice``)
+may not be an existing directory, nor a directory input's ``--output`` an existing file, nor
+may an output lie under a file or an unwritable directory (the write would fail only after
+everything was translated). ``check_outputs`` raises before the model is loaded.
 
 Directory outputs are named after their sources with the model's source-language suffix
 replaced by its target language's (``ep1.zh`` → ``ep1.en``; ``language_suffixes``,
@@ -23,6 +24,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
+import sys
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -43,12 +46,26 @@ def same_file(a: str | Path, b: str | Path) -> bool:
         return False
 
 
+def stdin_file() -> os.stat_result | None:
+    """The ``os.fstat`` of the regular file standard input reads (``< FILE``), None for a pipe,
+    a terminal or a replaced ``sys.stdin`` without a file descriptor."""
+    try:
+        st = os.fstat(sys.stdin.fileno())
+    except (AttributeError, ValueError, OSError):      # (io.UnsupportedOperation is both)
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
 def check_outputs(inputs: dict[str, str], outputs: dict[str, str]) -> None:
     """ValueError when an output (``{option: path}``; ``""`` and ``-`` skipped) is one of the
-    ``inputs`` (``{option: path}``) — same path or same file through links —, names an
-    existing directory (``--output`` only when ``inputs["--input"]`` is not a directory), or
-    lies under a file or an unwritable directory. Call it before any work."""
-    src_is_dir = _is_file_path(inputs.get("--input", "")) and Path(inputs["--input"]).is_dir()
+    ``inputs`` (``{option: path}``) — same path or same file through links —, or the file
+    standard input reads when ``inputs["--input"]`` is ``-`` (``stdin_file``), names an
+    existing directory (``--output`` only when ``inputs["--input"]`` is not a directory) or,
+    for a directory input, an existing file (``--output``), or lies under a file or an
+    unwritable directory. Call it before any work."""
+    src = inputs.get("--input", "")
+    src_is_dir = _is_file_path(src) and Path(src).is_dir()
+    stdin = stdin_file() if src == "-" else None
     for opt, out in outputs.items():
         if not _is_file_path(out):
             continue
@@ -57,9 +74,19 @@ def check_outputs(inputs: dict[str, str], outputs: dict[str, str]) -> None:
                 same = "" if os.path.abspath(inp) == os.path.abspath(out) else f" (the same file as {inp})"
                 raise ValueError(f"{opt} {out} is the {iopt}{same}: writing it would replace the input with its "
                                  f"translation; choose another {opt}")
+        try:
+            st = os.stat(out)
+        except OSError:
+            st = None
+        if stdin is not None and st is not None and (st.st_dev, st.st_ino) == (stdin.st_dev, stdin.st_ino):
+            raise ValueError(f"{opt} {out} is the file standard input reads (--input -): writing it would replace "
+                             f"the input with its translation; choose another {opt}")
         if Path(out).is_dir() and not (opt == "--output" and src_is_dir):
             raise ValueError(f"{opt} {out} is an existing directory: give a file path (e.g. "
                              f"{Path(out) / 'translation.txt'})")
+        if opt == "--output" and src_is_dir and Path(out).exists() and not Path(out).is_dir():
+            raise ValueError(f"--output {out} is an existing file: the directory input {src} needs an output "
+                             f"directory (a new path, or an existing directory)")
         parent = Path(out).absolute().parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent

@@ -24,7 +24,10 @@ is not context for the next lines (a warning says so).
 ``stream_lines(translator, lines)``: a generator of translations, one per input line, a blank
 line ending the current document (it gives a blank line and starts a new session) — the
 ``doctrans translate --stream`` protocol (``run_stream``: stdin to stdout, each translation
-written and flushed as soon as its line is read and translated).
+written and flushed as soon as its line is read and translated). Stdin is read as the file
+readers read files: UTF-8 under the ``--encoding-errors`` policy (strict: an error naming the
+line; replace: U+FFFD with a warning naming the line; ``decoded_lines``), a byte-order mark at
+a line's start dropped.
 """
 from __future__ import annotations
 
@@ -107,10 +110,11 @@ def stream_lines(translator, lines: Iterable[str],
                  on_translated: Callable[[Entry], None] | None = None) -> Iterator[str]:
     """Each line's translation as soon as it is translated (a generator): lines of one document
     share a ``DocumentSession``; a blank line gives "" and ends the document (the next line starts
-    a new one). Line endings are stripped."""
+    a new one). Line endings are stripped, and a byte-order mark (U+FEFF) at a line's start, as
+    the file readers drop it (``utils.io.decode_lines``)."""
     session = DocumentSession(translator, on_translated)
     for line in lines:
-        line = line.rstrip("\r\n")
+        line = line.rstrip("\r\n").removeprefix("\ufeff")
         if not line.strip():
             session = DocumentSession(translator, on_translated)
             yield ""
@@ -118,29 +122,58 @@ def stream_lines(translator, lines: Iterable[str],
         yield session.translate(line)
 
 
-def run_stream(translator, inp=None, out=None) -> int:
-    """``doctrans translate --stream``: read ``inp`` (stdin) a line at a time, write each
-    translation to ``out`` (stdout) followed by a newline and flush at once; a blank line ends a
-    document (and is echoed). Returns the number of lines translated."""
-    inp = inp if inp is not None else sys.stdin
-    out = out if out is not None else sys.stdout
+def decoded_lines(inp, errors: str = "strict", name: str = "<stdin>") -> Iterator[str]:
+    """The lines of ``inp`` (its ``readline``, called once per line as it is needed), without their
+    ``\\n`` (and a trailing ``\\r``). Bytes (a binary stream: ``sys.stdin.buffer``) are decoded as
+    UTF-8 line by line under ``errors``, the ``--encoding-errors`` policy of files
+    (``utils.io.decode_lines``): strict raises TextDecodeError (a ValueError) naming ``name``,
+    the 1-based line and the byte; replace turns each undecodable byte sequence into U+FFFD and
+    logs a warning naming the line. Text (a text stream) is taken as read."""
+    from doctrans.utils.io import ENCODING_ERRORS, TextDecodeError
+
+    if errors not in ENCODING_ERRORS:
+        raise ValueError(f"encoding errors must be one of {', '.join(ENCODING_ERRORS)}, got {errors!r}")
     n = 0
-    for hyp in stream_lines(translator, iter(inp.readline, "")):
+    while True:
+        raw = inp.readline()
+        if not raw:
+            return
+        n += 1
+        if isinstance(raw, bytes):
+            raw = raw.rstrip(b"\n")
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                if errors == "strict":
+                    raise TextDecodeError(
+                        f"{name}:{n}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at byte {e.start} of the line); "
+                        f"convert it (e.g. iconv -f GB18030 -t UTF-8) or replace undecodable bytes "
+                        f"(doctrans translate --encoding-errors replace)") from None
+                line = raw.decode("utf-8", errors="replace")
+                log.warning("%s:%d: %d undecodable byte sequence(s) replaced by U+FFFD", name, n,
+                            line.count("\ufffd") - raw.count("\ufffd".encode("utf-8")))
+        else:
+            line = raw.rstrip("\n")
+        yield line.removesuffix("\r")
+
+
+def run_stream(translator, inp=None, out=None, errors: str = "strict",
+               convert: Callable[[str], str] | None = None) -> int:
+    """``doctrans translate --stream``: read ``inp`` (stdin's bytes) a line at a time
+    (``decoded_lines`` with ``errors``; each line passed through ``convert`` when given), write
+    each translation to ``out`` (stdout) followed by a newline and flush at once; a blank line
+    ends a document (and is echoed). Returns the number of lines translated. Raises
+    TextDecodeError for an undecodable line under ``errors="strict"`` (the lines before it are
+    written)."""
+    inp = inp if inp is not None else getattr(sys.stdin, "buffer", sys.stdin)
+    out = out if out is not None else sys.stdout
+    lines = decoded_lines(inp, errors)
+    n = 0
+    for hyp in stream_lines(translator, map(convert, lines) if convert is not None else lines):
         out.write(hyp + "\n")
         out.flush()
         n += 1
     return n
-
-
-class _Mapped:
-    """``readline`` of a text stream with each line passed through ``fn`` (end of input kept as "")."""
-
-    def __init__(self, stream, fn):
-        self.stream, self.fn = stream, fn
-
-    def readline(self) -> str:
-        line = self.stream.readline()
-        return line and self.fn(line.rstrip("\n")) + "\n"
 
 
 def _script_converter(script: str) -> Callable[[str], str] | None:
@@ -178,7 +211,5 @@ def run_config(cfg, inputs_of=None) -> None:
     if given:
         raise ValueError(f"--stream does not support {', '.join(given)}")
     translator = build_translator(cfg, inputs_of)
-    convert = _script_converter(cfg.io.script)
-    inp = sys.stdin if convert is None else _Mapped(sys.stdin, convert)
-    n = run_stream(translator, inp)
+    n = run_stream(translator, errors=cfg.io.encoding_errors, convert=_script_converter(cfg.io.script))
     log.info("--stream: %d lines translated", n)

@@ -5,15 +5,11 @@ document path (``Translator.translate(…, doc_ids=…)``), so a context model r
 cues' sentences as context. A directory of subtitle files is a collection, each file one
 document, in natural sort order of their paths (``ep2`` before ``ep10``).
 
-Reading and writing. ASS/SSA through pysubs2 (``SSAFile``: script info, styles, every event's
-fields kept; Comment events are not translated). SRT and WebVTT by the small block parser here,
-which keeps every line but the cue text exactly as read (index, timing line with SRT ``X1:…``
-coordinates or VTT cue settings, VTT identifiers, NOTE/STYLE/REGION blocks): pysubs2 1.8
-renumbers SRT cues, drops SRT coordinates, ``{\\an8}`` and VTT cue settings, and reads a VTT
-cue identifier as text of the previous cue [measured: I]. A malformed SRT/VTT cue (bad or
-missing timing line, SRT missing index) raises ``SubtitleError`` naming the file, the cue and
-the line. Input bytes are decoded by ``data.encoding.decode_text`` (detected or ``encoding``);
-output is UTF-8 (a UTF-8 BOM is not written; the input's ``\\r\\n`` line ends are kept).
+Reading and writing (``subtitle_files.py``): every line but the cue text is kept as read
+(index, timing, settings, styles, ASS/SSA through pysubs2); a malformed cue or event is a
+``SubtitleError`` naming the file, the cue and the line; input is decoded by
+``data.encoding.decode_text``, output is UTF-8 with the input's line ends; a file with no text
+gives an empty file.
 
 Cue text → sentences (``split_cue``). Each text line (SRT/VTT lines; ASS ``\\N``) is split into
 its leading markup (tags ``<i>``, ``<font …>``, ``{\\an8}``, ``{\\pos(…)}``, VTT ``<v Name>``,
@@ -37,17 +33,23 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from doctrans.data.encoding import ENCODINGS_AUTO, read_text, to_simplified
+from doctrans.data.encoding import ENCODINGS_AUTO, to_simplified
 from doctrans.inference.config import IOOptions
+from doctrans.inference.subtitle_files import (FORMATS, Cue, SubtitleDoc, SubtitleError, is_subtitle, parse,
+                                               read_subtitles)
 from doctrans.utils.io import atomic_write_text
 from doctrans.utils.settings import default_of
 
+__all__ = ["FORMATS", "GROUP_SENTENCES", "Cue", "CuePlan", "Line", "SubtitleDoc", "SubtitleError", "SubtitleOptions",
+           "is_subtitle", "natural_key", "output_format", "output_path", "parse", "read_subtitles", "render_cue",
+           "run_config", "split_cue", "split_line", "subtitle_files", "takes", "translate_directory", "translate_docs",
+           "translate_file", "wrap"]
+
 log = logging.getLogger(__name__)
 
-FORMATS = {".srt": "srt", ".vtt": "vtt", ".ass": "ass", ".ssa": "ssa"}
 GROUP_SENTENCES = 512          # a directory's files are translated together up to this many sentences
 
 _TAG = r"(?:\{[^{}]*\}|</?[A-Za-z][^<>]*>|<\d[\d:.]*>)"
@@ -56,19 +58,6 @@ _TRAIL = re.compile(rf"((?:{_TAG}|\s)*)$")
 _TAGS = re.compile(_TAG)
 _SENTENCE_END = tuple("。！？!?.…♪」』\"”")
 _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
-_SRT_TIME = r"\d{1,3}:\d{1,2}:\d{1,2}[,.]\d{1,3}"
-_SRT_TIMING = re.compile(rf"^\s*{_SRT_TIME}\s*-->\s*{_SRT_TIME}(?:\s.*)?$")
-_VTT_TIME = r"(?:\d+:)?\d{2}:\d{2}\.\d{3}"
-_VTT_TIMING = re.compile(rf"^\s*{_VTT_TIME}\s+-->\s+{_VTT_TIME}(?:\s.*)?$")
-
-
-class SubtitleError(ValueError):
-    """A malformed subtitle file; the message names the file, the cue and the line."""
-
-
-def is_subtitle(path: str | Path) -> bool:
-    """Whether ``path`` names a subtitle file (by suffix: .srt, .vtt, .ass, .ssa)."""
-    return Path(str(path)).suffix.lower() in FORMATS
 
 
 def natural_key(path: Path) -> list:
@@ -187,174 +176,6 @@ def render_cue(plan: CuePlan, hyps: list[str]) -> list[str]:
         if s.strip():
             out.append(s)
     return out
-
-
-# --- files -------------------------------------------------------------------------------------
-
-
-@dataclass
-class Cue:
-    text: list[str]          # its text lines as read (markup included)
-    where: str               # "FILE: cue K (line L)"
-    header: list[str] = field(default_factory=list)    # SRT/VTT: index / identifier and timing lines
-
-
-@dataclass
-class SubtitleDoc:
-    """A parsed subtitle file: ``fmt`` (srt | vtt | ass | ssa), ``cues`` (the translatable
-    cues, in order), ``encoding`` (as read); ``render(texts)`` gives the file with each cue's
-    text lines replaced (``texts``: per cue, its lines)."""
-
-    name: str
-    fmt: str
-    cues: list[Cue]
-    encoding: str = "utf-8"
-    newline: str = "\n"
-    _items: list = field(default_factory=list)        # srt/vtt: str (verbatim block) or Cue index
-    _ssa: object = None
-    _events: list = field(default_factory=list)
-
-    def render(self, texts: list[list[str]], fmt: str | None = None) -> str:
-        fmt = fmt or self.fmt
-        if len(texts) != len(self.cues):
-            raise ValueError(f"{self.name}: {len(texts)} cue texts for {len(self.cues)} cues")
-        if self.fmt in ("ass", "ssa"):
-            if fmt not in ("ass", "ssa"):
-                raise ValueError(f"{self.name}: an {self.fmt.upper()} file is written as ASS/SSA, not {fmt}")
-            for ev, t in zip(self._events, texts):
-                ev.text = "\\N".join(t)
-            return self._ssa.to_string(fmt)
-        if fmt != self.fmt:
-            raise ValueError(f"{self.name}: a {self.fmt.upper()} file is written as {self.fmt.upper()}, not {fmt}")
-        blocks = []
-        for item in self._items:
-            if isinstance(item, str):
-                blocks.append(item)
-            else:
-                c = self.cues[item]
-                blocks.append("\n".join(c.header + texts[item]))
-        text = "\n\n".join(blocks) + "\n"
-        return text.replace("\n", "\r\n") if self.newline == "\r\n" else text
-
-
-def _blocks(text: str) -> list[tuple[int, list[str]]]:
-    """(first line number, lines) of each run of non-blank lines."""
-    out, cur, start = [], [], 0
-    for n, line in enumerate(text.split("\n"), 1):
-        if line.strip():
-            if not cur:
-                start = n
-            cur.append(line)
-        elif cur:
-            out.append((start, cur))
-            cur = []
-    if cur:
-        out.append((start, cur))
-    return out
-
-
-def parse_srt(text: str, name: str) -> SubtitleDoc:
-    """SRT text → ``SubtitleDoc``. A block is an index line, a timing line and its text lines (an
-    empty cue has none); an index line followed by a timing line inside a block's text starts a
-    new cue (a missing blank line). Raises SubtitleError naming the file, the cue and the line for
-    a missing index or a bad timing line."""
-    doc = SubtitleDoc(name, "srt", [])
-    lines = text.split("\n")
-    n, k = 0, 0
-    while n < len(lines):
-        if not lines[n].strip():
-            n += 1
-            continue
-        k += 1
-        where = f"{name}: cue {k} (line {n + 1})"
-        index = lines[n].strip()
-        if _SRT_TIMING.match(lines[n]):
-            raise SubtitleError(f"{where}: missing cue index before the timing line {lines[n].strip()!r}")
-        if not index.isdigit():
-            raise SubtitleError(f"{where}: expected a cue index (a number), got {index!r}")
-        if n + 1 >= len(lines) or not _SRT_TIMING.match(lines[n + 1]):
-            got = lines[n + 1].strip() if n + 1 < len(lines) else "the end of the file"
-            raise SubtitleError(f"{name}: cue {k} (index {index}, line {n + 2}): bad timestamp line {got!r} "
-                                f"(expected HH:MM:SS,mmm --> HH:MM:SS,mmm)")
-        header = [lines[n], lines[n + 1]]
-        n += 2
-        body = []
-        while n < len(lines) and lines[n].strip():
-            if lines[n].strip().isdigit() and n + 1 < len(lines) and _SRT_TIMING.match(lines[n + 1]):
-                break                              # the next cue, without a blank line before it
-            body.append(lines[n])
-            n += 1
-        doc._items.append(len(doc.cues))
-        doc.cues.append(Cue(body, where, header))
-    return doc
-
-
-def parse_vtt(text: str, name: str) -> SubtitleDoc:
-    """WebVTT text → ``SubtitleDoc``: the ``WEBVTT`` header block, NOTE / STYLE / REGION blocks
-    kept verbatim; a cue is an optional identifier line, a timing line (``-->``, cue settings
-    kept) and its text lines. Raises SubtitleError for a missing ``WEBVTT`` header or a block that
-    is neither a cue nor a known block (a bad timing line), naming the file, cue and line."""
-    doc = SubtitleDoc(name, "vtt", [])
-    blocks = _blocks(text)
-    if not blocks or not blocks[0][1][0].startswith("WEBVTT"):
-        raise SubtitleError(f"{name}:1: not a WebVTT file (the first line must start with WEBVTT)")
-    doc._items.append("\n".join(blocks[0][1]))
-    k = 0
-    for start, lines in blocks[1:]:
-        if lines[0].startswith(("NOTE", "STYLE", "REGION")) and "-->" not in lines[0]:
-            doc._items.append("\n".join(lines))
-            continue
-        k += 1
-        t = 0 if "-->" in lines[0] else 1
-        where = f"{name}: cue {k} (line {start})"
-        if t >= len(lines) or not _VTT_TIMING.match(lines[t]):
-            got = lines[t].strip() if t < len(lines) else lines[0].strip()
-            raise SubtitleError(f"{where}: bad timestamp line {got!r} (expected [HH:]MM:SS.mmm --> [HH:]MM:SS.mmm)")
-        doc._items.append(len(doc.cues))
-        doc.cues.append(Cue(lines[t + 1:], where, lines[:t + 1]))
-    return doc
-
-
-def parse_ssa(text: str, name: str, fmt: str) -> SubtitleDoc:
-    """ASS/SSA text → ``SubtitleDoc`` through pysubs2 (its Dialogue events are the cues; Comment
-    events are kept untranslated). Raises SubtitleError naming the file for text pysubs2 cannot read."""
-    import pysubs2
-
-    try:
-        ssa = pysubs2.SSAFile.from_string(text, format_=fmt)
-    except Exception as e:                       # pysubs2 raises several kinds for malformed files
-        raise SubtitleError(f"{name}: not a readable {fmt.upper()} file: {e}") from None
-    doc = SubtitleDoc(name, fmt, [], _ssa=ssa)
-    for k, ev in enumerate(e for e in ssa.events if not e.is_comment):
-        doc._events.append(ev)
-        doc.cues.append(Cue(ev.text.split("\\N"), f"{name}: event {k + 1}"))
-    return doc
-
-
-def parse(text: str, name: str, fmt: str) -> SubtitleDoc:
-    """Subtitle text of format ``fmt`` (srt | vtt | ass | ssa) → ``SubtitleDoc``."""
-    newline = "\r\n" if "\r\n" in text else "\n"
-    text = text.replace("\r\n", "\n").lstrip("\ufeff")
-    if fmt == "srt":
-        doc = parse_srt(text, name)
-    elif fmt == "vtt":
-        doc = parse_vtt(text, name)
-    elif fmt in ("ass", "ssa"):
-        doc = parse_ssa(text, name, fmt)
-    else:
-        raise ValueError(f"{name}: unknown subtitle format {fmt!r} (one of {', '.join(sorted(set(FORMATS.values())))})")
-    doc.newline = newline
-    return doc
-
-
-def read_subtitles(path: str | Path, encoding: str = ENCODINGS_AUTO) -> SubtitleDoc:
-    """A subtitle file, decoded (``data.encoding.read_text``) and parsed by its suffix. Raises
-    OSError, EncodingError, SubtitleError."""
-    path = Path(path)
-    text, enc = read_text(path, encoding)
-    doc = parse(text, str(path), FORMATS[path.suffix.lower()])
-    doc.encoding = enc
-    return doc
 
 
 # --- translation -------------------------------------------------------------------------------
@@ -525,9 +346,11 @@ def run_config(cfg, inputs_of=None) -> Path | None:
     """``doctrans translate`` of a subtitle file (to ``cfg.io.output``, or stdout for ``-``) or a
     directory of them (``translate_directory``; ``out_suffix`` and ``resume`` apply, ``workers``
     and the plain-text options are ignored with a warning). Raises like ``translate_file`` /
-    ``translate_directory``, ValueError for options subtitles cannot have."""
+    ``translate_directory``, ValueError for options subtitles cannot have and, before the model
+    is loaded, for an output that is the input or cannot be written (``options.check_outputs``)."""
     import sys
 
+    from doctrans.inference.options import check_outputs
     from doctrans.inference.translator import build_translator
 
     bad = [(cfg.io.docs, "--docs (a subtitle file is one document)"), (cfg.search.nbest, "--nbest"),
@@ -536,6 +359,7 @@ def run_config(cfg, inputs_of=None) -> Path | None:
     given = [name for on, name in bad if on]
     if given:
         raise ValueError(f"{cfg.io.input}: {', '.join(given)} not supported for subtitle files")
+    check_outputs({"--input": cfg.io.input, "--checkpoint": cfg.model.checkpoint}, {"--output": cfg.io.output})
     options = SubtitleOptions(cfg.io.encoding or ENCODINGS_AUTO, cfg.io.script, cfg.io.bilingual)
     inp = Path(cfg.io.input)
     if inp.is_dir():

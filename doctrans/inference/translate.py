@@ -45,7 +45,7 @@ from doctrans.inference.reconstructing import RERANK_BLOCK
 from doctrans.inference.translator import InputsOf, Translation, Translator, build_translator
 from doctrans.runtime import distributed
 from doctrans.runtime.device import resolve_device
-from doctrans.utils.io import atomic_write_lines, atomic_write_text, decode_lines, read_lines
+from doctrans.utils.io import atomic_write_lines, atomic_write_text
 
 __all__ = ["QUANTIZE", "RERANK_BLOCK", "SGML_SUFFIXES", "InputsOf", "LoadedModel", "TranslateConfig", "Translation",
            "Translator", "build_translator", "decode_corpus", "load_model", "process_threads", "quantize_int8",
@@ -57,25 +57,19 @@ SGML_SUFFIXES = (".sgm", ".sgml", ".xml")        # an input read as SGML (its <D
 
 
 def read_input(path: str, errors: str = "strict", encoding: str = "") -> list[str]:
-    """Lines of a file, or of stdin for ``-`` (named ``<stdin>`` in errors); see
-    ``utils.io.decode_lines`` for ``errors``. ``encoding`` "" reads UTF-8; ``auto`` or a codec
-    name decodes with ``data.encoding.decode_text`` (detected, or as given; logged). Raises
-    TextDecodeError / EncodingError naming the file and line."""
-    if encoding:
-        from doctrans.data.encoding import decode_text
+    """Lines of a file, or of stdin for ``-`` (named ``<stdin>`` in errors), decoded by
+    ``data.encoding.text_lines``: ``encoding`` "" reads UTF-8 (a file that is not UTF-8 but
+    wholly GB18030 or Big5: that, logged; else ``errors`` as ``utils.io.decode_lines``); ``auto``
+    or a codec name decodes with ``data.encoding.decode_text`` (detected, or as given; logged).
+    Raises TextDecodeError / EncodingError naming the file and line."""
+    from doctrans.data.encoding import text_lines
 
-        if path == "-":
-            buf = getattr(sys.stdin, "buffer", None)
-            data, name = (buf.read() if buf is not None else sys.stdin.read().encode("utf-8")), "<stdin>"
-        else:
-            data, name = Path(path).read_bytes(), path
-        text = decode_text(data, name, encoding)[0]
-        return decode_lines(text.encode("utf-8"), name, errors)
     if path == "-":
         buf = getattr(sys.stdin, "buffer", None)
-        data = buf.read() if buf is not None else sys.stdin.read().encode("utf-8")
-        return decode_lines(data, "<stdin>", errors)
-    return read_lines(path, errors=errors)
+        data, name = (buf.read() if buf is not None else sys.stdin.read().encode("utf-8")), "<stdin>"
+    else:
+        data, name = Path(path).read_bytes(), path
+    return text_lines(data, name, errors, encoding)
 
 
 def read_documents(cfg: TranslateConfig) -> tuple[list[str], list[str] | None]:
@@ -194,6 +188,8 @@ def translate_input(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
         torch.set_num_threads(cfg.model.threads)
     translator = build_translator(cfg, inputs_of)
     lines, doc_ids = read_documents(cfg)
+    if not lines:
+        log.info("%s: empty input: the output is empty", name)
     if doc_ids is None and translator.reads_documents and any(x.strip() for x in lines):
         log.warning("%s: no documents given: the context model translates the whole input as one document "
                     "(give documents with --docs FILE, an .sgm input, or a directory of document files)", name)

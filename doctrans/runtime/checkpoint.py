@@ -11,11 +11,25 @@ ExperimentConfig), ``vocab`` (source/target token lists), ``rng`` (torch CPU RNG
 codes' text), so that it translates anywhere without its dataset. ``Trainer.save``
 (``training/trainer.py``) writes them, atomically; what training does with a run's checkpoints
 (resume checks, the step checkpoints, averaging) is ``training/checkpoint.py``.
+
+Every checkpoint doctrans writes (``checkpoint_write.save_checkpoint``: training, ``doctrans
+average``, shipping) also holds ``digest`` = ``{"scheme": "doctrans-1", "sha256": HEX}``, the
+``content_digest`` of everything else in it (``checkpoint_digest.py``: every tensor — the model,
+the optimizer state, the RNG states — and every other value), and ``load_torch_file`` checks it
+(``verify_checkpoint``), so a changed byte is refused naming the file instead of translating or
+resuming with it silently. A checkpoint without a digest (written before digests, or by a
+script's own ``torch.save``) loads as before, except a shipped model's file, checked against the
+shipped index (``shipped.index_problem``), as is any file lying where the index puts one.
+``DOCTRANS_NO_VERIFY_CHECKPOINT=1`` loads a damaged file anyway, with a warning (forensics).
+[choice: an environment variable, not a flag: checkpoints are loaded by every command, the
+Python API, the server and each torchrun rank, which all see the environment.]
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
+import os
 import pickle
 import re
 import zipfile
@@ -24,7 +38,17 @@ from pathlib import Path
 import torch
 
 from doctrans.config import ExperimentConfig, experiment_from_dict
+from doctrans.runtime.checkpoint_digest import DIGEST_KEY, DIGEST_SCHEME, content_digest
+from doctrans.runtime.shipped import index_problem
 from doctrans.utils.errors import one_line, short_repr
+
+log = logging.getLogger(__name__)
+
+NO_VERIFY_ENV = "DOCTRANS_NO_VERIFY_CHECKPOINT"    # "1": load a checkpoint that fails verification
+
+
+class DamagedCheckpoint(ValueError):
+    """A checkpoint file whose contents are not those written (``verify_checkpoint``)."""
 
 
 def load_torch_file(path: str | Path, required: tuple[str, ...] = ()) -> dict:
@@ -34,7 +58,9 @@ def load_torch_file(path: str | Path, required: tuple[str, ...] = ()) -> dict:
     a missing path; ValueError "PATH is not a doctrans checkpoint" for a file that is not a torch
     zip archive (random bytes, text, a legacy pickle), a zip archive torch cannot read, or a
     loaded object that is not a dict holding every key of ``required``; ValueError "PATH is
-    truncated or corrupt" for a torch archive that cannot be read to the end.
+    truncated or corrupt" for a torch archive that cannot be read to the end; DamagedCheckpoint
+    (a ValueError) from ``verify_checkpoint``. The digest entry is checked and removed: what
+    it returns is the checkpoint's content.
     """
     path = Path(path)
     if not path.is_file():
@@ -61,15 +87,43 @@ def load_torch_file(path: str | Path, required: tuple[str, ...] = ()) -> dict:
     missing = [k for k in required if not isinstance(ckpt, dict) or k not in ckpt]
     if missing:
         raise ValueError(f"{path} is not a doctrans checkpoint (no {', '.join(missing)})")
+    if isinstance(ckpt, dict):
+        verify_checkpoint(ckpt, path)
     return ckpt
 
 
-def storage_key(t: torch.Tensor) -> tuple:
-    """What makes two state-dict entries one tensor (tied weights: the decoder embedding and the
-    output projection): (storage address, offset, shape, stride). Entries with equal keys are
-    written once by ``torch.save``; code that rebuilds a state dict (fp16 shipping, checkpoint
-    averaging) keeps them one tensor by this key."""
-    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+def verify_checkpoint(ckpt: dict, path: str | Path) -> None:
+    """Check that ``ckpt``, loaded from ``path``, holds what was written, then remove its digest
+    entry. With a ``digest`` (``checkpoint_write.save_checkpoint`` writes one): its
+    ``content_digest`` must match. Without one, a file written for shipping (``shipped``) must be
+    a file a shipped index describes (``shipped.index_problem``), and a file that lies where an
+    index entry's file lies must be that file, digest or not. Raises DamagedCheckpoint naming
+    ``path``, unless ``DOCTRANS_NO_VERIFY_CHECKPOINT`` is set (not "0"): then a warning is logged
+    and the checkpoint is used as it is."""
+    digest = ckpt.get(DIGEST_KEY)
+    problem = None
+    if digest is not None:
+        if not (isinstance(digest, dict) and digest.get("scheme") == DIGEST_SCHEME
+                and isinstance(digest.get("sha256"), str)):
+            problem = (f"checkpoint {path} is damaged or of a newer doctrans: its digest entry "
+                       f"{short_repr(digest)} is not one this doctrans reads")
+        else:
+            try:
+                actual = content_digest(ckpt)
+            except (TypeError, ValueError, RecursionError) as e:      # keys JSON cannot write, a cycle
+                actual = f"none: {one_line(e, 200)}"
+            if actual != digest["sha256"]:
+                problem = (f"checkpoint {path} is damaged: its contents do not match the digest written with it "
+                           "(copy it again or use an earlier checkpoint; a script that edits a checkpoint saves "
+                           "it with doctrans.runtime.checkpoint_write.save_checkpoint, which writes a new digest)")
+    problem = problem or index_problem(path, shipped=bool(ckpt.get("shipped")), has_digest=digest is not None)
+    ckpt.pop(DIGEST_KEY, None)
+    if problem is None:
+        return
+    if os.environ.get(NO_VERIFY_ENV, "") not in ("", "0"):
+        log.warning("%s — loading it anyway (%s is set)", problem, NO_VERIFY_ENV)
+        return
+    raise DamagedCheckpoint(f"{problem}; {NO_VERIFY_ENV}=1 loads it anyway (forensics)")
 
 
 def load_checkpoint(path: str | Path) -> dict:

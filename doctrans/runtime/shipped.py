@@ -1,4 +1,5 @@
-"""Models shipped with doctrans: fp16 checkpoints in the package, each with its model card.
+"""Models shipped with doctrans: fp16 checkpoints in the package, each with its model card, and
+their index.
 
 Layout (``SHIPPED_DIR`` = ``doctrans/shipped/``, installed as package data)::
 
@@ -13,8 +14,11 @@ Layout (``SHIPPED_DIR`` = ``doctrans/shipped/``, installed as package data)::
 
 ``kind`` is ``"sentence"`` (a sentence-level model) or ``"document"`` (a context model; the
 default of ``doctrans translate`` without ``-c``). At most one model of each kind is the default:
-the first of its kind in the index. ``make_shippable`` turns a training checkpoint into a
-shippable file; ``register`` adds it to an index (replacing an entry of the same name).
+the first of its kind in the index. ``register`` adds an entry to an index (replacing an entry
+of the same name); making a shippable file from a training checkpoint and shipping it
+(``make_shippable``, ``ship``, ``doctrans models add``) is ``runtime/shipping.py``'s: this
+module reads no checkpoint, so that loading one can consult the index — ``index_problem``
+checks every checkpoint file ``runtime.checkpoint.verify_checkpoint`` loads.
 
 A shipped checkpoint loads like any other: ``load_state_dict`` casts the fp16 tensors back to the
 model's float32 parameters.
@@ -23,16 +27,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import torch
-
 from doctrans.utils.io import atomic_write_text
-
-log = logging.getLogger(__name__)
 
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "shipped"
 KINDS = ("document", "sentence")
@@ -159,6 +158,46 @@ def resolve(spec: str | None, kind: str = "document", root: str | Path | None = 
     return spec
 
 
+def index_problem(path: str | Path, shipped: bool, has_digest: bool) -> str | None:
+    """What is wrong with the checkpoint file ``path`` as a shipped model, or None; the shipped
+    indexes are ``shipped_dir()``'s and the package's (``SHIPPED_DIR``; one that is not valid is
+    skipped here — ``doctrans models`` reports it). ``runtime.checkpoint.verify_checkpoint``
+    asks this of every checkpoint it loads, so a shipped model is checked by its content,
+    however it is named:
+
+    * a file that lies where an index entry's file lies (``-c doctrans/shipped/NAME.pt``) is the
+      model NAME and must have the SHA-256 the index gives it, as ``-c NAME`` requires;
+    * a file written for shipping (``shipped``, ``make_shippable``) without a digest inside —
+      the models shipped before checkpoints carried digests, and any copy of one — must have the
+      SHA-256 of a file an index describes: a copy may lie anywhere under any name, but a
+      changed byte is refused. (A file shipped since carries its own digest, checked wherever
+      it lies.)
+    """
+    roots = list(dict.fromkeys([shipped_dir().resolve(), SHIPPED_DIR.resolve()]))
+    models: list[ShippedModel] = []
+    for root in roots:
+        try:
+            models += shipped_models(root)
+        except ValueError:
+            continue
+    real = Path(path).resolve()
+    for m in models:
+        if m.path.resolve() == real:
+            try:
+                m.verify()
+            except ValueError as e:
+                return str(e)
+            return None
+    if shipped and not has_digest:
+        digest = sha256_of(path)
+        if digest not in {m.sha256 for m in models}:
+            return (f"checkpoint {path} is damaged: it is a shipped model's file (without a digest inside) whose "
+                    f"SHA-256 {digest[:12]}… is none of the shipped models' "
+                    f"({', '.join(str(r / 'index.json') for r in roots)}); a model shipped by an older doctrans "
+                    "is shipped again with `doctrans models add`")
+    return None
+
+
 def recaser_for(checkpoint: str | Path, root: str | Path | None = None):
     """The recaser (``data.casing.Recaser``) the index of ``root`` (``shipped_dir()`` by default)
     gives the shipped file ``checkpoint`` is, or None (not a shipped file, or no ``recaser``).
@@ -173,53 +212,6 @@ def recaser_for(checkpoint: str | Path, root: str | Path | None = None):
     return None
 
 
-def make_shippable(checkpoint: str | Path, out: str | Path, recaser: str | Path | None = None) -> dict:
-    """Write ``checkpoint`` as a shippable file at ``out``: floating-point weights in fp16, no
-    optimizer state or RNG; vocabularies, text settings (BPE codes), config and training state
-    kept; ``recaser`` (a table ``data/casing.py`` wrote) goes into the target side's text settings.
-    Returns {"sha256", "bytes", "params"}. Raises ValueError for a checkpoint without ``text``
-    (it could not translate without its dataset) or with non-finite weights."""
-    from doctrans.runtime.checkpoint import load_checkpoint
-    from doctrans.utils.io import atomic_torch_save
-
-    ckpt = load_checkpoint(checkpoint)
-    if not ckpt.get("text"):
-        raise ValueError(f"{checkpoint} has no text settings (BPE codes): it would not translate on its own")
-    weights = half_weights(ckpt["model"], checkpoint)
-    keep = {k: v for k, v in ckpt.items() if k not in ("optimizer", "rng", "rng_ranks", "model")}
-    if recaser is not None:
-        from doctrans.data.casing import Recaser
-
-        table = Recaser.load(recaser).to_dict()
-        keep["text"] = {**keep["text"], "tgt": {**keep["text"]["tgt"], "recaser": table}}
-    elif keep["text"].get("tgt", {}).get("lowercase") and not keep["text"].get("tgt", {}).get("recaser"):
-        log.warning("%s carries no recaser: the shipped model will write lowercase (give a recaser table, "
-                    "e.g. doctrans/shipped/tvsub.recaser.en.json, with --recaser)", checkpoint)
-    atomic_torch_save({**keep, "model": weights, "shipped": True}, out)
-    unique = {v.untyped_storage().data_ptr(): v.numel() for v in weights.values() if v.is_floating_point()}
-    params = sum(unique.values())                                   # tied tensors counted once
-    return {"sha256": sha256_of(out), "bytes": Path(out).stat().st_size, "params": params}
-
-
-def half_weights(model: dict[str, torch.Tensor], source: str | Path = "") -> dict[str, torch.Tensor]:
-    """``model`` (a state dict) with its floating-point tensors in fp16; tensors that share one
-    storage (tied weights: the decoder embedding and the output projection) stay one tensor, so
-    they are written once. Raises ValueError naming ``source`` and the key of a non-finite weight."""
-    from doctrans.runtime.checkpoint import storage_key
-
-    out, done = {}, {}
-    for k, v in model.items():
-        if v.is_floating_point():
-            key = storage_key(v)
-            if key not in done:
-                if not torch.isfinite(v).all():
-                    raise ValueError(f"{source}: weight {k} is not finite; not shipping it")
-                done[key] = v.half()
-            v = done[key]
-        out[k] = v
-    return out
-
-
 def register(root: str | Path, model: ShippedModel) -> None:
     """Add ``model`` to ``root/index.json`` (replacing an entry of the same name; a new entry of
     a kind already shipped goes after it, so the default stays unless it is the one replaced)."""
@@ -231,32 +223,3 @@ def register(root: str | Path, model: ShippedModel) -> None:
         r.pop("root", None)
     rows.insert(old[0], row) if old else rows.append(row)
     atomic_write_text(root / "index.json", json.dumps({"models": rows}, indent=2, ensure_ascii=False) + "\n")
-
-
-def ship(checkpoint: str | Path, name: str, kind: str, card: str, summary: str,
-         root: str | Path | None = None, replace: bool = False, max_mb: float = 30.0,
-         recaser: str | Path | None = None) -> ShippedModel:
-    """Ship ``checkpoint`` as ``NAME``: ``root/NAME.pt`` (``make_shippable``: fp16, no optimizer),
-    ``root/NAME.md`` = ``card`` (markdown) followed by a "File" section (SHA-256, bytes,
-    parameters), and its ``index.json`` entry (``register``); ``recaser``: a table put inside it. Raises ValueError for an unknown
-    ``kind``, a name that is not a plain file stem, a name already shipped without ``replace``
-    (a shipped model is replaced only when asked), or a file over ``max_mb`` MB (removed again)."""
-    root = Path(root) if root is not None else shipped_dir()
-    if kind not in KINDS:
-        raise ValueError(f"kind {kind!r}: expected one of {', '.join(KINDS)}")
-    if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
-        raise ValueError(f"model name {name!r}: use letters, digits, '-', '_' and '.'")
-    if not replace and any(m.name == name for m in shipped_models(root)):
-        raise ValueError(f"{name} is already shipped in {root}: pass replace=True (--replace) to replace it")
-    root.mkdir(parents=True, exist_ok=True)
-    out = root / f"{name}.pt"
-    info = make_shippable(checkpoint, out, recaser)
-    if info["bytes"] > max_mb * 1e6:
-        out.unlink()
-        raise ValueError(f"{checkpoint}: {info['bytes'] / 1e6:.1f} MB in fp16, over the {max_mb:g} MB a shipped "
-                         f"model may take")
-    atomic_write_text(root / f"{name}.md", card.rstrip() + f"\n\n## File\n\n`{name}.pt`: {info['bytes']:,} bytes, "
-          f"{info['params']:,} parameters (fp16), SHA-256 `{info['sha256']}`.\n")
-    model = ShippedModel(name, kind, f"{name}.pt", info["sha256"], info["bytes"], f"{name}.md", summary, str(root))
-    register(root, model)
-    return model

@@ -6,6 +6,10 @@ The optional extra ``pip install 'doctrans[serve]'`` provides FastAPI and uvicor
 """
 from __future__ import annotations
 
+# Seconds a SIGTERM leaves the requests in flight before the rest are refused (serve --drain-timeout;
+# below the supervisors' kill delays: docker stop waits 10 s, Kubernetes 30 s, before SIGKILL).
+DRAIN_TIMEOUT_S = 8.0
+
 
 class MissingServeExtra(ImportError):
     """FastAPI or uvicorn is not installed: ``pip install 'doctrans[serve]'``."""

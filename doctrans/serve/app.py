@@ -3,7 +3,8 @@
 Endpoints (request and response bodies are JSON):
 
 * ``GET /health`` → ``{"status": "ok", "model", "source", "target", "reads_documents",
-  "limits": {…}}``.
+  "limits": {…}, "requests", "sentences", "batches", "queued_requests", "uptime_s"}``
+  (``queued_requests``: submitted, not answered yet).
 * ``POST /translator/translate`` — OpenNMT-py's REST server shape: ``[{"src": "…", "id": 100}, …]``
   → ``[[{"src", "tgt", "n_best": 1, "pred_score": null}, …]]``, one result per item, in order;
   each ``src`` an independent sentence (``id``, OpenNMT's model id, is accepted and ignored: one
@@ -16,6 +17,15 @@ Endpoints (request and response bodies are JSON):
   one output line per input line ("" for a blank one), translated with context by a context
   model.
 
+Text: a byte order mark (U+FEFF) at the start of a line is not text and is dropped, as the
+file readers of ``doctrans translate`` drop it. Fields a request may carry but this server does not
+read (e.g. LibreTranslate's ``alternatives``, OpenNMT-py's ``ref``) do not fail the request — real
+clients send them, and refusing them would break those clients — but neither are they dropped
+silently: the answer names them, sorted, in its ``Doctrans-Ignored-Fields`` header
+(comma-separated) and, when the answer is a JSON object, in ``"ignored": […]``; the first request
+with each such field is logged. Fields the endpoints declare are not reported (``id`` of
+OpenNMT-py, LibreTranslate's ``api_key``: accepted, no key is needed).
+
 Concurrency (``Batcher``): one worker thread owns the model; each request's lines are queued,
 and the worker translates everything waiting (up to ``max_batch_lines``) in one
 ``translator.translate`` call, each request its own documents (its ``doc_ids`` prefixed by the
@@ -24,10 +34,19 @@ own translations; a request whose batch failed is retried alone, so an error rea
 own request. The endpoints run in FastAPI's thread pool and wait for their result, so the event
 loop keeps accepting; no request is dropped. Limits (``Limits``): at most
 ``max_lines`` lines/sentences and ``max_chars`` characters per request (413), and
-``max_body_bytes`` of request body (413, checked on ``Content-Length`` before the body is read).
+``max_body_bytes`` of request body (413; ``RequestGuard``: a ``Content-Length`` over the limit
+before the body is read, a chunked body — no ``Content-Length`` — counted as it arrives and refused
+as soon as the count passes the limit, the rest never read; either 413 closes the connection).
+
+Shutting down (``drain``, called by ``run.serve`` on SIGTERM / SIGINT once uvicorn stops
+accepting): requests already queued are still translated until the drain time has passed; then
+every request not answered — queued, or in the batch being translated — gets a 503, as does a
+request that arrives while draining (on a connection still open, or whose body was still being
+read); the 503 carries ``Retry-After`` (``RETRY_AFTER_S`` seconds).
+
 Every error is a JSON body ``{"error": message, "status": code}`` with that status code: 400 bad
 languages, 404 unknown path, 405 wrong method, 413 too large, 422 malformed JSON or fields, 500
-a failed translation (logged with its traceback).
+a failed translation (logged with its traceback), 503 shutting down.
 """
 from __future__ import annotations
 
@@ -38,15 +57,22 @@ import time
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from doctrans.serve.limits import Limits
 
 log = logging.getLogger(__name__)
+
+RETRY_AFTER_S = 5         # Retry-After of a 503 (the server is shutting down): about a restart's time
+UNAVAILABLE = "the server is shutting down: not translated, retry later"
+
+
+class Unavailable(Exception):
+    """The request was not translated because the server is shutting down (a 503)."""
 
 
 class Batcher:
@@ -54,23 +80,88 @@ class Batcher:
     its translations; the worker takes every request waiting (at least one, up to
     ``max_batch_lines`` lines) and translates them in one ``translator.translate`` call, each
     request's documents kept apart. A failed joint call is retried request by request, so each
-    gets its own result or exception. ``close()`` stops the worker after the queued requests."""
+    gets its own result or exception. ``drain(timeout)`` starts the shutdown: new requests are
+    refused (``Unavailable``), the queued ones are still translated, and those not answered
+    ``timeout`` seconds later get ``Unavailable``; ``close()`` stops the worker after the queued
+    requests, waiting for it until the drain deadline (60 s without a drain); a translation still
+    running then is abandoned (its thread is a daemon, its results are dropped)."""
 
     def __init__(self, translator, max_batch_lines: int = Limits.max_batch_lines):
         self.translator, self.max_batch_lines = translator, max_batch_lines
         self.calls = 0                              # translate calls made (batches)
+        self.draining = False                       # drain() was called: new requests are refused
         self._queue: queue.Queue = queue.Queue()
+        self._pending: set[Future] = set()          # submitted, not answered (queued or translating)
+        self._lock = threading.Lock()               # guards _pending, draining, _expired and answering
+        self._expired = False                       # the drain time has passed
+        self._timer: threading.Timer | None = None
+        self._deadline: float | None = None         # time.monotonic() at which drain() refuses the rest
         self._thread = threading.Thread(target=self._work, name="doctrans-translate", daemon=True)
         self._thread.start()
 
+    @property
+    def translating(self) -> bool:
+        """The worker thread still runs (after ``close``: a translation it could not finish)."""
+        return self._thread.is_alive()
+
+    @property
+    def queued_requests(self) -> int:
+        """Requests submitted and not answered yet (waiting or being translated)."""
+        return len(self._pending)
+
     def submit(self, lines: list[str], doc_ids: list[str]) -> list[str]:
+        """The translations of ``lines``; raises what the translator raised, or Unavailable when
+        the server is draining (at once, or at the drain deadline)."""
         fut: Future = Future()
-        self._queue.put((lines, doc_ids, fut))
+        with self._lock:
+            if self.draining:
+                raise Unavailable(UNAVAILABLE)
+            self._pending.add(fut)
+            self._queue.put((lines, doc_ids, fut))
         return fut.result()
 
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=60)
+    def drain(self, timeout: float) -> None:
+        """Refuse new requests; answer those not answered within ``timeout`` seconds with
+        Unavailable. The worker stops once the queue is empty."""
+        with self._lock:
+            if self.draining:
+                return
+            self.draining = True
+            self._queue.put(None)
+            self._deadline = time.monotonic() + max(0.0, timeout)
+        self._timer = threading.Timer(max(0.0, timeout), self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop the worker after the queued requests; wait for it at most ``timeout`` seconds
+        (default: until the drain deadline, 60 s without a drain)."""
+        with self._lock:
+            if not self.draining:
+                self.draining = True
+                self._queue.put(None)
+        if timeout is None:
+            timeout = 60.0 if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+        self._thread.join(timeout=timeout)
+        if self._timer is not None and not self._pending:
+            self._timer.cancel()
+
+    def _expire(self) -> None:
+        with self._lock:
+            self._expired = True
+            for fut in self._pending:
+                fut.set_exception(Unavailable(UNAVAILABLE))
+            self._pending.clear()
+
+    def _answer(self, fut: Future, result=None, error: BaseException | None = None) -> None:
+        with self._lock:
+            if fut not in self._pending:                # refused at the drain deadline meanwhile
+                return
+            self._pending.discard(fut)
+            if error is not None:
+                fut.set_exception(error)
+            else:
+                fut.set_result(result)
 
     def _translate(self, batch: list) -> None:
         lines = [x for b in batch for x in b[0]]
@@ -83,10 +174,10 @@ class Batcher:
                 for b in batch:
                     self._translate([b])
             else:
-                batch[0][2].set_exception(e)
+                self._answer(batch[0][2], error=e)
             return
         for b in batch:
-            b[2].set_result([next(out) for _ in b[0]])
+            self._answer(b[2], [next(out) for _ in b[0]])
 
     def _work(self) -> None:
         while True:
@@ -104,7 +195,10 @@ class Batcher:
                     break
                 batch.append(nxt)
                 size += len(nxt[0])
-            self._translate(batch)
+            with self._lock:
+                batch = [b for b in batch if b[2] in self._pending]     # not refused at the deadline
+            if batch and not self._expired:
+                self._translate(batch)
             if stop:
                 return
 
@@ -115,12 +209,16 @@ class ApiError(Exception):
         self.status, self.message = status, message
 
 
-class OnmtItem(BaseModel):
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="allow")        # fields not declared are kept, to be reported
+
+
+class OnmtItem(_Body):
     src: str
     id: int | str | None = None
 
 
-class LibreRequest(BaseModel):
+class LibreRequest(_Body):
     q: str | list[str]
     source: str = "auto"
     target: str = ""
@@ -128,12 +226,73 @@ class LibreRequest(BaseModel):
     api_key: str | None = None
 
 
-class DocumentRequest(BaseModel):
+class DocumentRequest(_Body):
     lines: list[str] = Field(...)
 
 
+def _text(s: str) -> str:
+    """A line without its leading byte order mark (not text: the file readers drop it too)."""
+    return s[1:] if s.startswith("\ufeff") else s
+
+
 def _one_line(s: str) -> str:
-    return " ".join(s.splitlines()) if ("\n" in s or "\r" in s) else s
+    s = _text(s)
+    return " ".join(_text(x) for x in s.splitlines()) if ("\n" in s or "\r" in s) else s
+
+
+class _Refused(Exception):
+    """Raised into the endpoint by ``RequestGuard``'s receive once it has refused the request."""
+
+
+class RequestGuard:
+    """ASGI middleware in front of the endpoints: refuses a request body over ``max_body_bytes``
+    with a 413 — at once when its ``Content-Length`` says so, else (a chunked body) as soon as the
+    bytes received pass the limit, the rest never read — and, once ``draining()`` is true, a new
+    request, or one whose body is still arriving, with a 503. Answers sent before the body was
+    read whole close the connection (``Connection: close``), so the client stops sending."""
+
+    def __init__(self, app, max_body_bytes: int, draining):
+        self.app, self.max_body_bytes, self.draining = app, max_body_bytes, draining
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if self.draining():
+            return await _error(503, UNAVAILABLE, close=True)(scope, receive, send)
+        size = dict(scope["headers"]).get(b"content-length", b"").decode("latin-1")
+        if size.isdigit() and int(size) > self.max_body_bytes:
+            return await _error(413, f"request body of {size} bytes: at most {self.max_body_bytes}",
+                                close=True)(scope, receive, send)
+        state = {"bytes": 0, "done": False, "refused": None, "started": False}
+
+        async def counted_receive():
+            if state["refused"] is not None:
+                raise _Refused
+            if not state["done"] and self.draining():
+                state["refused"] = _error(503, UNAVAILABLE, close=True)
+                raise _Refused
+            message = await receive()
+            if message["type"] == "http.request" and not state["done"]:
+                state["bytes"] += len(message.get("body", b""))
+                state["done"] = not message.get("more_body", False)
+                if state["bytes"] > self.max_body_bytes:
+                    state["refused"] = _error(413, f"request body over {self.max_body_bytes} bytes ("
+                                                   f"{state['bytes']} received, the rest not read)", close=True)
+                    raise _Refused
+            return message
+
+        async def guarded_send(message):
+            if state["refused"] is None:            # the endpoint's answer to a refused request is dropped
+                state["started"] |= message["type"] == "http.response.start"
+                await send(message)
+
+        try:
+            await self.app(scope, counted_receive, guarded_send)
+        except Exception:
+            if state["refused"] is None:
+                raise
+        if state["refused"] is not None and not state["started"]:
+            await state["refused"](scope, receive, send)
 
 
 def create_app(translator, limits: Limits = Limits(), source: str = "zh", target: str = "en",
@@ -146,6 +305,21 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
     batcher = Batcher(translator, limits.max_batch_lines)
     app.state.batcher = batcher
     app.router.on_shutdown.append(batcher.close)
+    app.add_middleware(RequestGuard, max_body_bytes=limits.max_body_bytes, draining=lambda: batcher.draining)
+    reported: set[tuple[str, str]] = set()
+
+    def ignored(path: str, response: Response, *bodies: BaseModel) -> list[str]:
+        """The fields of ``bodies`` no endpoint declares, sorted; set in the answer's header and
+        logged the first time each is seen."""
+        names = sorted({k for b in bodies for k in (b.model_extra or {})})
+        if names:
+            response.headers["Doctrans-Ignored-Fields"] = ", ".join(names)
+            new = [n for n in names if (path, n) not in reported]
+            if new:
+                reported.update((path, n) for n in new)
+                log.info("POST %s: ignored the request field(s) %s (not read by this server)", path, ", ".join(new))
+        return names
+
     stats = {"requests": 0, "sentences": 0, "started": time.time()}
     count_lock = threading.Lock()
 
@@ -161,17 +335,12 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
             out = batcher.submit(lines, doc_ids)
         except ValueError as e:
             raise ApiError(422, str(e)) from None
+        except Unavailable as e:
+            raise ApiError(503, str(e)) from None
         with count_lock:
             stats["requests"] += 1
             stats["sentences"] += sum(1 for x in lines if x.strip())
         return out
-
-    @app.middleware("http")
-    async def body_limit(request: Request, call_next):
-        size = request.headers.get("content-length")
-        if size is not None and size.isdigit() and int(size) > limits.max_body_bytes:
-            return _error(413, f"request body of {size} bytes: at most {limits.max_body_bytes}")
-        return await call_next(request)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError):
@@ -198,16 +367,18 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
         return {"status": "ok", "model": name, "source": source, "target": target,
                 "reads_documents": bool(translator.reads_documents), "limits": asdict(limits),
                 "requests": stats["requests"], "sentences": stats["sentences"], "batches": batcher.calls,
+                "queued_requests": batcher.queued_requests,
                 "uptime_s": round(time.time() - stats["started"], 1)}
 
     @app.post("/translator/translate")
-    def onmt(items: list[OnmtItem]):
+    def onmt(items: list[OnmtItem], response: Response):
         srcs = [_one_line(x.src) for x in items]
         out = run(srcs, [str(k) for k in range(len(srcs))])
+        ignored("/translator/translate", response, *items)
         return [[{"src": s, "tgt": t, "n_best": 1, "pred_score": None} for s, t in zip(srcs, out)]]
 
     @app.post("/translate")
-    def libre(req: LibreRequest):
+    def libre(req: LibreRequest, response: Response):
         if req.source not in ("auto", source):
             raise ApiError(400, f"source language {req.source!r} is not supported: this model translates "
                                 f"{source} to {target}")
@@ -218,18 +389,33 @@ def create_app(translator, limits: Limits = Limits(), source: str = "zh", target
             raise ApiError(400, f"format {req.format!r} is not supported: text")
         texts = [req.q] if isinstance(req.q, str) else req.q
         docs = [t.split("\n") for t in texts]
-        lines = [x.rstrip("\r") for d in docs for x in d]
+        lines = [_text(x.rstrip("\r")) for d in docs for x in d]
         out = iter(run(lines, [str(k) for k, d in enumerate(docs) for _ in d]))
         joined = ["\n".join(next(out) for _ in d) for d in docs]
-        return {"translatedText": joined[0] if isinstance(req.q, str) else joined}
+        answer = {"translatedText": joined[0] if isinstance(req.q, str) else joined}
+        return {**answer, "ignored": names} if (names := ignored("/translate", response, req)) else answer
 
     @app.post("/translate/document")
-    def document(req: DocumentRequest):
+    def document(req: DocumentRequest, response: Response):
         lines = [_one_line(x) for x in req.lines]
-        return {"lines": run(lines, ["0"] * len(lines))}
+        answer = {"lines": run(lines, ["0"] * len(lines))}
+        return {**answer, "ignored": names} if (names := ignored("/translate/document", response, req)) else answer
+
+    def drain(timeout: float) -> None:
+        """Start the shutdown (see the module doc): called once uvicorn stops accepting."""
+        log.info("shutting down: %d request(s) in flight, answered or refused within %.0f s",
+                 batcher.queued_requests, timeout)
+        batcher.drain(timeout)
+
+    app.state.drain = drain
 
     return app
 
 
-def _error(status: int, message: str, **extra) -> JSONResponse:
-    return JSONResponse({"error": message, "status": status, **extra}, status_code=status)
+def _error(status: int, message: str, close: bool = False, **extra) -> JSONResponse:
+    """The JSON error answer; a 503 carries Retry-After; ``close``: the connection is closed after
+    it (the request body was not read whole)."""
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else {}
+    if close:
+        headers["Connection"] = "close"
+    return JSONResponse({"error": message, "status": status, **extra}, status_code=status, headers=headers)

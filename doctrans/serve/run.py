@@ -1,24 +1,30 @@
 """Starting the server: load the model once, build the app (``app.create_app``), run uvicorn
-(one process; on SIGTERM or SIGINT uvicorn stops accepting, finishes the requests in flight and
-returns: the command exits 0)."""
+(one process). On SIGTERM or SIGINT uvicorn stops accepting, the app drains (``app.py``: what is
+queued is still translated for ``drain_timeout`` seconds, then every request not answered gets a
+JSON 503 with Retry-After), the connections close and ``serve`` returns: the command exits 0,
+about ``drain_timeout`` seconds after the signal at most (a translation still running then is
+abandoned: the process ends with ``os._exit(0)``)."""
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
 import threading
 
-from doctrans.serve import require
+from doctrans.serve import DRAIN_TIMEOUT_S, require
 from doctrans.serve.app import Limits
 
 log = logging.getLogger(__name__)
 
 
 def serve(translator, host: str = "127.0.0.1", port: int = 5000, limits: Limits = Limits(), source: str = "zh",
-          target: str = "en", name: str = "", log_level: str | None = None) -> None:
-    """Serve ``translator`` at http://HOST:PORT until SIGTERM / SIGINT; uvicorn logs at
-    ``log_level`` (default: the root logger's level, so ``doctrans -q serve`` logs no requests).
-    Raises MissingServeExtra without FastAPI / uvicorn, OSError when the server did not start
-    (e.g. the port is in use)."""
+          target: str = "en", name: str = "", log_level: str | None = None,
+          drain_timeout: float = DRAIN_TIMEOUT_S) -> None:
+    """Serve ``translator`` at http://HOST:PORT until SIGTERM / SIGINT, then drain for at most
+    ``drain_timeout`` seconds (module doc); uvicorn logs at ``log_level`` (default: the root
+    logger's level, so ``doctrans -q serve`` logs no requests). Raises MissingServeExtra without
+    FastAPI / uvicorn, OSError when the server did not start (e.g. the port is in use)."""
     if log_level is None:
         log_level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
     uvicorn = require("uvicorn")
@@ -28,8 +34,17 @@ def serve(translator, host: str = "127.0.0.1", port: int = 5000, limits: Limits 
     app = create_app(translator, limits, source, target, name)
     log.info("serving %s at http://%s:%d (POST /translate, /translator/translate, /translate/document; "
              "GET /health)", name, host, port)
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1, timeout_graceful_shutdown=30)
-    server = uvicorn.Server(config)
+
+    class DrainingServer(uvicorn.Server):
+        async def shutdown(self, sockets=None):         # uvicorn's graceful shutdown, the app draining
+            app.state.drain(drain_timeout)
+            await super().shutdown(sockets)
+
+    # Every request is answered by the drain deadline; uvicorn's own limit (after which it cancels
+    # what is still running) only catches a connection stuck otherwise.
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1,
+                            timeout_graceful_shutdown=int(drain_timeout) + 5)
+    server = DrainingServer(config)
     # uvicorn handles SIGTERM / SIGINT while it runs (graceful shutdown) and then raises the signal
     # again for the handler that was there before; ours ends the process normally (exit code 0)
     # and also stops a server that is still starting.
@@ -42,4 +57,14 @@ def serve(translator, host: str = "127.0.0.1", port: int = 5000, limits: Limits 
             signal.signal(signal.SIGTERM, previous)
     if not server.started:
         raise OSError(f"the server did not start on {host}:{port} (port in use?)")
+    if main and app.state.batcher.translating:
+        # Every request was answered (its 503 sent) but a translation still runs in the worker
+        # thread: torch cannot be interrupted, and the interpreter's exit around a thread inside
+        # it aborts ("terminate called without an active exception", exit code -6). The process
+        # ends now instead, its logs flushed.
+        log.info("server stopped (the translation still running was abandoned)")
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     log.info("server stopped")

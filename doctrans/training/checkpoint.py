@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from doctrans.config import from_dict, to_dict
-from doctrans.runtime.checkpoint import load_checkpoint, storage_key
+from doctrans.runtime.checkpoint import load_checkpoint
+from doctrans.runtime.checkpoint_digest import storage_key
 
 # Config fields that may change when resuming (they do not change what an update computes).
 RESUME_MAY_CHANGE = {

@@ -314,11 +314,11 @@ def test_export_takes_a_shipped_models_name(pre_norm, tmp_path, monkeypatch):
     """`doctrans export -c NAME` exports a shipped model, as `translate -c NAME` translates with it
     (it refused the name: "File 'NAME' does not exist"); a name that is neither says both."""
     _ct2()
-    from doctrans.runtime import shipped
+    from doctrans.runtime import shipping
 
     root = tmp_path / "shipped"
     monkeypatch.setenv("DOCTRANS_SHIPPED_DIR", str(root))
-    shipped.ship(pre_norm, "tiny-sent", "sentence", "# tiny\n", "tiny", root)
+    shipping.ship(pre_norm, "tiny-sent", "sentence", "# tiny\n", "tiny", root)
     r = CliRunner().invoke(cli, ["export", "-c", "tiny-sent", "-o", str(tmp_path / "ct2")])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "ct2" / "model.bin").is_file()

@@ -170,11 +170,12 @@ def test_non_finite_weights_are_never_saved(tmp_path):
 def test_translating_non_finite_weights_is_refused_naming_the_file(trained, tmp_path):
     from doctrans.inference.translate import TranslateConfig
     from doctrans.inference.translate import translate_input as run
+    from doctrans.runtime.checkpoint_digest import with_digest
 
     ck = torch.load(trained, weights_only=True)
     next(iter(ck["model"].values())).fill_(float("nan"))
     bad = tmp_path / "nan.pt"
-    torch.save(ck, bad)
+    torch.save(with_digest(ck), bad)                       # its digest intact: the NaN check refuses it
     (tmp_path / "in.txt").write_text("w1 w2\n", encoding="utf-8")
     with pytest.raises(ValueError, match=rf"{bad}.*non-finite"):
         run(TranslateConfig(checkpoint=str(bad), input=str(tmp_path / "in.txt"), output=str(tmp_path / "out.txt"),
@@ -210,3 +211,31 @@ def test_a_full_disk_names_the_checkpoint_and_keeps_the_previous_one(tmp_path, m
     assert (tmp_path / "last.pt").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt", "metrics.jsonl"] or \
         not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+# --- issue 73 item 10: a file size limit (ulimit -f) while saving -----------------------------
+
+def test_a_file_size_limit_names_the_checkpoint_and_the_limit(tmp_path):
+    """torch reported a write past RLIMIT_FSIZE as 'enforce fail at inline_container.cc:672 …
+    unexpected pos', naming neither the file nor the cause (CPython ignores SIGXFSZ, so the
+    write fails with EFBIG instead of killing the process)."""
+    import resource
+
+    from doctrans.runtime.checkpoint_write import save_checkpoint
+
+    path = tmp_path / "last.pt"
+    save_checkpoint({"model": {"w": torch.ones(8)}}, path)
+    before = path.read_bytes()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if hard != resource.RLIM_INFINITY and hard < 1 << 16:
+        pytest.skip("the hard file size limit is below the test's")
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, hard))
+    try:
+        with pytest.raises(OSError, match=rf"cannot write checkpoint {path}: file too large: the file size limit "
+                                          r"\(ulimit -f\) is 65,536 bytes and the checkpoint holds 262,144 bytes "
+                                          r"of tensors") as e:
+            save_checkpoint({"model": {"w": torch.zeros(1 << 16)}}, path)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert e.value.errno == errno.EFBIG
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from conftest import train_tiny
-from doctrans.runtime import shipped
+from doctrans.runtime import shipped, shipping
+from doctrans.runtime.checkpoint_digest import with_digest
 from doctrans.runtime.shipped import ShippedModel
 
 
@@ -20,7 +21,7 @@ def tiny_checkpoint(tmp_path_factory) -> Path:
 
 
 def _ship(root: Path, ckpt: Path, name: str, kind: str) -> ShippedModel:
-    info = shipped.make_shippable(ckpt, root / f"{name}.pt")
+    info = shipping.make_shippable(ckpt, root / f"{name}.pt")
     (root / f"{name}.md").write_text(f"# {name}\n", encoding="utf-8")
     model = ShippedModel(name, kind, f"{name}.pt", info["sha256"], info["bytes"], f"{name}.md", "tiny", str(root))
     shipped.register(root, model)
@@ -28,7 +29,7 @@ def _ship(root: Path, ckpt: Path, name: str, kind: str) -> ShippedModel:
 
 
 def test_make_shippable_halves_the_weights_and_drops_the_optimizer(tmp_path, tiny_checkpoint):
-    info = shipped.make_shippable(tiny_checkpoint, tmp_path / "m.pt")
+    info = shipping.make_shippable(tiny_checkpoint, tmp_path / "m.pt")
     orig = torch.load(tiny_checkpoint, weights_only=True)
     ship = torch.load(tmp_path / "m.pt", weights_only=True)
     assert "optimizer" in orig and "optimizer" not in ship and "rng" not in ship
@@ -47,7 +48,7 @@ def test_make_shippable_keeps_tied_weights_shared(tmp_path, tiny_checkpoint):
     tied = [k for k, v in orig.items() for k2, v2 in orig.items()
             if k < k2 and v.untyped_storage().data_ptr() == v2.untyped_storage().data_ptr()]
     assert tied, "the tiny model ties no weights: the test would not test anything"
-    info = shipped.make_shippable(tiny_checkpoint, tmp_path / "m.pt")
+    info = shipping.make_shippable(tiny_checkpoint, tmp_path / "m.pt")
     ship = torch.load(tmp_path / "m.pt", weights_only=True)["model"]
     ptrs = {v.untyped_storage().data_ptr() for v in ship.values()}
     assert len(ptrs) == len({v.untyped_storage().data_ptr() for v in orig.values()})
@@ -58,13 +59,13 @@ def test_make_shippable_keeps_tied_weights_shared(tmp_path, tiny_checkpoint):
 def test_shipped_checkpoint_translates_like_its_fp16_weights(tmp_path, tiny_checkpoint):
     from doctrans.api import Translator
 
-    shipped.make_shippable(tiny_checkpoint, tmp_path / "m.pt")
+    shipping.make_shippable(tiny_checkpoint, tmp_path / "m.pt")
     lines = ["w1 w2 w3", "", "w4 w5"]
     out = Translator.load(str(tmp_path / "m.pt")).translate_sentences(lines)
     assert len(out) == 3 and out[1] == "" and all(out[i] for i in (0, 2))
     ckpt = torch.load(tiny_checkpoint, weights_only=True)     # the original rounded to fp16 = what shipped
     ckpt["model"] = {k: (v.half().float() if v.is_floating_point() else v) for k, v in ckpt["model"].items()}
-    torch.save(ckpt, tmp_path / "rounded.pt")
+    torch.save(with_digest(ckpt), tmp_path / "rounded.pt")
     assert Translator.load(str(tmp_path / "rounded.pt")).translate_sentences(lines) == out
 
 
@@ -198,7 +199,7 @@ def test_a_recaser_in_the_checkpoint_restores_case_of_detokenized_output(tmp_pat
     ckpt = torch.load(tiny_checkpoint, weights_only=True)
     assert "recaser" not in ckpt["text"]["tgt"]
     ckpt["text"]["tgt"]["recaser"] = TABLE
-    torch.save(ckpt, tmp_path / "cased.pt")
+    torch.save(with_digest(ckpt), tmp_path / "cased.pt")
     lines = ["w1 w2 w3", "", "w4 w5 w6 w8"]
     lower = Translator.load(str(tiny_checkpoint)).translate_sentences(lines)
     assert all(x == x.lower() for x in lower) and lower[0]
@@ -248,13 +249,13 @@ def test_a_shipped_checkpoint_without_one_gets_the_recaser_its_index_names(tmp_p
 
 def test_shipping_a_lowercasing_checkpoint_without_a_recaser_warns(tmp_path, tiny_checkpoint, caplog):
     assert torch.load(tiny_checkpoint, weights_only=True)["text"]["tgt"]["lowercase"]
-    with caplog.at_level("WARNING", logger="doctrans.runtime.shipped"):
-        shipped.make_shippable(tiny_checkpoint, tmp_path / "a.pt")
+    with caplog.at_level("WARNING", logger="doctrans.runtime.shipping"):
+        shipping.make_shippable(tiny_checkpoint, tmp_path / "a.pt")
     assert "carries no recaser" in caplog.text
     caplog.clear()
     (tmp_path / "t.json").write_text(json.dumps(TABLE), encoding="utf-8")
-    with caplog.at_level("WARNING", logger="doctrans.runtime.shipped"):
-        shipped.make_shippable(tiny_checkpoint, tmp_path / "b.pt", recaser=tmp_path / "t.json")
+    with caplog.at_level("WARNING", logger="doctrans.runtime.shipping"):
+        shipping.make_shippable(tiny_checkpoint, tmp_path / "b.pt", recaser=tmp_path / "t.json")
     assert "carries no recaser" not in caplog.text
 
 

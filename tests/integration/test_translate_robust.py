@@ -84,7 +84,7 @@ def test_checkpoint_translates_from_elsewhere_without_its_dataset(trained, tmp_p
 
 def test_old_checkpoint_without_text_settings_names_what_is_missing(trained, tmp_path):
     ck = torch.load(trained, weights_only=True)
-    del ck["text"]
+    del ck["text"], ck["digest"]                           # as checkpoints were before both
     ck["prepared"] = str(tmp_path / "gone")
     old = tmp_path / "old.pt"
     torch.save(ck, old)

@@ -45,10 +45,12 @@ def _lines(path: Path) -> list[str]:
 def _no_model(monkeypatch):
     """Fail the test if a model is loaded: the checks must come before any work."""
     import doctrans.inference.translate as t
+    import doctrans.inference.translator as tr
 
     def boom(cfg):
         raise AssertionError("the model was loaded before the outputs were checked")
     monkeypatch.setattr(t, "load_model", boom)
+    monkeypatch.setattr(tr, "load_model", boom)         # (the one Translator calls)
 
 
 def test_output_that_is_the_input_is_refused_before_any_work(trained, tmp_path, monkeypatch):
@@ -170,3 +172,45 @@ def test_native_compute_type_int8_is_quantize_int8(trained, tmp_path, caplog):
     with pytest.raises(ValueError, match="--compute-type float16 is CTranslate2's"):
         Translator(_cfg(trained, "-", "-", compute_type="float16"))
     assert Translator(_cfg(trained, "-", "-", compute_type="float32")).cfg.model.quantize == "none"
+
+
+def test_output_that_is_the_file_behind_stdin_is_refused_before_any_work(trained, tmp_path, monkeypatch):
+    """`translate -o a.zh < a.zh` (issue 73 item 1): standard input's file is an input too."""
+    src = _write(tmp_path / "in.bpe", LINES)
+    before = src.read_bytes()
+    hard = tmp_path / "hard.bpe"
+    os.link(src, hard)
+    _no_model(monkeypatch)
+    for out in (src, hard):
+        with open(src, "rb") as f:
+            monkeypatch.setattr("sys.stdin", open(f.fileno(), encoding="utf-8", closefd=False))
+            with pytest.raises(ValueError, match=rf"--output {out} is the file standard input reads \(--input -\): "
+                                                 r"writing it would replace the input"):
+                translate_run(_cfg(trained, "-", out))
+    assert src.read_bytes() == before
+
+
+def test_directory_input_with_an_existing_file_output_is_refused_before_any_work(trained, tmp_path, monkeypatch):
+    """`-i DIR -o FILE` (issue 73 item 10) was refused only after translating every document."""
+    d = _write(tmp_path / "docs" / "ep1.zh", LINES).parent
+    out = _write(tmp_path / "out.txt", ["keep"])
+    _no_model(monkeypatch)
+    with pytest.raises(ValueError, match=rf"--output {out} is an existing file: the directory input {d} needs an "
+                                         r"output directory"):
+        translate_run(_cfg(trained, d, out))
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "ep1.srt").write_text("1\n00:00:01,000 --> 00:00:02,000\nw1 w2\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"--output {out} is an existing file"):
+        translate_run(_cfg(trained, subs, out))
+    assert _lines(out) == ["keep"]
+
+
+def test_subtitle_output_that_is_its_input_is_refused_before_any_work(trained, tmp_path, monkeypatch):
+    src = tmp_path / "ep1.srt"
+    src.write_text("1\n00:00:01,000 --> 00:00:02,000\nw1 w2\n", encoding="utf-8")
+    before = src.read_bytes()
+    _no_model(monkeypatch)
+    with pytest.raises(ValueError, match=r"--output .*ep1\.srt is the --input: writing it would replace the input"):
+        translate_run(_cfg(trained, src, src))
+    assert src.read_bytes() == before

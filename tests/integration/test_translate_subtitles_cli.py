@@ -50,6 +50,21 @@ def test_bad_subtitle_file_is_a_one_line_error(ckpt, tmp_path, monkeypatch, caps
     assert f"error: {bad}: cue 2 (index 2, line 6): bad timestamp line" in err
 
 
+@pytest.mark.parametrize("name", ["empty.txt", "empty.srt", "empty.vtt", "empty.ass"])
+def test_an_empty_input_gives_an_empty_output_whatever_its_format(ckpt, tmp_path, caplog, name):
+    """Issue 73 item 9: one rule for empty files (an empty .vtt was refused, an empty .srt gave a
+    blank line)."""
+    from doctrans.stages import translate
+
+    src = tmp_path / name
+    src.write_bytes(b"")
+    with caplog.at_level("INFO"):
+        translate(TranslateConfig(checkpoint=str(ckpt), input=str(src), output=str(tmp_path / f"out-{name}"),
+                                  input_format="bpe", tokenized=True, beam=2, threads=1))
+    assert (tmp_path / f"out-{name}").read_bytes() == b""
+    assert f"{src}: empty input: the output is empty" in caplog.text
+
+
 def test_stream_command_flushes_each_line(ckpt):
     lines = ["w1 w2 w3", "w4 w5", "", "w6 w7 w8 w9"]
     r = CliRunner().invoke(cli, ["translate", "--stream", "-c", str(ckpt), "--input-format", "bpe", "--tokenized",
@@ -59,6 +74,33 @@ def test_stream_command_flushes_each_line(ckpt):
     assert r.output.split("\n")[:-1] == tr.translate(lines)
     r = CliRunner().invoke(cli, ["translate", "--stream", "-c", str(ckpt), "-o", "out.en"])
     assert r.exit_code != 0 and "--stream reads stdin and writes stdout" in str(r.exception)
+
+
+def test_stream_drops_a_byte_order_mark_as_the_file_readers_do(ckpt):
+    """Issue 73 item 6: '\\ufeffw1 w2 w3' on stdin is 'w1 w2 w3'."""
+    lines = ["w1 w2 w3", "w4 w5", "", "w6 w7 w8 w9"]
+    data = "".join(f"{x}\n" for x in lines).encode("utf-8")
+    r = CliRunner().invoke(cli, ["translate", "--stream", "-c", str(ckpt), "--input-format", "bpe", "--tokenized",
+                                 "--beam", "2"], input=b"\xef\xbb\xbf" + data + b"\xef\xbb\xbf" + data)
+    assert r.exit_code == 0, r.output
+    tr = Translator(TranslateConfig(checkpoint=str(ckpt), input_format="bpe", tokenized=True, beam=2))
+    assert r.output.split("\n")[:-1] == tr.translate(lines) * 2          # (a mark at each `cat`-joined start)
+
+
+def test_stream_applies_the_encoding_errors_policy(ckpt, caplog):
+    """Issue 73 item 7: strict (the default) stops at the first undecodable line naming it, after
+    the lines before it were written; replace gives U+FFFD with a warning naming the line."""
+    common = ["translate", "--stream", "-c", str(ckpt), "--input-format", "bpe", "--tokenized", "--beam", "2"]
+    data = b"w1 w2 w3\nw4 \xff\xfe w5\nw6\n"
+    tr = Translator(TranslateConfig(checkpoint=str(ckpt), input_format="bpe", tokenized=True, beam=2))
+    r = CliRunner().invoke(cli, common, input=data)
+    assert r.exit_code != 0 and r.output.split("\n")[:-1] == tr.translate(["w1 w2 w3"])
+    assert str(r.exception).startswith("<stdin>:2: not valid UTF-8 (byte 0xff at byte 3 of the line)")
+    with caplog.at_level("WARNING"):
+        r = CliRunner().invoke(cli, [*common, "--encoding-errors", "replace"], input=data)
+    assert r.exit_code == 0, r.output
+    assert r.output.split("\n")[:-1] == tr.translate(["w1 w2 w3", "w4 \ufffd\ufffd w5", "w6"])
+    assert "<stdin>:2: 2 undecodable byte sequence(s) replaced by U+FFFD" in caplog.text
 
 
 def test_run_stream_writes_and_flushes_before_reading_on(ckpt):
@@ -94,5 +136,7 @@ def test_plain_text_encoding_and_script(tmp_path):
     from dataclasses import replace
 
     assert read_documents(replace(cfg, script="simplified"))[0][0] == "我們今天去看電影。"
-    with pytest.raises(ValueError, match="not valid UTF-8"):          # no --encoding: UTF-8, as before
+    assert read_documents(replace(cfg, encoding=""))[0][0] == "我们今天去看电影。"   # no --encoding: wholly Big5
+    f.write_bytes("好\n".encode() + b"\x80\n")
+    with pytest.raises(ValueError, match="not valid UTF-8"):          # ... else UTF-8, as before
         read_documents(replace(cfg, encoding=""))

@@ -262,7 +262,7 @@ OTHER_SETTINGS = {
     "experiments/dp_table.py: DPTableConfig.nbest": "the N of the DP table's N-best mixture rows",
     "cli/tables.py: --nbest": "the same, table dp's option",
     "inference/collection.py: TextReading.script": "a plain errors mode (no script given): no conversion",
-    "inference/subtitles.py: SubtitleDoc.encoding": "the encoding a subtitle file was read in, a record field",
+    "inference/subtitle_files.py: SubtitleDoc.encoding": "the encoding a subtitle file was read in, a record field",
     "stages.py: shortlist(threads)": "doctrans shortlist's eflomal samplers",
 }
 

@@ -116,13 +116,14 @@ def test_members_of_another_dataset_and_bad_weights_are_refused(tmp_path):
     from doctrans.cli import cli
     from doctrans.inference.translate import LoadedModel, TranslateConfig
     from doctrans.runtime.checkpoint import load_checkpoint
+    from doctrans.runtime.checkpoint_digest import with_digest
     from doctrans.runtime.shipped import default_model
 
     sent = default_model("sentence").verify()
     ck = load_checkpoint(sent)
     ck["vocab"]["tgt"] = list(reversed(ck["vocab"]["tgt"]))
     other = tmp_path / "other.pt"
-    torch.save(ck, other)
+    torch.save(with_digest(ck), other)                     # an edited copy, saved as doctrans saves
     with pytest.raises(ValueError, match=f"{other}.*vocabularies"):
         LoadedModel.load(TranslateConfig(checkpoint=str(sent), ensemble=(str(other),)).model)
     for weights in ("0.5", "a,b"):

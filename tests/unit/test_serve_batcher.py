@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 pytest.importorskip("fastapi")
-from doctrans.serve.app import Batcher  # noqa: E402
+from doctrans.serve.app import Batcher, Unavailable  # noqa: E402
 
 
 class Slow:
@@ -55,3 +55,56 @@ def test_an_error_reaches_only_its_request():
                 results.append(str(e))
     b.close()
     assert results == [["OK1"], "bad line", ["OK2"], ["OK3"]]
+
+
+class Held:
+    """Translates once ``release`` is set (a batch still running when the server drains)."""
+    reads_documents = False
+
+    def __init__(self):
+        self.release, self.started = threading.Event(), threading.Event()
+
+    def translate(self, lines, doc_ids=None):
+        self.started.set()
+        self.release.wait(10)
+        return [x.upper() for x in lines]
+
+
+def _outcome(fut):
+    try:
+        return fut.result(timeout=10)
+    except Unavailable as e:
+        return f"503: {e}"
+
+
+def test_draining_refuses_new_requests_and_at_its_deadline_what_is_not_done():
+    tr = Held()
+    b = Batcher(tr, max_batch_lines=1)
+    with ThreadPoolExecutor(4) as pool:
+        running = pool.submit(b.submit, ["a"], ["d"])
+        tr.started.wait(10)
+        queued = [pool.submit(b.submit, [x], ["d"]) for x in ("b", "c")]
+        while b.queued_requests < 3:
+            time.sleep(0.01)
+        b.drain(0.2)
+        with pytest.raises(Unavailable, match="shutting down"):
+            b.submit(["new"], ["d"])                   # refused at once, not queued
+        outcomes = [_outcome(f) for f in (running, *queued)]   # the deadline passes, the batch still runs
+        tr.release.set()
+    b.close(timeout=10)
+    assert outcomes == ["503: the server is shutting down: not translated, retry later"] * 3
+    assert not b.translating and b.queued_requests == 0     # the late batch's result was dropped
+
+
+def test_draining_finishes_what_is_queued_within_its_time():
+    tr = Slow()
+    b = Batcher(tr, max_batch_lines=2)
+    reqs = [[f"r{k}"] for k in range(6)]
+    with ThreadPoolExecutor(6) as pool:
+        futs = [pool.submit(b.submit, r, ["d"]) for r in reqs]
+        while b.queued_requests < 6 and not futs[-1].done():
+            time.sleep(0.01)
+        b.drain(30)
+        outs = [_outcome(f) for f in futs]
+    b.close(timeout=30)
+    assert outs == [[x.upper() for x in r] for r in reqs]

@@ -211,3 +211,55 @@ def test_cue_planning_and_wrapping():
     assert split_cue(["{\\an8}", "你好"]).units == ["你好"]
     assert wrap("a bb ccc dddd eeeee", 2) == ["a bb ccc", "dddd eeeee"]
     assert wrap("hello", 2) == ["hello"] and wrap("", 2) == [""]
+
+
+@pytest.mark.parametrize("event, message", [                        # issue 73 item 2: nothing invented
+    ("Dialogue: garbage", r"bad\.ass: event 2 \(line 13\): 1 field\(s\), expected 10 \(Layer, Start, End, .*Text\): "
+                          r"'Dialogue: garbage'"),
+    ("Dialogue: 0,0:00:03.00,xx,Default,,0,0,0,,坏", r"bad\.ass: event 2 \(line 13\): bad End time 'xx'"),
+    ("Dialogue: 0,0:00:03.00,0:00:04.00", r"bad\.ass: event 2 \(line 13\): 3 field\(s\), expected 10"),
+    ("Comment: x,0:00:03.00,0:00:04.00,Default,,0,0,0,,注", r"bad\.ass: line 13: bad Layer 'x' \(a number\)"),
+])
+def test_malformed_ass_event_names_file_and_line(tmp_path, event, message):
+    lines = ASS.split("\n")
+    f = tmp_path / "bad.ass"
+    f.write_text("\n".join(lines[:12] + [event] + lines[12:]), encoding="utf-8")
+    with pytest.raises(SubtitleError, match=message):
+        translate_file(Recorder(), f, tmp_path / "out.ass")
+    assert not (tmp_path / "out.ass").exists()
+
+
+def test_ass_events_are_located_by_line(tmp_path):
+    src = tmp_path / "e.ass"
+    src.write_text(ASS, encoding="utf-8")
+    tr = Recorder()
+    translate_file(tr, src, None)
+    assert tr.calls[0][2] == [f"{src}: event 1 (line 12)"] * 2 + [f"{src}: event 3 (line 15)"]
+
+
+@pytest.mark.parametrize("fmt, text", [("srt", SRT), ("vtt", VTT), ("ass", ASS)])
+def test_cr_only_line_ends_are_line_ends(tmp_path, fmt, text):
+    """Classic Mac files (a lone \\r ends each line) read as their \\n twins, written with \\r."""
+    lf, cr = tmp_path / f"lf.{fmt}", tmp_path / f"cr.{fmt}"
+    lf.write_text(text, encoding="utf-8")
+    cr.write_bytes(text.replace("\n", "\r").encode("utf-8"))
+    tr_lf, tr_cr = Recorder(), Recorder()
+    out_lf = translate_file(tr_lf, lf, tmp_path / f"lf.en.{fmt}")
+    out_cr = translate_file(tr_cr, cr, tmp_path / f"cr.en.{fmt}")
+    assert tr_cr.calls[0][0] == tr_lf.calls[0][0] and tr_cr.calls[0][0]
+    assert out_cr == out_lf.replace("\n", "\r") and "\n" not in out_cr
+
+
+@pytest.mark.parametrize("fmt", ["srt", "vtt", "ass", "ssa"])
+@pytest.mark.parametrize("content", [b"", b"\xef\xbb\xbf", b"\n\r\n  \n"])
+def test_an_empty_subtitle_file_gives_an_empty_output(tmp_path, caplog, fmt, content):
+    """One rule for empty inputs (issue 73 item 9): empty in, empty out, as for text, logged."""
+    import logging
+
+    src = tmp_path / f"empty.{fmt}"
+    src.write_bytes(content)
+    tr = Recorder()
+    with caplog.at_level(logging.INFO):
+        assert translate_file(tr, src, tmp_path / f"out.{fmt}") == ""
+    assert (tmp_path / f"out.{fmt}").read_bytes() == b"" and tr.calls == []
+    assert f"{src}: empty input: the output is empty" in caplog.text
