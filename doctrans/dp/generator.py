@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from doctrans.config import to_dict
 from doctrans.data.vocab import Vocab
 from doctrans.dp.annotate import DPP_TOKEN, NO_DP_LABEL
 from doctrans.dp.config import DPGenConfig, dp_config_from_dict
@@ -83,11 +82,6 @@ class DPGenerator:
         training loop's state: the vocabulary, labels, the model's extra state and τ."""
         return {"vocab": list(self.vocab.tokens), "labels": list(self.labels),
                 "model_extra": self.model.extra_state(), "threshold": float(self.threshold)}
-
-    def to_checkpoint(self) -> dict:
-        """A loadable checkpoint of this generator without training state (e.g. for tests)."""
-        return {"kind": "dp_generator", "config": to_dict(self.cfg), "model": self.model.state_dict(),
-                **self.checkpoint_extra()}
 
     @classmethod
     def load(cls, path: str | Path) -> "DPGenerator":

@@ -97,11 +97,6 @@ CHINESE_PRONOUNS: tuple[str, ...] = tuple(
 _CHINESE_SET = frozenset(CHINESE_PRONOUNS)
 
 
-def is_trigger(token: str) -> bool:
-    """True if ``token`` (any case) is an English central pronoun of Table 4.2."""
-    return token.lower() in TRIGGERS
-
-
 def is_chinese_pronoun(token: str, extended: bool = False) -> bool:
     """True if ``token`` is one of the 30 Chinese forms of Table 4.3 (我, 我的, 我自己, …).
 

@@ -1,4 +1,4 @@
-"""Model variant tables (style.md: plain dicts, no registration decorators, no auto-import).
+"""Model variant tables: plain dicts (no registration decorators, no auto-import), so every variant is listed here.
 
 ``BACKBONES``: ``model.backbone`` name → (config dataclass, model class). A backbone is one file
 in ``models/backbones/`` implementing ``models.interface.Seq2SeqModel``, one row here and

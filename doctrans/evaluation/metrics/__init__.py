@@ -1,4 +1,4 @@
-"""The metric table of ``doctrans score`` (style.md: a plain dict, no registration decorators).
+"""The metric table of ``doctrans score``: a plain dict, no registration decorators (every metric is here).
 
 ``METRIC_TABLE``: result key → ``Metric`` (``metrics/base.py``). A metric is one module in this
 package defining ``METRIC`` and one row here; ``doctrans score`` (its options, the loop of
