@@ -27,7 +27,7 @@ import yaml
 
 from doctrans.models.build import BACKBONES, CONTEXT_MODELS, DEFAULT_BACKBONE, RECONSTRUCTOR
 from doctrans.utils.errors import short_repr
-from doctrans.utils.settings import setting
+from doctrans.decoding import DecodeConfig  # noqa: F401 (the decode: section; config.DecodeConfig)
 
 MAX_CONFIG_BYTES = 1 << 20       # a config file larger than this is refused (the shipped ones are < 4 KB)
 MAX_EXPANDED = 1_000_000         # nodes + scalar characters of a YAML document with its aliases expanded
@@ -199,22 +199,6 @@ class TrainConfig:
     log_every: int = 50                 # updates between log lines
     tensorboard: bool = True            # write TensorBoard events to RUN_DIR/tensorboard/
     plot: bool = True                   # write RUN_DIR/learning_curves.png when training ends
-
-
-@dataclass(frozen=True)
-class DecodeConfig:
-    """The beam search settings (``decode:``; dev BLEU during training), declared once: the
-    search options of ``doctrans translate`` / ``serve`` / the Python API extend them
-    (``inference.config.SearchOptions``), and their options are made from these fields."""
-
-    beam: int = setting(5, "Beam size (1 = greedy).", min=1)
-    lenpen: float = setting(            # GNMT-style length penalty alpha; 0 = none
-        1.0, "Length penalty: score = log p / length^lenpen (0 = none).", min=0)
-    max_len_ratio: float = setting(     # max target length = ratio * source length + max_len_extra
-        1.5, "Max output length = ratio × source length + --max-len-extra.", min=0, min_open=True)
-    max_len_extra: int = setting(10, "Tokens an output may have beyond ratio × source length (0 = none; short "
-                                     "sources need some).", min=0)
-    batch_sentences: int = setting(64, "Sentences per beam-search batch.", min=1)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 module of this package (``preprocess``, ``train``, ``translate``, ``serve``, ``export``, ``annotate``,
 ``score``, ``tables``, ``contrastive``, ``configs``, ``models``; shared option types: ``options``).
 
-Each command only parses options, builds the stage's config and calls the stage's ``run``; the
+Each command only parses options (made from the settings' fields where a stage declares them,
+``options.setting_option``), builds the stage's config and calls the stage; the
 stages are imported inside the commands, so ``doctrans --help`` does not load torch. Only this
 module calls ``sys.exit``.
 """

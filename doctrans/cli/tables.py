@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from doctrans.cli.options import POSITIVE, config_options, translate_options
-from doctrans.config import DecodeConfig
+from doctrans.decoding import DecodeConfig
 
 
 @click.group("table", short_help="Experiment tables: translate and score several systems into one markdown table.")

@@ -60,7 +60,7 @@ SPLITS = ("train", "dev", "test")
 
 @dataclass
 class AnnotateConfig:
-    """Settings of ``run`` (the ``doctrans annotate-dp`` options)."""
+    """Settings of ``annotate_corpus`` (the ``doctrans annotate-dp`` options)."""
 
     prepared: Path                       # prepared dataset (doctrans preprocess output)
     out: Path | None = None              # default: PREPARED/dp

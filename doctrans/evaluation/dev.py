@@ -7,7 +7,7 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from doctrans.config import DecodeConfig
+from doctrans.decoding import DecodeConfig
 from doctrans.data.vocab import Vocab
 from doctrans.evaluation.score import bleu_tok_lc
 from doctrans.inference.config import SearchOptions

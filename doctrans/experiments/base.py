@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctrans.config import DecodeConfig
+from doctrans.decoding import DecodeConfig
 from doctrans.evaluation.metrics.base import Column
 from doctrans.training.metrics import read_metrics
 from doctrans.utils.io import atomic_write_text

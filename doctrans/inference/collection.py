@@ -55,6 +55,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from doctrans.inference.config import GROUP_LINES   # documents translated together up to this many lines
 from doctrans.utils import bars_off
 from doctrans.utils.children import die_with_parent
 from doctrans.utils.io import TextDecodeError, atomic_write_lines, read_lines, remove_stale_temps
@@ -137,7 +138,6 @@ class CollectionSummary:
                  len(self.failed), self.lines, self.sentences, self.seconds, rate)
 
 
-GROUP_LINES = 512      # documents are translated together up to this many lines (plan_groups)
 
 
 def _line_count(path: Path) -> int:

@@ -23,11 +23,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from doctrans.config import DecodeConfig
-from doctrans.inference.collection import GROUP_LINES
+from doctrans.decoding import DecodeConfig
 from doctrans.utils.settings import setting
 
 RECASE = ("auto", "yes", "no")     # IOOptions.recase
+GROUP_LINES = 512                  # IOOptions.group_lines: a directory's documents translated together up to N lines
 ENGINES = ("native", "ctranslate2")
 COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
                  "int16", "float16", "bfloat16")

@@ -17,8 +17,9 @@ codes and text settings, so it translates without its prepared dataset. Engines 
 ``quantize_int8``); ``ctranslate2`` runs the search of a ``doctrans export`` directory in
 CTranslate2 (``ct2.py``) — the text processing, line handling and documents stay these.
 
-The pieces: ``config.py`` (``TranslateConfig``), ``loading.py`` (checkpoints, quantization, text
-processors, engines), ``decode.py`` (``decode_corpus``), ``translator.py`` (``Translator``),
+The pieces: ``config.py`` (``TranslateConfig``: the model, search, input/output and DP settings,
+each declared once), ``engine.py`` (the engine interface), ``loading.py`` (checkpoints,
+quantization, text processors, engines), ``decode.py`` (``decode_corpus``), ``translator.py`` (``Translator``),
 ``reconstructing.py`` (reconstruction decoding); this module is the stage (inputs, directories,
 n-best lists, outputs) and re-exports their public names, so ``from doctrans.inference.translate
 import TranslateConfig, Translator, …`` keeps working.

@@ -27,7 +27,7 @@ LAYERS = [
     {"utils", "layers", "version"},   # version: the package version, read by the trainer and the CLI
     {"data"},
     {"models"},
-    {"config"},
+    {"config", "decoding"},   # decoding: the beam search settings (config.DecodeConfig), read by the CLI
     {"runtime"},          # device, checkpoint I/O, torchrun process groups
     {"training"},         # the training loop; dev BLEU comes in as a callable
     {"inference"},        # search, translate; input transforms come in as an interface
@@ -243,7 +243,7 @@ def test_no_module_reads_the_top_level_package():
 
 # Where the translate / serve / API settings are declared (``utils.settings.setting`` fields): the
 # one place each default is written.
-DECLARED = {"config.py": ("DecodeConfig",),
+DECLARED = {"decoding.py": ("DecodeConfig",),
             "inference/config.py": ("ModelOptions", "SearchOptions", "IOOptions", "DPOptions"),
             "serve/limits.py": ("Limits",)}
 API_ALIASES = {"beam_size": "beam", "length_penalty": "lenpen", "max_batch_size": "batch_sentences"}
@@ -337,7 +337,7 @@ def test_each_translate_setting_default_is_written_once():
 
 def test_default_check_finds_a_literal_default(tmp_path):
     (tmp_path / "inference").mkdir()
-    (tmp_path / "config.py").write_text("class DecodeConfig:\n    beam: int = setting(5)\n", encoding="utf-8")
+    (tmp_path / "decoding.py").write_text("class DecodeConfig:\n    beam: int = setting(5)\n", encoding="utf-8")
     (tmp_path / "inference" / "search.py").write_text(
         "def beam_search(model, beam=5, variants=1, shortlist=None):\n    pass\n", encoding="utf-8")
     (tmp_path / "api.py").write_text("def load(path, beam_size=5):\n    pass\n", encoding="utf-8")
