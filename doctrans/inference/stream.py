@@ -204,9 +204,10 @@ def run_config(cfg, inputs_of=None) -> None:
 
     if cfg.io.input != "-" or cfg.io.output != "-":
         raise ValueError("--stream reads stdin and writes stdout: leave out --input and --output")
-    bad = [(cfg.io.docs, "--docs (a blank line ends a document)"), (cfg.search.nbest, "--nbest"), (cfg.dp.dp_out, "--dp-out"),
-           (cfg.dp.rerank, "--rerank"), (cfg.dp.dp_generator, "--dp-generator"), (cfg.io.output_format != "text", "--output-format"),
-           (cfg.io.explain_context, "--explain-context"), (cfg.io.encoding not in ("", "utf-8"), "--encoding (UTF-8 only)")]
+    io, dp = cfg.io, cfg.dp
+    bad = [(io.docs, "--docs (a blank line ends a document)"), (cfg.search.nbest, "--nbest"), (dp.dp_out, "--dp-out"),
+           (dp.rerank, "--rerank"), (dp.dp_generator, "--dp-generator"), (io.output_format != "text", "--output-format"),
+           (io.explain_context, "--explain-context"), (io.encoding not in ("", "utf-8"), "--encoding (UTF-8 only)")]
     given = [name for on, name in bad if on]
     if given:
         raise ValueError(f"--stream does not support {', '.join(given)}")

@@ -233,8 +233,8 @@ def _is_sgml(path: str) -> bool:
 def _check_outputs(cfg: TranslateConfig) -> None:
     """ValueError for output options the input cannot have, and for an output that is an input
     or an existing directory (``options.check_outputs``; before the model is loaded)."""
-    check_outputs({"--input": cfg.io.input, "--docs": cfg.io.docs, "--dp-docs": cfg.dp.dp_docs, "--checkpoint": cfg.model.checkpoint,
-                   "--shortlist": cfg.model.shortlist},
+    check_outputs({"--input": cfg.io.input, "--docs": cfg.io.docs, "--dp-docs": cfg.dp.dp_docs,
+                   "--checkpoint": cfg.model.checkpoint, "--shortlist": cfg.model.shortlist},
                   {"--output": cfg.io.output, "--nbest-out": cfg.io.nbest_out, "--dp-out": cfg.dp.dp_out,
                    "--write-lattice": cfg.dp.write_lattice})
     if cfg.io.output_format not in ("text", "sgml"):

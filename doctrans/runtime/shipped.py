@@ -91,8 +91,8 @@ _INDEXES: dict[Path, tuple[tuple[int, int, int], list[ShippedModel]]] = {}   # i
 def shipped_models(root: str | Path | None = None) -> list[ShippedModel]:
     """The models of ``root``'s ``index.json`` (``shipped_dir()`` by default), in index order;
     [] without an index. The index is read once per process (again only when it changes: its
-    inode, modification time or size: ``register`` replaces it atomically), so resolving a name, finding its recaser and listing the
-    models read one record. Raises ValueError naming the file for an index that is not valid."""
+    inode, modification time or size; ``register`` replaces it atomically), so resolving a name,
+    finding its recaser and listing the models read one record. Raises ValueError naming the file for an index that is not valid."""
     root = Path(root) if root is not None else shipped_dir()
     index = root / "index.json"
     try:
