@@ -39,7 +39,7 @@ from doctrans.serve import DRAIN_TIMEOUT_S
               help="Request body bytes; more is a 413 error before the body is read.")
 @click.option("--drain-timeout", type=click.FloatRange(min=0), default=DRAIN_TIMEOUT_S, show_default=True,
               help="Seconds SIGTERM / Ctrl-C leaves the requests in flight to finish; then those not answered "
-                   "get a 503 (JSON, Retry-After) and the server exits.")
+                   "get a 503 (JSON, Retry-After) and the server exits (0: at once).")
 @click.option("--source-lang", default="zh", show_default=True, help="The model's source language (LibreTranslate code).")
 @click.option("--target-lang", default="en", show_default=True, help="The model's target language.")
 def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port, engine, compute_type, quantize, device, threads, beam, lenpen, batch_sentences,
