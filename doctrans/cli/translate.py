@@ -12,7 +12,7 @@ SECTIONS = (
     ("Model and engine", ("checkpoint", "sentence", "ensemble", "ensemble_weights", "ensemble_mode", "engine",
                           "compute_type", "quantize", "shortlist", "device", "threads")),
     ("Input", ("input_", "input_format", "prepared", "encoding", "encoding_errors", "script", "max_source_len")),
-    ("Output", ("output", "tokenized", "recase", "output_format", "nbest", "nbest_out")),
+    ("Output", ("output", "tokenized", "recase", "output_format", "nbest", "nbest_out", "scores")),
     ("Subtitle files and streams", ("bilingual", "max_line_length", "max_cps", "stream")),
     ("Search", ("beam", "lenpen", "max_len_ratio", "max_len_extra", "batch_sentences")),
     ("Documents and context models", ("docs", "history_chunk", "warmup_beam", "context_options", "explain_context", "explain_dir")),
@@ -170,6 +170,12 @@ SECTIONS = (
               help='Where --nbest goes (- for stdout): one JSON object per input line, {"line": K (from 1), '
                    '"hypotheses": [{"rank": 1, "text": ..., "score": ...}, ...]}, [] for an empty line; a line '
                    "split into pieces has one hypothesis, its joined 1-best, with score null.")
+@click.option("--scores", default="", metavar="FILE",
+              help='Also write how sure the model is of each translation (- for stdout): JSON lines, per input '
+                   'line {"line": K, "score": log-probability in nats, "tokens": N, "length_normalized": score/N}, '
+                   'per subtitle cue the same with its start, end, characters per second and lines; null for an '
+                   'empty line or one translated in pieces. The lowest are logged: check those first. Native '
+                   'engine only (not --engine ctranslate2, --dp-generator, --stream or a directory of text files).')
 @click.option("--rerank", type=click.Choice(["reconstructor"]), default=None,
               help="Rerank the k best hypotheses of each line by the beam's score + λ·log R(x̂|s(y))/|x̂|, the "
                    "model's reconstructor rebuilding the source x̂ from each candidate's decoder states (docs/"
@@ -200,7 +206,7 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
                   history_chunk, warmup_beam,
                   nbest, nbest_out, rerank, rerank_k, rerank_vocab, dp_out, dp_threshold, encoding, script, bilingual,
-                  stream, max_line_length, max_cps) -> None:
+                  stream, max_line_length, max_cps, scores) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
     The output has exactly as many lines as the input; an empty input line gives an empty
@@ -266,4 +272,4 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
                         compute_type=compute_type, quantize=quantize, shortlist=shortlist, rerank=rerank or "",
                         rerank_k=rerank_k, rerank_vocab=rerank_vocab, dp_out=dp_out, dp_threshold=dp_threshold,
                         encoding=encoding, script=script, bilingual=bilingual, stream=stream,
-                        max_line_length=max_line_length, max_cps=max_cps))
+                        max_line_length=max_line_length, max_cps=max_cps, scores=scores))

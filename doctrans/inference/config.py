@@ -61,6 +61,7 @@ class TranslateConfig:
     output_format: str = "text"       # text | sgml (SGML input only: the input's <DOC> blocks, translations as <seg>)
     nbest: int = 0                    # write the N best hypotheses with scores to nbest_out (0 = none; N ≤ beam)
     nbest_out: str = ""               # JSON lines: {"line": i, "hypotheses": [{"text", "score", "tokens"}]}
+    scores: str = ""                  # JSON lines of each line's (subtitle cue's) log-probability (inference/scores.py)
     ensemble: tuple[str, ...] = ()    # more checkpoints (or shipped names) decoded with `checkpoint` as one model
     ensemble_weights: tuple[float, ...] = ()   # one per model, `checkpoint` first (default: uniform)
     ensemble_mode: str = "linear"     # linear: Σ w p | loglinear: Π p^w renormalised (models/ensemble.py)

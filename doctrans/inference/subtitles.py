@@ -29,7 +29,8 @@ naming the fastest, with the cues that did not fit two lines (``LayoutReport``).
 Language: a header naming the file's language (WebVTT ``Language:``, ASS ``Language``) names
 the translation's (``SubtitleOptions.language``, the model's target language). A directory's
 outputs are named ``name.LANG.srt`` (``output_path``: ``ep01.srt`` and ``ep01.zh.srt`` →
-``ep01.en.srt``), or with ``--out-suffix``.
+``ep01.en.srt``), or with ``--out-suffix``. Scores (``--scores``, ``inference/scores.py``): per
+cue, with its start, end and reading speed.
 
 Script: each file's sentences are converted to Simplified script for the model when they are
 Traditional (``data.encoding.to_simplified``, ``script``). ``bilingual``: each cue's source
@@ -40,10 +41,11 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from doctrans.data.encoding import ENCODINGS_AUTO, to_simplified
+from doctrans.inference import scores
 from doctrans.inference.subtitle_cues import CuePlan, Line, label_inside, render_cue, split_cue, split_line
 from doctrans.inference.subtitle_files import (FORMATS, Cue, SubtitleDoc, SubtitleError, format_ms, is_subtitle,
                                                parse, read_subtitles)
@@ -81,19 +83,32 @@ class SubtitleOptions:
 @dataclass
 class Rendered:
     """One subtitle file translated: ``texts`` (per cue, its output lines), ``report`` (layout and
-    reading speed)."""
+    reading speed), ``scores`` (per cue its ``scores.Score`` or None; empty without a scorer),
+    ``rows`` (per cue its ``--scores`` row)."""
 
     texts: list[list[str]]
     report: LayoutReport
+    scores: list = field(default_factory=list)
+
+    def rows(self, doc: SubtitleDoc) -> list[dict]:
+        """The ``--scores`` rows of the file's cues (``inference/scores.py``)."""
+        out = []
+        for k, (c, lines) in enumerate(zip(doc.cues, self.texts)):
+            cps = chars_per_second(lines, c.start, c.end)
+            out.append({"file": doc.name, "cue": k + 1, "start": format_ms(c.start), "end": format_ms(c.end),
+                        **scores.fields(self.scores[k] if self.scores else None),
+                        "cps": None if cps is None else round(cps, 2), "lines": lines})
+        return out
 
 
 def translate_docs(translator, docs: list[SubtitleDoc], options: SubtitleOptions = SubtitleOptions(),
-                   progress: bool = False) -> list[Rendered]:
+                   progress: bool = False, scorer: scores.Scorer | None = None) -> list[Rendered]:
     """Per document its ``Rendered`` cues: every document's sentences (``split_cue``) translated in
     one ``translator.translate`` call, each document its own ``doc_id`` (a context model reads
     each file's previous cues), then the SDH labels' insides, each its own document; warnings
     located by file and cue. Each cue laid out in lines of ``options.max_line_length``
-    (``render_cue``) and its reading speed measured."""
+    (``render_cue``) and its reading speed measured. ``scorer``: the cues' scores too (the
+    sentences through ``translator.translate_detailed``; ``inference/scores.py``)."""
     plans = [[split_cue(c.text) for c in d.cues] for d in docs]
     units, doc_ids, where, labels, label_where = [], [], [], [], []
     for d, (doc, ps) in enumerate(zip(docs, plans)):
@@ -108,16 +123,28 @@ def translate_docs(translator, docs: list[SubtitleDoc], options: SubtitleOptions
     lines = units + labels
     ids = doc_ids + [f"label {k}" for k in range(len(labels))]
     name = docs[0].name if docs else "<subtitles>"
-    outs = translator.translate(lines, progress=progress, name=name, doc_ids=ids, where=where + label_where) \
-        if lines else []
-    hyps, marks = iter(outs[:len(units)]), iter(outs[len(units):])
+    got: list = [None] * len(lines)
+    if not lines:
+        outs = []
+    elif scorer is not None:
+        res = translator.translate_detailed(lines, progress=progress, name=name, doc_ids=ids, where=where + label_where)
+        outs, got = res.lines, scorer(translator, res, ids)
+    else:
+        outs = translator.translate(lines, progress=progress, name=name, doc_ids=ids, where=where + label_where)
+    hyps, marks = iter(zip(outs[:len(units)], got[:len(units)])), iter(zip(outs[len(units):], got[len(units):]))
     width = options.max_line_length
     out = []
     for doc, ps in zip(docs, plans):
         r = Rendered([], LayoutReport())
         for k, (c, p) in enumerate(zip(doc.cues, ps)):
-            lines = render_cue(p, [next(hyps) for _ in p.units], [next(marks) for _ in p.labels], width)
+            h = [next(hyps) for _ in p.units]
+            m = [next(marks) for _ in p.labels]
+            lines = render_cue(p, [x for x, _ in h], [x for x, _ in m], width)
             r.texts.append(c.text + lines if options.bilingual and p.groups else lines)
+            cue_score = (0.0, 0) if h or m else None
+            for _, sc in h + m:
+                cue_score = scores.add(cue_score, sc)
+            r.scores.append(cue_score)
             if p.groups:
                 at = f"cue {k + 1} ({format_ms(c.start)})"
                 if len(lines) > MAX_LINES or any(visible_length(x) > width for x in lines):
@@ -125,6 +152,8 @@ def translate_docs(translator, docs: list[SubtitleDoc], options: SubtitleOptions
                 cps = chars_per_second(lines, c.start, c.end)
                 if cps is not None:
                     r.report.cps.append((at, cps))
+        if scorer is None:
+            r.scores = []
         out.append(r)
     return out
 
@@ -138,15 +167,17 @@ def output_format(src: Path, dest: Path | None) -> str:
 
 
 def translate_file(translator, src: str | Path, dest: str | Path | None,
-                   options: SubtitleOptions = SubtitleOptions(), progress: bool = False) -> str:
+                   options: SubtitleOptions = SubtitleOptions(), progress: bool = False,
+                   scorer: scores.Scorer | None = None, scores_out: str = "") -> str:
     """Translate the subtitle file ``src`` as one document; write it to ``dest`` (UTF-8,
     atomically) unless None; returns the output text. Its layout and reading speed are logged
-    (``LayoutReport.log``). Raises OSError, EncodingError, SubtitleError."""
+    (``LayoutReport.log``); with ``scorer`` its cues' scores go to ``scores_out``
+    (``inference/scores.py``). Raises OSError, EncodingError, SubtitleError."""
     src = Path(src)
     fmt = output_format(src, Path(dest) if dest else None)
     doc = read_subtitles(src, options.encoding)
     t0 = time.time()
-    r = translate_docs(translator, [doc], options, progress)[0]
+    r = translate_docs(translator, [doc], options, progress, scorer)[0]
     if options.language:
         doc.set_language(options.language)
     text = doc.render(r.texts, fmt)
@@ -154,6 +185,10 @@ def translate_file(translator, src: str | Path, dest: str | Path | None,
     r.report.log(log, str(src), options.max_line_length, options.max_cps)
     if dest is not None:
         atomic_write_text(dest, text)
+    if scorer is not None and scores_out:
+        rows = r.rows(doc)
+        scores.write(scores_out, rows)
+        scores.log_lowest(str(src), [(f"cue {x['cue']} ({x['start']})", s) for x, s in zip(rows, r.scores)])
     return text
 
 
@@ -194,11 +229,12 @@ def _check_outputs(files: list[Path], inp: Path, out: Path, suffix: str | tuple[
 
 
 def translate_directory(translator, inp: str | Path, out: str | Path, options: SubtitleOptions = SubtitleOptions(),
-                        out_suffix: str | tuple[str, str] = "", resume: bool = False, group: int = GROUP_SENTENCES):
+                        out_suffix: str | tuple[str, str] = "", resume: bool = False, group: int = GROUP_SENTENCES,
+                        scorer: scores.Scorer | None = None, scores_out: str = ""):
     """Translate every subtitle file under ``inp`` into ``out`` (same relative paths,
     ``output_path`` with ``out_suffix``): files in natural order, up to ``group`` cues translated
-    together, each file its own document, laid out and reported as ``translate_file`` does. A
-    file that cannot be read or parsed is
+    together, each file its own document, laid out and reported as ``translate_file`` does; with
+    ``scorer`` every cue's scores go to ``scores_out``. A file that cannot be read or parsed is
     reported and skipped; ``resume`` skips files whose output exists. Returns the
     ``collection.CollectionSummary``; raises ``collection.CollectionError`` at the end when some
     files failed (the others are written), ValueError when ``out`` lies inside ``inp``, no
@@ -214,12 +250,14 @@ def translate_directory(translator, inp: str | Path, out: str | Path, options: S
     _check_outputs(files, inp, out, out_suffix)
     s, t0 = CollectionSummary(), time.time()
     pending: list[tuple[Path, SubtitleDoc]] = []
+    rows: list[dict] = []
+    scored: list = []
 
     def flush():
         if not pending:
             return
         try:
-            done = translate_docs(translator, [d for _, d in pending], options)
+            done = translate_docs(translator, [d for _, d in pending], options, scorer=scorer)
         except ValueError as e:                 # attribute the failure to its file
             if len(pending) == 1:
                 s.failed.append((str(pending[0][0]), str(e)))
@@ -229,7 +267,7 @@ def translate_directory(translator, inp: str | Path, out: str | Path, options: S
             done = []
             for f, d in pending:
                 try:
-                    done.append(translate_docs(translator, [d], options)[0])
+                    done.append(translate_docs(translator, [d], options, scorer=scorer)[0])
                 except ValueError as e1:
                     done.append(None)
                     s.failed.append((str(f), str(e1)))
@@ -240,6 +278,9 @@ def translate_directory(translator, inp: str | Path, out: str | Path, options: S
                 d.set_language(options.language)
             atomic_write_text(output_path(f, inp, out, out_suffix), d.render(r.texts))
             r.report.log(log, str(f), options.max_line_length, options.max_cps)
+            if scorer is not None:
+                rows.extend(r.rows(d))
+                scored.extend((f"{f}: cue {k + 1}", x) for k, x in enumerate(r.scores))
             s.translated += 1
             s.lines += len(d.cues)
             s.sentences += sum(1 for c in d.cues if c.text)
@@ -263,6 +304,9 @@ def translate_directory(translator, inp: str | Path, out: str | Path, options: S
         pending.append((f, doc))
         size += len(doc.cues)
     flush()
+    if scorer is not None and scores_out:
+        scores.write(scores_out, rows)
+        scores.log_lowest(str(inp), scored)
     s.seconds = time.time() - t0
     s.finish(len(files), out, "subtitle files")
     return s
@@ -290,14 +334,14 @@ def takes(cfg) -> bool:
     return is_subtitle(inp)
 
 
-def run_config(cfg, inputs_of=None) -> Path | None:
+def run_config(cfg, inputs_of=None, scorer: scores.Scorer | None = None) -> Path | None:
     """``doctrans translate`` of a subtitle file (to ``cfg.output``, or stdout for ``-``) or a
     directory of them (``translate_directory``; ``out_suffix`` and ``resume`` apply, ``workers``
     and the plain-text options are ignored with a warning). The translation's lines are laid out
     in ``cfg.max_line_length`` characters, cues over ``cfg.max_cps`` reported; a header naming
     the file's language names the model's target language; a directory's outputs are named
-    ``name.LANG.srt`` unless ``cfg.out_suffix`` says otherwise (``output_path``). Raises like
-    ``translate_file`` /
+    ``name.LANG.srt`` unless ``cfg.out_suffix`` says otherwise (``output_path``); ``cfg.scores``:
+    each cue's score (``scorer``, ``inference/scores.py``). Raises like ``translate_file`` /
     ``translate_directory``, ValueError for options subtitles cannot have and, before the model
     is loaded, for an output that is the input or cannot be written (``options.check_outputs``)."""
     import sys
@@ -312,7 +356,11 @@ def run_config(cfg, inputs_of=None) -> Path | None:
     if given:
         raise ValueError(f"{cfg.input}: {', '.join(given)} not supported for subtitle files")
     inp = Path(cfg.input)
-    check_outputs({"--input": cfg.input, "--checkpoint": cfg.checkpoint}, {"--output": cfg.output})
+    check_outputs({"--input": cfg.input, "--checkpoint": cfg.checkpoint}, {"--output": cfg.output,
+                                                                          "--scores": cfg.scores})
+    scores.check(cfg, inp.is_dir(), subtitles=True)
+    if cfg.scores and scorer is None:
+        raise ValueError("--scores needs a scorer (doctrans.stages.translate gives one)")
     if cfg.max_line_length < 1 or cfg.max_cps < 0:
         raise ValueError(f"--max-line-length must be ≥ 1 and --max-cps ≥ 0, got {cfg.max_line_length} and "
                          f"{cfg.max_cps}")
@@ -326,11 +374,12 @@ def run_config(cfg, inputs_of=None) -> Path | None:
             log.warning("--workers %d: subtitle directories are translated by this one process", cfg.workers)
         suffix = cfg.out_suffix if cfg.out_suffix is not None else language_suffixes(*langs) if langs else ""
         translate_directory(build_translator(cfg, inputs_of), inp, Path(cfg.output), options,
-                            suffix, cfg.resume, cfg.group_lines)
+                            suffix, cfg.resume, cfg.group_lines, scorer if cfg.scores else None, cfg.scores)
         return Path(cfg.output)
     translator = build_translator(cfg, inputs_of)
     dest = None if cfg.output == "-" else Path(cfg.output)
-    text = translate_file(translator, inp, dest, options, progress=dest is not None)
+    text = translate_file(translator, inp, dest, options, progress=dest is not None,
+                          scorer=scorer if cfg.scores else None, scores_out=cfg.scores)
     if dest is None:
         sys.stdout.write(text)
     return dest
