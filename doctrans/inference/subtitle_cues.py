@@ -11,7 +11,8 @@ sound descriptions of subtitles for the deaf and hard of hearing (SDH): ``[笑�
 (its inside, as its own one-line document: no context read, none given) and written back in
 brackets (``[`` for ``[【［``, ``(`` for ``（(``; the translation's final full stop and quotes
 dropped: ``[Laughter]``); a label without Chinese is kept as read. A line of labels only is a
-line of its own in the output.
+line of its own in the output, unless the cue would then take more than two lines: it then
+goes before the next sentence (``[Laughter] I don't want…``), laid out with it.
 
 Sentences. The text lines of a cue between label-only lines hold several sentences when a line
 starts with a dialogue dash (two speakers) or every line but the last ends a sentence (``。！？!?.…♪``,
@@ -231,17 +232,33 @@ def _lay_out(group: Group, lines: list[Line], hyps: list[str], labels: dict[int,
     return _dress(rows, break_lines(" ".join(t for t in texts if t), width))
 
 
-def render_cue(plan: CuePlan, hyps: list[str], labels: list[str] = (), width: int = MAX_LINE_LENGTH) -> list[str]:
-    """The cue's output text lines (module doc) from the translations of its ``units``
-    (``hyps``) and of its translated SDH labels' insides (``labels``, as ``plan.labels``),
-    laid out in lines of at most ``width`` characters where the words allow; a cue without
-    text is written as read."""
-    if not plan.groups:
-        return [x.lead + x.text + x.trail for x in plan.lines]
-    hyp, lab = iter(hyps), iter(labels)
-    rendered = {k: tuple(" ".join(render_label(s, next(lab) if translates(s) else "") for s in side)
-                         for side in (x.before, x.after)) for k, x in enumerate(plan.lines)}
-    first = {g.rows[0]: g for g in plan.groups}
+def _fold_labels(plan: CuePlan, rendered: dict[int, tuple[str, str]]) -> tuple[list[Group], dict] | None:
+    """The groups and rendered labels with each line of labels only (and no markup) put before the
+    next sentence's text, or after the previous one's when none follows (``render_cue``); None
+    when there is no such line."""
+    groups, rendered = list(plan.groups), dict(rendered)
+    text = [g for g in groups if g.units]
+    folded = False
+    for g in [g for g in groups if not g.units]:
+        k = g.rows[0]
+        if not text or (plan.lines[k].lead + plan.lines[k].trail).strip():
+            continue
+        label = " ".join(x for x in rendered[k] if x)
+        after = [t for t in text if t.rows[0] > k]
+        if after:
+            j = after[0].rows[0]
+            rendered[j] = (" ".join(x for x in (label, rendered[j][0]) if x), rendered[j][1])
+        else:
+            j = text[-1].rows[-1]
+            rendered[j] = (rendered[j][0], " ".join(x for x in (rendered[j][1], label) if x))
+        groups.remove(g)
+        folded = True
+    return (groups, rendered) if folded else None
+
+
+def _render(plan: CuePlan, groups: list[Group], hyps: list[str], rendered: dict, width: int) -> list[str]:
+    hyp = iter(hyps)
+    first = {g.rows[0]: g for g in groups}
     grouped = {k for g in plan.groups for k in g.rows}
     out = []
     for k, x in enumerate(plan.lines):
@@ -251,3 +268,23 @@ def render_cue(plan: CuePlan, hyps: list[str], labels: list[str] = (), width: in
         elif k not in grouped:
             out.append(x.lead + x.text + x.trail)
     return [s for s in out if s.strip()]
+
+
+def render_cue(plan: CuePlan, hyps: list[str], labels: list[str] = (), width: int = MAX_LINE_LENGTH) -> list[str]:
+    """The cue's output text lines (module doc) from the translations of its ``units``
+    (``hyps``) and of its translated SDH labels' insides (``labels``, as ``plan.labels``),
+    laid out in lines of at most ``width`` characters where the words allow; a line of labels
+    only keeps its own line unless that makes the cue longer than ``MAX_LINES`` lines and putting
+    it before the next sentence (``[Laughter] I don't…``) makes it shorter. A cue without text is
+    written as read."""
+    if not plan.groups:
+        return [x.lead + x.text + x.trail for x in plan.lines]
+    lab = iter(labels)
+    rendered = {k: tuple(" ".join(render_label(s, next(lab) if translates(s) else "") for s in side)
+                         for side in (x.before, x.after)) for k, x in enumerate(plan.lines)}
+    out = _render(plan, plan.groups, hyps, rendered, width)
+    if len(out) > MAX_LINES and (folded := _fold_labels(plan, rendered)) is not None:
+        other = _render(plan, folded[0], hyps, folded[1], width)
+        if len(other) < len(out):
+            return other
+    return out

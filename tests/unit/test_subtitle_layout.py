@@ -133,6 +133,8 @@ def test_sdh_labels_are_translated_alone_and_kept_in_brackets(tmp_path):
     assert lines == ["我在开谁的玩笑啊", "我在开谁的玩笑啊", "我们走", "我们走", "笑声", "笑声", "音乐"]
     assert docs[:4] == ["0"] * 4 and len(set(docs[4:])) == 3 and "0" not in docs[4:]   # labels: documents of their own
     assert split_cue(["[笑声]", "我今天", "去看电影"]).units == ["我今天去看电影"]
+    texts, _ = _cues(tmp_path, {"笑声": "Laughter.", "我不希望": LONG}, ["[笑声]", "我不希望"], name="b.srt")
+    assert texts == [["[Laughter] I don't want my tombstone", "to say Ross Geller, divorced three times."]]  # 2 lines
 
 
 def test_directory_outputs_are_named_with_the_target_language(tmp_path):
