@@ -83,17 +83,19 @@ class SubtitleOptions:
 @dataclass
 class Rendered:
     """One subtitle file translated: ``texts`` (per cue, its output lines), ``report`` (layout and
-    reading speed), ``scores`` (per cue its ``scores.Score`` or None; empty without a scorer),
-    ``rows`` (per cue its ``--scores`` row)."""
+    reading speed), ``translations`` (per cue its translation's lines: ``texts`` without the
+    source lines of ``bilingual``), ``scores`` (per cue its ``scores.Score`` or None; empty
+    without a scorer), ``rows`` (per cue its ``--scores`` row)."""
 
     texts: list[list[str]]
     report: LayoutReport
+    translations: list[list[str]] = field(default_factory=list)
     scores: list = field(default_factory=list)
 
     def rows(self, doc: SubtitleDoc) -> list[dict]:
         """The ``--scores`` rows of the file's cues (``inference/scores.py``)."""
         out = []
-        for k, (c, lines) in enumerate(zip(doc.cues, self.texts)):
+        for k, (c, lines) in enumerate(zip(doc.cues, self.translations)):
             cps = chars_per_second(lines, c.start, c.end)
             out.append({"file": doc.name, "cue": k + 1, "start": format_ms(c.start), "end": format_ms(c.end),
                         **scores.fields(self.scores[k] if self.scores else None),
@@ -141,6 +143,7 @@ def translate_docs(translator, docs: list[SubtitleDoc], options: SubtitleOptions
             m = [next(marks) for _ in p.labels]
             lines = render_cue(p, [x for x, _ in h], [x for x, _ in m], width)
             r.texts.append(c.text + lines if options.bilingual and p.groups else lines)
+            r.translations.append(lines)
             cue_score = (0.0, 0) if h or m else None
             for _, sc in h + m:
                 cue_score = scores.add(cue_score, sc)

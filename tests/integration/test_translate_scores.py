@@ -72,6 +72,10 @@ def test_subtitle_scores_are_per_cue(sentence, tmp_path):
     shown = sum(len(x) for x in cues[2]["lines"])
     assert cues[2]["cps"] == pytest.approx(shown / 2.0, abs=0.01)
     assert cues[0]["file"] == str(tmp_path / "ep.srt")
+    r = CliRunner().invoke(cli, [*_common(sentence), "-i", str(tmp_path / "ep.srt"), "-o", str(tmp_path / "bi.srt"),
+                                 "--bilingual", "--scores", str(tmp_path / "bi.jsonl")])
+    assert r.exit_code == 0, r.output
+    assert _rows(tmp_path / "bi.jsonl") == cues                                  # the translation's lines only
 
 
 def test_a_context_models_scores_read_the_previous_lines(han, tmp_path):
