@@ -240,8 +240,10 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
 
     Subtitle files (.srt, .vtt, .ass, .ssa; or a directory of them): each file is one document,
     written in its own format with every cue's timing, index, style, position and markup kept
-    and the same number of cues (inference/subtitles.py): `doctrans translate -c CKPT -i
-    ep01.srt -o ep01.en.srt`. --stream: stdin a line at a time, each translation flushed, a
+    and the same number of cues, the translation laid out in lines of at most --max-line-length
+    characters, cues reading faster than --max-cps reported (inference/subtitles.py): `doctrans
+    translate -c CKPT -i ep01.srt -o ep01.en.srt`; a directory's ep01.srt becomes OUT/ep01.en.srt.
+    --stream: stdin a line at a time, each translation flushed, a
     blank line ending a document (inference/stream.py).
     """
     from doctrans.inference.translate import TranslateConfig
