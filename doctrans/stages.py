@@ -4,7 +4,8 @@
 (``tests/unit/test_architecture.py``), so they are given what they need from above: the
 trainer its dev BLEU scorer (``evaluation.dev.dev_bleu``), the translator its input transform
 (``dp.apply.dp_inputs``: DP completion with ``dp_generator``) and the ``--explain-context``
-pictures (``evaluation.explain_context.explain_translation``). These functions do that wiring.
+pictures (``evaluation.explain_context.explain_translation``) and the ``--scores``
+(``evaluation.confidence.line_scores``). These functions do that wiring.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from doctrans.config import ExperimentConfig
 from doctrans.dp.apply import dp_inputs
+from doctrans.evaluation.confidence import line_scores
 from doctrans.evaluation.dev import dev_bleu, dev_cxmi
 from doctrans.evaluation.explain_context import explain_translation
 from doctrans.inference import translate as _translate
@@ -32,9 +34,11 @@ def train(cfg: ExperimentConfig, resume: bool = False, overwrite: bool = False) 
 
 def translate(cfg: TranslateConfig) -> Path | None:
     """``doctrans translate``: ``inference.translate.run`` with the DP input transform
-    (``cfg.dp_generator``) and, for ``cfg.explain_context`` > 0, the context-attention pictures.
+    (``cfg.dp_generator``), for ``cfg.explain_context`` > 0 the context-attention pictures and, for
+    ``cfg.scores``, the translations' log-probabilities (``evaluation.confidence.line_scores``).
     Returns the output path (None for stdout); raises like it."""
-    return _translate.run(cfg, inputs_of=dp_inputs, after=explain_translation if cfg.explain_context > 0 else None)
+    return _translate.run(cfg, inputs_of=dp_inputs, after=explain_translation if cfg.explain_context > 0 else None,
+                          scorer=line_scores if cfg.scores else None)
 
 
 def shortlist(prepared: str, output: str = "", top_k: int = 20, frequent: int = 100, align_path: str = "",

@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from doctrans.cli.options import AUTO_OR_COUNT, NON_NEGATIVE, POSITIVE, SectionedCommand, ensemble_options, ensemble_settings
+from doctrans.inference.subtitle_layout import MAX_CPS, MAX_LINE_LENGTH
 
 
 # --help lists the options by section (options.SectionedCommand), in this order.
@@ -11,8 +12,8 @@ SECTIONS = (
     ("Model and engine", ("checkpoint", "sentence", "ensemble", "ensemble_weights", "ensemble_mode", "engine",
                           "compute_type", "quantize", "shortlist", "device", "threads")),
     ("Input", ("input_", "input_format", "prepared", "encoding", "encoding_errors", "script", "max_source_len")),
-    ("Output", ("output", "tokenized", "recase", "output_format", "nbest", "nbest_out")),
-    ("Subtitle files and streams", ("bilingual", "stream")),
+    ("Output", ("output", "tokenized", "recase", "output_format", "nbest", "nbest_out", "scores")),
+    ("Subtitle files and streams", ("bilingual", "max_line_length", "max_cps", "stream")),
     ("Search", ("beam", "lenpen", "max_len_ratio", "max_len_extra", "batch_sentences")),
     ("Documents and context models", ("docs", "history_chunk", "warmup_beam", "context_options", "explain_context", "explain_dir")),
     ("Directory input", ("workers", "group_lines", "glob_", "out_suffix", "resume")),
@@ -120,6 +121,15 @@ SECTIONS = (
                    "model when detected (logged); simplified: never convert; traditional: always convert.")
 @click.option("--bilingual", is_flag=True,
               help="Subtitle files: write each cue's source lines above its translation (for review).")
+@click.option("--max-line-length", type=POSITIVE, default=MAX_LINE_LENGTH, show_default=True, metavar="N",
+              help="Subtitle files: lay each cue's translation out in lines of at most N characters: one line when "
+                   "it fits, else two balanced lines broken at a natural point (after punctuation, not after an "
+                   "article), more only when it does not fit in two (reported as a warning; no text is dropped); "
+                   "dialogue keeps one line per speaker.")
+@click.option("--max-cps", type=click.FloatRange(min=0), default=MAX_CPS, show_default=True, metavar="CPS",
+              help="Subtitle files: report (a warning naming the fastest) the cues whose translation reads faster "
+                   "than CPS characters per second (characters without line breaks and markup / the cue's "
+                   "duration, as subtitle editors count them); 0 = no report.")
 @click.option("--stream", is_flag=True,
               help="Read stdin a line at a time and write each line's translation as soon as it is ready (flushed); "
                    "a blank line ends a document (a context model's rolling context starts again).")
@@ -146,7 +156,9 @@ SECTIONS = (
               help="Directory input: name each output after its source with the last suffix replaced, e.g. "
                    "--out-suffix .txt writes a.zh's translation to OUT/a.txt; '' keeps the source's name "
                    "[default: the model's source-language suffix becomes its target's: ep1.zh's translation is "
-                   "OUT/ep1.en; other names are kept].")
+                   "OUT/ep1.en; other names are kept. Subtitle files: SUFFIX goes before the extension, and by "
+                   "default the target language does, replacing a source-language tag: ep1.srt and ep1.zh.srt → "
+                   "OUT/ep1.en.srt].")
 @click.option("--output-format", type=click.Choice(["text", "sgml"]), default="text", show_default=True,
               help="text: one line per input line; sgml (SGML input only): the input's <DOC> blocks with the "
                    "translations as <seg> lines, in the references' layout (a <tstset>).")
@@ -158,6 +170,12 @@ SECTIONS = (
               help='Where --nbest goes (- for stdout): one JSON object per input line, {"line": K (from 1), '
                    '"hypotheses": [{"rank": 1, "text": ..., "score": ...}, ...]}, [] for an empty line; a line '
                    "split into pieces has one hypothesis, its joined 1-best, with score null.")
+@click.option("--scores", default="", metavar="FILE",
+              help='Also write how sure the model is of each translation (- for stdout): JSON lines, per input '
+                   'line {"line": K, "score": log-probability in nats, "tokens": N, "length_normalized": score/N}, '
+                   'per subtitle cue the same with its start, end, characters per second and lines; null for an '
+                   'empty line or one translated in pieces. The lowest are logged: check those first. Native '
+                   'engine only (not --engine ctranslate2, --dp-generator, --stream or a directory of text files).')
 @click.option("--rerank", type=click.Choice(["reconstructor"]), default=None,
               help="Rerank the k best hypotheses of each line by the beam's score + λ·log R(x̂|s(y))/|x̂|, the "
                    "model's reconstructor rebuilding the source x̂ from each candidate's decoder states (docs/"
@@ -188,7 +206,7 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
                   history_chunk, warmup_beam,
                   nbest, nbest_out, rerank, rerank_k, rerank_vocab, dp_out, dp_threshold, encoding, script, bilingual,
-                  stream) -> None:
+                  stream, max_line_length, max_cps, scores) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
     The output has exactly as many lines as the input; an empty input line gives an empty
@@ -222,8 +240,10 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
 
     Subtitle files (.srt, .vtt, .ass, .ssa; or a directory of them): each file is one document,
     written in its own format with every cue's timing, index, style, position and markup kept
-    and the same number of cues (inference/subtitles.py): `doctrans translate -c CKPT -i
-    ep01.srt -o ep01.en.srt`. --stream: stdin a line at a time, each translation flushed, a
+    and the same number of cues, the translation laid out in lines of at most --max-line-length
+    characters, cues reading faster than --max-cps reported (inference/subtitles.py): `doctrans
+    translate -c CKPT -i ep01.srt -o ep01.en.srt`; a directory's ep01.srt becomes OUT/ep01.en.srt.
+    --stream: stdin a line at a time, each translation flushed, a
     blank line ending a document (inference/stream.py).
     """
     from doctrans.inference.translate import TranslateConfig
@@ -253,4 +273,5 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
                         output_format=output_format, nbest=nbest, nbest_out=nbest_out, engine=engine,
                         compute_type=compute_type, quantize=quantize, shortlist=shortlist, rerank=rerank or "",
                         rerank_k=rerank_k, rerank_vocab=rerank_vocab, dp_out=dp_out, dp_threshold=dp_threshold,
-                        encoding=encoding, script=script, bilingual=bilingual, stream=stream))
+                        encoding=encoding, script=script, bilingual=bilingual, stream=stream,
+                        max_line_length=max_line_length, max_cps=max_cps, scores=scores))

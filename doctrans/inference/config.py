@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctrans.inference.collection import GROUP_LINES
+from doctrans.inference.subtitle_layout import MAX_CPS, MAX_LINE_LENGTH
 
 
 RECASE = ("auto", "yes", "no")     # TranslateConfig.recase
@@ -45,6 +46,8 @@ class TranslateConfig:
     encoding: str = ""                # "" (UTF-8; subtitle files: auto) | auto (detected, data/encoding.py) | a codec
     script: str = "auto"              # auto (Traditional input converted to Simplified) | simplified | traditional
     bilingual: bool = False           # subtitle files: the source lines above the translation in each cue
+    max_line_length: int = MAX_LINE_LENGTH   # subtitle files: characters a line of the translation (subtitle_layout)
+    max_cps: float = MAX_CPS          # subtitle files: cues over this many characters per second reported (0: none)
     stream: bool = False              # stdin a line at a time, each translation flushed (inference/stream.py)
     resume: bool = False              # directory input: skip documents whose output is complete
     workers: int = 1                  # directory input: translating processes on this machine
@@ -58,6 +61,7 @@ class TranslateConfig:
     output_format: str = "text"       # text | sgml (SGML input only: the input's <DOC> blocks, translations as <seg>)
     nbest: int = 0                    # write the N best hypotheses with scores to nbest_out (0 = none; N ≤ beam)
     nbest_out: str = ""               # JSON lines: {"line": i, "hypotheses": [{"text", "score", "tokens"}]}
+    scores: str = ""                  # JSON lines of each line's (subtitle cue's) log-probability (inference/scores.py)
     ensemble: tuple[str, ...] = ()    # more checkpoints (or shipped names) decoded with `checkpoint` as one model
     ensemble_weights: tuple[float, ...] = ()   # one per model, `checkpoint` first (default: uniform)
     ensemble_mode: str = "linear"     # linear: Σ w p | loglinear: Π p^w renormalised (models/ensemble.py)

@@ -41,7 +41,9 @@ from doctrans.inference.config import TranslateConfig
 from doctrans.inference.decode import decode_corpus
 from doctrans.inference.loading import QUANTIZE, LoadedModel, load_model, quantize_int8, text_processors
 from doctrans.inference.options import check_outputs, directory_out_suffix
+from doctrans.inference import scores
 from doctrans.inference.reconstructing import RERANK_BLOCK
+from doctrans.inference.scores import Scorer
 from doctrans.inference.translator import InputsOf, Translation, Translator, build_translator
 from doctrans.runtime import distributed
 from doctrans.runtime.device import resolve_device
@@ -149,13 +151,16 @@ def _warn_directory_options(cfg: TranslateConfig, name: str) -> None:
 
 
 def run(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
-        after: Callable[[Translator, Translation, list[str] | None], None] | None = None) -> Path | None:
+        after: Callable[[Translator, Translation, list[str] | None], None] | None = None,
+        scorer: Scorer | None = None) -> Path | None:
     """Translate ``cfg.input`` to ``cfg.output``; returns the output path (None for stdout).
 
     ``inputs_of``: builds each Translator's ``InputSetup`` from ``cfg`` (``dp_generator`` needs
     one: ``doctrans.dp.apply.dp_inputs``). ``after``: called for a file or stdin with the
     translator, the ``Translation`` and the document ids once translated (e.g. the
-    ``--explain-context`` pictures), before the output is written.
+    ``--explain-context`` pictures), before the output is written. ``scorer``: makes
+    ``cfg.scores`` (``inference/scores.py``; ``stages.translate`` gives
+    ``evaluation.confidence.line_scores``).
 
     A directory is translated as a collection (``translate_directory``: bad files skipped,
     ``resume``, ``workers``, torchrun ranks, summary). ``stream``: stdin a line at a time
@@ -169,10 +174,13 @@ def run(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
         raise FileNotFoundError(f"input not found: {inp}")
     from doctrans.inference import stream, subtitles
 
+    scores.check(cfg, cfg.input != "-" and inp.is_dir(), subtitles.takes(cfg))
+    if cfg.scores and scorer is None:
+        raise ValueError("--scores needs a scorer (doctrans.stages.translate gives one)")
     if cfg.stream:
         return stream.run_config(cfg, inputs_of)
     if subtitles.takes(cfg):
-        return subtitles.run_config(cfg, inputs_of)
+        return subtitles.run_config(cfg, inputs_of, scorer)
     _check_outputs(cfg)
     if cfg.input != "-" and inp.is_dir():
         if cfg.output == "-":
@@ -202,6 +210,10 @@ def run(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
         after(translator, res, doc_ids)
     if cfg.nbest:
         write_nbest(cfg.nbest_out, len(lines), res.nbest)
+    if cfg.scores:
+        got = scorer(translator, res, doc_ids)
+        scores.write(cfg.scores, scores.line_rows(got))
+        scores.log_lowest(name, [(f"line {k + 1}", x) for k, x in enumerate(got)])
     if cfg.dp_out:
         atomic_write_lines(cfg.dp_out, res.dp_lines)
         log.info("wrote the predicted DP-completed source to %s (score it: doctrans score dp %s --base …)",
@@ -234,7 +246,7 @@ def _check_outputs(cfg: TranslateConfig) -> None:
     check_outputs({"--input": cfg.input, "--docs": cfg.docs, "--dp-docs": cfg.dp_docs, "--checkpoint": cfg.checkpoint,
                    "--shortlist": cfg.shortlist},
                   {"--output": cfg.output, "--nbest-out": cfg.nbest_out, "--dp-out": cfg.dp_out,
-                   "--write-lattice": cfg.write_lattice})
+                   "--write-lattice": cfg.write_lattice, "--scores": cfg.scores})
     if cfg.output_format not in ("text", "sgml"):
         raise ValueError(f"output_format must be text or sgml, got {cfg.output_format!r}")
     is_dir = cfg.input != "-" and Path(cfg.input).is_dir()
