@@ -4,8 +4,9 @@
 (``tests/unit/test_architecture.py``), so they are given what they need from above: the
 trainer its dev BLEU scorer (``evaluation.dev.dev_bleu``), the translator its input transform
 (``dp.apply.dp_inputs``: DP completion with ``dp_generator``) and the ``--explain-context``
-pictures (``evaluation.explain_context.explain_translation``). These functions do that wiring,
-each stage importing only what it wires (``doctrans translate`` imports no training module:
+pictures (``evaluation.explain_context.explain_translation``) and the ``--scores``
+(``evaluation.confidence.line_scores``). These functions do that wiring, each stage importing
+only what it wires (``doctrans translate`` imports no training module:
 ``tests/unit/test_architecture.py``).
 """
 from __future__ import annotations
@@ -33,13 +34,17 @@ def train(cfg: ExperimentConfig, resume: bool = False, overwrite: bool = False) 
 
 def translate(cfg: TranslateConfig) -> Path | None:
     """``doctrans translate``: ``inference.translate.translate_input`` with the DP input transform
-    (``cfg.dp.dp_generator``) and, for ``cfg.io.explain_context`` > 0, the context-attention pictures.
+    (``cfg.dp.dp_generator``), for ``cfg.io.explain_context`` > 0 the context-attention pictures and,
+    for ``cfg.io.scores``, the translations' log-probabilities (``evaluation.confidence.line_scores``).
     Returns the output path (None for stdout); raises like it."""
     from doctrans.dp.apply import dp_inputs
+    from doctrans.evaluation.confidence import line_scores
     from doctrans.evaluation.explain_context import explain_translation
     from doctrans.inference import translate as _translate
 
-    return _translate.translate_input(cfg, inputs_of=dp_inputs, after=explain_translation if cfg.io.explain_context > 0 else None)
+    return _translate.translate_input(cfg, inputs_of=dp_inputs,
+                                      after=explain_translation if cfg.io.explain_context > 0 else None,
+                                      scorer=line_scores if cfg.io.scores else None)
 
 
 def shortlist(prepared: str, output: str = "", top_k: int = 20, frequent: int = 100, align_path: str = "",

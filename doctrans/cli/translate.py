@@ -12,8 +12,8 @@ SECTIONS = (
     ("Model and engine", ("checkpoint", "sentence", "ensemble", "ensemble_weights", "ensemble_mode", "engine",
                           "compute_type", "quantize", "shortlist", "device", "threads")),
     ("Input", ("input", "input_format", "prepared", "encoding", "encoding_errors", "script", "max_source_len")),
-    ("Output", ("output", "tokenized", "recase", "output_format", "nbest", "nbest_out")),
-    ("Subtitle files and streams", ("bilingual", "stream")),
+    ("Output", ("output", "tokenized", "recase", "output_format", "nbest", "nbest_out", "scores")),
+    ("Subtitle files and streams", ("bilingual", "max_line_length", "max_cps", "stream")),
     ("Search", ("beam", "lenpen", "max_len_ratio", "max_len_extra", "batch_sentences")),
     ("Documents and context models", ("docs", "history_chunk", "warmup_beam", "context_options", "explain_context", "explain_dir")),
     ("Directory input", ("workers", "group_lines", "glob", "out_suffix", "resume")),
@@ -64,8 +64,10 @@ def translate_cmd(sentence: bool, **kw) -> None:
 
     Subtitle files (.srt, .vtt, .ass, .ssa; or a directory of them): each file is one document,
     written in its own format with every cue's timing, index, style, position and markup kept
-    and the same number of cues (inference/subtitles.py): `doctrans translate -c CKPT -i
-    ep01.srt -o ep01.en.srt`. --stream: stdin a line at a time, each translation flushed, a
+    and the same number of cues, the translation laid out in lines of at most --max-line-length
+    characters, cues reading faster than --max-cps reported (inference/subtitles.py): `doctrans
+    translate -c CKPT -i ep01.srt -o ep01.en.srt`; a directory's ep01.srt becomes OUT/ep01.en.srt.
+    --stream: stdin a line at a time, each translation flushed, a
     blank line ending a document (inference/stream.py).
     """
     from doctrans.inference.translate import TranslateConfig

@@ -25,6 +25,7 @@ from typing import Any
 
 from doctrans.decoding import DecodeConfig
 from doctrans.utils.settings import setting
+from doctrans.inference.subtitle_layout import MAX_CPS, MAX_LINE_LENGTH
 
 RECASE = ("auto", "yes", "no")     # IOOptions.recase
 GROUP_LINES = 512                  # IOOptions.group_lines: a directory's documents translated together up to N lines
@@ -156,6 +157,17 @@ class IOOptions:
              "model when detected (logged); simplified: never convert; traditional: always convert.")
     bilingual: bool = setting(False, help="Subtitle files: write each cue's source lines above its translation "
                                           "(for review).")
+    max_line_length: int = setting(
+        MAX_LINE_LENGTH, min=1, metavar="N",
+        help="Subtitle files: lay each cue's translation out in lines of at most N characters: one line when "
+             "it fits, else two balanced lines broken at a natural point (after punctuation, not after an "
+             "article), more only when it does not fit in two (reported as a warning; no text is dropped); "
+             "dialogue keeps one line per speaker.")
+    max_cps: float = setting(
+        MAX_CPS, min=0, metavar="CPS",
+        help="Subtitle files: report (a warning naming the fastest) the cues whose translation reads faster "
+             "than CPS characters per second (characters without line breaks and markup / the cue's "
+             "duration, as subtitle editors count them); 0 = no report.")
     stream: bool = setting(
         False, help="Read stdin a line at a time and write each line's translation as soon as it is ready "
                     "(flushed); a blank line ends a document (a context model's rolling context starts again).")
@@ -179,7 +191,9 @@ class IOOptions:
         help="Directory input: name each output after its source with the last suffix replaced, e.g. "
              "--out-suffix .txt writes a.zh's translation to OUT/a.txt; '' keeps the source's name "
              "[default: the model's source-language suffix becomes its target's: ep1.zh's translation is "
-             "OUT/ep1.en; other names are kept].")
+             "OUT/ep1.en; other names are kept. Subtitle files: SUFFIX goes before the extension, and by "
+             "default the target language does, replacing a source-language tag: ep1.srt and ep1.zh.srt → "
+             "OUT/ep1.en.srt].")
     output_format: str = setting(
         "text", choices=("text", "sgml"),
         help="text: one line per input line; sgml (SGML input only): the input's <DOC> blocks with the "
@@ -189,6 +203,13 @@ class IOOptions:
         help='Where --nbest goes (- for stdout): one JSON object per input line, {"line": K (from 1), '
              '"hypotheses": [{"rank": 1, "text": ..., "score": ...}, ...]}, [] for an empty line; a line '
              "split into pieces has one hypothesis, its joined 1-best, with score null.")
+    scores: str = setting(
+        "", metavar="FILE",
+        help='Also write how sure the model is of each translation (- for stdout): JSON lines, per input '
+             'line {"line": K, "score": log-probability in nats, "tokens": N, "length_normalized": score/N}, '
+             'per subtitle cue the same with its start, end, characters per second and lines; null for an '
+             'empty line or one translated in pieces. The lowest are logged: check those first. Native '
+             'engine only (not --engine ctranslate2, --dp-generator, --stream or a directory of text files).')
     explain_context: int = setting(
         0, min=0, metavar="N",
         help="Context models (e.g. HAN): write pictures of the sentence- and word-level context attention "

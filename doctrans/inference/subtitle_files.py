@@ -1,6 +1,7 @@
 """Subtitle files (SRT, WebVTT, ASS/SSA) read and written, for ``subtitles.py`` (which translates
 them): ``read_subtitles`` / ``parse`` give a ``SubtitleDoc`` whose ``cues`` hold each cue's text
-lines, and ``SubtitleDoc.render`` writes the file back with those lines replaced.
+lines and its start and end (milliseconds), and ``SubtitleDoc.render`` writes the file back with
+those lines replaced (``set_language``: a header naming the file's language names another).
 
 ASS/SSA through pysubs2 (``SSAFile``: script info, styles, every event's fields kept; Comment
 events are not translated). SRT and WebVTT by the small block parser here, which keeps every
@@ -49,6 +50,28 @@ class Cue:
     text: list[str]          # its text lines as read (markup included)
     where: str               # "FILE: cue K (line L)"
     header: list[str] = field(default_factory=list)    # SRT/VTT: index / identifier and timing lines
+    start: int = 0           # milliseconds, as its timing says
+    end: int = 0
+
+
+def _ms(stamp: str) -> int:
+    """Milliseconds of an SRT / WebVTT time stamp (``[H:]MM:SS[,.]mmm``)."""
+    *hm, sec = stamp.strip().split(":")
+    s, _, frac = sec.replace(",", ".").partition(".")
+    h, m = (int(hm[0]), int(hm[1])) if len(hm) == 2 else (0, int(hm[0]))
+    return ((h * 60 + m) * 60 + int(s)) * 1000 + int((frac + "00")[:3])
+
+
+def _span(timing: str) -> tuple[int, int]:
+    """(start, end) in milliseconds of a timing line ``A --> B [settings]``."""
+    a, _, b = timing.partition("-->")
+    return _ms(a), _ms(b.split()[0])
+
+
+def format_ms(ms: int) -> str:
+    """``HH:MM:SS.mmm`` of a time in milliseconds (a cue's start in reports)."""
+    s, ms = divmod(max(0, ms), 1000)
+    return f"{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}.{ms:03d}"
 
 
 @dataclass
@@ -66,6 +89,15 @@ class SubtitleDoc:
     _items: list = field(default_factory=list)        # srt/vtt: str (verbatim block) or Cue index
     _ssa: object = None
     _events: list = field(default_factory=list)
+
+    def set_language(self, lang: str) -> None:
+        """Say the text is in ``lang`` where the file says which language it is in: a WebVTT
+        header's ``Language:`` line, an ASS/SSA ``Language`` script info; a file that does not say
+        is left as it is (no header is added)."""
+        if self.fmt == "vtt" and self._items:
+            self._items[0] = re.sub(r"(?mi)^(Language:[ \t]*)\S.*$", lambda m: m.group(1) + lang, self._items[0])
+        elif self._ssa is not None and "Language" in self._ssa.info:
+            self._ssa.info["Language"] = lang
 
     def render(self, texts: list[list[str]], fmt: str | None = None) -> str:
         fmt = fmt or self.fmt
@@ -141,7 +173,7 @@ def parse_srt(text: str, name: str) -> SubtitleDoc:
             body.append(lines[n])
             n += 1
         doc._items.append(len(doc.cues))
-        doc.cues.append(Cue(body, where, header))
+        doc.cues.append(Cue(body, where, header, *_span(header[1])))
     return doc
 
 
@@ -167,7 +199,7 @@ def parse_vtt(text: str, name: str) -> SubtitleDoc:
             got = lines[t].strip() if t < len(lines) else lines[0].strip()
             raise SubtitleError(f"{where}: bad timestamp line {got!r} (expected [HH:]MM:SS.mmm --> [HH:]MM:SS.mmm)")
         doc._items.append(len(doc.cues))
-        doc.cues.append(Cue(lines[t + 1:], where, lines[:t + 1]))
+        doc.cues.append(Cue(lines[t + 1:], where, lines[:t + 1], *_span(lines[t])))
     return doc
 
 
@@ -235,7 +267,7 @@ def parse_ssa(text: str, name: str, fmt: str) -> SubtitleDoc:
                             f"starting with 'Dialogue:'")
     for k, (ev, n) in enumerate(zip(events, lines)):
         doc._events.append(ev)
-        doc.cues.append(Cue(ev.text.split("\\N"), f"{name}: event {k + 1} (line {n})"))
+        doc.cues.append(Cue(ev.text.split("\\N"), f"{name}: event {k + 1} (line {n})", start=ev.start, end=ev.end))
     return doc
 
 

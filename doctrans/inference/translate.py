@@ -42,7 +42,9 @@ from doctrans.inference.config import TranslateConfig
 from doctrans.inference.decode import decode_corpus
 from doctrans.inference.loading import QUANTIZE, LoadedModel, load_model, quantize_int8, text_processors
 from doctrans.inference.options import check_outputs, directory_out_suffix
+from doctrans.inference import scores
 from doctrans.inference.reconstructing import RERANK_BLOCK
+from doctrans.inference.scores import Scorer
 from doctrans.inference.translator import InputsOf, Translation, Translator, build_translator
 from doctrans.runtime import distributed
 from doctrans.runtime.device import resolve_device
@@ -151,13 +153,16 @@ def _warn_directory_options(cfg: TranslateConfig, name: str) -> None:
 
 
 def translate_input(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
-        after: Callable[[Translator, Translation, list[str] | None], None] | None = None) -> Path | None:
+                    after: Callable[[Translator, Translation, list[str] | None], None] | None = None,
+                    scorer: Scorer | None = None) -> Path | None:
     """Translate ``cfg.io.input`` to ``cfg.io.output``; returns the output path (None for stdout).
 
     ``inputs_of``: builds each Translator's ``InputSetup`` from ``cfg`` (``dp_generator`` needs
     one: ``doctrans.dp.apply.dp_inputs``). ``after``: called for a file or stdin with the
     translator, the ``Translation`` and the document ids once translated (e.g. the
-    ``--explain-context`` pictures), before the output is written.
+    ``--explain-context`` pictures), before the output is written. ``scorer``: makes
+    ``cfg.io.scores`` (``inference/scores.py``; ``stages.translate`` gives
+    ``evaluation.confidence.line_scores``).
 
     A directory is translated as a collection (``translate_directory``: bad files skipped,
     ``resume``, ``workers``, torchrun ranks, summary). ``stream``: stdin a line at a time
@@ -171,10 +176,13 @@ def translate_input(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
         raise FileNotFoundError(f"input not found: {inp}")
     from doctrans.inference import stream, subtitles
 
+    scores.check(cfg, cfg.io.input != "-" and inp.is_dir(), subtitles.takes(cfg))
+    if cfg.io.scores and scorer is None:
+        raise ValueError("--scores needs a scorer (doctrans.stages.translate gives one)")
     if cfg.io.stream:
         return stream.run_config(cfg, inputs_of)
     if subtitles.takes(cfg):
-        return subtitles.run_config(cfg, inputs_of)
+        return subtitles.run_config(cfg, inputs_of, scorer)
     _check_outputs(cfg)
     if cfg.io.input != "-" and inp.is_dir():
         if cfg.io.output == "-":
@@ -204,6 +212,10 @@ def translate_input(cfg: TranslateConfig, inputs_of: InputsOf | None = None,
         after(translator, res, doc_ids)
     if cfg.search.nbest:
         write_nbest(cfg.io.nbest_out, len(lines), res.nbest)
+    if cfg.io.scores:
+        got = scorer(translator, res, doc_ids)
+        scores.write(cfg.io.scores, scores.line_rows(got))
+        scores.log_lowest(name, [(f"line {k + 1}", x) for k, x in enumerate(got)])
     if cfg.dp.dp_out:
         atomic_write_lines(cfg.dp.dp_out, res.dp_lines)
         log.info("wrote the predicted DP-completed source to %s (score it: doctrans score dp %s --base …)",
@@ -236,7 +248,7 @@ def _check_outputs(cfg: TranslateConfig) -> None:
     check_outputs({"--input": cfg.io.input, "--docs": cfg.io.docs, "--dp-docs": cfg.dp.dp_docs,
                    "--checkpoint": cfg.model.checkpoint, "--shortlist": cfg.model.shortlist},
                   {"--output": cfg.io.output, "--nbest-out": cfg.io.nbest_out, "--dp-out": cfg.dp.dp_out,
-                   "--write-lattice": cfg.dp.write_lattice})
+                   "--write-lattice": cfg.dp.write_lattice, "--scores": cfg.io.scores})
     if cfg.io.output_format not in ("text", "sgml"):
         raise ValueError(f"output_format must be text or sgml, got {cfg.io.output_format!r}")
     is_dir = cfg.io.input != "-" and Path(cfg.io.input).is_dir()

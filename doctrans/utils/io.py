@@ -2,6 +2,7 @@
 directory, then ``os.replace``)."""
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -163,7 +164,9 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory, fsync'd and
-    renamed, so that a reader (or a kill) never sees a partial file."""
+    renamed, so that a reader (or a kill) never sees a partial file. Raises OSError; a write
+    past the file size limit (``ulimit -f``: CPython ignores SIGXFSZ, so the write fails with
+    EFBIG) names ``path``, the limit and the output's size; the previous file stays."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = temp_file_next_to(path)
@@ -173,10 +176,22 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno == errno.EFBIG:
+            raise OSError(errno.EFBIG, f"cannot write {path}: file too large: {_size_limit()} and the output is "
+                                       f"{len(data):,} bytes; raise it (ulimit -f unlimited)", str(path)) from e
         raise
+
+
+def _size_limit() -> str:
+    """'the file size limit (ulimit -f) is N bytes' (or 'the file system's file size limit')."""
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return ("the file system's file size limit was reached" if soft == resource.RLIM_INFINITY
+            else f"the file size limit (ulimit -f) is {soft:,} bytes")
 
 
 def atomic_write_lines(path: str | Path, lines: Iterable[str]) -> None:

@@ -8,7 +8,7 @@ import pytest
 import doctrans.inference.documents as documents
 from conftest import train_tiny
 from doctrans.inference.stream import DocumentSession, stream_lines
-from doctrans.inference.subtitles import read_subtitles, translate_file
+from doctrans.inference.subtitles import SubtitleOptions, read_subtitles, translate_file
 from doctrans.inference.translate import TranslateConfig, Translator
 
 HAN_DEC = "context={type: han, context_sents: 2, attach: both, heads: 2, d_ff: 32, dropout: 0.0}"
@@ -68,7 +68,7 @@ def test_srt_is_one_document_with_the_previous_cues_as_context(han, tmp_path, mo
     src = tmp_path / "ep01.srt"
     src.write_text(SRT, encoding="utf-8")
     seen = _record_batches(monkeypatch, han)
-    translate_file(han, src, tmp_path / "ep01.en.srt")
+    translate_file(han, src, tmp_path / "ep01.en.srt", SubtitleOptions(max_line_length=1000))   # a line per sentence
     context = {s: c for s, c, _ in seen}
     assert context == {"w1 w2 w3": [], "w4 w5": ["w1 w2 w3"], "w6": ["w1 w2 w3", "w4 w5"],
                        "w7 w8 w9 w1": ["w4 w5", "w6"]}                   # the empty cue is not context

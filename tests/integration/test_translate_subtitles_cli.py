@@ -30,9 +30,14 @@ def test_translate_srt_file_and_bilingual(ckpt, tmp_path):
     expect = Translator(TranslateConfig(checkpoint=str(ckpt), input_format="bpe", tokenized=True, beam=2)).translate(
         ["w1 w2 w3", "w4 w5", "w6"])
     out = read_subtitles(tmp_path / "ep01.en.srt")
-    assert out.encoding == "utf-8" and [c.text for c in out.cues] == [
-        [f"<i>{expect[0]}</i>"], [], [f"- {expect[1]}", f"- {expect[2]}"]]
+    assert out.encoding == "utf-8" and [" ".join(c.text) for c in out.cues] == [
+        f"<i>{expect[0]}</i>", "", f"- {expect[1]} - {expect[2]}"]
+    assert all(len(x.replace("<i>", "").replace("</i>", "")) <= 42 for c in out.cues for x in c.text)
     assert [c.header for c in out.cues] == [c.header for c in read_subtitles(src).cues]
+    r = CliRunner().invoke(cli, [*common, "-i", str(src), "-o", str(tmp_path / "one.srt"), "--max-line-length", "200"])
+    assert [c.text for c in read_subtitles(tmp_path / "one.srt").cues] == [
+        [f"<i>{expect[0]}</i>"], [], [f"- {expect[1]}", f"- {expect[2]}"]]
+    common += ["--max-line-length", "200"]
     r = CliRunner().invoke(cli, [*common, "-i", str(src), "-o", str(tmp_path / "bi.srt"), "--bilingual"])
     assert r.exit_code == 0, r.output
     assert read_subtitles(tmp_path / "bi.srt").cues[2].text == ["- w4 w5", "- w6", f"- {expect[1]}", f"- {expect[2]}"]
@@ -140,3 +145,20 @@ def test_plain_text_encoding_and_script(tmp_path):
     f.write_bytes("好\n".encode() + b"\x80\n")
     with pytest.raises(ValueError, match="not valid UTF-8"):          # ... else UTF-8, as before
         read_documents(replace(cfg, encoding=""))
+
+
+def test_a_directory_of_subtitles_is_named_and_labelled_in_the_target_language(ckpt, tmp_path):
+    """Issue 75 item 6: a directory's S01E01.srt was translated to OUT/S01E01.srt, and a WebVTT
+    header kept 'Language: zh'; now OUT/S01E01.en.srt and 'Language: en' (the model's languages)."""
+    inp = tmp_path / "season"
+    inp.mkdir()
+    (inp / "S01E01.srt").write_text(SRT, encoding="utf-8")
+    (inp / "S01E02.zh.vtt").write_text("WEBVTT\nLanguage: zh\n\n00:01.000 --> 00:02.000\nw1 w2\n", encoding="utf-8")
+    common = ["translate", "-c", str(ckpt), "--input-format", "bpe", "--tokenized", "--beam", "2"]
+    r = CliRunner().invoke(cli, [*common, "-i", str(inp), "-o", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["S01E01.en.srt", "S01E02.en.vtt"]
+    assert (tmp_path / "out" / "S01E02.en.vtt").read_text(encoding="utf-8").startswith("WEBVTT\nLanguage: en\n\n")
+    r = CliRunner().invoke(cli, [*common, "-i", str(inp), "-o", str(tmp_path / "out2"), "--out-suffix", ""])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in (tmp_path / "out2").iterdir()) == ["S01E01.srt", "S01E02.zh.vtt"]

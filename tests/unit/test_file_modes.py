@@ -60,3 +60,25 @@ def test_align_temp_files_follow_the_umask(tmp_path, mask):
 
     name = _tmp_next_to(tmp_path / "fwd.links")
     assert _mode(name) == 0o666 & ~mask
+
+
+def test_an_output_past_the_file_size_limit_names_the_file_and_the_limit(tmp_path):
+    """A text output written past RLIMIT_FSIZE (ulimit -f) failed with a bare '[Errno 27] File
+    too large' naming no file (issue 73's probes); the previous file stays, no temporary is left."""
+    import errno
+    import resource
+
+    path = tmp_path / "out.en"
+    io.atomic_write_text(path, "old\n")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if hard != resource.RLIM_INFINITY and hard < 1 << 16:
+        pytest.skip("the hard file size limit is below the test's")
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, hard))
+    try:
+        with pytest.raises(OSError, match=rf"cannot write {path}: file too large: the file size limit \(ulimit -f\) "
+                                          r"is 65,536 bytes and the output is 100,000 bytes") as e:
+            io.atomic_write_text(path, "x" * 100_000)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert e.value.errno == errno.EFBIG and e.value.filename == str(path)
+    assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["out.en"]

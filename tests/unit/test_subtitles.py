@@ -8,7 +8,7 @@ import re
 import pytest
 
 from doctrans.inference.subtitles import (SubtitleError, SubtitleOptions, output_path, read_subtitles,
-                                          split_cue, subtitle_files, translate_directory, translate_file, wrap)
+                                          split_cue, subtitle_files, translate_directory, translate_file)
 
 SRT = """5
 00:00:01,000 --> 00:00:02,500 X1:100 X2:200 Y1:10 Y2:20
@@ -102,8 +102,7 @@ def test_srt_round_trip_keeps_cues_and_markup(tmp_path):
     assert len(again.cues) == 5 and again.cues[1].text == []               # empty cue stays empty
     assert again.cues[0].text == ["{\\an8}<i>t0 w w</i>"]
     assert again.cues[2].text == ["- t1 w w w w", "-t2 w w w w w"]           # two speakers, two lines
-    assert len(again.cues[3].text) == 2                                     # one sentence, wrapped again
-    assert " ".join(again.cues[3].text) == "t3 " + " ".join(["w"] * 10)
+    assert again.cues[3].text == ["t3 " + " ".join(["w"] * 10)]             # one sentence: one line when it fits
     assert again.cues[4].text == ["<i>t4 w w w</i>"]
 
 
@@ -209,8 +208,6 @@ def test_cue_planning_and_wrapping():
     assert split_cue(["I went", "home"]).units == ["I went home"]
     assert split_cue(["— 走！", "— 好"]).units == ["走！", "好"]
     assert split_cue(["{\\an8}", "你好"]).units == ["你好"]
-    assert wrap("a bb ccc dddd eeeee", 2) == ["a bb ccc", "dddd eeeee"]
-    assert wrap("hello", 2) == ["hello"] and wrap("", 2) == [""]
 
 
 @pytest.mark.parametrize("event, message", [                        # issue 73 item 2: nothing invented
