@@ -8,7 +8,7 @@ default and the help from which ``doctrans translate``'s and ``doctrans serve``'
   for documents the history pieces and their warm-up beam; one object passed down as such to
   ``decode_corpus``, ``translate_documents``, ``beam_search`` and the CTranslate2 engine (as
   CTranslate2's ``TranslationOptions``). Its first five fields are the experiment config's
-  ``decode:`` section (``config.DecodeConfig``, dev BLEU), which it extends;
+  ``decode:`` section (``decoding.DecodeConfig``, dev BLEU), which it extends;
 * ``IOOptions`` — input and output: files, formats, encodings, documents, directories;
 * ``DPOptions`` — dropped pronouns (a DP generator completing the input) and the reconstructor
   at test time (reranking, the DP-completed source).
