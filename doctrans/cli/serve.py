@@ -31,6 +31,9 @@ from doctrans.serve import DRAIN_TIMEOUT_S
               help="Restore the case of a lowercasing model's output with its recaser (as doctrans translate).")
 @click.option("--context-option", "context_options", multiple=True, metavar="KEY=VALUE",
               help="Change a context model's setting for this server (as doctrans translate).")
+@click.option("--glossary", default="", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Terms every request's translation enforces (source<TAB>target lines; as doctrans translate). "
+                   "Lines without Chinese are answered unchanged, Latin-script text and numbers kept, as there.")
 @click.option("--max-lines", type=POSITIVE, default=256, show_default=True,
               help="Lines (sentences) per request; more is a 413 error.")
 @click.option("--max-chars", type=POSITIVE, default=20000, show_default=True,
@@ -43,8 +46,8 @@ from doctrans.serve import DRAIN_TIMEOUT_S
 @click.option("--source-lang", default="zh", show_default=True, help="The model's source language (LibreTranslate code).")
 @click.option("--target-lang", default="en", show_default=True, help="The model's target language.")
 def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port, engine, compute_type, quantize, device, threads, beam, lenpen, batch_sentences,
-              input_format, tokenized, recase, context_options, max_lines, max_chars, max_body_bytes, drain_timeout,
-              source_lang, target_lang) -> None:
+              input_format, tokenized, recase, context_options, glossary, max_lines, max_chars, max_body_bytes,
+              drain_timeout, source_lang, target_lang) -> None:
     """Load CHECKPOINT once and serve it over HTTP until SIGTERM / Ctrl-C (needs the server extra:
     pip install 'doctrans[serve]').
 
@@ -78,6 +81,7 @@ def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port,
     cfg = TranslateConfig(checkpoint=checkpoint, engine=engine, compute_type=compute_type, quantize=quantize,
                           device=device, threads=threads, beam=beam, lenpen=lenpen, batch_sentences=batch_sentences,
                           input_format=input_format, tokenized=tokenized, recase=recase, context_options=tuple(context_options),
+                          glossary=glossary,
                           **ensemble_settings(ensemble, ensemble_weights, ensemble_mode))
     translator = build_translator(cfg, dp_inputs)
     try:

@@ -11,7 +11,8 @@ from doctrans.inference.subtitle_layout import MAX_CPS, MAX_LINE_LENGTH
 SECTIONS = (
     ("Model and engine", ("checkpoint", "sentence", "ensemble", "ensemble_weights", "ensemble_mode", "engine",
                           "compute_type", "quantize", "shortlist", "device", "threads")),
-    ("Input", ("input_", "input_format", "prepared", "encoding", "encoding_errors", "script", "max_source_len")),
+    ("Input", ("input_", "input_format", "prepared", "encoding", "encoding_errors", "script", "max_source_len",
+               "glossary", "protect", "translate_all")),
     ("Output", ("output", "tokenized", "recase", "output_format", "nbest", "nbest_out", "scores")),
     ("Subtitle files and streams", ("bilingual", "max_line_length", "max_cps", "stream")),
     ("Search", ("beam", "lenpen", "max_len_ratio", "max_len_extra", "batch_sentences")),
@@ -119,6 +120,16 @@ SECTIONS = (
 @click.option("--script", type=click.Choice(["auto", "simplified", "traditional"]), default="auto", show_default=True,
               help="Chinese script of the input: auto converts Traditional input to Simplified (OpenCC t2s) for the "
                    "model when detected (logged); simplified: never convert; traditional: always convert.")
+@click.option("--glossary", default="", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Terms to enforce: one source<TAB>target per line (UTF-8; blank and #-lines skipped). Where a "
+                   "source term occurs (longest match first), the output has its target (the model reads a "
+                   "placeholder it copies; inference/spans.py). A malformed line is an error naming it.")
+@click.option("--protect/--no-protect", default=True, show_default=True,
+              help="Keep Latin-script words and names, numbers of 2+ digits, URLs, e-mail addresses and markup "
+                   "tags of a Chinese line as they are (placeholders the model copies, put back after it).")
+@click.option("--translate-all", is_flag=True,
+              help="Translate lines without Chinese too (no Han character, or kana: Japanese; Hangul: Korean). "
+                   "Without it they are written unchanged, not sent to the model, and counted in the log.")
 @click.option("--bilingual", is_flag=True,
               help="Subtitle files: write each cue's source lines above its translation (for review).")
 @click.option("--max-line-length", type=POSITIVE, default=MAX_LINE_LENGTH, show_default=True, metavar="N",
@@ -206,7 +217,7 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
                   history_chunk, warmup_beam,
                   nbest, nbest_out, rerank, rerank_k, rerank_vocab, dp_out, dp_threshold, encoding, script, bilingual,
-                  stream, max_line_length, max_cps, scores) -> None:
+                  stream, max_line_length, max_cps, scores, glossary, protect, translate_all) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
     The output has exactly as many lines as the input; an empty input line gives an empty
@@ -274,4 +285,5 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
                         compute_type=compute_type, quantize=quantize, shortlist=shortlist, rerank=rerank or "",
                         rerank_k=rerank_k, rerank_vocab=rerank_vocab, dp_out=dp_out, dp_threshold=dp_threshold,
                         encoding=encoding, script=script, bilingual=bilingual, stream=stream,
-                        max_line_length=max_line_length, max_cps=max_cps, scores=scores))
+                        max_line_length=max_line_length, max_cps=max_cps, scores=scores, glossary=glossary,
+                        protect=protect, translate_all=translate_all))

@@ -48,6 +48,10 @@ class TranslateConfig:
     bilingual: bool = False           # subtitle files: the source lines above the translation in each cue
     max_line_length: int = MAX_LINE_LENGTH   # subtitle files: characters a line of the translation (subtitle_layout)
     max_cps: float = MAX_CPS          # subtitle files: cues over this many characters per second reported (0: none)
+    # spans the model must not translate, lines it must not see (inference/spans.py)
+    glossary: str = ""                # source<TAB>target terms enforced in the output (placeholders)
+    protect: bool = True              # keep Latin-script text, numbers, URLs, e-mail addresses, tags through translation
+    translate_all: bool = False       # send lines without Chinese to the model too (else: passed through unchanged)
     stream: bool = False              # stdin a line at a time, each translation flushed (inference/stream.py)
     resume: bool = False              # directory input: skip documents whose output is complete
     workers: int = 1                  # directory input: translating processes on this machine

@@ -2,7 +2,8 @@
 training data, translating lists of lines: empty lines kept, over-long lines split and joined
 (``long_lines.py``), documents in order for a context model (``documents.py``), input variants of
 an input transform (``transform.py``: DP completion), n-best lists, and reconstruction decoding
-(``reconstructing.py``). The stage around it (files, directories, outputs) is ``translate.py``."""
+(``reconstructing.py``); around the model, lines without Chinese passed through and spans kept
+(Latin-script text, numbers, URLs, tags, glossary terms: ``spans.py``). The stage around it (files, directories, outputs) is ``translate.py``."""
 from __future__ import annotations
 
 import logging
@@ -14,13 +15,14 @@ from functools import partial
 import numpy as np
 import torch
 
-from doctrans.data.text import TextProcessor
-from doctrans.data.vocab import Vocab
+from doctrans.data.text import TextProcessor, tokenize_en
+from doctrans.data.vocab import SPECIALS, Vocab
 from doctrans.inference.config import RECASE, TranslateConfig
 from doctrans.inference.decode import decode_corpus
 from doctrans.inference.loading import LoadedModel, load_model
 from doctrans.inference.long_lines import split_long_lines
 from doctrans.inference.options import native_compute_type
+from doctrans.inference.spans import HAN, NAME_PLACEHOLDERS, Glossary, Masked, SpanProtector, SpanStats
 from doctrans.inference.transform import InputSetup, InputTransform
 from doctrans.models.interface import reads_documents
 from doctrans.models.reconstruction_spec import ReconstructionSpec, no_dp_message, no_reconstructor_message
@@ -34,13 +36,15 @@ class Translation:
     line index → its BPE source; hyps: line index → its BPE 1-best (non-empty lines); nbest
     (``cfg.nbest`` > 0): line index → its best hypotheses as (output text, normalised score),
     best first, for the non-empty lines (a line split into pieces, ``long_lines``, has one: its
-    joined 1-best with score None)."""
+    joined 1-best with score None; a line passed through, ``spans.py``, itself with score 0.0);
+    spans: the spans transform's counts (``spans.SpanStats``)."""
 
     lines: list[str]
-    bpe: dict[int, str]
+    bpe: dict[int, str]                     # (of the masked lines the model read: spans.py)
     hyps: dict[int, str]
     nbest: dict[int, list[tuple[str, float | None]]] = field(default_factory=dict)
     dp_lines: list[str] | None = None       # cfg.dp_out: the DP-completed source, one per input line
+    spans: SpanStats = field(default_factory=SpanStats)   # lines passed through, spans kept / lost (spans.py)
 
 
 class Translator:
@@ -73,8 +77,12 @@ class Translator:
             raise ValueError(f"--nbest {cfg.nbest} exceeds --beam {cfg.beam}: the search keeps {cfg.beam} hypotheses")
         if cfg.nbest and cfg.dp_generator:
             raise ValueError("--nbest is not supported with --dp-generator (several input variants per sentence)")
+        if cfg.glossary and cfg.input_format == "bpe":
+            raise ValueError("--glossary needs raw or tok input (its terms are words, not BPE units)")
+        glossary = Glossary.load(cfg.glossary) if cfg.glossary else None
         self._cfg, self._inputs = cfg, inputs
         self._loaded = loaded or load_model(cfg)
+        self._spans = self._span_protector(glossary)
         if cfg.nbest and self._loaded.reads_documents:
             raise ValueError(f"--nbest is for sentence-level models; {cfg.checkpoint} is a context model, whose "
                              "documents are translated with their 1-best context: translate without --nbest")
@@ -87,6 +95,22 @@ class Translator:
         if cfg.rerank or cfg.dp_out or cfg.rerank_k or cfg.rerank_vocab or cfg.dp_threshold is not None or (
                 cfg.dp_generator and self._loaded.model.reconstruction.encoder_input == "original"):
             self._check_reconstruction(cfg)
+
+    def _span_protector(self, glossary: Glossary | None) -> SpanProtector:
+        """The spans transform of this config and model (``spans.py``). Lines are checked for
+        Chinese and their spans protected only for a model that reads Chinese (at least half its
+        source vocabulary has Han characters: the shipped models 97.5%; a model of other text
+        gets its lines as they are) and for raw or tok input (BPE input is what the model reads);
+        the glossary applies to raw and tok input of any model. Name placeholders: those of
+        ``NAME_PLACEHOLDERS`` that are one BPE unit of the source and a target token (all of
+        them when none is)."""
+        c = self.cfg
+        vocab = self.src_vocab.tokens[len(SPECIALS):]
+        chinese = c.input_format != "bpe" and 2 * sum(1 for t in vocab if HAN.search(t)) >= len(vocab) > 0
+        names = tuple(p for p in NAME_PLACEHOLDERS
+                      if self.src_proc.apply_bpe([p]) == [p] and p in self.tgt_vocab.index) or NAME_PLACEHOLDERS
+        return SpanProtector(glossary, protect=c.protect and chinese, translate_all=c.translate_all or not chinese,
+                             spaced=c.input_format == "tok", names=names)
 
     def _check_reconstruction(self, cfg: TranslateConfig) -> None:
         """ValueError for a ``rerank`` / ``dp_out`` request the model or the options cannot serve."""
@@ -207,6 +231,48 @@ class Translator:
     def translate_detailed(self, lines: list[str], progress: bool = False, name: str = "<input>",
                            doc_ids: list[str] | None = None, where: list[str] | None = None) -> Translation:
         """Translations of ``lines``, one per line, empty for an empty line, with each line's BPE
+        source and 1-best (``Translation``; ``_translate_model``), around the model the spans
+        transform (``spans.py``): a line without Chinese is its own output and not sent to the
+        model (so not a context model's context either; ``cfg.translate_all``: sent as it is),
+        the spans of a Chinese line (``cfg.protect``; glossary terms, ``cfg.glossary``) are
+        placeholders for the model and put back in its output. Their counts are logged (INFO),
+        naming ``name``."""
+        stats = SpanStats()
+        masked = [self._spans.mask(line, stats) for line in lines]
+        res = self._translate_model([m.text for m in masked], progress, name, doc_ids, where)
+        if not any(m.passed or m.spans or m.lead or m.trail for m in masked):
+            return res                      # (its stats: empty)
+        out = [self._spans.restore(m, h, self._render, stats) for m, h in zip(masked, res.lines)]
+        nbest = {i: [(self._spans.restore(masked[i], t, self._render), sc) for t, sc in hs]
+                 for i, hs in res.nbest.items()}
+        if self.cfg.nbest:
+            nbest.update({i: [(m.original, 0.0)] for i, m in enumerate(masked) if m.passed})
+        dp_lines = res.dp_lines
+        if dp_lines is not None:
+            dp_lines = [m.original if m.passed else self._spans.restore(m, d, source=True)
+                        for m, d in zip(masked, dp_lines)]
+        _log_spans(stats, name)
+        return Translation(out, res.bpe, res.hyps, dict(sorted(nbest.items())), dp_lines, stats)
+
+    def mask(self, line: str) -> Masked:
+        """``line`` as the model reads it (``spans.SpanProtector.mask`` under this config; a line
+        without Chinese comes back ``passed``), for ``restore``."""
+        return self._spans.mask(line)
+
+    def restore(self, masked: Masked, output: str) -> str:
+        """The output line of a ``mask``-ed line from the model's (post-processed) translation."""
+        return self._spans.restore(masked, output, self._render)
+
+    def _render(self, text: str) -> str:
+        """A kept span as the output writes it: as it is; Moses-tokenized for ``tokenized`` output
+        (lowercased too when the model lowercases and the output is not recased)."""
+        if not self.cfg.tokenized or self.tgt_proc.lang != "en":
+            return text
+        return tokenize_en([text], lowercase=self.tgt_proc.lowercase and not self.recases)[0]
+
+    def _translate_model(self, lines: list[str], progress: bool = False, name: str = "<input>",
+                         doc_ids: list[str] | None = None, where: list[str] | None = None) -> Translation:
+        """Translations of ``lines`` by the model, one per line, empty for an empty line, with each line's BPE
         source and 1-best (``Translation``). A line over ``max_source_units`` is split,
         translated piece by piece and joined (``long_lines``), with a warning naming ``name``
         and the line; with an input transform such a line (or one that DP insertions could push
@@ -372,6 +438,23 @@ class Translator:
             if k not in best or s > best[k][0]:
                 best[k] = (s, h)
         return [best[k][1] for k in range(len(src))]
+
+
+def _log_spans(stats: SpanStats, name: str) -> None:
+    """The spans transform's counts of one translation, at INFO (a line each, when any)."""
+    if stats.passed:
+        scripts = {"other": "no Han", "ja": "kana: Japanese", "ko": "Hangul: Korean"}
+        log.info("%s: %d line(s) without Chinese passed through untranslated (%s; --translate-all translates "
+                 "them)", name, sum(stats.passed.values()),
+                 ", ".join(f"{n} {scripts[k]}" for k, n in sorted(stats.passed.items())))
+    if stats.spans:
+        log.info("%s: %d span(s) kept through translation (%s)%s", name, sum(stats.spans.values()),
+                 ", ".join(f"{n} {k}" for k, n in sorted(stats.spans.items())),
+                 f"; {stats.lost} placeholder(s) the model dropped: their spans put at their positions"
+                 if stats.lost else "")
+    if stats.unprotected:
+        log.info("%s: %d span(s) translated unprotected (more in a line than placeholders)", name,
+                 stats.unprotected)
 
 
 InputsOf = Callable[[TranslateConfig], InputSetup]
