@@ -1,5 +1,6 @@
 """What the model must not translate, and lines it must not see (``Translator``'s transform
-around the model: source line → masked line and its spans → translate → restore).
+around the model: source line → masked line and its spans → translate → restore; how a
+glossary's lines are translated: ``Translator.translate_detailed``).
 
 **Which lines are translated** (``is_chinese``): a line is Chinese when it has a Han character
 (CJK unified ideographs, extension A, compatibility) and no kana or Hangul — a line with kana is
@@ -31,9 +32,9 @@ English names the models' source vocabulary holds as single tokens, ``tony phil 
 reid``, one per span of a line (a name whose Chinese spelling — 东尼, 菲尔… — is in the line is
 skipped, its English would be ambiguous); for numbers ``301`` … ``309``. On 38 constructed lines
 holding 42 Latin names the three shipped models copied 42/42 name placeholders (unprotected they
-kept 6, 4 and 3 of the names); ``#``, ``@``, ``*`` were copied 4, 0 and 19 times of 42, one
-``tony`` for every span 34 (the count of two identical placeholders cannot be restored), ``x``
-``y`` ``z`` 41–42 but as common nouns (*the X*). The numbers 301–310 were copied in 20/20 number
+kept 6, 4 and 3 of the names); ``#``, ``@``, ``*`` were copied 0–4, 0 and 18–26 times of 42,
+one ``tony`` for every span 34 (two identical placeholders in a line cannot be told apart), ``x``
+``y`` ``z`` 40–42 but as common nouns (*the X*). The numbers 301–310 were copied in 20/20 number
 slots by each model; names in a number slot break the sentence (*I got Tony an apple*). A line
 with more text spans than names (5) keeps the rest unprotected, with more numbers than 9 the same.
 A placeholder missing from the output (the model dropped it) gets its span put back at its
@@ -231,18 +232,16 @@ class Masked:
 class SpanStats:
     """Counts of one translation: lines passed through (by script: ``other``, ``ja``, ``ko``),
     spans kept (by kind), placeholders the model lost (their spans put at their position), text
-    spans left unprotected for want of placeholders."""
+    spans left unprotected for want of placeholders; lines with glossary terms whose own
+    translation had every target (``glossary_kept``) and those translated again with the terms
+    as placeholders (``glossary_again``: ``Translator.translate_detailed``)."""
 
     passed: Counter = field(default_factory=Counter)
     spans: Counter = field(default_factory=Counter)
     lost: int = 0
     unprotected: int = 0
-
-    def add(self, other: "SpanStats") -> None:
-        self.passed.update(other.passed)
-        self.spans.update(other.spans)
-        self.lost += other.lost
-        self.unprotected += other.unprotected
+    glossary_kept: int = 0
+    glossary_again: int = 0
 
 
 class SpanProtector:

@@ -7,6 +7,7 @@ an input transform (``transform.py``: DP completion), n-best lists, and reconstr
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,6 +84,7 @@ class Translator:
         self._cfg, self._inputs = cfg, inputs
         self._loaded = loaded or load_model(cfg)
         self._spans = self._span_protector(glossary)
+        self._spans_plain = self._span_protector(None)      # (a glossary's lines, first translated without it)
         if cfg.nbest and self._loaded.reads_documents:
             raise ValueError(f"--nbest is for sentence-level models; {cfg.checkpoint} is a context model, whose "
                              "documents are translated with their 1-best context: translate without --nbest")
@@ -234,25 +236,88 @@ class Translator:
         source and 1-best (``Translation``; ``_translate_model``), around the model the spans
         transform (``spans.py``): a line without Chinese is its own output and not sent to the
         model (so not a context model's context either; ``cfg.translate_all``: sent as it is),
-        the spans of a Chinese line (``cfg.protect``; glossary terms, ``cfg.glossary``) are
-        placeholders for the model and put back in its output. Their counts are logged (INFO),
-        naming ``name``."""
+        the spans of a Chinese line (``cfg.protect``) are placeholders for the model and put back
+        in its output. A line with glossary terms (``cfg.glossary``) keeps the model's own
+        translation when that has every term's target (a whole word, any case: then spelt as the
+        glossary has it, ``_with_targets``); else it is
+        translated again with the terms as placeholders (a context model: its document again,
+        the other lines keeping their first translation). Their counts are logged (INFO), naming
+        ``name``."""
         stats = SpanStats()
         masked = [self._spans.mask(line, stats) for line in lines]
-        res = self._translate_model([m.text for m in masked], progress, name, doc_ids, where)
+        glossed = [i for i, m in enumerate(masked) if any(s.kind == "glossary" for s in m.spans)]
+        used = list(masked)
+        for i in glossed:                   # first the model's own words for the terms
+            used[i] = self._spans_plain.mask(lines[i])
+        res = self._translate_model([m.text for m in used], progress, name, doc_ids, where)
         if not any(m.passed or m.spans or m.lead or m.trail for m in masked):
             return res                      # (its stats: empty)
-        out = [self._spans.restore(m, h, self._render, stats) for m, h in zip(masked, res.lines)]
-        nbest = {i: [(self._spans.restore(masked[i], t, self._render), sc) for t, sc in hs]
-                 for i, hs in res.nbest.items()}
+        model = {"lines": list(res.lines), "bpe": dict(res.bpe), "hyps": dict(res.hyps), "nbest": dict(res.nbest),
+                 "dp": list(res.dp_lines) if res.dp_lines is not None else None}
+        own = {i: self._with_targets(masked[i], self._spans.restore(used[i], res.lines[i], self._render))
+               for i in glossed}
+        redo = {i for i in glossed if own[i] is None}
+        if redo:
+            self._translate_glossed(lines, masked, used, redo, model, progress, name, doc_ids, where)
+        stats.glossary_kept, stats.glossary_again = len(glossed) - len(redo), len(redo)
+        out = [self._spans.restore(m, h, self._render, stats) for m, h in zip(used, model["lines"])]
+        out = [own[i] if own.get(i) is not None else x for i, x in enumerate(out)]
+        nbest = {i: [(self._spans.restore(used[i], t, self._render), sc) for t, sc in hs]
+                 for i, hs in model["nbest"].items()}
         if self.cfg.nbest:
-            nbest.update({i: [(m.original, 0.0)] for i, m in enumerate(masked) if m.passed})
-        dp_lines = res.dp_lines
+            nbest.update({i: [(m.original, 0.0)] for i, m in enumerate(used) if m.passed})
+        dp_lines = model["dp"]
         if dp_lines is not None:
             dp_lines = [m.original if m.passed else self._spans.restore(m, d, source=True)
-                        for m, d in zip(masked, dp_lines)]
+                        for m, d in zip(used, dp_lines)]
         _log_spans(stats, name)
-        return Translation(out, res.bpe, res.hyps, dict(sorted(nbest.items())), dp_lines, stats)
+        return Translation(out, model["bpe"], model["hyps"], dict(sorted(nbest.items())), dp_lines, stats)
+
+    def _with_targets(self, masked: Masked, output: str) -> str | None:
+        """``output`` with the target of every glossary span of ``masked`` in it spelt as the
+        glossary has it (found as a whole word in any case; its first letter left upper-case at
+        the start of a sentence), or None when one is missing."""
+        for s in masked.spans:
+            if s.kind != "glossary":
+                continue
+            target = self._render(s.target)
+            rx = re.compile(rf"(?<!\w){re.escape(target)}(?!\w)", re.IGNORECASE)
+            if not rx.search(output):
+                return None
+            output = rx.sub(lambda m: target if not m.group(0)[:1].isupper() else target[:1].upper() + target[1:],
+                            output)
+        return output
+
+    def _translate_glossed(self, lines: list[str], masked: list[Masked], used: list[Masked], redo: set[int],
+                           model: dict, progress: bool, name: str, doc_ids: list[str] | None,
+                           where: list[str] | None) -> None:
+        """The lines ``redo`` translated again with their glossary terms as placeholders
+        (``masked``), in ``used`` and the model's results ``model``: a sentence model's alone, a
+        context model's with the documents that hold them (their other lines as first read)."""
+        if self.reads_documents:
+            docs = {doc_ids[i] for i in redo} if doc_ids is not None else None
+            sub = [i for i in range(len(lines)) if docs is None or doc_ids[i] in docs]
+        else:
+            sub = sorted(redo)
+        at = where if where is not None else [f"{name}:{i + 1}" for i in range(len(lines))]
+        again = self._translate_model([(masked if i in redo else used)[i].text for i in sub], progress, name,
+                                      [doc_ids[i] for i in sub] if doc_ids is not None else None, [at[i] for i in sub])
+        for k, i in enumerate(sub):
+            if i not in redo:
+                continue
+            used[i] = masked[i]
+            model["lines"][i] = again.lines[k]
+            for key, part in (("bpe", again.bpe), ("hyps", again.hyps), ("nbest", again.nbest)):
+                if k in part:
+                    model[key][i] = part[k]
+            if model["dp"] is not None and again.dp_lines is not None:
+                model["dp"][i] = again.dp_lines[k]
+
+    @property
+    def protects_spans(self) -> bool:
+        """Whether Latin-script text, numbers, URLs and tags of a line are kept (``cfg.protect``,
+        for a model that reads Chinese and raw or tok input: ``_span_protector``)."""
+        return self._spans.protect
 
     def mask(self, line: str) -> Masked:
         """``line`` as the model reads it (``spans.SpanProtector.mask`` under this config; a line
@@ -447,6 +512,10 @@ def _log_spans(stats: SpanStats, name: str) -> None:
         log.info("%s: %d line(s) without Chinese passed through untranslated (%s; --translate-all translates "
                  "them)", name, sum(stats.passed.values()),
                  ", ".join(f"{n} {scripts[k]}" for k, n in sorted(stats.passed.items())))
+    if stats.glossary_kept or stats.glossary_again:
+        log.info("%s: %d line(s) with glossary terms: %d translated with every target, %d translated again with "
+                 "the terms as placeholders", name, stats.glossary_kept + stats.glossary_again, stats.glossary_kept,
+                 stats.glossary_again)
     if stats.spans:
         log.info("%s: %d span(s) kept through translation (%s)%s", name, sum(stats.spans.values()),
                  ", ".join(f"{n} {k}" for k, n in sorted(stats.spans.items())),

@@ -93,6 +93,18 @@ def test_glossary_targets_are_in_the_output(sentence, glossary, document):
         assert glossed.translate_sentences(plain) == tr.translate_sentences(plain)
 
 
+def test_a_line_whose_own_translation_has_the_target_keeps_it(sentence, tmp_path):
+    f = tmp_path / "g.tsv"
+    f.write_text("谢谢\tthank you\n律师\tattorney\n", encoding="utf-8")
+    glossed = doctrans.Translator.load(SENTENCE, threads=1, glossary=str(f))
+    lines = ["谢谢你。", "我要找律师"]
+    res = glossed._engine.translate_detailed(lines)
+    own = sentence.translate_sentences(lines)
+    assert "thank you" in own[0].lower() and "attorney" not in own[1]
+    assert res.lines[0] == own[0] and "attorney" in res.lines[1]
+    assert (res.spans.glossary_kept, res.spans.glossary_again) == (1, 1)
+
+
 def test_lines_without_chinese_are_passed_through(document, caplog):
     lines = ["Hello, how are you?", "他来了。", "OK", "こんにちは、元気ですか", "東京へ行きます", "谢谢你。"]
     with caplog.at_level(logging.INFO, logger="doctrans.inference.translator"):
