@@ -78,6 +78,7 @@ class SubtitleOptions:
     max_line_length: int = MAX_LINE_LENGTH   # characters a line of the translation (subtitle_layout)
     max_cps: float = MAX_CPS            # cues reading faster (characters per second) are reported; 0: none
     language: str = ""                  # the translation's language, set where a header names one ("": kept)
+    inner_tags: bool = False            # tags inside the text go to the translator, which keeps them (spans.py)
 
 
 @dataclass
@@ -111,7 +112,7 @@ def translate_docs(translator, docs: list[SubtitleDoc], options: SubtitleOptions
     located by file and cue. Each cue laid out in lines of ``options.max_line_length``
     (``render_cue``) and its reading speed measured. ``scorer``: the cues' scores too (the
     sentences through ``translator.translate_detailed``; ``inference/scores.py``)."""
-    plans = [[split_cue(c.text) for c in d.cues] for d in docs]
+    plans = [[split_cue(c.text, options.inner_tags) for c in d.cues] for d in docs]
     units, doc_ids, where, labels, label_where = [], [], [], [], []
     for d, (doc, ps) in enumerate(zip(docs, plans)):
         mine = [u for p in ps for u in p.units]
@@ -368,18 +369,18 @@ def run_config(cfg, inputs_of=None, scorer: scores.Scorer | None = None) -> Path
         raise ValueError(f"--max-line-length must be ≥ 1 and --max-cps ≥ 0, got {cfg.max_line_length} and "
                          f"{cfg.max_cps}")
     langs = model_languages(cfg.checkpoint, cfg.engine)
+    if inp.is_dir() and cfg.output == "-":
+        raise ValueError(f"input {inp} is a directory: give --output DIR")
+    translator = build_translator(cfg, inputs_of)
     options = SubtitleOptions(cfg.encoding or ENCODINGS_AUTO, cfg.script, cfg.bilingual, cfg.max_line_length,
-                              cfg.max_cps, langs[1] if langs else "")
+                              cfg.max_cps, langs[1] if langs else "", inner_tags=translator.protects_spans)
     if inp.is_dir():
-        if cfg.output == "-":
-            raise ValueError(f"input {inp} is a directory: give --output DIR")
         if cfg.workers > 1:
             log.warning("--workers %d: subtitle directories are translated by this one process", cfg.workers)
         suffix = cfg.out_suffix if cfg.out_suffix is not None else language_suffixes(*langs) if langs else ""
-        translate_directory(build_translator(cfg, inputs_of), inp, Path(cfg.output), options,
+        translate_directory(translator, inp, Path(cfg.output), options,
                             suffix, cfg.resume, cfg.group_lines, scorer if cfg.scores else None, cfg.scores)
         return Path(cfg.output)
-    translator = build_translator(cfg, inputs_of)
     dest = None if cfg.output == "-" else Path(cfg.output)
     text = translate_file(translator, inp, dest, options, progress=dest is not None,
                           scorer=scorer if cfg.scores else None, scores_out=cfg.scores)
