@@ -11,7 +11,9 @@ For each shipped model (default: all three), on constructed lines (below; no cor
    ``protect=False, translate_all=True`` (the placeholders reach the model as written, every line
    is translated), and counted as copied
    when the placeholder occurs exactly once in the output (case-insensitive, a whole word).
-2. **numbers**: 20 Chinese templates with a number slot; each candidate number in the slot,
+2. **one name**: each name placeholder alone in 44 slots (the 34 lines above with one name, and
+   10 short lines: vocatives, exclamations), copied when it occurs once in the output.
+3. **numbers**: 20 Chinese templates with a number slot; each candidate number in the slot,
    copied when it occurs once, whole, in the output.
 
 ``--kept SRC HYP…``: for the lines of SRC (raw Chinese, e.g. the TVsub test source) holding
@@ -40,8 +42,9 @@ NAMES = [("Dean和Jerry来了", "Dean|Jerry"), ("我们欢迎 Nancy Sinatra", "N
          ("Ignatius 你疯了吗", "Ignatius"), ("给Winston打个电话", "Winston"), ("Astrid已经走了", "Astrid"),
          ("那是Desmond的房子", "Desmond"), ("Mei Ling 你好", "Mei Ling"), ("我们去看Gordon吧", "Gordon"),
          ("Violetta很漂亮", "Violetta"), ("Quentin Blake在门外", "Quentin Blake")]
-NAME_SCHEMES = ["tony phil john garcia reid", "garcia reid john tony phil", "tony", "x y z", "dna gps fbi",
-                "#", "@", "*"]
+NAME_SCHEMES = ["phil john garcia reid tony", "tony phil john garcia reid", "garcia reid john tony phil", "tony",
+                "x y z", "dna gps fbi", "#", "@", "*"]
+SLOTS = ["我很好，{}。", "谢谢，{}。", "你好 {}", "{}！", "干!{}", "晚安 {}", "{}?", "对不起，{}", "{}，x", "我爱你，{}！"]
 NUMBER_SLOTS = ["电话号码是{}", "会议在{}开始", "圆周率是{}", "这台车要{}美元", "价格是{}", "温度是{}度", "打{}找我",
                 "他住在{}号", "我的生日是{}", "{}是我的号码", "给我{}", "比分是{}", "他欠我{}块钱", "我们需要{}个人",
                 "还有{}分钟", "我有{}个苹果", "这是第{}次", "{}", "我的房间是{}", "请拨{}"]
@@ -84,6 +87,14 @@ def names_table(tr) -> None:
         print(f"  placeholders {scheme!r}: {copied}/{total} copied")
 
 
+def slots_table(tr) -> None:
+    slots = [LATIN.sub("{}", x, count=1) for x, n in NAMES if "|" not in n] + SLOTS
+    for name in ("phil", "john", "garcia", "reid", "tony"):
+        out = translate(tr, [t.format(name) for t in slots])
+        lost = [o for o in out if not once(name, o)]
+        print(f"  one name {name}: {len(slots) - len(lost)}/{len(slots)} copied{'  ' + repr(lost[:2]) if lost else ''}")
+
+
 def numbers_table(tr) -> None:
     for n in NUMBERS:
         out = translate(tr, [t.format(n) for t in NUMBER_SLOTS])
@@ -121,6 +132,7 @@ def main() -> None:
         print(name)
         tr = doctrans.Translator.from_pretrained(name, protect=False, translate_all=True)
         names_table(tr)
+        slots_table(tr)
         numbers_table(tr)
 
 
