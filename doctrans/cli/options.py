@@ -107,12 +107,12 @@ def setting_option(f: dataclasses.Field, **override):
     if meta["multiple"]:
         kw["multiple"] = True
     kw["default"] = None if default is dataclasses.MISSING else default
-    if not _empty(kw["default"]) and not kw.get("is_flag"):
-        kw["show_default"] = True
+    flags = meta["flags"] or (f"--{f.name.replace('_', '-')}",)
+    if not _empty(kw["default"]) and (not kw.get("is_flag") or any("/" in x for x in flags)):
+        kw["show_default"] = True               # (a flag: only an on/off pair, --protect/--no-protect)
     if "default" in override:
         raise TypeError(f"--{f.name}: a setting's default is its field's")
     kw.update(override)
-    flags = meta["flags"] or (f"--{f.name.replace('_', '-')}",)
     return click.option(*flags, f.name, **kw)
 
 

@@ -3,16 +3,28 @@ from __future__ import annotations
 
 import click
 
-from doctrans.cli.options import CheckpointParam, config_options, ensemble_options, ensemble_settings, given, translate_options
+from doctrans.cli.options import CheckpointParam, SectionedCommand, config_options, ensemble_options, ensemble_settings, given, translate_options
 from doctrans.serve import DRAIN_TIMEOUT_S
 from doctrans.serve.limits import Limits
 
 
 SERVED = ("engine", "compute_type", "quantize", "device", "threads", "beam", "lenpen", "batch_sentences",
-          "input_format", "tokenized", "recase", "context_options")      # the translate settings serve takes
+          "input_format", "tokenized", "recase", "context_options", "glossary")   # the translate settings serve takes
 
 
-@click.command("serve", short_help="Serve one model over HTTP (JSON API: LibreTranslate / OpenNMT-py shapes).")
+# --help lists the options by section (options.SectionedCommand), in this order.
+SECTIONS = (
+    ("Model and engine", ("checkpoint", "sentence", "ensemble", "ensemble_weights", "ensemble_mode", "engine",
+                          "compute_type", "quantize", "device", "threads")),
+    ("Requests and answers", ("input_format", "tokenized", "recase", "glossary", "context_options")),
+    ("Search", ("beam", "lenpen", "batch_sentences")),
+    ("Server", ("host", "port", "max_lines", "max_chars", "max_body_bytes", "drain_timeout", "source_lang",
+                "target_lang")),
+)
+
+
+@click.command("serve", cls=SectionedCommand, sections=SECTIONS,
+               short_help="Serve one model over HTTP (JSON API: LibreTranslate / OpenNMT-py shapes).")
 @translate_options("checkpoint", override={"checkpoint": {"type": CheckpointParam(dir_okay=True)}})
 @click.option("--sentence", is_flag=True,
               help="Without -c: serve the shipped sentence-level model instead of the document model.")
@@ -24,7 +36,10 @@ SERVED = ("engine", "compute_type", "quantize", "device", "threads", "beam", "le
     "input_format": {"help": "What requests send: raw Chinese text, segmented text, or BPE."},
     "tokenized": {"help": "Answer with Moses-tokenized text instead of detokenized text."},
     "recase": {"help": "Restore the case of a lowercasing model's output with its recaser (as doctrans translate)."},
-    "context_options": {"help": "Change a context model's setting for this server (as doctrans translate)."}})
+    "context_options": {"help": "Change a context model's setting for this server (as doctrans translate)."},
+    "glossary": {"help": "Terms every request's translation enforces (source<TAB>target lines; as doctrans "
+                         "translate). Lines without Chinese are answered unchanged, Latin-script text and numbers "
+                         "kept, as there."}})
 @config_options(Limits, ("max_lines", "max_chars", "max_body_bytes"))
 @click.option("--drain-timeout", type=click.FloatRange(min=0), default=DRAIN_TIMEOUT_S, show_default=True,
               help="Seconds SIGTERM / Ctrl-C leaves the requests in flight to finish; then those not answered "

@@ -141,6 +141,19 @@ class IOOptions:
         0, min=0,
         help="Split lines of more than N BPE tokens at sentence punctuation (or into chunks), translate "
              "the pieces and join them (0 = the model's limit, e.g. max_positions - 1).")
+    # spans the model must not translate, lines it must not see (inference/spans.py)
+    glossary: str = setting(
+        "", type="file", metavar="FILE",
+        help="Terms to enforce: one source<TAB>target per line (UTF-8; blank and #-lines skipped). Where a "
+             "source term occurs (longest match first), the output has its target (the model reads a "
+             "placeholder it copies; inference/spans.py). A malformed line is an error naming it.")
+    protect: bool = setting(
+        True, flags=("--protect/--no-protect",),
+        help="Keep Latin-script words and names, numbers of 2+ digits, URLs, e-mail addresses and markup "
+             "tags of a Chinese line as they are (placeholders the model copies, put back after it).")
+    translate_all: bool = setting(
+        False, help="Translate lines without Chinese too (no Han character, or kana: Japanese; Hangul: Korean). "
+                    "Without it they are written unchanged, not sent to the model, and counted in the log.")
     encoding_errors: str = setting(
         "strict", choices=("strict", "replace"),
         help="Input that is not UTF-8: strict: an error naming file, line and byte; replace: U+FFFD "

@@ -17,7 +17,9 @@ batch-padding numerics). Models that cannot be served this way — sub-document 
 the window of the previous lines plus the new one as a document and keep its last line (the
 same context, each call translating the window again).
 
-Empty lines are not sentences: they give "" and are not context (as in a file). A line over the
+Empty lines are not sentences: they give "" and are not context (as in a file); nor are lines
+without Chinese, which are passed through unchanged, and a Chinese line's spans (Latin-script
+text, numbers, glossary terms) are kept, as ``Translator.translate`` does (``spans.py``). A line over the
 model's length is translated by ``Translator.translate`` (split in pieces) without context and
 is not context for the next lines (a warning says so).
 
@@ -91,7 +93,11 @@ class DocumentSession:
         if not self.direct:                 # the window as a document, its last line kept
             window = [e.source for e in self.history[-self.window:]] + [line] if self.window else [line]
             return self._record(Entry(line, None, None, tr.translate(window, doc_ids=["s"] * len(window))[-1]))
-        bpe = tr.source_bpe([line])[0]
+        masked = tr.mask(line)
+        if masked.passed:                   # no Chinese: the line itself, not context (Translator.translate_detailed)
+            log.info("a stream line without Chinese passed through untranslated (--translate-all translates it)")
+            return self._record(Entry(line, None, None, line))
+        bpe = tr.source_bpe([masked.text])[0]
         if len(bpe.split()) > tr.max_source_units():
             log.warning("a stream line of %d BPE units is over the model's limit: translated in pieces without "
                         "context, and not context for the next lines", len(bpe.split()))
@@ -102,7 +108,7 @@ class DocumentSession:
         given = {(0, k): e.tgt_ids for k, e in enumerate(ctx)}
         whole = replace(tr.cfg.search, history_chunk=0)     # the line after its given context: no pieces
         hyp = tr.engine.decode_documents([doc], whole, given=given)[0][-1]
-        out = tr.postprocess([hyp])[0]
+        out = tr.restore(masked, tr.postprocess([hyp])[0])
         return self._record(Entry(line, ids, tr.tgt_vocab.encode(hyp, add_eos=False).tolist(), out))
 
 

@@ -5,7 +5,8 @@ Lines. Each text line (SRT/VTT lines; ASS ``\\N``) is split into its leading mar
 ``<i>``, ``<font …>``, ``{\\an8}``, ``{\\pos(…)}``, VTT ``<v Name>``, a dialogue dash
 ``-``/``－``/``–``/``—``, music notes ``♪``/``♫``), its text and its trailing markup (tags, music
 notes); tags inside the text are dropped (one closing a tag of the leading markup is moved to
-the trailing markup), ``\\h`` is a space. Bracketed labels at the text's start or end — the
+the trailing markup) unless ``inner_tags`` (a translator that protects spans, ``spans.py``, keeps
+them: put back at their relative position in the translation), ``\\h`` is a space. Bracketed labels at the text's start or end — the
 sound descriptions of subtitles for the deaf and hard of hearing (SDH): ``[笑声]``, ``（笑）``,
 ``【音乐】`` — are taken out of the sentence: each label with Chinese inside is translated alone
 (its inside, as its own one-line document: no context read, none given) and written back in
@@ -89,18 +90,18 @@ def _closes(tag: str, lead: str) -> bool:
     return bool(m) and f"\\{m.group(1)}1" in lead
 
 
-def split_line(raw: str) -> Line:
+def split_line(raw: str, inner_tags: bool = False) -> Line:
     """A cue text line → ``Line`` (module doc): tags inside the text dropped, a closing one moved
-    to the trailing markup, ``\\h`` / ``\\n`` (ASS) read as spaces, SDH labels at the text's
-    start and end taken out."""
+    to the trailing markup (``inner_tags``: both kept in the text), ``\\h`` / ``\\n`` (ASS) read
+    as spaces, SDH labels at the text's start and end taken out."""
     m = _LEAD.match(raw)
     lead = m.group(0)
     rest = raw[len(lead):]
     t = _TRAIL.search(rest)
     trail = t.group(1) if t else ""
     text = rest[:len(rest) - len(trail)]
-    closing = "".join(x for x in _TAGS.findall(text) if _closes(x, lead))
-    text = _TAGS.sub("", text).replace("\\h", " ").replace("\\n", " ")
+    closing = "" if inner_tags else "".join(x for x in _TAGS.findall(text) if _closes(x, lead))
+    text = (text if inner_tags else _TAGS.sub("", text)).replace("\\h", " ").replace("\\n", " ")
     before, after = [], []
     while (s := _FIRST_LABEL.match(text)):
         before.append(s.group(1))
@@ -169,11 +170,11 @@ class CuePlan:
         return [x for line in self.lines for x in line.labels if translates(x)]
 
 
-def split_cue(raw_lines: list[str]) -> CuePlan:
+def split_cue(raw_lines: list[str], inner_tags: bool = False) -> CuePlan:
     """A cue's text lines → its ``CuePlan`` (module doc: dialogue lines and lines ending a
     sentence are separate sentences, else the lines are one wrapped sentence; a line of SDH
-    labels only is a group of its own)."""
-    lines = [split_line(x) for x in raw_lines]
+    labels only is a group of its own; ``inner_tags``: ``split_line``'s)."""
+    lines = [split_line(x, inner_tags) for x in raw_lines]
     groups: list[Group] = []
     run: list[int] = []
 

@@ -80,6 +80,7 @@ class SubtitleOptions:
     max_line_length: int = MAX_LINE_LENGTH   # characters a line of the translation (subtitle_layout)
     max_cps: float = MAX_CPS            # cues reading faster (characters per second) are reported; 0: none
     language: str = ""                  # the translation's language, set where a header names one ("": kept)
+    inner_tags: bool = False            # tags inside the text go to the translator, which keeps them (spans.py)
 
 
 @dataclass
@@ -113,7 +114,7 @@ def translate_docs(translator, docs: list[SubtitleDoc], options: SubtitleOptions
     located by file and cue. Each cue laid out in lines of ``options.max_line_length``
     (``render_cue``) and its reading speed measured. ``scorer``: the cues' scores too (the
     sentences through ``translator.translate_detailed``; ``inference/scores.py``)."""
-    plans = [[split_cue(c.text) for c in d.cues] for d in docs]
+    plans = [[split_cue(c.text, options.inner_tags) for c in d.cues] for d in docs]
     units, doc_ids, where, labels, label_where = [], [], [], [], []
     for d, (doc, ps) in enumerate(zip(docs, plans)):
         mine = [u for p in ps for u in p.units]
@@ -370,18 +371,18 @@ def run_config(cfg, inputs_of=None, scorer: scores.Scorer | None = None) -> Path
         raise ValueError(f"--max-line-length must be ≥ 1 and --max-cps ≥ 0, got {cfg.io.max_line_length} and "
                          f"{cfg.io.max_cps}")
     langs = model_languages(cfg.model.checkpoint)
+    if inp.is_dir() and cfg.io.output == "-":
+        raise ValueError(f"input {inp} is a directory: give --output DIR")
+    translator = build_translator(cfg, inputs_of)
     options = SubtitleOptions(cfg.io.encoding or ENCODINGS_AUTO, cfg.io.script, cfg.io.bilingual, cfg.io.max_line_length,
-                              cfg.io.max_cps, langs[1] if langs else "")
+                              cfg.io.max_cps, langs[1] if langs else "", inner_tags=translator.protects_spans)
     if inp.is_dir():
-        if cfg.io.output == "-":
-            raise ValueError(f"input {inp} is a directory: give --output DIR")
         if cfg.io.workers > 1:
             log.warning("--workers %d: subtitle directories are translated by this one process", cfg.io.workers)
         suffix = cfg.io.out_suffix if cfg.io.out_suffix is not None else language_suffixes(*langs) if langs else ""
-        translate_directory(build_translator(cfg, inputs_of), inp, Path(cfg.io.output), options,
+        translate_directory(translator, inp, Path(cfg.io.output), options,
                             suffix, cfg.io.resume, cfg.io.group_lines, scorer if cfg.io.scores else None, cfg.io.scores)
         return Path(cfg.io.output)
-    translator = build_translator(cfg, inputs_of)
     dest = None if cfg.io.output == "-" else Path(cfg.io.output)
     text = translate_file(translator, inp, dest, options, progress=dest is not None,
                           scorer=scorer if cfg.io.scores else None, scores_out=cfg.io.scores)

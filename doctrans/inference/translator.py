@@ -2,10 +2,12 @@
 training data, translating lists of lines: empty lines kept, over-long lines split and joined
 (``long_lines.py``), documents in order for a context model (``documents.py``), input variants of
 an input transform (``transform.py``: DP completion), n-best lists, and reconstruction decoding
-(``reconstructing.py``). The stage around it (files, directories, outputs) is ``translate.py``."""
+(``reconstructing.py``); around the model, lines without Chinese passed through and spans kept
+(Latin-script text, numbers, URLs, tags, glossary terms: ``spans.py``). The stage around it (files, directories, outputs) is ``translate.py``."""
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,13 +16,14 @@ from functools import partial
 import numpy as np
 import torch
 
-from doctrans.data.text import TextProcessor
-from doctrans.data.vocab import Vocab
+from doctrans.data.text import TextProcessor, tokenize_en
+from doctrans.data.vocab import SPECIALS, Vocab
 from doctrans.inference.config import RECASE, TranslateConfig
 from doctrans.inference.engine import Engine
 from doctrans.inference.loading import LoadedModel, load_model
 from doctrans.inference.long_lines import split_long_lines
 from doctrans.inference.options import native_compute_type
+from doctrans.inference.spans import HAN, NAME_PLACEHOLDERS, Glossary, Masked, SpanProtector, SpanStats
 from doctrans.inference.transform import InputSetup, InputTransform
 from doctrans.models.interface import reads_documents
 from doctrans.models.reconstruction_spec import ReconstructionSpec, no_dp_message, no_reconstructor_message
@@ -34,13 +37,15 @@ class Translation:
     line index → its BPE source; hyps: line index → its BPE 1-best (non-empty lines); nbest
     (``cfg.search.nbest`` > 0): line index → its best hypotheses as (output text, normalised score),
     best first, for the non-empty lines (a line split into pieces, ``long_lines``, has one: its
-    joined 1-best with score None)."""
+    joined 1-best with score None; a line passed through, ``spans.py``, itself with score 0.0);
+    spans: the spans transform's counts (``spans.SpanStats``)."""
 
     lines: list[str]
-    bpe: dict[int, str]
+    bpe: dict[int, str]                     # (of the masked lines the model read: spans.py)
     hyps: dict[int, str]
     nbest: dict[int, list[tuple[str, float | None]]] = field(default_factory=dict)
     dp_lines: list[str] | None = None       # cfg.dp.dp_out: the DP-completed source, one per input line
+    spans: SpanStats = field(default_factory=SpanStats)   # lines passed through, spans kept / lost (spans.py)
 
 
 class Translator:
@@ -74,8 +79,13 @@ class Translator:
                              f"{cfg.search.beam} hypotheses")
         if cfg.search.nbest and cfg.dp.dp_generator:
             raise ValueError("--nbest is not supported with --dp-generator (several input variants per sentence)")
+        if cfg.io.glossary and cfg.io.input_format == "bpe":
+            raise ValueError("--glossary needs raw or tok input (its terms are words, not BPE units)")
+        glossary = Glossary.load(cfg.io.glossary) if cfg.io.glossary else None
         self._cfg, self._inputs = cfg, inputs
         self._engine: Engine = loaded or load_model(cfg)
+        self._spans = self._span_protector(glossary)
+        self._spans_plain = self._span_protector(None)      # (a glossary's lines, first translated without it)
         if cfg.search.nbest and self._engine.reads_documents:
             raise ValueError(f"--nbest is for sentence-level models; {cfg.model.checkpoint} is a context model, whose "
                              "documents are translated with their 1-best context: translate without --nbest")
@@ -89,6 +99,22 @@ class Translator:
         if dp.rerank or dp.dp_out or dp.rerank_k or dp.rerank_vocab or dp.dp_threshold is not None or (
                 dp.dp_generator and self._engine.model.reconstruction.encoder_input == "original"):
             self._check_reconstruction(cfg)
+
+    def _span_protector(self, glossary: Glossary | None) -> SpanProtector:
+        """The spans transform of this config and model (``spans.py``). Lines are checked for
+        Chinese and their spans protected only for a model that reads Chinese (at least half its
+        source vocabulary has Han characters: the shipped models 97.5%; a model of other text
+        gets its lines as they are) and for raw or tok input (BPE input is what the model reads);
+        the glossary applies to raw and tok input of any model. Name placeholders: those of
+        ``NAME_PLACEHOLDERS`` that are one BPE unit of the source and a target token (all of
+        them when none is)."""
+        c = self.cfg
+        vocab = self.src_vocab.tokens[len(SPECIALS):]
+        chinese = c.io.input_format != "bpe" and 2 * sum(1 for t in vocab if HAN.search(t)) >= len(vocab) > 0
+        names = tuple(p for p in NAME_PLACEHOLDERS
+                      if self.src_proc.apply_bpe([p]) == [p] and p in self.tgt_vocab.index) or NAME_PLACEHOLDERS
+        return SpanProtector(glossary, protect=c.io.protect and chinese, translate_all=c.io.translate_all or not chinese,
+                             spaced=c.io.input_format == "tok", names=names)
 
     def _check_reconstruction(self, cfg: TranslateConfig) -> None:
         """ValueError for a ``rerank`` / ``dp_out`` request the model or the options cannot serve."""
@@ -216,6 +242,111 @@ class Translator:
     def translate_detailed(self, lines: list[str], progress: bool = False, name: str = "<input>",
                            doc_ids: list[str] | None = None, where: list[str] | None = None) -> Translation:
         """Translations of ``lines``, one per line, empty for an empty line, with each line's BPE
+        source and 1-best (``Translation``; ``_translate_model``), around the model the spans
+        transform (``spans.py``): a line without Chinese is its own output and not sent to the
+        model (so not a context model's context either; ``cfg.io.translate_all``: sent as it is),
+        the spans of a Chinese line (``cfg.io.protect``) are placeholders for the model and put back
+        in its output. A line with glossary terms (``cfg.io.glossary``) keeps the model's own
+        translation when that has every term's target (a whole word, any case: then spelt as the
+        glossary has it, ``_with_targets``); else it is
+        translated again with the terms as placeholders (a context model: its document again,
+        the other lines keeping their first translation). Their counts are logged (INFO), naming
+        ``name``."""
+        stats = SpanStats()
+        masked = [self._spans.mask(line, stats) for line in lines]
+        glossed = [i for i, m in enumerate(masked) if any(s.kind == "glossary" for s in m.spans)]
+        used = list(masked)
+        for i in glossed:                   # first the model's own words for the terms
+            used[i] = self._spans_plain.mask(lines[i])
+        res = self._translate_model([m.text for m in used], progress, name, doc_ids, where)
+        if not any(m.passed or m.spans or m.lead or m.trail for m in masked):
+            return res                      # (its stats: empty)
+        model = {"lines": list(res.lines), "bpe": dict(res.bpe), "hyps": dict(res.hyps), "nbest": dict(res.nbest),
+                 "dp": list(res.dp_lines) if res.dp_lines is not None else None}
+        own = {i: self._with_targets(masked[i], self._spans.restore(used[i], res.lines[i], self._render))
+               for i in glossed}
+        redo = {i for i in glossed if own[i] is None}
+        if redo:
+            self._translate_glossed(lines, masked, used, redo, model, progress, name, doc_ids, where)
+        stats.glossary_kept, stats.glossary_again = len(glossed) - len(redo), len(redo)
+        out = [self._spans.restore(m, h, self._render, stats) for m, h in zip(used, model["lines"])]
+        out = [own[i] if own.get(i) is not None else x for i, x in enumerate(out)]
+        nbest = {i: [(self._spans.restore(used[i], t, self._render), sc) for t, sc in hs]
+                 for i, hs in model["nbest"].items()}
+        if self.cfg.search.nbest:
+            nbest.update({i: [(m.original, 0.0)] for i, m in enumerate(used) if m.passed})
+        dp_lines = model["dp"]
+        if dp_lines is not None:
+            dp_lines = [m.original if m.passed else self._spans.restore(m, d, source=True)
+                        for m, d in zip(used, dp_lines)]
+        _log_spans(stats, name)
+        return Translation(out, model["bpe"], model["hyps"], dict(sorted(nbest.items())), dp_lines, stats)
+
+    def _with_targets(self, masked: Masked, output: str) -> str | None:
+        """``output`` with the target of every glossary span of ``masked`` in it spelt as the
+        glossary has it (found as a whole word in any case; its first letter left upper-case at
+        the start of a sentence), or None when one is missing."""
+        for s in masked.spans:
+            if s.kind != "glossary":
+                continue
+            target = self._render(s.target)
+            rx = re.compile(rf"(?<!\w){re.escape(target)}(?!\w)", re.IGNORECASE)
+            if not rx.search(output):
+                return None
+            output = rx.sub(lambda m: target if not m.group(0)[:1].isupper() else target[:1].upper() + target[1:],
+                            output)
+        return output
+
+    def _translate_glossed(self, lines: list[str], masked: list[Masked], used: list[Masked], redo: set[int],
+                           model: dict, progress: bool, name: str, doc_ids: list[str] | None,
+                           where: list[str] | None) -> None:
+        """The lines ``redo`` translated again with their glossary terms as placeholders
+        (``masked``), in ``used`` and the model's results ``model``: a sentence model's alone, a
+        context model's with the documents that hold them (their other lines as first read)."""
+        if self.reads_documents:
+            docs = {doc_ids[i] for i in redo} if doc_ids is not None else None
+            sub = [i for i in range(len(lines)) if docs is None or doc_ids[i] in docs]
+        else:
+            sub = sorted(redo)
+        at = where if where is not None else [f"{name}:{i + 1}" for i in range(len(lines))]
+        again = self._translate_model([(masked if i in redo else used)[i].text for i in sub], progress, name,
+                                      [doc_ids[i] for i in sub] if doc_ids is not None else None, [at[i] for i in sub])
+        for k, i in enumerate(sub):
+            if i not in redo:
+                continue
+            used[i] = masked[i]
+            model["lines"][i] = again.lines[k]
+            for key, part in (("bpe", again.bpe), ("hyps", again.hyps), ("nbest", again.nbest)):
+                if k in part:
+                    model[key][i] = part[k]
+            if model["dp"] is not None and again.dp_lines is not None:
+                model["dp"][i] = again.dp_lines[k]
+
+    @property
+    def protects_spans(self) -> bool:
+        """Whether Latin-script text, numbers, URLs and tags of a line are kept (``cfg.io.protect``,
+        for a model that reads Chinese and raw or tok input: ``_span_protector``)."""
+        return self._spans.protect
+
+    def mask(self, line: str) -> Masked:
+        """``line`` as the model reads it (``spans.SpanProtector.mask`` under this config; a line
+        without Chinese comes back ``passed``), for ``restore``."""
+        return self._spans.mask(line)
+
+    def restore(self, masked: Masked, output: str) -> str:
+        """The output line of a ``mask``-ed line from the model's (post-processed) translation."""
+        return self._spans.restore(masked, output, self._render)
+
+    def _render(self, text: str) -> str:
+        """A kept span as the output writes it: as it is; Moses-tokenized for ``tokenized`` output
+        (lowercased too when the model lowercases and the output is not recased)."""
+        if not self.cfg.io.tokenized or self.tgt_proc.lang != "en":
+            return text
+        return tokenize_en([text], lowercase=self.tgt_proc.lowercase and not self.recases)[0]
+
+    def _translate_model(self, lines: list[str], progress: bool = False, name: str = "<input>",
+                         doc_ids: list[str] | None = None, where: list[str] | None = None) -> Translation:
+        """Translations of ``lines`` by the model, one per line, empty for an empty line, with each line's BPE
         source and 1-best (``Translation``). A line over ``max_source_units`` is split,
         translated piece by piece and joined (``long_lines``), with a warning naming ``name``
         and the line; with an input transform such a line (or one that DP insertions could push
@@ -369,6 +500,27 @@ class Translator:
         src = [[self.src_vocab.encode(next(bpe)) for _ in vs] for vs in variants]
         weights = [[w for _, w in vs] for vs in variants]
         return self._engine.decode_variants(src, weights, transform.combine, c.search, progress)
+
+
+def _log_spans(stats: SpanStats, name: str) -> None:
+    """The spans transform's counts of one translation, at INFO (a line each, when any)."""
+    if stats.passed:
+        scripts = {"other": "no Han", "ja": "kana: Japanese", "ko": "Hangul: Korean"}
+        log.info("%s: %d line(s) without Chinese passed through untranslated (%s; --translate-all translates "
+                 "them)", name, sum(stats.passed.values()),
+                 ", ".join(f"{n} {scripts[k]}" for k, n in sorted(stats.passed.items())))
+    if stats.glossary_kept or stats.glossary_again:
+        log.info("%s: %d line(s) with glossary terms: %d translated with every target, %d translated again with "
+                 "the terms as placeholders", name, stats.glossary_kept + stats.glossary_again, stats.glossary_kept,
+                 stats.glossary_again)
+    if stats.spans:
+        log.info("%s: %d span(s) kept through translation (%s)%s", name, sum(stats.spans.values()),
+                 ", ".join(f"{n} {k}" for k, n in sorted(stats.spans.items())),
+                 f"; {stats.lost} placeholder(s) the model dropped: their spans put at their positions"
+                 if stats.lost else "")
+    if stats.unprotected:
+        log.info("%s: %d span(s) translated unprotected (more in a line than placeholders)", name,
+                 stats.unprotected)
 
 
 InputsOf = Callable[[TranslateConfig], InputSetup]
