@@ -3,14 +3,29 @@ from __future__ import annotations
 
 import click
 
-from doctrans.cli.options import NON_NEGATIVE, POSITIVE, CheckpointParam, ensemble_options, ensemble_settings
+from doctrans.cli.options import NON_NEGATIVE, POSITIVE, CheckpointParam, SectionedCommand, ensemble_options, ensemble_settings
 from doctrans.serve import DRAIN_TIMEOUT_S
 
+# --help lists the options by section (options.SectionedCommand), in this order.
+SECTIONS = (
+    ("Model", ("checkpoint", "extra_models", "ensemble", "ensemble_weights", "ensemble_mode", "engine", "compute_type",
+               "quantize", "device", "threads")),
+    ("Search", ("beam", "lenpen", "batch_sentences", "input_format", "tokenized", "recase", "context_options",
+                "glossary")),
+    ("Server", ("host", "port", "api_keys", "req_limit", "max_lines", "max_chars", "max_file_lines", "max_body_bytes",
+                "drain_timeout", "source_lang", "target_lang")),
+)
 
-@click.command("serve", short_help="Serve one model over HTTP (JSON API: LibreTranslate / OpenNMT-py shapes).")
+
+@click.command("serve", cls=SectionedCommand, sections=SECTIONS,
+               short_help="Serve models over HTTP: a page, LibreTranslate's and OpenNMT-py's APIs.")
 @click.option("-c", "--checkpoint", required=True, type=CheckpointParam(dir_okay=True),
               help="A checkpoint written by `doctrans train`, the name of a shipped model (`doctrans models`), or "
                    "with --engine ctranslate2 an exported directory.")
+@click.option("--extra-model", "extra_models", multiple=True, metavar="NAME|CKPT",
+              help="Also serve this model (a shipped model's name or a checkpoint; repeat for more), loaded when a request "
+                   "first names it. Default: with a shipped -c, the shipped model of the other kind (document / "
+                   "sentence); 'none': only -c.")
 @ensemble_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface).")
 @click.option("--port", type=click.IntRange(min=0, max=65535), default=5000, show_default=True, help="TCP port (0: a free one chosen by the system; uvicorn logs it).")
@@ -38,6 +53,13 @@ from doctrans.serve import DRAIN_TIMEOUT_S
               help="Lines (sentences) per request; more is a 413 error.")
 @click.option("--max-chars", type=POSITIVE, default=20000, show_default=True,
               help="Characters per request, all lines together; more is a 413 error.")
+@click.option("--max-file-lines", type=POSITIVE, default=10_000, show_default=True,
+              help="Sentences of an uploaded file (/translate_file, the page); more is a 413 error.")
+@click.option("--api-keys", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Keys file: one API key a line, optionally with its requests per minute (KEY 120); translating "
+                   "requests without one of them get 403.")
+@click.option("--req-limit", type=NON_NEGATIVE, default=0, show_default=True,
+              help="Requests per minute per key (or per client address without keys); more get 429 (0 = no limit).")
 @click.option("--max-body-bytes", type=POSITIVE, default=1_000_000, show_default=True,
               help="Request body bytes; more is a 413 error before the body is read.")
 @click.option("--drain-timeout", type=click.FloatRange(min=0), default=DRAIN_TIMEOUT_S, show_default=True,
@@ -45,22 +67,27 @@ from doctrans.serve import DRAIN_TIMEOUT_S
                    "get a 503 (JSON, Retry-After) and the server exits (0: at once).")
 @click.option("--source-lang", default="zh", show_default=True, help="The model's source language (LibreTranslate code).")
 @click.option("--target-lang", default="en", show_default=True, help="The model's target language.")
-def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port, engine, compute_type, quantize, device, threads, beam, lenpen, batch_sentences,
-              input_format, tokenized, recase, context_options, glossary, max_lines, max_chars, max_body_bytes,
-              drain_timeout, source_lang, target_lang) -> None:
+def serve_cmd(checkpoint, extra_models, ensemble, ensemble_weights, ensemble_mode, host, port, engine, compute_type, quantize, device, threads, beam, lenpen, batch_sentences,
+              input_format, tokenized, recase, context_options, glossary, max_lines, max_chars, max_file_lines, api_keys,
+              req_limit, max_body_bytes, drain_timeout, source_lang, target_lang) -> None:
     """Load CHECKPOINT once and serve it over HTTP until SIGTERM / Ctrl-C (needs the server extra:
-    pip install 'doctrans[serve]').
+    pip install 'doctrans[serve]'). Open http://127.0.0.1:5000/ for the page.
 
     \b
+    GET  /                     the page: paste text or drop a .txt/.srt/.vtt/.ass file
     POST /translate            LibreTranslate: {"q": "…" | [...], "source": "zh", "target": "en"}
-                               → {"translatedText": …}; a q of several lines is one document
+                               (JSON or form) → {"translatedText": …}; a q of several lines is one document
+    POST /translate_file       LibreTranslate: a file upload → {"translatedFileUrl": …}
+    GET  /languages, POST /detect, GET /frontend/settings   LibreTranslate
     POST /translator/translate OpenNMT-py: [{"src": "…", "id": 100}, …] → [[{"src", "tgt", …}]]
+    GET  /translator/models    the models served (id, name, kind)
     POST /translate/document   {"lines": [...]} → {"lines": [...]}, translated with context
     GET  /health               {"status": "ok", …}
 
-    Requests are answered one at a time on the one model (they wait their turn); a request over
-    the limits gets 413, a malformed one 422, one refused while shutting down 503; every error is
-    a JSON body {"error", "status"}.
+    Requests are translated by one worker, concurrent requests of one model together; a request
+    without a valid key (--api-keys) gets 403, one over the rate 429, over the limits 413, a
+    malformed one 400 / 422, one refused while shutting down 503; every error is a JSON body
+    {"error", "status"}. Details: docs/usage.md.
     """
     from doctrans.serve import MissingServeExtra
 
@@ -83,9 +110,20 @@ def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port,
                           input_format=input_format, tokenized=tokenized, recase=recase, context_options=tuple(context_options),
                           glossary=glossary,
                           **ensemble_settings(ensemble, ensemble_weights, ensemble_mode))
+    from doctrans.serve.access import Access, read_keys
+    from doctrans.serve.models import served_models
+
+    try:
+        access = Access(read_keys(api_keys) if api_keys else None, req_limit)
+    except (OSError, ValueError) as e:
+        raise click.BadParameter(str(e), param_hint="--api-keys") from None
     translator = build_translator(cfg, dp_inputs)
     try:
-        serve(translator, host, port, Limits(max_lines, max_chars, max_body_bytes), source_lang, target_lang,
-              name=checkpoint, drain_timeout=drain_timeout)
+        models = served_models(translator, tuple(extra_models), lambda c: build_translator(c, dp_inputs))
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--extra-model") from None
+    try:
+        serve(models, host, port, Limits(max_lines, max_chars, max_body_bytes, max_file_lines=max_file_lines),
+              source_lang, target_lang, name=checkpoint, drain_timeout=drain_timeout, access=access)
     except MissingServeExtra as e:
         raise click.ClickException(str(e)) from None
