@@ -256,3 +256,12 @@ def test_the_page_is_served(client):
     for asset in re.findall(r'(?:src|href)="(/static/[^"]+)"', page.text):
         assert client.get(asset).status_code == 200
     assert "http" not in client.get("/static/app.js").text.replace("https?", "")   # nothing fetched elsewhere
+
+
+def test_progress_of_an_upload(client):
+    """The page polls /progress/TOKEN while its upload is translated (a file is one call)."""
+    assert client.get("/progress/abcdefgh1234").json() == {"state": "unknown"}
+    r = client.post("/translate_file", files={"file": ("a.srt", _srt(12).encode())}, data={"progress": "abcdefgh1234"})
+    assert r.status_code == 200
+    p = client.get("/progress/abcdefgh1234").json()
+    assert p["state"] == "done" and p["lines"] == 12 and p["lines_ahead"] == 0 and p["rate"] > 0
