@@ -2,7 +2,8 @@
 
 Request bodies: JSON (``Content-Type: application/json``) or a form (urlencoded or multipart, as
 ``libretranslatepy`` and HTML forms send them; a repeated ``q`` is a list), as LibreTranslate
-reads them. A missing ``q`` is a 400 ("Invalid request: missing q parameter"), JSON that is not
+reads them. A missing ``q`` is a 400 ("Invalid request: missing q parameter"; an empty ``q`` is
+translated as a blank line is, ""), JSON that is not
 an object a 400 ("Invalid JSON format").
 
 * ``POST /translate`` — ``q`` (a string, or a list of strings), ``source`` (``models.Languages``:
@@ -44,7 +45,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.staticfiles import StaticFiles
 
-from doctrans.serve.app import ApiError, Server, no_bom
+from doctrans.serve.server import ApiError, Server, no_bom
 from doctrans.serve.batcher import Progress
 from doctrans.serve.files import SUFFIXES, plan_file, safe_name
 from doctrans.serve.markup import split_html
@@ -112,7 +113,7 @@ def translate_texts(srv: Server, data: dict) -> dict:
     from doctrans.data.encoding import to_simplified
 
     q = data.get("q")
-    if q is None or q == "" or q == []:
+    if q is None:                       # ("" is translated as "", as a blank line is)
         raise ApiError(400, "Invalid request: missing q parameter")
     texts = [q] if isinstance(q, str) else q
     if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):

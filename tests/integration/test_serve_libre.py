@@ -265,3 +265,8 @@ def test_progress_of_an_upload(client):
     assert r.status_code == 200
     p = client.get("/progress/abcdefgh1234").json()
     assert p["state"] == "done" and p["lines"] == 12 and p["lines_ahead"] == 0 and p["rate"] > 0
+
+
+def test_an_empty_q_is_a_blank_line(client):
+    assert client.post("/translate", json={"q": "", "source": "zh"}).json() == {"translatedText": ""}
+    assert client.post("/translate", json={"q": [], "source": "zh"}).json() == {"translatedText": []}
