@@ -144,8 +144,7 @@ def create_app(models, limits: Limits = Limits(), source: str = "zh", target: st
     from doctrans.serve.libre import add_libre_routes
 
     registry = models if isinstance(models, ModelRegistry) else ModelRegistry.of(models, name)
-    app = FastAPI(title="doctrans", description="Document-level zh→en translation", version="1",
-                  docs_url="/docs", redoc_url=None)
+    app = FastAPI(title="doctrans", description="Document-level zh→en translation", version="1")
     batcher = Batcher(max_batch_lines=limits.max_batch_lines)
     srv = Server(registry, limits, Languages(source, target), access or Access(), FileStore(limits.max_files,
                  limits.file_age_s), batcher)

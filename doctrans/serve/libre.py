@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections import OrderedDict
 from pathlib import Path
 
 from fastapi import FastAPI, Request, Response
@@ -272,4 +271,3 @@ def add_libre_routes(app: FastAPI, srv: Server) -> None:
         return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    srv.progress = OrderedDict()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from fastapi import Request, Response
@@ -76,7 +77,7 @@ class Server:
     store: FileStore
     batcher: Batcher
     stats: dict = field(default_factory=lambda: {"requests": 0, "sentences": 0, "started": time.time()})
-    progress: dict[str, Progress] = field(default_factory=dict)
+    progress: OrderedDict[str, Progress] = field(default_factory=OrderedDict)   # the page's uploads, by token
     _reported: set = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
