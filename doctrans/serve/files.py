@@ -1,15 +1,15 @@
 """LibreTranslate's ``/translate_file``: an uploaded ``.txt`` / ``.srt`` / ``.vtt`` / ``.ass`` /
 ``.ssa`` file translated as ``doctrans translate`` translates that file, kept for download.
 
-``plan_file(name, data, script)`` decodes and parses the upload as the CLI reads a file of that
-suffix — a subtitle file by ``data.encoding.decode_text`` (detected encoding) and
-``inference.subtitle_files.parse``, its cues' sentences by ``subtitles.split_cue``; a text file
-by ``data.encoding.text_lines`` (UTF-8, or a file wholly GB18030 / Big5), one line a sentence —
-and returns the sentences (Traditional script converted by ``to_simplified``) with the function
-that renders the translated file from their translations (``subtitles.render_cue`` and the
-document's ``render``: the cue count, timings, styles and line ends of the input; a text file:
-one line per input line, ``\\n`` ends). The whole file is one document, translated in one call
-(a context model reads the previous cues), so the output is the CLI's.
+``translate_upload(name, data, run)`` reads the upload as the CLI reads a file of that suffix and
+translates it with the CLI's code — a subtitle file decoded by ``data.encoding.decode_text``
+(detected encoding), parsed by ``inference.subtitle_files.parse`` and translated by
+``subtitles.translate_docs`` (its cues' sentences and SDH labels, the lines laid out in the
+CLI's default line length, a header naming the language, the cue count, timings, styles and line
+ends of the input); a text file read by ``data.encoding.text_lines`` (UTF-8, or a file wholly
+GB18030 / Big5), one line a sentence, one line out per line in. Traditional script is converted
+(``to_simplified``). All the file's sentences go to the model in one call (a context model reads
+the previous cues), so the output is the CLI's.
 
 ``FileStore``: the translated files, in a private temporary directory made at start-up and
 removed at shutdown, each under a fresh name ``<32 hex digits>.<safe name>`` (LibreTranslate's
@@ -34,15 +34,23 @@ _STORED = re.compile(r"^[0-9a-f]{32}\.[A-Za-z0-9][A-Za-z0-9._-]{0,120}$")
 
 
 @dataclass
-class FilePlan:
-    """An uploaded file read for translation: ``units`` (the sentences, in order), ``render``
-    (their translations → the translated file's text), ``cues`` (its cues, or lines for a text
-    file)."""
+class Translated:
+    """An uploaded file translated: ``text`` (the file ``doctrans translate`` writes), ``cues``
+    (its cues, or lines for a text file), ``pairs`` (per cue or line, [source, translation])."""
 
-    units: list[str]
-    render: Callable[[list[str]], str]
+    text: str
     cues: int
-    pairs: Callable[[list[str]], list[list[str]]]     # translations → per cue (line) [source, translation]
+    pairs: list[list[str]]
+
+
+class _Lines:
+    """What ``subtitles.translate_docs`` calls a translator: ``translate`` handed to ``run``."""
+
+    def __init__(self, run: Callable[[list[str], list[str]], list[str]]):
+        self.run = run
+
+    def translate(self, lines, progress=False, name="", doc_ids=None, where=None):
+        return self.run(lines, doc_ids if doc_ids is not None else ["0"] * len(lines))
 
 
 def safe_name(name: str) -> str:
@@ -53,39 +61,33 @@ def safe_name(name: str) -> str:
     return s[-120:] or "file.txt"
 
 
-def plan_file(name: str, data: bytes, script: str = "auto") -> FilePlan:
-    """The upload ``name`` (its suffix decides how it is read) with bytes ``data`` → its
-    ``FilePlan`` (module doc). Raises ValueError (EncodingError, TextDecodeError, SubtitleError)
-    naming the file and line for a file the CLI would refuse, and for another suffix."""
-    from doctrans.data.encoding import decode_text, text_lines, to_simplified
+def translate_upload(name: str, data: bytes, run: Callable[[list[str], list[str]], list[str]],
+                     script: str = "auto", language: str = "") -> Translated:
+    """The upload ``name`` (its suffix decides how it is read) with bytes ``data``, translated by
+    ``run(lines, doc_ids)`` (all its sentences in one call, as the CLI makes it; module doc);
+    ``language``: the translation's language, for a header that names one (as the CLI sets the
+    model's target). Raises ValueError (EncodingError, TextDecodeError, SubtitleError) naming the
+    file and line for a file the CLI would refuse, and for another suffix; what ``run`` raises."""
+    from doctrans.data.encoding import ENCODINGS_AUTO, decode_text, text_lines, to_simplified
     from doctrans.inference.subtitle_files import FORMATS, parse
-    from doctrans.inference.subtitles import render_cue, split_cue
+    from doctrans.inference.subtitles import SubtitleOptions, translate_docs
 
     suffix = Path(name).suffix.lower()
     if suffix not in SUFFIXES:
         raise ValueError(f"{name}: file format not supported (one of {', '.join(SUFFIXES)})")
     if suffix == ".txt":
         lines = text_lines(data, name)
-        units, _ = to_simplified(lines, name, script)
-        return FilePlan(units, lambda out: "".join(f"{x}\n" for x in out), len(lines),
-                        lambda out: [[a, b] for a, b in zip(lines, out)])
+        out = run(to_simplified(lines, name, script)[0], ["0"] * len(lines)) if lines else []
+        return Translated("".join(f"{x}\n" for x in out), len(lines), [[a, b] for a, b in zip(lines, out)])
     text, enc = decode_text(data, name)
     doc = parse(text, name, FORMATS[suffix])
     doc.encoding = enc
-    plans = [split_cue(c.text) for c in doc.cues]
-    units, _ = to_simplified([u for p in plans for u in p.units], name, script)
-
-    def cue_texts(out: list[str]) -> list[list[str]]:
-        it = iter(out)
-        return [render_cue(p, [next(it) for _ in p.units]) for p in plans]
-
-    def render(out: list[str]) -> str:
-        return doc.render(cue_texts(out), doc.fmt)
-
-    def pairs(out: list[str]) -> list[list[str]]:
-        return [["\n".join(c.text), "\n".join(t)] for c, t in zip(doc.cues, cue_texts(out))]
-
-    return FilePlan(units, render, len(doc.cues), pairs)
+    options = SubtitleOptions(ENCODINGS_AUTO, script, language=language)
+    r = translate_docs(_Lines(run), [doc], options)[0]
+    if language:
+        doc.set_language(language)
+    return Translated(doc.render(r.texts, doc.fmt), len(doc.cues),
+                      [["\n".join(c.text), "\n".join(t)] for c, t in zip(doc.cues, r.translations)])
 
 
 class FileStore:

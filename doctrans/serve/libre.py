@@ -46,7 +46,7 @@ from starlette.staticfiles import StaticFiles
 
 from doctrans.serve.server import ApiError, Server, no_bom
 from doctrans.serve.batcher import Progress
-from doctrans.serve.files import SUFFIXES, plan_file, safe_name
+from doctrans.serve.files import SUFFIXES, safe_name, translate_upload
 from doctrans.serve.markup import split_html
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -202,23 +202,24 @@ def add_libre_routes(app: FastAPI, srv: Server) -> None:
                 "maxLines": srv.limits.max_lines, "maxFileLines": srv.limits.max_file_lines,
                 "maxBodyBytes": srv.limits.max_body_bytes, "models": srv.models.describe()}
 
-    def translate_upload(data: dict, name: str, raw: bytes, progress: Progress | None) -> dict:
+    def translate_file_now(data: dict, name: str, raw: bytes, progress: Progress | None) -> dict:
         script = _languages(srv, data)
         model = srv.model(_field(data, "model"))
+
+        def run(lines: list[str], doc_ids: list[str]) -> list[str]:
+            if progress is not None:
+                progress.lines = len(lines)
+            return srv.run(lines, doc_ids, model, max_lines=srv.limits.max_file_lines, progress=progress)
+
         try:
-            plan = plan_file(name, raw, script)
+            done = translate_upload(name, raw, run, script, model.target_language)
         except ValueError as e:
             raise ApiError(400, f"Invalid request: {e}") from None
-        if progress is not None:
-            progress.lines = len(plan.units)
-        out = srv.run(plan.units, ["0"] * len(plan.units), model, max_lines=srv.limits.max_file_lines,
-                      progress=progress)
-        text = plan.render(out)
         stem, suffix = Path(safe_name(name)).stem, Path(name).suffix.lower()
-        stored = srv.store.put(f"{stem}.{srv.languages.target}{suffix}", text)
-        result = {"stored": stored, "cues": plan.cues}
+        stored = srv.store.put(f"{stem}.{srv.languages.target}{suffix}", done.text)
+        result = {"stored": stored, "cues": done.cues}
         if str(_field(data, "bilingual", "") or "") in ("1", "true", "yes"):
-            result["bilingual"] = plan.pairs(out)
+            result["bilingual"] = done.pairs
         return result
 
     @app.post("/translate_file")
@@ -241,7 +242,7 @@ def add_libre_routes(app: FastAPI, srv: Server) -> None:
             progress = srv.progress[token] = Progress(0)
             while len(srv.progress) > MAX_PROGRESS:
                 srv.progress.pop(next(iter(srv.progress)))
-        result = await run_in_threadpool(translate_upload, data, name, raw, progress)
+        result = await run_in_threadpool(translate_file_now, data, name, raw, progress)
         body = {"translatedFileUrl": str(request.url_for("download_file", name=result["stored"]))}
         if "bilingual" in result:
             body["bilingual"] = result["bilingual"]

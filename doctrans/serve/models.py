@@ -54,6 +54,7 @@ class ServedModel:
     load: Callable[[], object] | None = None
     translator: object = None
     _nbest: dict[int, object] = field(default_factory=dict)
+    _languages: dict[str, str] = field(default_factory=dict)
 
     @property
     def loaded(self) -> bool:
@@ -66,6 +67,17 @@ class ServedModel:
 
     def translate(self, lines: list[str], doc_ids: list[str]) -> list[str]:
         return self.translator.translate(lines, doc_ids=doc_ids)
+
+    @property
+    def target_language(self) -> str:
+        """The model's target language as its checkpoint says (``inference.options.model_languages``;
+        "" when it cannot be read): what the CLI names in a subtitle header."""
+        if "target" not in self._languages:
+            from doctrans.inference.options import model_languages
+
+            langs = model_languages(str(self.checkpoint), self.translator.cfg.engine)
+            self._languages["target"] = langs[1] if langs else ""
+        return self._languages["target"]
 
     def nbest(self, lines: list[str], doc_ids: list[str], n: int) -> list[list[tuple[str, float | None]]]:
         """Per line its ``n`` best (text, score), best first ([] for an empty line). Raises

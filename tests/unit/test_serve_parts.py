@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 from doctrans.serve.access import Access, Refused, read_keys  # noqa: E402
-from doctrans.serve.files import FileStore, plan_file, safe_name  # noqa: E402
+from doctrans.serve.files import FileStore, safe_name, translate_upload  # noqa: E402
 from doctrans.serve.markup import split_html  # noqa: E402
 from doctrans.serve.models import Languages  # noqa: E402
 from doctrans.serve.run import is_loopback  # noqa: E402
@@ -43,12 +43,20 @@ def test_file_store_is_bounded_and_reads_only_its_own_names(tmp_path):
     assert safe_name("C:\\x\\my ep 01.srt") == "my_ep_01.srt" and safe_name("..") == "file.txt"
 
 
-def test_a_text_file_plan_reads_as_the_cli_does():
-    plan = plan_file("a.txt", "他來了。\n\n謝謝\n".encode("big5"))
-    assert plan.units == ["他来了。", "", "谢谢"] and plan.cues == 3
-    assert plan.render(["He came.", "", "Thanks"]) == "He came.\n\nThanks\n"
+def test_a_text_upload_is_read_as_the_cli_reads_it():
+    seen = []
+
+    def run(lines, doc_ids):
+        seen.append((lines, doc_ids))
+        return [x.upper() for x in lines]
+
+    src = "這是我們的機會，頭髮還沒乾。\n\nok\n"
+    done = translate_upload("a.txt", src.encode("big5"), run)
+    assert seen == [(["这是我们的机会，头发还没干。", "", "ok"], ["0", "0", "0"])]   # Big5 read, Traditional converted
+    assert done.text == "这是我们的机会，头发还没干。\n\nOK\n" and done.cues == 3
+    assert done.pairs == [["這是我們的機會，頭髮還沒乾。", "这是我们的机会，头发还没干。"], ["", ""], ["ok", "OK"]]
     with pytest.raises(ValueError, match="a.pdf: file format not supported"):
-        plan_file("a.pdf", b"x")
+        translate_upload("a.pdf", b"x", run)
 
 
 def test_keys_file(tmp_path):
