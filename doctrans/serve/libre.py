@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import urllib.parse
 from pathlib import Path
 
 from fastapi import FastAPI, Request, Response
@@ -60,10 +61,21 @@ MEDIA = {".vtt": "text/vtt; charset=utf-8", ".srt": "application/x-subrip; chars
 async def body_of(request: Request) -> dict:
     """The request's fields: a form's (a field given several times: a list) or a JSON object's."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype in ("application/x-www-form-urlencoded", "multipart/form-data"):
+    if ctype == "multipart/form-data":
         form = await request.form()
         return {k: (v if len(v) > 1 else v[0]) for k in form.keys() for v in [form.getlist(k)]}
     raw = await request.body()
+    if ctype == "application/x-www-form-urlencoded":
+        # parsed here, not by Starlette's form parser, which reads bytes that are not %-escaped as
+        # Latin-1: `curl -d 'q=他来了'` sends UTF-8 as is (LibreTranslate reads it as UTF-8)
+        try:
+            pairs = urllib.parse.parse_qsl(raw.decode("utf-8"), keep_blank_values=True, errors="strict")
+        except UnicodeDecodeError as e:
+            raise ApiError(400, f"Invalid request: the form body is not UTF-8 ({e})") from None
+        fields: dict = {}
+        for k, v in pairs:
+            fields.setdefault(k, []).append(v)
+        return {k: (v if len(v) > 1 else v[0]) for k, v in fields.items()}
     if not raw.strip():
         return {}
     try:

@@ -84,6 +84,18 @@ def test_a_form_body_is_read_as_json_is(client, translator):
     assert r.json() == {"translatedText": expect[0]}
 
 
+def test_a_form_body_of_utf_8_not_escaped_is_read_as_utf_8():
+    """``curl -d 'q=他来了'`` sends the UTF-8 bytes as they are (Starlette's form parser read them as
+    Latin-1: mojibake translated, no error); %-escaped as browsers send it, the same text."""
+    tr = Echo()
+    with echo_client(tr) as c:
+        for body in ("q=他来了。&source=zh".encode(), b"q=%E4%BB%96%E6%9D%A5%E4%BA%86%E3%80%82&source=zh"):
+            r = c.post("/translate", content=body, headers={"content-type": "application/x-www-form-urlencoded"})
+            assert r.json() == {"translatedText": "他来了。"}
+        r = c.post("/translate", content=b"q=\xff", headers={"content-type": "application/x-www-form-urlencoded"})
+        assert r.status_code == 400 and "the form body is not UTF-8" in r.json()["error"]
+
+
 def test_source_codes_traditional_converted_and_auto_detected():
     tr = Echo()
     with echo_client(tr) as c:
