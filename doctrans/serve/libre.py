@@ -59,12 +59,15 @@ MEDIA = {".vtt": "text/vtt; charset=utf-8", ".srt": "application/x-subrip; chars
 
 
 async def body_of(request: Request) -> dict:
-    """The request's fields: a form's (a field given several times: a list) or a JSON object's."""
+    """The request's fields: a form's (a field given several times: a list) or a JSON object's (also
+    when a body sent as a urlencoded form is a JSON object: curl -d without a Content-Type)."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype == "multipart/form-data":
         form = await request.form()
         return {k: (v if len(v) > 1 else v[0]) for k in form.keys() for v in [form.getlist(k)]}
     raw = await request.body()
+    if ctype == "application/x-www-form-urlencoded" and raw.lstrip().startswith(b"{"):
+        ctype = "application/json"          # `curl -d '{"q": …}'` without -H (curl says urlencoded)
     if ctype == "application/x-www-form-urlencoded":
         # parsed here, not by Starlette's form parser, which reads bytes that are not %-escaped as
         # Latin-1: `curl -d 'q=他来了'` sends UTF-8 as is (LibreTranslate reads it as UTF-8)

@@ -92,6 +92,9 @@ def test_a_form_body_of_utf_8_not_escaped_is_read_as_utf_8():
         for body in ("q=他来了。&source=zh".encode(), b"q=%E4%BB%96%E6%9D%A5%E4%BA%86%E3%80%82&source=zh"):
             r = c.post("/translate", content=body, headers={"content-type": "application/x-www-form-urlencoded"})
             assert r.json() == {"translatedText": "他来了。"}
+        r = c.post("/translate", content='{"q": "他来了。"}'.encode(),          # curl -d '{…}' without -H
+                   headers={"content-type": "application/x-www-form-urlencoded"})
+        assert r.json() == {"translatedText": "他来了。"}
         r = c.post("/translate", content=b"q=\xff", headers={"content-type": "application/x-www-form-urlencoded"})
         assert r.status_code == 400 and "the form body is not UTF-8" in r.json()["error"]
 
