@@ -1,7 +1,8 @@
 """The page of `doctrans serve` driven in headless Chromium (Selenium; Debian's ``chromium`` and
 ``chromium-driver``, which ``make install`` installs): the models listed, text translated from the
-keyboard (Ctrl+Enter) beside its source, an SRT chosen in the file input, its progress, the
-bilingual view and the downloaded file (cue count and timings of the input), and errors shown.
+keyboard (Ctrl+Enter) beside its source, an SRT chosen in the file input, the bilingual view and
+the downloaded file (cue count and timings of the input), a 200-cue file's progress, no script
+error in the console, and errors shown.
 The server is a real process with the shipped sentence model (the document model offered, loaded
 only if chosen). ``DOCTRANS_PAGE_SCREENSHOT=PATH`` also saves the page's screenshot there (the
 README's: benchmarks/plots/serve_page.png)."""
@@ -54,6 +55,7 @@ def browser(tmp_path):
               "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
               "--disable-default-apps", "--window-size=1280,1000", f"--user-data-dir={tmp_path / 'profile'}"):
         opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     (tmp_path / "downloads").mkdir()
     opts.add_experimental_option("prefs", {"download.default_directory": str(tmp_path / "downloads"),
                                            "download.prompt_for_download": False})
@@ -113,6 +115,20 @@ def test_the_page_translates_text_and_an_srt_file(server, browser, tmp_path):
     assert [b[1] for b in blocks] == [b.splitlines()[1] for b in SRT.strip().split("\n\n")]
     assert ["\n".join(b[2:]) for b in blocks] == [r[2] for r in rows]
     assert blocks[4][2].startswith("<i>") and blocks[4][2].endswith("</i>")
+
+    # a longer file: its progress is shown while the server translates it
+    long = tmp_path / "ep02.srt"
+    long.write_text("".join(f"{k + 1}\n00:{k // 60:02d}:{k % 60:02d},000 --> 00:{k // 60:02d}:{k % 60:02d},800\n"
+                            f"{CUES[k % 4]}\n\n" for k in range(200)), encoding="utf-8")
+    driver.find_element(By.ID, "file").send_keys(str(long))
+    seen = set()
+    deadline = time.time() + 120
+    while not driver.find_element(By.ID, "status").text.startswith("Done") and time.time() < deadline:
+        seen.add(driver.find_element(By.ID, "status").text.split(":")[0])
+        time.sleep(0.05)
+    assert "Translating 200 sentences" in seen, seen
+    assert len(_rows(driver)) == 200 and driver.find_element(By.ID, "progress").get_attribute("value") == "1"
+    assert not [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]     # no script error so far
 
     # errors are shown, not swallowed: one the page sees, one the server answers
     bad = tmp_path / "notes.doc"
