@@ -80,8 +80,9 @@ class ServedModel:
         return self._languages["target"]
 
     def nbest(self, lines: list[str], doc_ids: list[str], n: int) -> list[list[tuple[str, float | None]]]:
-        """Per line its ``n`` best (text, score), best first ([] for an empty line). Raises
-        ValueError for a context model or ``n`` over the beam."""
+        """Per line its ``n`` best (text, score), best first ([] for an empty line; a line the
+        translator gives no list for — passed through, or split for length — its output with score
+        None). Raises ValueError for a context model or ``n`` over the beam."""
         if not self.scores:
             raise ValueError(f"model {self.name} reads documents: it has no n-best lists or scores "
                              "(each line is translated with the 1-best of its context)")
@@ -89,7 +90,8 @@ class ServedModel:
         if tr is None:
             tr = self._nbest[n] = self.translator.with_config(replace(self.translator.cfg, nbest=n))
         res = tr.translate_detailed(lines, doc_ids=doc_ids)
-        return [res.nbest.get(i, []) for i in range(len(lines))]
+        # a line without an n-best list (passed through untranslated, or split for length): its output, no score
+        return [res.nbest.get(i) or ([(res.lines[i], None)] if res.lines[i] else []) for i in range(len(lines))]
 
     def describe(self, default: bool) -> dict:
         d = {"model_id": self.model_id, "name": self.name, "kind": self.kind or None, "loaded": self.loaded,

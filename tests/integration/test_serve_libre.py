@@ -63,7 +63,8 @@ class Echo:
         return self
 
     def translate_detailed(self, lines, doc_ids=None):
-        return SimpleNamespace(nbest={i: [(t, -1.0)] for i, t in enumerate(self.translate(lines)) if t})
+        out = self.translate(lines)
+        return SimpleNamespace(lines=out, nbest={i: [(t, -1.0)] for i, t in enumerate(out) if t})
 
 
 def echo_client(*translators, access=None, **limits):
