@@ -10,7 +10,7 @@ from doctrans.cli.options import AUTO_OR_COUNT, NON_NEGATIVE, POSITIVE, Sectione
 SECTIONS = (
     ("Model and engine", ("checkpoint", "sentence", "ensemble", "ensemble_weights", "ensemble_mode", "engine",
                           "compute_type", "quantize", "shortlist", "device", "threads")),
-    ("Input", ("input_", "input_format", "prepared", "encoding", "encoding_errors", "script", "max_source_len")),
+    ("Input", ("input_", "input_format", "prepared", "encoding", "encoding_errors", "script", "segment", "max_source_len")),
     ("Output", ("output", "tokenized", "recase", "output_format", "nbest", "nbest_out")),
     ("Subtitle files and streams", ("bilingual", "stream")),
     ("Search", ("beam", "lenpen", "max_len_ratio", "max_len_extra", "batch_sentences")),
@@ -128,6 +128,13 @@ SECTIONS = (
                    "for each undecodable byte sequence, with a warning giving their count.")
 @click.option("--resume", is_flag=True, help="Directory input: skip documents whose output already exists "
                                              "with as many lines as the input (outputs are written atomically).")
+@click.option("--segment", type=click.Choice(["punct", "off"]), default="punct", show_default=True,
+              help="A line of several sentences (a paragraph) is translated sentence by sentence, each a sentence "
+                   "of its document (a context model reads the one before, in the line too), and the translations "
+                   "joined onto one output line; line and cue counts never change. punct: sentences end at "
+                   "sentence-final punctuation (。！？；… and closing quotes after them; inference/sentences.py); "
+                   "off: each line whole, as the models were trained. Off where each line's own result is asked "
+                   "for: --nbest, --rerank, --dp-out, --dp-generator (logged).")
 @click.option("--max-source-len", type=NON_NEGATIVE, default=0, show_default=True,
               help="Split lines of more than N BPE tokens at sentence punctuation (or into chunks), translate "
                    "the pieces and join them (0 = the model's limit, e.g. max_positions - 1).")
@@ -188,7 +195,7 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
                   history_chunk, warmup_beam,
                   nbest, nbest_out, rerank, rerank_k, rerank_vocab, dp_out, dp_threshold, encoding, script, bilingual,
-                  stream) -> None:
+                  stream, segment) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
     The output has exactly as many lines as the input; an empty input line gives an empty
@@ -253,4 +260,4 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
                         output_format=output_format, nbest=nbest, nbest_out=nbest_out, engine=engine,
                         compute_type=compute_type, quantize=quantize, shortlist=shortlist, rerank=rerank or "",
                         rerank_k=rerank_k, rerank_vocab=rerank_vocab, dp_out=dp_out, dp_threshold=dp_threshold,
-                        encoding=encoding, script=script, bilingual=bilingual, stream=stream))
+                        encoding=encoding, script=script, bilingual=bilingual, stream=stream, segment=segment))
