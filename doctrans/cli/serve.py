@@ -30,6 +30,9 @@ from doctrans.cli.options import NON_NEGATIVE, POSITIVE, CheckpointParam, ensemb
               help="Restore the case of a lowercasing model's output with its recaser (as doctrans translate).")
 @click.option("--context-option", "context_options", multiple=True, metavar="KEY=VALUE",
               help="Change a context model's setting for this server (as doctrans translate).")
+@click.option("--segment", type=click.Choice(["model", "punct", "off"]), default="model", show_default=True,
+              help="A line of several sentences is translated sentence by sentence and joined (as doctrans "
+                   "translate); off: each line whole.")
 @click.option("--max-lines", type=POSITIVE, default=256, show_default=True,
               help="Lines (sentences) per request; more is a 413 error.")
 @click.option("--max-chars", type=POSITIVE, default=20000, show_default=True,
@@ -39,8 +42,8 @@ from doctrans.cli.options import NON_NEGATIVE, POSITIVE, CheckpointParam, ensemb
 @click.option("--source-lang", default="zh", show_default=True, help="The model's source language (LibreTranslate code).")
 @click.option("--target-lang", default="en", show_default=True, help="The model's target language.")
 def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port, engine, compute_type, quantize, device, threads, beam, lenpen, batch_sentences,
-              input_format, tokenized, recase, context_options, max_lines, max_chars, max_body_bytes, source_lang,
-              target_lang) -> None:
+              input_format, tokenized, recase, context_options, segment, max_lines, max_chars, max_body_bytes,
+              source_lang, target_lang) -> None:
     """Load CHECKPOINT once and serve it over HTTP until SIGTERM / Ctrl-C (needs the server extra:
     pip install 'doctrans[serve]').
 
@@ -73,6 +76,7 @@ def serve_cmd(checkpoint, ensemble, ensemble_weights, ensemble_mode, host, port,
     cfg = TranslateConfig(checkpoint=checkpoint, engine=engine, compute_type=compute_type, quantize=quantize,
                           device=device, threads=threads, beam=beam, lenpen=lenpen, batch_sentences=batch_sentences,
                           input_format=input_format, tokenized=tokenized, recase=recase, context_options=tuple(context_options),
+                          segment=segment,
                           **ensemble_settings(ensemble, ensemble_weights, ensemble_mode))
     translator = build_translator(cfg, dp_inputs)
     try:

@@ -128,11 +128,13 @@ SECTIONS = (
                    "for each undecodable byte sequence, with a warning giving their count.")
 @click.option("--resume", is_flag=True, help="Directory input: skip documents whose output already exists "
                                              "with as many lines as the input (outputs are written atomically).")
-@click.option("--segment", type=click.Choice(["punct", "off"]), default="punct", show_default=True,
+@click.option("--segment", type=click.Choice(["model", "punct", "off"]), default="model", show_default=True,
               help="A line of several sentences (a paragraph) is translated sentence by sentence, each a sentence "
                    "of its document (a context model reads the one before, in the line too), and the translations "
                    "joined onto one output line; line and cue counts never change. punct: sentences end at "
                    "sentence-final punctuation (。！？；… and closing quotes after them; inference/sentences.py); "
+                   "model: punct, and a run of 12 or more words without punctuation is cut where the shipped "
+                   "boundary model (trained on TVsub's line ends, inference/boundaries.py) sees a sentence end; "
                    "off: each line whole, as the models were trained. Off where each line's own result is asked "
                    "for: --nbest, --rerank, --dp-out, --dp-generator (logged).")
 @click.option("--max-source-len", type=NON_NEGATIVE, default=0, show_default=True,

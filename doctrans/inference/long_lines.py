@@ -38,16 +38,19 @@ def chunk(units: list[str], limit: int) -> list[list[str]]:
     return pieces
 
 
-def split_line(units: list[str], limit: int, chunk_len: int = 0, segment: bool = False) -> list[list[str]]:
+def split_line(units: list[str], limit: int, chunk_len: int = 0, segment: bool = False,
+               boundaries=None) -> list[list[str]]:
     """Pieces of at most ``limit`` units: its sentences (``sentences.split_sentences``) with
-    ``segment``, else ``[units]`` when it fits and its sentences when not; a sentence still over
+    ``segment`` (``boundaries``: a ``BoundaryModel`` cutting them further, ``split_sentences``),
+    else ``[units]`` when it fits and its sentences when not; a sentence still over
     ``limit`` is ``chunk``-ed into pieces of ``chunk_len`` units (0 or more than ``limit``:
     ``limit``) — e.g. the training length, which the model translates better (and much faster)
     than pieces as long as it can read."""
     if len(units) <= limit and not segment:
         return [units]
     size = chunk_len if 0 < chunk_len <= limit else limit
-    return [p for s in split_sentences(units) or [units] for p in (chunk(s, size) if len(s) > limit else [s])]
+    sentences = split_sentences(units, boundaries if segment else None) or [units]
+    return [p for s in sentences for p in (chunk(s, size) if len(s) > limit else [s])]
 
 
 @dataclass
@@ -68,16 +71,16 @@ class SplitLines:
 
 def split_long_lines(bpe: list[str], limit: int, name: str = "<input>",
                      line_numbers: list[int] | None = None, chunk_len: int = 0,
-                     locations: list[str] | None = None, segment: bool = False) -> SplitLines:
+                     locations: list[str] | None = None, segment: bool = False, boundaries=None) -> SplitLines:
     """Split every BPE line of more than ``limit`` units — with ``segment`` every line of
-    several sentences — into pieces (``split_line`` with ``chunk_len``), logging a warning for
+    several sentences — into pieces (``split_line`` with ``chunk_len``, ``boundaries``), logging a warning for
     a line over ``limit``, naming ``name`` and the 1-based line (``line_numbers[k]`` for
     ``bpe[k]``, default k + 1), or ``locations[k]`` (``file:line``) when given. ``limit`` is
     the model's source positions minus one for ``</s>``. Raises ValueError for ``limit`` < 1."""
     pieces, owner = [], []
     for k, line in enumerate(bpe):
         units = line.split()
-        parts = split_line(units, limit, chunk_len, segment)
+        parts = split_line(units, limit, chunk_len, segment, boundaries)
         if len(units) > limit:
             no = line_numbers[k] if line_numbers is not None else k + 1
             at = locations[k] if locations is not None else f"{name}:{no}"

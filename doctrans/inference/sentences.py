@@ -89,14 +89,20 @@ def sentence_ends(ws: list[str]) -> list[int]:
     return ends
 
 
-def split_sentences(units: list[str]) -> list[list[str]]:
+def split_sentences(units: list[str], boundaries=None) -> list[list[str]]:
     """A line's BPE units → its sentences (lists of units, in order, together the line; module
-    doc); ``[units]`` for a line of one sentence, ``[]`` for no units."""
+    doc); ``[units]`` for a line of one sentence, ``[]`` for no units. ``boundaries``: a
+    ``boundaries.BoundaryModel`` that also cuts each sentence the rules found where it sees a
+    boundary (sentences running on without punctuation)."""
     if not units:
         return []
     spans = words(units)
     ws = [_word(units, s) for s in spans]
-    cuts = [spans[k][1] for k in sentence_ends(ws)]
+    ends = [k + 1 for k in sentence_ends(ws)]
+    if boundaries is not None:
+        bounds = [0] + ends + [len(ws)]
+        ends = sorted(set(ends) | {a + k for a, b in zip(bounds, bounds[1:]) for k in boundaries.cuts(ws[a:b])})
+    cuts = [spans[k - 1][1] for k in ends]
     pieces = [units[a:b] for a, b in zip([0] + cuts, cuts + [len(units)])]
     out: list[list[str]] = []
     carry: list[str] = []

@@ -99,6 +99,11 @@ class Translator:
             log.info("%s: each line is translated whole (no sentence segmentation, --segment): its result is the "
                      "line's own", ", ".join(whole))
         self._segment = cfg.segment != "off" and not whole
+        self._boundaries = None
+        if self._segment and cfg.segment == "model":
+            from doctrans.inference.boundaries import BoundaryModel, shipped_model
+
+            self._boundaries = BoundaryModel.load(shipped_model())
 
     def _check_reconstruction(self, cfg: TranslateConfig) -> None:
         """ValueError for a ``rerank`` / ``dp_out`` request the model or the options cannot serve."""
@@ -164,7 +169,7 @@ class Translator:
         each line's sentences (``segments``), an over-long piece chunked (with a warning naming
         ``locations[k]``, default ``<input>:k+1``)."""
         return split_long_lines(bpe, self.max_source_units(), chunk_len=self._loaded.chunk_len, locations=locations,
-                                segment=self._segment)
+                                segment=self._segment, boundaries=self._boundaries)
 
     @property
     def inputs(self) -> InputSetup:

@@ -59,3 +59,54 @@ def test_split_line_segments_a_short_line_only_when_asked():
     assert split_line(units, 100, segment=True) == [["a", "。"], ["b", "。"]]
     long = ["w"] * 150 + ["。", "x"]
     assert [len(p) for p in split_line(long, 100, chunk_len=80, segment=True)] == [80, 71, 1]
+
+
+# --- the boundary model (inference/boundaries.py) -------------------------------------------------
+
+def _model(pairs: dict[tuple[str, str], float], threshold: float = 0.5, min_words: int = 1):
+    """A BoundaryModel whose only weights are on the word pairs given (bias −5: P ≈ 0.007 elsewhere)."""
+    import numpy as np
+
+    from doctrans.inference.boundaries import BoundaryModel, hashed
+
+    w = np.zeros(1 << 12, dtype=np.float32)
+    for (a, b), v in pairs.items():
+        w[hashed([f"LR={a}|{b}"], 12)] += v
+    return BoundaryModel(w, -5.0, threshold, min_words)
+
+
+def test_a_boundary_model_cuts_where_its_probability_reaches_the_threshold():
+    m = _model({("吧", "我"): 10.0, ("好", "你"): 4.0})
+    ws = "走 吧 我 很 好 你 呢".split()
+    p = m.probabilities(ws)
+    assert p.shape == (6,) and p[1] > 0.99 and 0.2 < p[4] < 0.3 and p[0] < 0.01
+    assert m.cuts(ws) == [2]
+    assert _model({("吧", "我"): 10.0, ("好", "你"): 4.0}, threshold=0.2).cuts(ws) == [2, 5]
+    assert _model({("吧", "我"): 10.0, ("我", "很"): 9.0}, min_words=2).cuts(ws) == [2]   # 我 alone: too short
+    assert m.cuts(["好"]) == [] and m.probabilities([]).shape == (0,)
+
+
+def test_the_model_cuts_inside_the_rules_sentences_never_inside_a_word():
+    m = _model({("吧", "我"): 10.0, ("我", "很"): 10.0})
+    units = "走 吧 我@@ 很 好 ? 走 吧 我 很".split()         # 我@@ 很: one word, 我很 (no weight on 吧|我很)
+    assert [" ".join(p) for p in split_sentences(units, m)] == ["走 吧 我@@ 很 好 ?", "走 吧", "我", "很"]
+    assert [" ".join(p) for p in split_sentences(units)] == ["走 吧 我@@ 很 好 ?", "走 吧 我 很"]
+
+
+def test_a_boundary_model_file_round_trips_and_a_bad_one_is_named(tmp_path):
+    import numpy as np
+
+    from doctrans.inference.boundaries import BoundaryModel, shipped_model
+
+    m = _model({("吧", "我"): 10.0}, threshold=0.7, min_words=2)
+    m.save(tmp_path / "b.npz")
+    back = BoundaryModel.load(tmp_path / "b.npz")
+    assert (back.threshold, back.min_words, back.bias, back.bits) == (0.7, 2, -5.0, 12)
+    assert np.allclose(back.weights, m.weights, atol=1e-2)
+    (tmp_path / "bad.npz").write_bytes(b"not a model")
+    with pytest.raises(ValueError, match="bad.npz: not a sentence-boundary model"):
+        BoundaryModel.load(tmp_path / "bad.npz")
+    with pytest.raises(FileNotFoundError, match="gone.npz"):
+        BoundaryModel.load(tmp_path / "gone.npz")
+    shipped = BoundaryModel.load(shipped_model())
+    assert shipped.bits >= 16 and 0 < shipped.threshold < 1
