@@ -21,6 +21,7 @@ recall on glued dev lines.
 """
 from __future__ import annotations
 
+import bisect
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,13 +112,11 @@ class BoundaryModel:
         if len(ws) < max(2, self.min_run):
             return []
         p = self.probabilities(ws)
-        chosen: list[int] = []
+        bounds = [0, len(ws)]                       # sorted: the run's ends and the cuts so far
         for k in (np.argsort(-p, kind="stable") + 1).tolist():
             if p[k - 1] < self.threshold:
                 break
-            bounds = sorted(chosen + [0, len(ws)])
-            lo = max(b for b in bounds if b < k)
-            hi = min(b for b in bounds if b > k)
-            if k - lo >= self.min_words and hi - k >= self.min_words:
-                chosen.append(k)
-        return sorted(chosen)
+            at = bisect.bisect(bounds, k)
+            if k - bounds[at - 1] >= self.min_words and bounds[at] - k >= self.min_words:
+                bounds.insert(at, k)
+        return bounds[1:-1]
