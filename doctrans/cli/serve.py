@@ -11,7 +11,7 @@ SECTIONS = (
     ("Model", ("checkpoint", "extra_models", "ensemble", "ensemble_weights", "ensemble_mode", "engine", "compute_type",
                "quantize", "device", "threads")),
     ("Search", ("beam", "lenpen", "batch_sentences", "input_format", "tokenized", "recase", "context_options",
-                "glossary")),
+                "glossary", "segment")),
     ("Server", ("host", "port", "api_keys", "req_limit", "max_lines", "max_chars", "max_file_lines", "max_body_bytes",
                 "drain_timeout", "source_lang", "target_lang")),
 )
@@ -49,6 +49,9 @@ SECTIONS = (
 @click.option("--glossary", default="", metavar="FILE", type=click.Path(dir_okay=False),
               help="Terms every request's translation enforces (source<TAB>target lines; as doctrans translate). "
                    "Lines without Chinese are answered unchanged, Latin-script text and numbers kept, as there.")
+@click.option("--segment", type=click.Choice(["model", "punct", "off"]), default="model", show_default=True,
+              help="A line of several sentences is translated sentence by sentence and joined (as doctrans "
+                   "translate); off: each line whole.")
 @click.option("--max-lines", type=POSITIVE, default=256, show_default=True,
               help="Lines (sentences) per request; more is a 413 error.")
 @click.option("--max-chars", type=POSITIVE, default=20000, show_default=True,
@@ -69,7 +72,7 @@ SECTIONS = (
 @click.option("--target-lang", default="en", show_default=True, help="The model's target language.")
 def serve_cmd(checkpoint, extra_models, ensemble, ensemble_weights, ensemble_mode, host, port, engine, compute_type, quantize, device, threads, beam, lenpen, batch_sentences,
               input_format, tokenized, recase, context_options, glossary, max_lines, max_chars, max_file_lines, api_keys,
-              req_limit, max_body_bytes, drain_timeout, source_lang, target_lang) -> None:
+              req_limit, max_body_bytes, drain_timeout, source_lang, target_lang, segment) -> None:
     """Load CHECKPOINT once and serve it over HTTP until SIGTERM / Ctrl-C (needs the server extra:
     pip install 'doctrans[serve]'). Open http://127.0.0.1:5000/ for the page.
 
@@ -109,6 +112,7 @@ def serve_cmd(checkpoint, extra_models, ensemble, ensemble_weights, ensemble_mod
                           device=device, threads=threads, beam=beam, lenpen=lenpen, batch_sentences=batch_sentences,
                           input_format=input_format, tokenized=tokenized, recase=recase, context_options=tuple(context_options),
                           glossary=glossary,
+                          segment=segment,
                           **ensemble_settings(ensemble, ensemble_weights, ensemble_mode))
     from doctrans.serve.access import Access, read_keys
     from doctrans.serve.models import served_models

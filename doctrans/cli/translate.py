@@ -11,7 +11,7 @@ from doctrans.inference.subtitle_layout import MAX_CPS, MAX_LINE_LENGTH
 SECTIONS = (
     ("Model and engine", ("checkpoint", "sentence", "ensemble", "ensemble_weights", "ensemble_mode", "engine",
                           "compute_type", "quantize", "shortlist", "device", "threads")),
-    ("Input", ("input_", "input_format", "prepared", "encoding", "encoding_errors", "script", "max_source_len",
+    ("Input", ("input_", "input_format", "prepared", "encoding", "encoding_errors", "script", "segment", "max_source_len",
                "glossary", "protect", "translate_all")),
     ("Output", ("output", "tokenized", "recase", "output_format", "nbest", "nbest_out", "scores")),
     ("Subtitle files and streams", ("bilingual", "max_line_length", "max_cps", "stream")),
@@ -149,6 +149,15 @@ SECTIONS = (
                    "for each undecodable byte sequence, with a warning giving their count.")
 @click.option("--resume", is_flag=True, help="Directory input: skip documents whose output already exists "
                                              "with as many lines as the input (outputs are written atomically).")
+@click.option("--segment", type=click.Choice(["model", "punct", "off"]), default="model", show_default=True,
+              help="A line of several sentences (a paragraph) is translated sentence by sentence, each a sentence "
+                   "of its document (a context model reads the one before, in the line too), and the translations "
+                   "joined onto one output line; line and cue counts never change. punct: sentences end at "
+                   "sentence-final punctuation (。！？；… and closing quotes after them; inference/sentences.py); "
+                   "model: punct, and a run of 12 or more words without punctuation is cut where the shipped "
+                   "boundary model (trained on TVsub's line ends, inference/boundaries.py) sees a sentence end; "
+                   "off: each line whole, as the models were trained. Off where each line's own result is asked "
+                   "for: --nbest, --rerank, --dp-out, --dp-generator (logged).")
 @click.option("--max-source-len", type=NON_NEGATIVE, default=0, show_default=True,
               help="Split lines of more than N BPE tokens at sentence punctuation (or into chunks), translate "
                    "the pieces and join them (0 = the model's limit, e.g. max_positions - 1).")
@@ -217,7 +226,7 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
                   max_source_len, explain_context, explain_dir, context_options, glob_, out_suffix, output_format,
                   history_chunk, warmup_beam,
                   nbest, nbest_out, rerank, rerank_k, rerank_vocab, dp_out, dp_threshold, encoding, script, bilingual,
-                  stream, max_line_length, max_cps, scores, glossary, protect, translate_all) -> None:
+                  stream, max_line_length, max_cps, scores, glossary, protect, translate_all, segment) -> None:
     """Translate a file, stdin, or a directory of documents with beam search.
 
     The output has exactly as many lines as the input; an empty input line gives an empty
@@ -286,4 +295,4 @@ def translate_cmd(checkpoint, sentence, ensemble, ensemble_weights, ensemble_mod
                         rerank_k=rerank_k, rerank_vocab=rerank_vocab, dp_out=dp_out, dp_threshold=dp_threshold,
                         encoding=encoding, script=script, bilingual=bilingual, stream=stream,
                         max_line_length=max_line_length, max_cps=max_cps, scores=scores, glossary=glossary,
-                        protect=protect, translate_all=translate_all))
+                        protect=protect, translate_all=translate_all, segment=segment))

@@ -9,6 +9,7 @@ from doctrans.inference.subtitle_layout import MAX_CPS, MAX_LINE_LENGTH
 
 
 RECASE = ("auto", "yes", "no")     # TranslateConfig.recase
+SEGMENT = ("punct", "model", "off")   # TranslateConfig.segment
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,10 @@ class TranslateConfig:
     dp_docs: str = ""                 # doc<TAB>position per input line, for the generator's context
     write_lattice: str = ""           # also write the DP input as Moses PLF confusion networks
     max_source_len: int = 0           # split lines over this many BPE units (0 = the model's limit)
+    segment: str = "model"            # a line's sentences translated one by one as sentences of its document and
+                                      # joined (inference/sentences.py): punct (at sentence-final punctuation) |
+                                      # model (punct, then the shipped boundary model inside runs of 12+ words,
+                                      # inference/boundaries.py) | off
     encoding_errors: str = "strict"   # strict: undecodable input is an error | replace: U+FFFD, warn
     encoding: str = ""                # "" (UTF-8; subtitle files: auto) | auto (detected, data/encoding.py) | a codec
     script: str = "auto"              # auto (Traditional input converted to Simplified) | simplified | traditional
