@@ -74,7 +74,7 @@ TVSUB_GIT := https://github.com/longyuewangdcu/tvsub
 TEST_SRC ?= $(firstword $(wildcard $(DATA)/test/test.zh $(DATA)/data/orignal/test/test.orignal.zh))
 TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/processed/test/test_trg.sgm))
 
-.PHONY: full full-sweep full-curve quickstart install kenlm fonts dp dp-full dp-generators-full dp-ensemble-full dp-table context-table rnn-context-table rec-table test check-data clean-quickstart help
+.PHONY: full full-sweep full-curve quickstart install kenlm fonts chromium dp dp-full dp-generators-full dp-ensemble-full dp-table context-table rnn-context-table rec-table test check-data clean-quickstart help
 
 help:
 	@sed -n '2,/^# *PREP (prepared/p' Makefile
@@ -83,7 +83,7 @@ quickstart: $(RUN)/quickstart_table.md $(PREP)/dp/meta.json
 	@cat $(PREP)/dp/agreement.md
 	@cat $(RUN)/quickstart_table.md
 
-install: $(VENV)/.installed $(BIN)/lmplz fonts
+install: $(VENV)/.installed $(BIN)/lmplz fonts chromium
 
 # KenLM's lmplz/build_binary (C++, not on PyPI as programs): built from the kenlm sdist, cached.
 kenlm: $(BIN)/lmplz
@@ -95,6 +95,15 @@ fonts:
 	@fc-list :lang=zh 2>/dev/null | grep -q . || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-wqy-microhei >/dev/null \
 	  || echo "note: no CJK font; --explain plots will label Chinese tokens by index (install fonts-wqy-microhei)"; }
+
+# Chromium and its WebDriver (Debian's packages) for the page test of `doctrans serve`
+# (tests/system/test_serve_page.py: headless, no network); the package lists are refreshed when the
+# first try finds no candidate. Skipped with a note when apt is unusable (not root, no apt-get).
+chromium:
+	@command -v chromedriver >/dev/null && command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 \
+	       || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null; }; } \
+	  || echo "note: no chromium / chromedriver: the page test of doctrans serve will be skipped (apt-get install chromium chromium-driver)"; }
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -2,7 +2,8 @@
 number of requests and time, latency percentiles, failed and lost requests.
 
 Usage: python benchmarks/serve_load.py -c CKPT [--clients 1,4,16] [--requests 200] [--seconds 60]
-       [--lines 2] [--endpoint document|libre|onmt] [--threads 1] [--url URL] [-- SERVE OPTIONS]
+       [--lines 2 | 1-5] [--endpoint document|libre|onmt] [--body json|form|json,form] [--cli]
+       [--threads 1] [--input FILE] [--url URL] [-- SERVE OPTIONS]
 
 Starts ``doctrans serve -c CKPT --port P`` (a free local port; ``--url`` uses a running server
 instead), waits for ``GET /health``, then for each client count N runs N threads, each sending
@@ -13,6 +14,16 @@ after ``--`` for the toy models); it fails when its status is not 200 or its bod
 one translation per line, and is lost when no response came (an exception). Reports per client
 count: requests, failed, lost, requests/s, lines/s and latency p50 / p90 / p99 / max (ms), as a
 Markdown table. The server is stopped with SIGTERM at the end (its exit code is printed).
+
+``--lines A-B``: request k has A + k mod (B − A + 1) lines (1-5: 1, 2, 3, 4, 5, 1, …). ``--body``:
+the LibreTranslate endpoint's body, JSON or a urlencoded form (``q`` repeated, as HTML forms and
+``libretranslatepy`` send it); ``json,form`` runs every client count with each (a row per body).
+``--cli``: in the same sitting, ``doctrans translate`` (same checkpoint, ``--threads``, and the
+SERVE OPTIONS it shares) translates the lines the requests sent as one file: its batch
+throughput (lines/s, from its log line ``translated N lines in S s``: the translation without
+start-up) is printed beside the server's, and each answered line is compared with the CLI's
+translation of that line (for a sentence model the same; a context model reads other context in a
+request than in the whole file).
 """
 from __future__ import annotations
 
@@ -25,7 +36,9 @@ import subprocess
 import sys
 import threading
 import time
+import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -38,26 +51,43 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def body(endpoint: str, lines: list[str]) -> tuple[str, dict | list]:
+def body(endpoint: str, lines: list[str], form: bool = False) -> tuple[str, bytes, str]:
+    """(path, request body, content type) of a request for ``lines``."""
     if endpoint == "document":
-        return "/translate/document", {"lines": lines}
+        return "/translate/document", json.dumps({"lines": lines}).encode(), "application/json"
+    if endpoint == "libre" and form:
+        fields = [("q", x) for x in lines] + [("source", "zh"), ("target", "en")]
+        return "/translate", urllib.parse.urlencode(fields).encode(), "application/x-www-form-urlencoded"
     if endpoint == "libre":
-        return "/translate", {"q": lines, "source": "zh", "target": "en"}
-    return "/translator/translate", [{"src": x, "id": 100} for x in lines]
+        return "/translate", json.dumps({"q": lines, "source": "zh", "target": "en"}).encode(), "application/json"
+    return "/translator/translate", json.dumps([{"src": x, "id": 100} for x in lines]).encode(), "application/json"
 
 
-def answers(endpoint: str, data) -> int:
+def answers(endpoint: str, data) -> list[str]:
+    """The translations in an answer, one per line sent."""
     if endpoint == "document":
-        return len(data["lines"])
+        return data["lines"]
     if endpoint == "libre":
-        return len(data["translatedText"])
-    return len(data[0])
+        t = data["translatedText"]
+        return [t] if isinstance(t, str) else t
+    return [x["tgt"] for x in data[0]]
 
 
-def run(url: str, endpoint: str, clients: int, total: int, seconds: float, lines: list[str], per: int) -> dict:
+def sizes(spec: str) -> tuple[int, int]:
+    """``--lines``: "N" or "A-B" → (A, B)."""
+    a, _, b = spec.partition("-")
+    return int(a), int(b or a)
+
+
+def run(url: str, endpoint: str, clients: int, total: int, seconds: float, lines: list[str], per: tuple[int, int],
+        form: bool = False, outputs: dict | None = None) -> dict:
+    """``outputs``: filled with line index (in ``lines``) → the translation answered."""
     lat: list[float] = []
-    failed, lost, sent = [0], [0], [0]
+    failed, lost, sent, done_lines = [0], [0], [0], [0]
     lock = threading.Lock()
+    starts = [0]
+    for k in range(total):
+        starts.append(starts[-1] + per[0] + k % (per[1] - per[0] + 1))
     stop = time.time() + seconds
 
     def client(k: int) -> None:
@@ -67,13 +97,22 @@ def run(url: str, endpoint: str, clients: int, total: int, seconds: float, lines
                     return
                 n = sent[0]
                 sent[0] += 1
-            batch = [lines[(n * per + j) % len(lines)] for j in range(per)]
-            path, payload = body(endpoint, batch)
-            req = urllib.request.Request(url + path, json.dumps(payload).encode(), {"content-type": "application/json"})
+            index = [k % len(lines) for k in range(starts[n], starts[n + 1])]
+            batch = [lines[k] for k in index]
+            path, payload, ctype = body(endpoint, batch, form)
+            req = urllib.request.Request(url + path, payload, {"content-type": ctype})
             t0 = time.perf_counter()
             try:
                 with urllib.request.urlopen(req, timeout=60) as r:
-                    ok = r.status == 200 and answers(endpoint, json.loads(r.read())) == per
+                    out = answers(endpoint, json.loads(r.read())) if r.status == 200 else []
+                ok = len(out) == len(batch)
+                if ok and outputs is not None:
+                    with lock:
+                        outputs.update(zip(index, out))
+                        done_lines[0] += len(batch)
+                elif ok:
+                    with lock:
+                        done_lines[0] += len(batch)
             except urllib.error.HTTPError:
                 ok = False
             except Exception:                       # no response: lost
@@ -95,7 +134,32 @@ def run(url: str, endpoint: str, clients: int, total: int, seconds: float, lines
     lat.sort()
     q = lambda p: 1000 * lat[min(len(lat) - 1, int(round(p * (len(lat) - 1))))] if lat else float("nan")
     return dict(clients=clients, requests=sent[0], failed=failed[0], lost=lost[0], rps=len(lat) / wall,
-                lps=len(lat) * per / wall, p50=q(0.5), p90=q(0.9), p99=q(0.99), max=q(1.0), wall=wall)
+                lps=done_lines[0] / wall, p50=q(0.5), p90=q(0.9), p99=q(0.99), max=q(1.0), wall=wall)
+
+
+CLI_SHARED = ("--input-format", "--tokenized", "--beam", "--lenpen", "--batch-sentences", "--engine", "--compute-type",
+              "--quantize", "--device", "--recase")
+
+
+def cli_batch(checkpoint: str, threads: int, lines: list[str], extra: list[str], workdir: Path) -> tuple[list[str], float]:
+    """``doctrans translate`` of ``lines`` as one file → (its translations, lines/s of its translation)."""
+    shared, k = [], 0
+    while k < len(extra):
+        if extra[k] in CLI_SHARED:
+            takes = extra[k] != "--tokenized"
+            shared += extra[k:k + 1 + takes]
+            k += 1 + takes
+        else:
+            k += 1
+    src, out = workdir / "cli_input.txt", workdir / "cli_output.txt"
+    src.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    cmd = [sys.executable, "-m", "doctrans.cli", "translate", "-c", checkpoint, "--threads", str(threads), *shared,
+           "-i", str(src), "-o", str(out)]
+    log = subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True)
+    m = re.search(r"translated (\d+) lines in ([\d.]+) s", log.stderr + log.stdout)
+    if log.returncode != 0 or not m:
+        sys.exit(f"the CLI failed ({' '.join(cmd)}):\n{log.stderr[-2000:]}")
+    return out.read_text(encoding="utf-8").splitlines(), int(m.group(1)) / float(m.group(2))
 
 
 def main() -> None:
@@ -108,7 +172,9 @@ def main() -> None:
     ap.add_argument("--clients", default="1,4,16")
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--seconds", type=float, default=60)
-    ap.add_argument("--lines", type=int, default=2, help="lines per request")
+    ap.add_argument("--lines", default="2", help="lines per request: N, or A-B (varying)")
+    ap.add_argument("--body", default="json", help="libre endpoint: json, form, or json,form (a row each)")
+    ap.add_argument("--cli", action="store_true", help="also the CLI's batch throughput and outputs (same lines)")
     ap.add_argument("--input", default="", help="lines to send (default: toy 'w<i>' lines)")
     ap.add_argument("--endpoint", choices=["document", "libre", "onmt"], default="document")
     ap.add_argument("--threads", type=int, default=1, help="the server's torch threads")
@@ -141,15 +207,32 @@ def main() -> None:
                     sys.exit(f"the server did not start: {' '.join(cmd)}")
                 time.sleep(0.2)
         print(f"server up in {time.time() - t0:.1f} s: {' '.join(cmd[2:])}")
+    per = sizes(a.lines)
+    bodies = a.body.split(",") if a.endpoint == "libre" else ["json"]
     print(f"endpoint {a.endpoint}, {a.lines} lines per request, at most {a.requests} requests and {a.seconds:.0f} s "
-          f"per client count")
-    print("| clients | requests | failed | lost | req/s | lines/s | p50 ms | p90 ms | p99 ms | max ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          f"per client count and body")
+    print("| clients | body | requests | failed | lost | req/s | lines/s | p50 ms | p90 ms | p99 ms | max ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    outputs: dict[str, dict[int, str]] = {}
     try:
         for n in (int(x) for x in a.clients.split(",")):
-            r = run(url, a.endpoint, n, a.requests, a.seconds, lines, a.lines)
-            print(f"| {r['clients']} | {r['requests']} | {r['failed']} | {r['lost']} | {r['rps']:.1f} | "
-                  f"{r['lps']:.1f} | {r['p50']:.0f} | {r['p90']:.0f} | {r['p99']:.0f} | {r['max']:.0f} |", flush=True)
+            for b in bodies:
+                got = outputs.setdefault(f"{n} {b}", {})
+                r = run(url, a.endpoint, n, a.requests, a.seconds, lines, per, b == "form", got)
+                print(f"| {r['clients']} | {b} | {r['requests']} | {r['failed']} | {r['lost']} | {r['rps']:.1f} | "
+                      f"{r['lps']:.1f} | {r['p50']:.0f} | {r['p90']:.0f} | {r['p99']:.0f} | {r['max']:.0f} |", flush=True)
+        if a.cli:
+            import tempfile
+
+            sent = sorted({k for got in outputs.values() for k in got})
+            with tempfile.TemporaryDirectory() as tmp:
+                cli_out, lps = cli_batch(a.checkpoint, a.threads, [lines[k] for k in sent], extra, Path(tmp))
+            ref = dict(zip(sent, cli_out))
+            print(f"CLI batch (doctrans translate, the {len(sent)} distinct lines sent, --threads {a.threads}): "
+                  f"{lps:.1f} lines/s")
+            for run_name, got in outputs.items():
+                same = sum(ref[k] == t for k, t in got.items())
+                print(f"answers identical to the CLI's ({run_name}): {same} / {len(got)} lines")
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)

@@ -11,7 +11,7 @@ from doctrans.cli.options import ENSEMBLE, SectionedCommand, ensemble_options, e
 SECTIONS = (
     ("Model and engine", ("checkpoint", "sentence", "ensemble", "ensemble_weights", "ensemble_mode", "engine",
                           "compute_type", "quantize", "shortlist", "device", "threads")),
-    ("Input", ("input", "input_format", "prepared", "encoding", "encoding_errors", "script", "max_source_len",
+    ("Input", ("input", "input_format", "prepared", "encoding", "encoding_errors", "script", "segment", "max_source_len",
                "glossary", "protect", "translate_all")),
     ("Output", ("output", "tokenized", "recase", "output_format", "nbest", "nbest_out", "scores")),
     ("Subtitle files and streams", ("bilingual", "max_line_length", "max_cps", "stream")),

@@ -152,11 +152,12 @@ def explain_translation(translator, res, doc_ids: list[str] | None) -> list[Path
     """``doctrans translate --explain-context N`` (``translate.translate_input``'s ``after`` hook): pictures
     of the context attention of N sampled translated lines of ``res`` (``inference.translate.
     Translation``) into ``cfg.io.explain_dir`` (default ``OUTPUT.explain``, or ``explain/`` for
-    stdout), ``cfg`` = ``translator.cfg``. Lines split for length are left out (their pieces have
-    no line)."""
+    stdout), ``cfg`` = ``translator.cfg``. Lines translated in pieces — their sentences
+    (``--segment``) or chunks of an over-long line — are left out (the model never read them
+    whole)."""
     cfg = translator.cfg
     bpe, hyps = res.bpe, res.hyps
-    keep = [i for i in sorted(hyps) if len(bpe[i].split()) <= translator.max_source_units()]
+    keep = [i for i in sorted(hyps) if i not in res.pieces]
     doc = document_numbers([doc_ids[i] for i in keep] if doc_ids is not None else ["doc"] * len(keep))
     src = [translator.src_vocab.encode(bpe[i]) for i in keep]
     hyp = [translator.tgt_vocab.encode(hyps[i]) for i in keep]

@@ -28,6 +28,7 @@ from doctrans.utils.settings import setting
 from doctrans.inference.subtitle_layout import MAX_CPS, MAX_LINE_LENGTH
 
 RECASE = ("auto", "yes", "no")     # IOOptions.recase
+SEGMENT = ("punct", "model", "off")   # IOOptions.segment
 GROUP_LINES = 512                  # IOOptions.group_lines: a directory's documents translated together up to N lines
 ENGINES = ("native", "ctranslate2")
 COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16",
@@ -137,6 +138,16 @@ class IOOptions:
         "", help="doc_id<TAB>position per input line (like PREP/test.docs): the documents a context model "
                  "translates in order with their context. An SGML input (.sgm) takes its <DOC> blocks; a "
                  "directory, one document per file. Sentence-level models ignore documents.")
+    segment: str = setting(
+        "model", choices=("model", "punct", "off"),
+        help="A line of several sentences (a paragraph) is translated sentence by sentence, each a sentence "
+             "of its document (a context model reads the one before, in the line too), and the translations "
+             "joined onto one output line; line and cue counts never change. punct: sentences end at "
+             "sentence-final punctuation (。！？；… and closing quotes after them; inference/sentences.py); "
+             "model: punct, and a run of 12 or more words without punctuation is cut where the shipped "
+             "boundary model (trained on TVsub's line ends, inference/boundaries.py) sees a sentence end; "
+             "off: each line whole, as the models were trained. Off where each line's own result is asked "
+             "for: --nbest, --rerank, --dp-out, --dp-generator (logged).")
     max_source_len: int = setting(
         0, min=0,
         help="Split lines of more than N BPE tokens at sentence punctuation (or into chunks), translate "

@@ -2,13 +2,14 @@
 
 A Transformer reads at most ``max_positions`` source tokens (``</s>`` included); a longer line
 used to stop ``doctrans translate`` for the whole file. Here such a line is split, on its BPE
-units, after each sentence-final punctuation token (``。！？；…`` and their NFKC forms ``! ? ;
-...``), each sentence becoming one piece (the model was trained on sentences, not on
-paragraphs); a sentence still too long is cut into chunks of the training length
+units, into its sentences (``sentences.py``: after sentence-final punctuation, ``。！？；…`` and
+their NFKC forms ``! ? ; ...``, with the closing quotes after it), each sentence becoming one
+piece (the model was trained on sentences, not on paragraphs); a sentence still too long is cut into chunks of the training length
 (``data.max_len`` of the checkpoint's config) at word boundaries (a BPE unit not ending in
 ``@@``), or anywhere when one word alone is too long. The pieces are translated with
-all other lines and their translations joined with a space onto the original line. Lines
-within the limit are not touched, so ordinary input translates exactly as before.
+all other lines and their translations joined with a space onto the original line. With
+``segment`` (``translate --segment``, on by default) every line of several sentences is split
+so, whatever its length; without it lines within the limit are not touched.
 """
 from __future__ import annotations
 
@@ -16,22 +17,9 @@ import logging
 from dataclasses import dataclass
 
 from doctrans.data.text import BPE_SEPARATOR
+from doctrans.inference.sentences import split_sentences
 
 log = logging.getLogger(__name__)
-
-# Sentence-final punctuation as tokens after normalize_zh (NFKC: ！→!, ？→?, ；→;, …→...).
-SENTENCE_END = frozenset({"。", "！", "？", "；", "…", "……", "!", "?", ";", "...", "......", "｡"})
-
-
-def split_sentences(units: list[str]) -> list[list[str]]:
-    """BPE units → runs ending after each sentence-final punctuation token (the last run may
-    end without one). Units continued by the next (``x@@``) never end a run."""
-    runs: list[list[str]] = [[]]
-    for u in units:
-        runs[-1].append(u)
-        if u in SENTENCE_END:
-            runs.append([])
-    return [r for r in runs if r]
 
 
 def chunk(units: list[str], limit: int) -> list[list[str]]:
@@ -50,15 +38,19 @@ def chunk(units: list[str], limit: int) -> list[list[str]]:
     return pieces
 
 
-def split_line(units: list[str], limit: int, chunk_len: int = 0) -> list[list[str]]:
-    """Pieces of at most ``limit`` units: ``[units]`` when it fits, else its sentences
-    (``split_sentences``); a sentence still over ``limit`` is ``chunk``-ed into pieces of
-    ``chunk_len`` units (0 or more than ``limit``: ``limit``) — e.g. the training length, which
-    the model translates better (and much faster) than pieces as long as it can read."""
-    if len(units) <= limit:
+def split_line(units: list[str], limit: int, chunk_len: int = 0, segment: bool = False,
+               boundaries=None) -> list[list[str]]:
+    """Pieces of at most ``limit`` units: its sentences (``sentences.split_sentences``) with
+    ``segment`` (``boundaries``: a ``BoundaryModel`` cutting them further, ``split_sentences``),
+    else ``[units]`` when it fits and its sentences when not; a sentence still over
+    ``limit`` is ``chunk``-ed into pieces of ``chunk_len`` units (0 or more than ``limit``:
+    ``limit``) — e.g. the training length, which the model translates better (and much faster)
+    than pieces as long as it can read."""
+    if len(units) <= limit and not segment:
         return [units]
     size = chunk_len if 0 < chunk_len <= limit else limit
-    return [p for s in split_sentences(units) for p in (chunk(s, size) if len(s) > limit else [s])]
+    sentences = split_sentences(units, boundaries if segment else None) or [units]
+    return [p for s in sentences for p in (chunk(s, size) if len(s) > limit else [s])]
 
 
 @dataclass
@@ -79,16 +71,17 @@ class SplitLines:
 
 def split_long_lines(bpe: list[str], limit: int, name: str = "<input>",
                      line_numbers: list[int] | None = None, chunk_len: int = 0,
-                     locations: list[str] | None = None) -> SplitLines:
-    """Split every BPE line of more than ``limit`` units (``split_line`` with ``chunk_len``),
-    logging a warning naming ``name`` and the 1-based line (``line_numbers[k]`` for ``bpe[k]``,
-    default k + 1), or ``locations[k]`` (``file:line``) when given. ``limit`` is the model's source positions minus one for ``</s>``. Raises
-    ValueError for ``limit`` < 1."""
+                     locations: list[str] | None = None, segment: bool = False, boundaries=None) -> SplitLines:
+    """Split every BPE line of more than ``limit`` units — with ``segment`` every line of
+    several sentences — into pieces (``split_line`` with ``chunk_len``, ``boundaries``), logging a warning for
+    a line over ``limit``, naming ``name`` and the 1-based line (``line_numbers[k]`` for
+    ``bpe[k]``, default k + 1), or ``locations[k]`` (``file:line``) when given. ``limit`` is
+    the model's source positions minus one for ``</s>``. Raises ValueError for ``limit`` < 1."""
     pieces, owner = [], []
     for k, line in enumerate(bpe):
         units = line.split()
-        parts = split_line(units, limit, chunk_len)
-        if len(parts) > 1:
+        parts = split_line(units, limit, chunk_len, segment, boundaries)
+        if len(units) > limit:
             no = line_numbers[k] if line_numbers is not None else k + 1
             at = locations[k] if locations is not None else f"{name}:{no}"
             log.warning("%s: %d source tokens exceed the model's limit of %d: split into %d pieces at "

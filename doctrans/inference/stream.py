@@ -17,11 +17,15 @@ batch-padding numerics). Models that cannot be served this way — sub-document 
 the window of the previous lines plus the new one as a document and keep its last line (the
 same context, each call translating the window again).
 
-Empty lines are not sentences: they give "" and are not context (as in a file); nor are lines
-without Chinese, which are passed through unchanged, and a Chinese line's spans (Latin-script
-text, numbers, glossary terms) are kept, as ``Translator.translate`` does (``spans.py``). A line over the
-model's length is translated by ``Translator.translate`` (split in pieces) without context and
-is not context for the next lines (a warning says so).
+A line of several sentences (``Translator.segments``, ``sentences.py``) is translated as that
+many consecutive sentences of the session, each reading the one before (in the line too), and
+their translations joined, as the document path does; its entry keeps them as ``sentences``,
+the next lines' context. Empty lines are not sentences: they give "" and are not context (as in
+a file); nor are lines without Chinese, which are passed through unchanged, and a Chinese line's
+spans (Latin-script text, numbers, glossary terms) are kept, as ``Translator.translate`` does
+(``spans.py``). Without segmentation (``--segment off``) a line over the model's length is
+translated by ``Translator.translate`` (split in pieces) without context and is not context for
+the next lines (a warning says so); with it, its sentences (and chunks) are translated as above.
 
 ``stream_lines(translator, lines)``: a generator of translations, one per input line, a blank
 line ending the current document (it gives a blank line and starts a new session) — the
@@ -46,13 +50,23 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Entry:
     """A translated line of a session: ``source`` (its text), ``src_ids`` (BPE ids, ``</s>`` last),
-    ``tgt_ids`` (the 1-best BPE ids, no ``</s>``; None when it is not context: a split long line),
-    ``output`` (the text returned)."""
+    ``tgt_ids`` (the 1-best BPE ids, no ``</s>``; None when it is not context: a split long line,
+    and for a line of several sentences, whose ``sentences`` hold them), ``output`` (the text
+    returned), ``sentences``: a line translated as several sentences — per sentence (source ids,
+    1-best ids), in order; () otherwise."""
 
     source: str
     src_ids: np.ndarray | None
     tgt_ids: list[int] | None
     output: str
+    sentences: tuple[tuple[np.ndarray, list[int]], ...] = ()
+
+    def context(self) -> tuple[tuple[np.ndarray, list[int]], ...]:
+        """The (source ids, 1-best ids) of this line's sentences as context for later lines (none
+        when it is not context)."""
+        if self.sentences:
+            return self.sentences
+        return ((self.src_ids, self.tgt_ids),) if self.tgt_ids is not None else ()
 
 
 class DocumentSession:
@@ -98,18 +112,22 @@ class DocumentSession:
             log.info("a stream line without Chinese passed through untranslated (--translate-all translates it)")
             return self._record(Entry(line, None, None, line))
         bpe = tr.source_bpe([masked.text])[0]
-        if len(bpe.split()) > tr.max_source_units():
+        if not tr.segments and len(bpe.split()) > tr.max_source_units():
             log.warning("a stream line of %d BPE units is over the model's limit: translated in pieces without "
                         "context, and not context for the next lines", len(bpe.split()))
             return self._record(Entry(line, None, None, tr.translate([line])[0]))
-        ids = tr.src_vocab.encode(bpe)
-        ctx = [e for e in self.history if e.tgt_ids is not None][-self.context_sents:]
-        doc = [e.src_ids for e in ctx] + [ids]
-        given = {(0, k): e.tgt_ids for k, e in enumerate(ctx)}
+        split = tr.split_source([bpe])               # its sentences (one piece: the line)
+        ids = [tr.src_vocab.encode(p) for p in split.pieces]
+        ctx = [s for e in self.history for s in e.context()][-self.context_sents:]
+        doc = [src for src, _ in ctx] + ids
+        given = {(0, k): tgt for k, (_, tgt) in enumerate(ctx)}
         whole = replace(tr.cfg.search, history_chunk=0)     # the line after its given context: no pieces
-        hyp = tr.engine.decode_documents([doc], whole, given=given)[0][-1]
-        out = tr.restore(masked, tr.postprocess([hyp])[0])
-        return self._record(Entry(line, ids, tr.tgt_vocab.encode(hyp, add_eos=False).tolist(), out))
+        hyps = tr.engine.decode_documents([doc], whole, given=given)[0][len(ctx):]
+        out = tr.restore(masked, tr.postprocess(split.join(hyps, 1))[0])
+        tgt = [tr.tgt_vocab.encode(h, add_eos=False).tolist() for h in hyps]
+        if len(ids) == 1:
+            return self._record(Entry(line, ids[0], tgt[0], out))
+        return self._record(Entry(line, None, None, out, tuple(zip(ids, tgt))))
 
 
 def stream_lines(translator, lines: Iterable[str],

@@ -1,9 +1,11 @@
 """``Translator``: a loaded model (``inference/loading.py``) plus the text processing of its
-training data, translating lists of lines: empty lines kept, over-long lines split and joined
-(``long_lines.py``), documents in order for a context model (``documents.py``), input variants of
-an input transform (``transform.py``: DP completion), n-best lists, and reconstruction decoding
+training data, translating lists of lines: empty lines kept, a line's sentences translated one
+by one (``sentences.py``) and over-long lines split, then joined (``long_lines.py``), documents
+in order for a context model (``documents.py``), input variants of an input transform
+(``transform.py``: DP completion), n-best lists, and reconstruction decoding
 (``reconstructing.py``); around the model, lines without Chinese passed through and spans kept
-(Latin-script text, numbers, URLs, tags, glossary terms: ``spans.py``). The stage around it (files, directories, outputs) is ``translate.py``."""
+(Latin-script text, numbers, URLs, tags, glossary terms: ``spans.py``). The stage around it
+(files, directories, outputs) is ``translate.py``."""
 from __future__ import annotations
 
 import logging
@@ -18,7 +20,7 @@ import torch
 
 from doctrans.data.text import TextProcessor, tokenize_en
 from doctrans.data.vocab import SPECIALS, Vocab
-from doctrans.inference.config import RECASE, TranslateConfig
+from doctrans.inference.config import RECASE, SEGMENT, TranslateConfig
 from doctrans.inference.engine import Engine
 from doctrans.inference.loading import LoadedModel, load_model
 from doctrans.inference.long_lines import split_long_lines
@@ -38,7 +40,9 @@ class Translation:
     (``cfg.search.nbest`` > 0): line index → its best hypotheses as (output text, normalised score),
     best first, for the non-empty lines (a line split into pieces, ``long_lines``, has one: its
     joined 1-best with score None; a line passed through, ``spans.py``, itself with score 0.0);
-    spans: the spans transform's counts (``spans.SpanStats``)."""
+    spans: the spans transform's counts (``spans.SpanStats``); pieces: line index → how many
+    pieces (sentences, or chunks of an over-long line) it was translated in, for the lines of
+    more than one (their ``hyps`` are the pieces' 1-best joined)."""
 
     lines: list[str]
     bpe: dict[int, str]                     # (of the masked lines the model read: spans.py)
@@ -46,6 +50,7 @@ class Translation:
     nbest: dict[int, list[tuple[str, float | None]]] = field(default_factory=dict)
     dp_lines: list[str] | None = None       # cfg.dp.dp_out: the DP-completed source, one per input line
     spans: SpanStats = field(default_factory=SpanStats)   # lines passed through, spans kept / lost (spans.py)
+    pieces: dict[int, int] = field(default_factory=dict)
 
 
 class Translator:
@@ -69,6 +74,8 @@ class Translator:
             raise ValueError(f"input_format must be raw, tok or bpe, got {cfg.io.input_format!r}")
         if cfg.io.recase not in RECASE:
             raise ValueError(f"recase must be one of {', '.join(RECASE)}, got {cfg.io.recase!r}")
+        if cfg.io.segment not in SEGMENT:
+            raise ValueError(f"segment must be one of {', '.join(SEGMENT)}, got {cfg.io.segment!r}")
         if loaded is not None and loaded.key != LoadedModel.key_of(cfg.model):
             raise ValueError(f"this loaded model is {loaded.key}, the config asks for {LoadedModel.key_of(cfg.model)}")
         if cfg.dp.dp_generator and inputs.transform is None:
@@ -99,6 +106,17 @@ class Translator:
         if dp.rerank or dp.dp_out or dp.rerank_k or dp.rerank_vocab or dp.dp_threshold is not None or (
                 dp.dp_generator and self._engine.model.reconstruction.encoder_input == "original"):
             self._check_reconstruction(cfg)
+        whole = [name for on, name in ((cfg.search.nbest, "--nbest"), (cfg.dp.rerank, "--rerank"), (cfg.dp.dp_out, "--dp-out"),
+                                       (cfg.dp.dp_generator, "--dp-generator")) if on]
+        if cfg.io.segment != "off" and whole:
+            log.info("%s: each line is translated whole (no sentence segmentation, --segment): its result is the "
+                     "line's own", ", ".join(whole))
+        self._segment = cfg.io.segment != "off" and not whole
+        self._boundaries = None
+        if self._segment and cfg.io.segment == "model":
+            from doctrans.inference.boundaries import BoundaryModel, shipped_model
+
+            self._boundaries = BoundaryModel.load(shipped_model())
 
     def _span_protector(self, glossary: Glossary | None) -> SpanProtector:
         """The spans transform of this config and model (``spans.py``). Lines are checked for
@@ -170,6 +188,19 @@ class Translator:
     @property
     def cfg(self) -> TranslateConfig:
         return self._cfg
+
+    @property
+    def segments(self) -> bool:
+        """Whether a line's sentences are translated one by one (``cfg.io.segment``, not ``off``; off
+        with ``nbest``, ``rerank``, ``dp_out`` and ``dp_generator``, whose results are per line)."""
+        return self._segment
+
+    def split_source(self, bpe: list[str], locations: list[str] | None = None):
+        """BPE lines → their pieces as this Translator translates them (``long_lines.SplitLines``):
+        each line's sentences (``segments``), an over-long piece chunked (with a warning naming
+        ``locations[k]``, default ``<input>:k+1``)."""
+        return split_long_lines(bpe, self.max_source_units(), chunk_len=self._engine.chunk_len, locations=locations,
+                                segment=self._segment, boundaries=self._boundaries)
 
     @property
     def inputs(self) -> InputSetup:
@@ -280,7 +311,8 @@ class Translator:
             dp_lines = [m.original if m.passed else self._spans.restore(m, d, source=True)
                         for m, d in zip(used, dp_lines)]
         _log_spans(stats, name)
-        return Translation(out, model["bpe"], model["hyps"], dict(sorted(nbest.items())), dp_lines, stats)
+        return Translation(out, model["bpe"], model["hyps"], dict(sorted(nbest.items())), dp_lines, stats,
+                           res.pieces)
 
     def _with_targets(self, masked: Masked, output: str) -> str | None:
         """``output`` with the target of every glossary span of ``masked`` in it spelt as the
@@ -347,21 +379,23 @@ class Translator:
     def _translate_model(self, lines: list[str], progress: bool = False, name: str = "<input>",
                          doc_ids: list[str] | None = None, where: list[str] | None = None) -> Translation:
         """Translations of ``lines`` by the model, one per line, empty for an empty line, with each line's BPE
-        source and 1-best (``Translation``). A line over ``max_source_units`` is split,
-        translated piece by piece and joined (``long_lines``), with a warning naming ``name``
-        and the line; with an input transform such a line (or one that DP insertions could push
+        source and 1-best (``Translation``). A line of several sentences is translated sentence
+        by sentence (``segments``: ``sentences.py``) and joined, as is a line over
+        ``max_source_units``, split into pieces (``long_lines``, with a warning naming ``name``
+        and the line); with an input transform such a line (or one that DP insertions could push
         over: 2 × units + 1 > limit) is translated without it. ``doc_ids``: the document of
         each line (contiguous runs); a context model translates each document in order with its
-        own context (``inference/documents.py``; default: all lines one document; the pieces of
-        a split line are consecutive sentences there), a sentence model ignores them. ``where``:
-        each line's location for warnings (``file:line``; default ``name:line``), for lines of
-        several files translated together."""
+        own context (``inference/documents.py``; default: all lines one document; the sentences
+        and pieces of a split line are consecutive sentences there), a sentence model ignores
+        them. ``where``: each line's location for warnings (``file:line``; default
+        ``name:line``), for lines of several files translated together."""
         at = where if where is not None else [f"{name}:{i + 1}" for i in range(len(lines))]
         nonempty = [i for i, line in enumerate(lines) if line.strip()]
         c = self.cfg
         limit = self.max_source_units()
         bpe = dict(zip(nonempty, self._to_bpe([lines[i] for i in nonempty])))
         hyps: dict[int, str] = {}
+        pieces: dict[int, int] = {}
         plain = nonempty
         transform = self._inputs.transform if c.dp.dp_generator else None
         dp_lines = None
@@ -374,7 +408,7 @@ class Translator:
         elif self.reads_documents:
             if transform is not None:
                 raise ValueError("--dp-generator is for sentence-level +DP models, not context models")
-            hyps.update(self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress))
+            hyps.update(self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress, pieces=pieces))
             plain = []
         elif transform is not None:
             plain = [i for i in nonempty if 2 * len(bpe[i].split()) + 1 > limit]
@@ -385,19 +419,19 @@ class Translator:
             if short:
                 hyps.update(zip(short, self._translate_variants(transform, lines, short, progress)))
         if plain:
-            split = split_long_lines([bpe[i] for i in plain], limit, chunk_len=self._engine.chunk_len,
-                                     locations=[at[i] for i in plain])
+            split = self.split_source([bpe[i] for i in plain], [at[i] for i in plain])
+            pieces.update(_counts(split.owner, plain))
             ids = [self.src_vocab.encode(s) for s in split.pieces]
             decoded = self._engine.decode(ids, c.search, progress)
             lists = decoded.nbest
             hyps.update(zip(plain, split.join(decoded.hyps, len(plain))))
         nbest: dict[int, list[tuple[str, float | None]]] = {}
         if c.search.nbest and plain:
-            pieces: dict[int, list[int]] = {}
+            of_line: dict[int, list[int]] = {}
             for p, k in enumerate(split.owner):
-                pieces.setdefault(k, []).append(p)
+                of_line.setdefault(k, []).append(p)
             for k, i in enumerate(plain):
-                ps = pieces.get(k, [])
+                ps = of_line.get(k, [])
                 nbest[i] = lists[ps[0]] if len(ps) == 1 else [(hyps[i], None)]
         merged = self._postprocess([hyps[i] for i in nonempty])
         out = [""] * len(lines)
@@ -406,7 +440,10 @@ class Translator:
         if nbest:
             flat = iter(self._postprocess([h for i in sorted(nbest) for h, _ in nbest[i]]))
             nbest = {i: [(next(flat), sc) for _, sc in nbest[i]] for i in sorted(nbest)}
-        return Translation(out, bpe, hyps, nbest, dp_lines)
+        if pieces:
+            log.info("%s: %d lines translated in %d pieces (their sentences, --segment %s; or chunks of over-long "
+                     "lines)", name, len(pieces), sum(pieces.values()), c.io.segment)
+        return Translation(out, bpe, hyps, nbest, dp_lines, pieces=pieces)
 
     def _source_words(self, lines: list[str], nonempty: list[int], bpe: dict[int, str]) -> dict[int, str]:
         """Line index → the tokenized (segmented) source words of the non-empty lines."""
@@ -447,14 +484,18 @@ class Translator:
 
     def _translate_documents(self, bpe: dict[int, str], nonempty: list[int], doc_ids: list[str] | None,
                              limit: int, at: list[str], progress: bool,
-                             rec: dict[int, np.ndarray] | None = None) -> dict[int, str]:
-        """Line index → translation of the non-empty lines, each document with its context.
-        ``rec``: line index → its reconstruction target x̂ (ids): the k best of each such line
-        are reranked by the reconstructor (``--rerank reconstructor``;
+                             rec: dict[int, np.ndarray] | None = None, pieces: dict[int, int] | None = None
+                             ) -> dict[int, str]:
+        """Line index → translation of the non-empty lines, each document with its context, a
+        line's pieces (``split_source``: its sentences, or chunks) consecutive sentences of its
+        document. ``rec``: line index → its reconstruction target x̂ (ids): the k best of each
+        such line are reranked by the reconstructor (``--rerank reconstructor``;
         ``reconstruction.DocumentRerank``) with the encoder states of its own document batch; a
-        line split for length, or one without x̂, keeps the beam's 1-best."""
-        split = split_long_lines([bpe[i] for i in nonempty], limit, chunk_len=self._engine.chunk_len,
-                                 locations=[at[i] for i in nonempty])
+        line split for length, or one without x̂, keeps the beam's 1-best. ``pieces``: filled
+        with line index → piece count of the lines split in more than one."""
+        split = self.split_source([bpe[i] for i in nonempty], [at[i] for i in nonempty])
+        if pieces is not None:
+            pieces.update(_counts(split.owner, nonempty))
         doc_of = doc_ids if doc_ids is not None else [""] * (max(nonempty, default=0) + 1)
         pieces_of = Counter(split.owner)            # a line split for length: > 1 piece
         docs: list[list] = []
@@ -521,6 +562,11 @@ def _log_spans(stats: SpanStats, name: str) -> None:
     if stats.unprotected:
         log.info("%s: %d span(s) translated unprotected (more in a line than placeholders)", name,
                  stats.unprotected)
+
+
+def _counts(owner: list[int], lines: list[int]) -> dict[int, int]:
+    """Line index (``lines[k]`` for owner k) → its number of pieces, for lines of more than one."""
+    return {lines[k]: n for k, n in Counter(owner).items() if n > 1}
 
 
 InputsOf = Callable[[TranslateConfig], InputSetup]

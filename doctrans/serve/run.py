@@ -18,22 +18,42 @@ from doctrans.serve.app import Limits
 log = logging.getLogger(__name__)
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name) is this machine's loopback (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def serve(translator, host: str = "127.0.0.1", port: int = 5000, limits: Limits = Limits(), source: str = "zh",
           target: str = "en", name: str = "", log_level: str | None = None,
-          drain_timeout: float = DRAIN_TIMEOUT_S) -> None:
-    """Serve ``translator`` at http://HOST:PORT until SIGTERM / SIGINT, then drain for at most
-    ``drain_timeout`` seconds (module doc); uvicorn logs at ``log_level`` (default: the root
-    logger's level, so ``doctrans -q serve`` logs no requests). Raises MissingServeExtra without
-    FastAPI / uvicorn, OSError when the server did not start (e.g. the port is in use)."""
+          drain_timeout: float = DRAIN_TIMEOUT_S, access=None) -> None:
+    """Serve ``translator`` (a Translator, or a ``models.ModelRegistry``) at http://HOST:PORT
+    until SIGTERM / SIGINT, then drain for at most ``drain_timeout`` seconds (module doc);
+    ``access``: keys and rate limit (``access.Access``; a warning when HOST is not a loopback
+    address and there are no keys: anyone who reaches it can use the server); uvicorn logs at
+    ``log_level`` (default: the root logger's level, so ``doctrans -q serve`` logs no requests).
+    Raises MissingServeExtra without FastAPI / uvicorn, OSError when the server did not start
+    (e.g. the port is in use)."""
     if log_level is None:
         log_level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
     uvicorn = require("uvicorn")
     require("fastapi")
     from doctrans.serve.app import create_app
 
-    app = create_app(translator, limits, source, target, name)
-    log.info("serving %s at http://%s:%d (POST /translate, /translator/translate, /translate/document; "
-             "GET /health)", name, host, port)
+    app = create_app(translator, limits, source, target, name, access=access)
+    models = app.state.server.models.models
+    log.info("serving %s at http://%s:%d (the page: GET /; LibreTranslate: POST /translate, /translate_file, "
+             "/detect; OpenNMT-py: POST /translator/translate; POST /translate/document; GET /health)",
+             ", ".join(m.name + ("" if m.loaded else " (loaded on first use)") for m in models), host, port)
+    if not is_loopback(host) and (access is None or not access.required):
+        log.warning("serving on %s, which is not a loopback address, without --api-keys: anyone who can reach "
+                    "this address can translate with this machine (give --api-keys FILE, or --host 127.0.0.1)", host)
 
     class DrainingServer(uvicorn.Server):
         async def shutdown(self, sockets=None):         # uvicorn's graceful shutdown, the app draining

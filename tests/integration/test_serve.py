@@ -45,7 +45,8 @@ def test_endpoints_give_the_translations(client, translator):
     r = client.post("/translate", json={"q": SENTS[0], "source": "zh", "target": "en"})
     assert r.status_code == 200 and r.json() == {"translatedText": expect[0]}
     r = client.post("/translate", json={"q": [SENTS[0], SENTS[1]], "source": "auto", "target": "en"})
-    assert r.json() == {"translatedText": expect[:2]}
+    assert r.json() == {"translatedText": expect[:2],                      # (toy 'w' lines: Latin letters)
+                        "detectedLanguage": [{"confidence": 100.0, "language": "en"}] * 2}
     r = client.post("/translate/document", json={"lines": SENTS})
     assert r.status_code == 200 and r.json() == {"lines": expect}
     h = client.get("/health").json()
@@ -140,15 +141,15 @@ def test_a_byte_order_mark_at_a_line_start_is_not_text(client, translator):
 
 
 def test_unknown_request_fields_are_reported_not_silently_dropped(client, translator):
-    """LibreTranslate clients send fields this server does not use (``alternatives``): the
+    """LibreTranslate clients send fields this server does not use (the web UI's ``secret``): the
     request is answered, and the answer names them (``ignored`` in an object answer, the
     Doctrans-Ignored-Fields header on every endpoint)."""
     expect = translator.translate(SENTS[:1])
     r = client.post("/translate", json={"q": SENTS[0], "source": "zh", "target": "en", "api_key": "k",
-                                        "alternatives": 3, "format": "text"})
+                                        "secret": "s", "format": "text"})
     assert r.status_code == 200
-    assert r.json() == {"translatedText": expect[0], "ignored": ["alternatives"]}
-    assert r.headers["doctrans-ignored-fields"] == "alternatives"
+    assert r.json() == {"translatedText": expect[0], "ignored": ["secret"]}
+    assert r.headers["doctrans-ignored-fields"] == "secret"
     r = client.post("/translate/document", json={"lines": SENTS[:1], "doc_id": "ep01", "context": 2})
     assert r.json() == {"lines": expect, "ignored": ["context", "doc_id"]}
     r = client.post("/translator/translate", json=[{"src": SENTS[0], "id": 100, "ref": "x"}, {"src": SENTS[0]}])

@@ -163,5 +163,5 @@ def test_serve_glossary_option(monkeypatch, glossary):
     monkeypatch.setattr(run, "serve", lambda translator, *a, **k: seen.setdefault("tr", translator))
     r = CliRunner().invoke(cli, ["serve", "-c", SENTENCE, "--threads", "1", "--glossary", str(glossary)])
     assert r.exit_code == 0, r.output
-    out = seen["tr"].translate(["马修来了", "OK"], doc_ids=["0", "1"])
+    out = seen["tr"].default.translator.translate(["马修来了", "OK"], doc_ids=["0", "1"])   # (a ModelRegistry)
     assert "Matthew" in out[0] and out[1] == "OK"

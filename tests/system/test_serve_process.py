@@ -54,12 +54,15 @@ def _post(url, body):
         return json.loads(r.read())
 
 
-def _start(ckpt, *options):
+TOY = ("--input-format", "bpe", "--tokenized", "--beam", "2")       # the tiny model's toy input
+
+
+def _start(ckpt, *options, toy=TOY):
     """A ``doctrans serve`` process on a free port, up (GET /health answered) → (process, base URL)."""
     pytest.importorskip("uvicorn")
     port = _free_port()
     cmd = [sys.executable, "-m", "doctrans.cli", "serve", "-c", str(ckpt), "--port", str(port),
-           "--input-format", "bpe", "--tokenized", "--beam", "2", "--threads", "1", *options]
+           *toy, "--threads", "1", *options]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120

@@ -108,3 +108,32 @@ def test_draining_finishes_what_is_queued_within_its_time():
         outs = [_outcome(f) for f in futs]
     b.close(timeout=30)
     assert outs == [[x.upper() for x in r] for r in reqs]
+
+
+def test_requests_of_another_job_wait_their_turn_in_order():
+    """Requests name their job (model, n-best): one call takes the oldest request and the waiting
+    ones of its key; the others keep their order for the next calls."""
+    tr = Held()
+    b = Batcher(tr, max_batch_lines=64)
+    calls = []
+
+    def job(tag):
+        def run(lines, ids):
+            calls.append((tag, list(lines)))
+            return [f"{tag}:{x}" for x in lines]
+        return run
+
+    with ThreadPoolExecutor(6) as pool:
+        first = pool.submit(b.submit, ["0"], ["d"])                 # holds the worker
+        tr.started.wait(10)
+        futs = []
+        for k, tag in enumerate("ABABA"):
+            futs.append(pool.submit(b.submit, [str(k)], ["d"], job(tag), tag))
+            while b.queued_requests < k + 2:
+                time.sleep(0.005)
+        tr.release.set()
+        outs = [f.result(timeout=10) for f in futs]
+        assert first.result(timeout=10) == ["0"]
+    b.close()
+    assert outs == [["A:0"], ["B:1"], ["A:2"], ["B:3"], ["A:4"]]
+    assert calls == [("A", ["0", "2", "4"]), ("B", ["1", "3"])]
