@@ -282,7 +282,7 @@ def test_api_load_and_serve_take_a_shipped_models_name_and_default(tmp_path, tin
     served = []
     monkeypatch.setattr(serve_run, "serve", lambda tr, *a, name="", **kw: served.append(name))
     for flags, want in (([], doc.path), (["--sentence"], sent.path), (["-c", "tiny-sentence"], sent.path)):
-        res = CliRunner().invoke(cli, ["serve", *flags, "--threads", "1"])
+        res = CliRunner().invoke(cli, ["serve", *flags, "--threads", "1", "--extra-model", "none"])
         assert res.exit_code == 0, res.output
         assert served[-1] == str(want)
     res = CliRunner().invoke(cli, ["serve", "--sentence", "-c", "tiny-sentence"])
