@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -133,7 +134,9 @@ def test_real_uvicorn_process_serves_and_stops_on_sigterm(ckpt, expect):
 def test_sigterm_with_requests_in_flight_refuses_what_the_drain_time_leaves_and_exits(ckpt):
     """20 documents of 256 lines in flight (10 batches of about 2 s here), SIGTERM with
     --drain-timeout 1: every request is answered — translated, or a JSON 503 with Retry-After —
-    and the process exits 0 with no traceback, abandoning the translation still running."""
+    and the process exits 0 with no traceback, abandoning the translation still running if there
+    is one (on a loaded machine the batch running at the deadline may end before the server does:
+    its answers were already refused, the worker stops, and the plain "server stopped" is logged)."""
     proc, base = _start(ckpt, "--drain-timeout", "1")
     doc = [" ".join(f"w{1 + (k * 7 + j) % 29}" for j in range(20)) for k in range(256)]
 
@@ -165,4 +168,5 @@ def test_sigterm_with_requests_in_flight_refuses_what_the_drain_time_leaves_and_
     assert refused and all(a[0] == 200 and len(a[1]["lines"]) == 256 for a in answers if a[0] != 503)
     assert all(body == {"error": "the server is shutting down: not translated, retry later", "status": 503}
                and retry.isdigit() for _, body, retry in refused)
-    assert "Traceback" not in log and "server stopped (the translation still running was abandoned)" in log
+    assert "Traceback" not in log, log
+    assert re.search(r"\bserver stopped( \(the translation still running was abandoned\))?$", log.rstrip()), log
