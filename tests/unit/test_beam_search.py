@@ -361,3 +361,95 @@ def test_keep_states_needs_an_nbest_and_one_variant():
         beam_search(m, src, VOCAB, SearchOptions(beam=2), keep_states=True)
     with pytest.raises(ValueError, match="variants=2"):
         beam_search(m, src, VOCAB, SearchOptions(beam=2, nbest=2), variants=2, keep_states=True)
+
+
+class _Tokens:
+    """A decoder state that is only the reorderable rows (the scripted model keeps none)."""
+
+    def reorder(self, rows):
+        return self
+
+
+class Repeater(nn.Module):
+    """A scripted model that loves to repeat: after token t it gives t's successor in the cycle
+    t0 t1 t2 (after <s>: t0) 4 nats more than any other token, and </s> 20 nats less — so an
+    unguarded search writes t0 t1 t2 t0 t1 t2 … until the length limit."""
+
+    max_target_len, pad_id = 64, 0
+
+    def encode(self, batch):
+        return batch.src
+
+    def init_state(self, enc):
+        return _Tokens()
+
+    def decode_step(self, state, prev_tokens):
+        cycle = {1: 4, 4: 5, 5: 6, 6: 4}
+        logits = torch.zeros(prev_tokens.numel(), len(VOCAB))
+        logits[torch.arange(prev_tokens.numel()), [cycle.get(int(t), 4) for t in prev_tokens]] = 4.0
+        logits[:, 2] = -20.0
+        return torch.log_softmax(logits, -1), state
+
+
+def _ngrams(ids: list[int], n: int) -> list[tuple[int, ...]]:
+    return [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+@pytest.mark.parametrize("beam", [1, 3])
+def test_no_repeat_ngram_size_keeps_every_ngram_of_the_output_unique(n, beam):
+    """Issue 75 item 2: with ``no_repeat_ngram_size`` N no n-gram of N target ids occurs twice in
+    an output of a model that loves to repeat; without it (0) the cycle repeats to the limit."""
+    src = torch.tensor([[7, 8, 9, 10, 2, 0], [7, 8, 9, 10, 11, 2]])
+    off = beam_search(Repeater(), src, VOCAB, SearchOptions(beam=beam, max_len_extra=6))
+    on = beam_search(Repeater(), src, VOCAB, SearchOptions(beam=beam, max_len_extra=6, no_repeat_ngram_size=n))
+    for ids in off.tokens:
+        assert ids[:6] == [4, 5, 6, 4, 5, 6] and len(set(_ngrams(ids, n))) < len(_ngrams(ids, n))
+    for ids in on.tokens:
+        assert len(ids) >= n and len(set(_ngrams(ids, n))) == len(_ngrams(ids, n)), ids
+
+
+def test_block_repeats_equals_a_brute_force_reference():
+    """``block_repeats`` blocks exactly the tokens that follow an earlier occurrence of the last
+    N − 1 tokens (random histories over 4 tokens: many repeats), in vocabulary and shortlist columns."""
+    from doctrans.inference.beam_search import _Columns, block_repeats
+
+    g = torch.Generator().manual_seed(0)
+    out_ids = torch.tensor([2, 4, 5, 6, 7, 9])                          # a shortlist's columns
+    for n in (1, 2, 3, 5):
+        hist = torch.cat([torch.ones(6, 1, dtype=torch.long), torch.randint(4, 8, (6, 9), generator=g)], 1)
+        for cols in (_Columns(VOCAB, None), _Columns(VOCAB, out_ids)):
+            got = block_repeats(torch.zeros(6, cols.size), hist, n, cols)
+            for h, row in zip(hist[:, 1:].tolist(), got):
+                banned = {h[i + n - 1] for i in range(len(h) - n + 1) if h[i:i + n - 1] == h[len(h) - n + 1:]}
+                blocked = set(cols.ids((row == -float("inf")).nonzero().flatten()).tolist())
+                assert blocked == banned
+
+
+def test_lines_ended_by_the_length_limit_are_counted_in_the_log(tmp_path, caplog):
+    """Issue 75 item 2: a model whose </s> never wins (its output row zeroed, greedy) writes
+    every line to the length limit, and the Translator logs how many lines, naming the input."""
+    import logging
+
+    from doctrans.config import load_experiment, to_dict
+    from doctrans.data.text import TextProcessor
+    from doctrans.inference.translate import TranslateConfig, Translator
+    from conftest import REPO
+
+    exp = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml", ["model.dropout=0.0"])
+    torch.manual_seed(0)
+    m = build_model(exp.model, len(VOCAB), len(VOCAB))
+    state = m.state_dict()
+    state["out_proj.weight"] *= 10.0
+    state["out_proj.weight"][2] = 0.0                                    # </s>: logit 0, below the best of 12
+    text = TextProcessor("en", bpe_codes_text="#version: 0.2\n").settings()
+    ck = tmp_path / "m.pt"
+    torch.save({"model": state, "config": to_dict(exp), "vocab": {"src": VOCAB.tokens, "tgt": VOCAB.tokens},
+                "text": {"src": text, "tgt": text}}, ck)
+    tr = Translator(TranslateConfig(checkpoint=str(ck), input_format="bpe", tokenized=True, beam=1,
+                                    max_len_extra=3, no_repeat_ngram_size=0))
+    with caplog.at_level(logging.INFO):
+        out = tr.translate(["t1 t2 t3", "", "t4 t5"], name="in.txt")
+    assert [len(x.split()) for x in out] == [9, 0, 8]                    # ceil(1.5 × (3 + 1)) + 3, ceil(1.5 × 3) + 3
+    assert "in.txt: 2 line(s) of 2 ended by the length limit" in caplog.text
+    assert "in.txt:1, in.txt:3" in caplog.text
