@@ -15,7 +15,7 @@ SECTIONS = (
                "glossary", "protect", "translate_all")),
     ("Output", ("output", "tokenized", "recase", "output_format", "nbest", "nbest_out", "scores")),
     ("Subtitle files and streams", ("bilingual", "max_line_length", "max_cps", "stream")),
-    ("Search", ("beam", "lenpen", "max_len_ratio", "max_len_extra", "batch_sentences")),
+    ("Search", ("beam", "lenpen", "max_len_ratio", "max_len_extra", "no_repeat_ngram_size", "batch_sentences")),
     ("Documents and context models", ("docs", "history_chunk", "warmup_beam", "context_options", "explain_context", "explain_dir")),
     ("Directory input", ("workers", "group_lines", "glob", "out_suffix", "resume")),
     ("Dropped pronouns (DP input)", ("dp_generator", "dp_input", "dp_nbest", "dp_combine", "dp_weights", "dp_docs",

@@ -25,6 +25,11 @@ over them, and the search works in candidate columns, mapped back to vocabulary 
 token history, and returns with each finished hypothesis its states for ``<s> y_1 … y_n`` —
 ``decode_hidden``'s teacher-forced states of that candidate, so a reranker need not run the
 decoder again.
+
+**No repeated n-grams** (``SearchOptions.no_repeat_ngram_size`` = N > 0; fairseq's
+``NGramRepeatBlock``, Paulus et al. 2018 §2.5): at each step a token that would complete an N-gram
+already in the hypothesis gets −inf. The n-grams are of the hypothesis' target ids (BPE units, as
+the model writes them, ``<s>`` excluded), not of merged words; ``</s>`` is never blocked.
 """
 from __future__ import annotations
 
@@ -54,9 +59,40 @@ class SearchResult:
     nbest_states: list[list[Tensor]] | None = None
 
 
+def output_limit(src_len: int, search: SearchOptions, cap: int) -> int:
+    """The most target tokens (without ``</s>``) an output of a source of ``src_len`` ids (with
+    its ``</s>``) may have: ``ceil(max_len_ratio × src_len) + max_len_extra``, at most ``cap``
+    (the model's positions − 1). The search forces ``</s>`` there, so an output of this length
+    ended by the limit, not by the model (both engines)."""
+    return min(math.ceil(src_len * search.max_len_ratio) + search.max_len_extra, cap)
+
+
+def capped_owners(ids: list, hyps: list[str], owner: list[int], search: SearchOptions, cap: int) -> set[int]:
+    """The owners (``owner[p]``, e.g. the line of each sentence) of the sentences whose translation
+    ``hyps[p]`` (target BPE) has ``output_limit`` tokens for its source ``ids[p]`` (ids with
+    ``</s>``): outputs ended by the length limit, not by ``</s>``."""
+    return {k for x, h, k in zip(ids, hyps, owner) if len(h.split()) >= output_limit(len(x), search, cap)}
+
+
 def _max_lengths(src: Tensor, pad_id: int, ratio: float, extra: int, cap: int) -> Tensor:
     src_len = src.ne(pad_id).sum(1)                                        # (B,)
     return torch.clamp((src_len.float() * ratio).ceil().long() + extra, max=cap)
+
+
+def block_repeats(lprobs: Tensor, history: Tensor, n: int, cols: "_Columns") -> Tensor:
+    """Give −inf to every token that would complete an n-gram already in its hypothesis.
+    lprobs: (H, C) the step's scores per hypothesis (columns: ``cols``); history: (H, t + 1)
+    ``<s> y_1 … y_t`` (target ids). For each earlier position i with y_i … y_{i+n−2} equal to the
+    last n − 1 tokens, y_{i+n−1} is blocked — all hypotheses at once (``unfold`` + one
+    ``scatter_reduce``, no host sync). Changed in place and returned."""
+    hyp = history[:, 1:]                                                   # (H, t)
+    t = hyp.size(1)
+    if n < 1 or t < n:
+        return lprobs
+    grams = hyp.unfold(1, n, 1)                                            # (H, t − n + 1, n)
+    same = grams[:, :, :n - 1].eq(hyp[:, None, t - n + 1:]).all(-1)        # (H, t − n + 1) prefix = last n − 1
+    ban = torch.where(same, -math.inf, math.inf).to(lprobs.dtype)
+    return lprobs.scatter_reduce_(1, cols.columns(grams[:, :, n - 1].contiguous()), ban, reduce="amin")
 
 
 class VariantMixture:
@@ -104,7 +140,7 @@ def beam_search(model, src, vocab: Vocab, search: SearchOptions = SearchOptions(
     follows the longest variant. ``model`` is used only through the contract in
     ``doctrans.models.interface`` (``encode``, ``init_state``, ``decode_step``,
     ``max_target_len``). ``search``: the ``SearchOptions`` read here — ``beam``, ``lenpen``,
-    ``max_len_ratio``, ``max_len_extra`` and ``nbest``. Returns a SearchResult of length B, with
+    ``max_len_ratio``, ``max_len_extra``, ``no_repeat_ngram_size`` (module doc) and ``nbest``. Returns a SearchResult of length B, with
     the ``search.nbest`` (≤ ``beam``) best finished hypotheses of each sentence when it is > 0
     (the search itself is the same: the 1-best does not change). ``encoded``: ``model.encode`` of the batch's rows,
     computed beforehand (e.g. a sub-document model's sentences, encoded with their sub-documents
@@ -166,6 +202,8 @@ def beam_search(model, src, vocab: Vocab, search: SearchOptions = SearchOptions(
             lprobs, state = model.decode_step(state, mix.expand_tokens(history[:, -1]), out_ids)
         at_max = max_len[active] <= step                                   # (nA,) </s> forced now
         lprobs = cols.mask_specials(mix(lprobs, active, kk), at_max.repeat_interleave(kk))
+        if search.no_repeat_ngram_size:
+            lprobs = block_repeats(lprobs, history, search.no_repeat_ngram_size, cols)
         n_active, vsize = active.numel(), lprobs.size(1)
         cand = (scores.view(-1, 1) + lprobs).view(n_active, kk * vsize)     # (nA, kk*C)
         top_s, top_i = cand.topk(2 * k, dim=1)                             # (nA, 2K)
@@ -216,6 +254,10 @@ class _Columns:
     def ids(self, cols: Tensor) -> Tensor:
         """Column indices → vocabulary ids."""
         return cols if self.out_ids is None else self.out_ids[cols]
+
+    def columns(self, ids: Tensor) -> Tensor:
+        """Vocabulary ids that are columns (e.g. emitted tokens) → their column indices."""
+        return ids if self.out_ids is None else torch.searchsorted(self.out_ids, ids)
 
     def mask_specials(self, lprobs: Tensor, at_max: Tensor) -> Tensor:
         """Never emit ``<pad>``/``<s>``; rows at their maximum length (``at_max`` (nA*K,)) may

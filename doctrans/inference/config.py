@@ -110,6 +110,12 @@ class SearchOptions(DecodeConfig):
         help="With history pieces (--history-chunk): the beam of the warm-up lines, whose translations "
              "are only the next lines' context (1 = greedy, the fastest: on the TVsub test 1 line of "
              "1,154 differs from 0 = --beam's, 3% less time). Both engines.")
+    no_repeat_ngram_size: int = setting(        # 8: the smallest that changes no TVsub test line but a degenerate one
+        8, min=0, metavar="N",
+        help="A guard against degenerate output: no n-gram of N target tokens (BPE units, as the model writes "
+             "them, not merged words) occurs twice in an output — a token that would repeat one is not chosen "
+             "(fairseq's --no-repeat-ngram-size; 0 = off). Both engines (CTranslate2: not with a target-context "
+             "model, whose previous lines it would count).")
     nbest: int = setting(
         0, min=0, metavar="N",
         help="Also write the N best hypotheses of each line with their scores (length-normalised log-prob, "

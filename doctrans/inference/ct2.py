@@ -39,7 +39,10 @@ translations, fewer pronouns); the search keeps its ``beam`` finished hypotheses
 ``prefix_free_best`` re-ranks them by native's normalisation, so beam outputs are native's
 (the shipped document model: 2 of the TVsub test's 1,154 lines differ, float rounding; without
 the re-ranking 292 did, −0.79 BLEU). Greedy outputs equal the native engine's
-(``tests/integration/test_ct2_export.py``).
+(``tests/integration/test_ct2_export.py``). ``--no-repeat-ngram-size`` is CTranslate2's
+``no_repeat_ngram_size`` for sentences; it is not given with a target prefix (CTranslate2 would
+count the previous lines' prefix as part of the hypothesis; the native search blocks repeats
+within the sentence only).
 ``--history-chunk`` C > 0 (or ``auto``: ``documents.history_chunk_for``) cuts each document into
 pieces of C lines after N warm-up lines, as the native engine does (``documents.in_history_pieces``):
 the pieces are translated side by side as independent documents, C + N sequential batches instead
@@ -227,6 +230,7 @@ class CT2Model:
             res = self.translator.translate_batch(
                 src, beam_size=search.beam, length_penalty=search.lenpen, max_decoding_length=max(limits[i] for i in idx) + 1,
                 min_decoding_length=0, max_input_length=self.max_target_len, num_hypotheses=max(1, nbest),
+                no_repeat_ngram_size=search.no_repeat_ngram_size,
                 return_scores=nbest > 0, use_vmap=self.use_vmap)
             for i, r in zip(idx, res):
                 out[i] = " ".join(r.hypotheses[0][:limits[i]])

@@ -20,6 +20,7 @@ import torch
 
 from doctrans.data.text import TextProcessor, tokenize_en
 from doctrans.data.vocab import SPECIALS, Vocab
+from doctrans.inference.beam_search import capped_owners
 from doctrans.inference.config import RECASE, SEGMENT, TranslateConfig
 from doctrans.inference.engine import Engine
 from doctrans.inference.loading import LoadedModel, load_model
@@ -396,6 +397,7 @@ class Translator:
         bpe = dict(zip(nonempty, self._to_bpe([lines[i] for i in nonempty])))
         hyps: dict[int, str] = {}
         pieces: dict[int, int] = {}
+        capped: set[int] = set()            # lines with a sentence ended by the length limit
         plain = nonempty
         transform = self._inputs.transform if c.dp.dp_generator else None
         dp_lines = None
@@ -408,7 +410,8 @@ class Translator:
         elif self.reads_documents:
             if transform is not None:
                 raise ValueError("--dp-generator is for sentence-level +DP models, not context models")
-            hyps.update(self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress, pieces=pieces))
+            hyps.update(self._translate_documents(bpe, nonempty, doc_ids, limit, at, progress, pieces=pieces,
+                                                  capped=capped))
             plain = []
         elif transform is not None:
             plain = [i for i in nonempty if 2 * len(bpe[i].split()) + 1 > limit]
@@ -423,6 +426,8 @@ class Translator:
             pieces.update(_counts(split.owner, plain))
             ids = [self.src_vocab.encode(s) for s in split.pieces]
             decoded = self._engine.decode(ids, c.search, progress)
+            capped.update(plain[k] for k in capped_owners(ids, decoded.hyps, split.owner, c.search,
+                                                                self._engine.max_target_len - 1))
             lists = decoded.nbest
             hyps.update(zip(plain, split.join(decoded.hyps, len(plain))))
         nbest: dict[int, list[tuple[str, float | None]]] = {}
@@ -443,6 +448,11 @@ class Translator:
         if pieces:
             log.info("%s: %d lines translated in %d pieces (their sentences, --segment %s; or chunks of over-long "
                      "lines)", name, len(pieces), sum(pieces.values()), c.io.segment)
+        if capped:
+            log.warning("%s: %d line(s) of %d ended by the length limit (--max-len-ratio %g × source + "
+                        "--max-len-extra %d), not by the model (possibly degenerate output): %s", name, len(capped),
+                        len(nonempty), c.search.max_len_ratio, c.search.max_len_extra,
+                        ", ".join(at[i] for i in sorted(capped)[:10]) + (", …" if len(capped) > 10 else ""))
         return Translation(out, bpe, hyps, nbest, dp_lines, pieces=pieces)
 
     def _source_words(self, lines: list[str], nonempty: list[int], bpe: dict[int, str]) -> dict[int, str]:
@@ -484,15 +494,16 @@ class Translator:
 
     def _translate_documents(self, bpe: dict[int, str], nonempty: list[int], doc_ids: list[str] | None,
                              limit: int, at: list[str], progress: bool,
-                             rec: dict[int, np.ndarray] | None = None, pieces: dict[int, int] | None = None
-                             ) -> dict[int, str]:
+                             rec: dict[int, np.ndarray] | None = None, pieces: dict[int, int] | None = None,
+                             capped: set[int] | None = None) -> dict[int, str]:
         """Line index → translation of the non-empty lines, each document with its context, a
         line's pieces (``split_source``: its sentences, or chunks) consecutive sentences of its
         document. ``rec``: line index → its reconstruction target x̂ (ids): the k best of each
         such line are reranked by the reconstructor (``--rerank reconstructor``;
         ``reconstruction.DocumentRerank``) with the encoder states of its own document batch; a
         line split for length, or one without x̂, keeps the beam's 1-best. ``pieces``: filled
-        with line index → piece count of the lines split in more than one."""
+        with line index → piece count of the lines split in more than one. ``capped``: filled with
+        the index of each line a sentence of which was ended by the length limit."""
         split = self.split_source([bpe[i] for i in nonempty], [at[i] for i in nonempty])
         if pieces is not None:
             pieces.update(_counts(split.owner, nonempty))
@@ -518,7 +529,11 @@ class Translator:
                                       c.dp.rerank_k or c.search.beam, self.tgt_vocab.pad_id, self.tgt_vocab.bos_id,
                                       c.dp.rerank_vocab)
         out = self._engine.decode_documents(docs, self.cfg.search, progress, rerank=reranker)
-        return dict(zip(nonempty, split.join([h for doc in out for h in doc], len(nonempty))))
+        flat = [h for doc in out for h in doc]
+        if capped is not None:
+            capped.update(nonempty[k] for k in capped_owners([x for d in docs for x in d], flat, split.owner, self.cfg.search,
+                                        self._engine.max_target_len - 1))
+        return dict(zip(nonempty, split.join(flat, len(nonempty))))
 
     def _translate_variants(self, transform: InputTransform, lines: list[str], nonempty: list[int],
                             progress: bool) -> list[str]:

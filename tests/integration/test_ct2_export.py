@@ -109,7 +109,7 @@ def test_target_context_documents_equal_native(tgt_concat, tmp_path):
     native's greedy outputs, with the prefix stripped."""
     _ct2()
     out = _export(tgt_concat, tmp_path / "ct2")
-    native = _tr(tgt_concat).translate(LINES, doc_ids=DOC_IDS)
+    native = _tr(tgt_concat, no_repeat_ngram_size=0).translate(LINES, doc_ids=DOC_IDS)   # (CTranslate2: no guard with a prefix)
     ct2 = _tr(out, "ctranslate2").translate(LINES, doc_ids=DOC_IDS)
     assert ct2 == native and ct2[4] == "" and ct2[0]
     assert len(set(native)) > 3
@@ -186,14 +186,14 @@ def test_target_context_history_pieces_equal_native(tgt_concat, tmp_path):
     engine ignored C and walked the document line by line)."""
     _ct2()
     out = _export(tgt_concat, tmp_path / "ct2")
-    native = _tr(tgt_concat, history_chunk=2).translate(LINES)
+    native = _tr(tgt_concat, history_chunk=2, no_repeat_ngram_size=0).translate(LINES)
     tr = _tr(out, "ctranslate2", history_chunk=2)
     tr.engine.translator = _CountingTranslator(tr.engine.translator)
     assert tr.translate(LINES) == native
     assert tr.engine.translator.calls == 2 + 2
     whole = _tr(out, "ctranslate2", history_chunk=0)
     whole.engine.translator = _CountingTranslator(whole.engine.translator)
-    assert whole.translate(LINES) == _tr(tgt_concat, history_chunk=0).translate(LINES)
+    assert whole.translate(LINES) == _tr(tgt_concat, history_chunk=0, no_repeat_ngram_size=0).translate(LINES)
     assert whole.engine.translator.calls == 13
 
 
@@ -203,7 +203,7 @@ def test_target_context_warmup_beam_equals_native(tgt_concat, tmp_path):
     per warm-up step, and native's translations."""
     _ct2()
     out = _export(tgt_concat, tmp_path / "ct2")
-    native = _tr(tgt_concat, beam=2, history_chunk=2, warmup_beam=1).translate(LINES)
+    native = _tr(tgt_concat, beam=2, history_chunk=2, warmup_beam=1, no_repeat_ngram_size=0).translate(LINES)
     tr = _tr(out, "ctranslate2", beam=2, history_chunk=2, warmup_beam=1)
     tr.engine.translator = _CountingTranslator(tr.engine.translator)
     assert tr.translate(LINES) == native

@@ -16,9 +16,16 @@ from doctrans.training.early_stopping import EarlyStopping
 from doctrans.training.state import TrainState
 from doctrans.inference.config import SearchOptions
 
+
 VOCAB = Vocab(["<pad>", "<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(12)])
 
 each_backbone = pytest.mark.parametrize("backbone", backbones())
+
+
+def Unguarded(**kw) -> SearchOptions:
+    """The search without the repeated n-gram guard (``no_repeat_ngram_size`` 0): the references
+    below know nothing of it (random tiny models repeat themselves)."""
+    return SearchOptions(no_repeat_ngram_size=0, **kw)
 
 
 def model(backbone: str, seed: int = 0) -> nn.Module:
@@ -38,7 +45,7 @@ def test_beam_1_equals_uncached_greedy(backbone):
     srcs = [torch.tensor([[5, 6, 7, 2]]), torch.tensor([[8, 2]]), torch.tensor([[9, 10, 11, 12, 13, 2]])]
     for src in srcs:
         max_len = int(src.size(1) * 1.5) + 10
-        res = beam_search(m, src, VOCAB, SearchOptions(beam=1, max_len_ratio=1.5, max_len_extra=10))
+        res = beam_search(m, src, VOCAB, Unguarded(beam=1, max_len_ratio=1.5, max_len_extra=10))
         assert res.tokens[0] == greedy_reference(m, src, max_len)
 
 
@@ -46,10 +53,10 @@ def test_beam_1_equals_uncached_greedy(backbone):
 def test_batched_beam_equals_one_by_one_and_respects_max_length(backbone):
     m = model(backbone, 1)
     batch = torch.tensor([[5, 6, 7, 2, 0, 0], [8, 2, 0, 0, 0, 0], [9, 10, 11, 12, 13, 2]])
-    together = beam_search(m, batch, VOCAB, SearchOptions(beam=4, max_len_ratio=1.0, max_len_extra=2))
+    together = beam_search(m, batch, VOCAB, Unguarded(beam=4, max_len_ratio=1.0, max_len_extra=2))
     for r in range(3):
         row = batch[r:r + 1, : int(batch[r].ne(0).sum())]
-        alone = beam_search(m, row, VOCAB, SearchOptions(beam=4, max_len_ratio=1.0, max_len_extra=2))
+        alone = beam_search(m, row, VOCAB, Unguarded(beam=4, max_len_ratio=1.0, max_len_extra=2))
         assert together.tokens[r] == alone.tokens[0]
         assert abs(together.scores[r] - alone.scores[0]) < 1e-4
         assert len(together.tokens[r]) + 1 <= int(row.size(1)) + 2 + 1   # +1: </s> itself
@@ -59,8 +66,8 @@ def test_batched_beam_equals_one_by_one_and_respects_max_length(backbone):
 def test_wider_beam_never_finds_a_worse_best_score(backbone):
     m = model(backbone, 2)
     src = torch.tensor([[5, 6, 7, 8, 2]])
-    s1 = beam_search(m, src, VOCAB, SearchOptions(beam=1, lenpen=0.0)).scores[0]
-    s5 = beam_search(m, src, VOCAB, SearchOptions(beam=5, lenpen=0.0)).scores[0]
+    s1 = beam_search(m, src, VOCAB, Unguarded(beam=1, lenpen=0.0)).scores[0]
+    s5 = beam_search(m, src, VOCAB, Unguarded(beam=5, lenpen=0.0)).scores[0]
     assert s5 >= s1 - 1e-6
 
 
@@ -99,15 +106,15 @@ def _mixture_reference(m: nn.Module, variants: list[torch.Tensor], weights: list
 def test_mixture_of_identical_variants_equals_plain_search(backbone):
     m = model(backbone, 3)
     batch = torch.tensor([[5, 6, 7, 2, 0], [8, 9, 10, 11, 2]])
-    plain = beam_search(m, batch, VOCAB, SearchOptions(beam=4))
+    plain = beam_search(m, batch, VOCAB, Unguarded(beam=4))
     for n in (2, 3, 6):
-        mixed = beam_search(m, batch.repeat_interleave(n, 0), VOCAB, SearchOptions(beam=4), variants=n)
+        mixed = beam_search(m, batch.repeat_interleave(n, 0), VOCAB, Unguarded(beam=4), variants=n)
         assert mixed.tokens == plain.tokens
         assert all(abs(a - b) < 1e-5 for a, b in zip(mixed.scores, plain.scores))
     # weight 0 drops a variant: [1, 0] over (x, y) decodes x alone
     other = torch.tensor([[12, 13, 14, 2, 0], [5, 2, 0, 0, 0]])
     pair = torch.stack([batch, other], 1).reshape(4, 5)
-    only_first = beam_search(m, pair, VOCAB, SearchOptions(beam=4), variants=2, weights=torch.tensor([[1.0, 0.0]] * 2))
+    only_first = beam_search(m, pair, VOCAB, Unguarded(beam=4), variants=2, weights=torch.tensor([[1.0, 0.0]] * 2))
     assert only_first.tokens == plain.tokens
 
 
@@ -116,7 +123,7 @@ def test_mixture_greedy_matches_uncached_reference(backbone):
     m = model(backbone, 4)
     x1, x2 = torch.tensor([[5, 6, 7, 2]]), torch.tensor([[5, 9, 6, 7, 2]])
     src = torch.cat([torch.nn.functional.pad(x1, (0, 1)), x2])
-    res = beam_search(m, src, VOCAB, SearchOptions(beam=1, max_len_ratio=1.5, max_len_extra=10), variants=2, weights=torch.tensor([[0.3, 0.7]]))
+    res = beam_search(m, src, VOCAB, Unguarded(beam=1, max_len_ratio=1.5, max_len_extra=10), variants=2, weights=torch.tensor([[0.3, 0.7]]))
     assert res.tokens[0] == _mixture_reference(m, [x1, x2], [0.3, 0.7], 8 + 10)   # ceil(1.5 × 5) + 10, longest variant
 
 
@@ -129,12 +136,12 @@ def test_decode_corpus_drops_zero_weight_variants_without_changing_results(backb
     a, b, c = (np.array(x) for x in ([5, 6, 7, 2], [5, 9, 6, 7, 2], [8, 2]))
     src = [[a, b, a], [c, c, c], [b, a, c]]
     weights = [[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.2, 0.3, 0.5]]
-    got = decode_corpus(m, src, VOCAB, SearchOptions(beam=3, lenpen=1.0, max_len_ratio=1.5, max_len_extra=10, batch_sentences=4), weights=weights)
+    got = decode_corpus(m, src, VOCAB, Unguarded(beam=3, lenpen=1.0, max_len_ratio=1.5, max_len_extra=10, batch_sentences=4), weights=weights)
     for item, w, hyp in zip(src, weights, got):
         keep = [x for x, wi in zip(item, w) if wi > 0]
         width = max(len(x) for x in keep)
         batch = torch.stack([torch.nn.functional.pad(torch.from_numpy(x), (0, width - len(x))) for x in keep])
-        ref = beam_search(m, batch, VOCAB, SearchOptions(beam=3), variants=len(keep), weights=torch.tensor([[wi for wi in w if wi > 0]]))
+        ref = beam_search(m, batch, VOCAB, Unguarded(beam=3), variants=len(keep), weights=torch.tensor([[wi for wi in w if wi > 0]]))
         assert hyp == VOCAB.decode(ref.tokens[0])
 
 
@@ -142,8 +149,8 @@ def test_decode_corpus_drops_zero_weight_variants_without_changing_results(backb
 def test_nbest_lists_start_with_the_1best_and_leave_it_unchanged(backbone):
     m = model(backbone, 2)
     batch = torch.tensor([[5, 6, 7, 2, 0, 0], [8, 2, 0, 0, 0, 0], [9, 10, 11, 12, 13, 2]])
-    plain = beam_search(m, batch, VOCAB, SearchOptions(beam=4, lenpen=1.0))
-    res = beam_search(m, batch, VOCAB, SearchOptions(beam=4, lenpen=1.0, nbest=3))
+    plain = beam_search(m, batch, VOCAB, Unguarded(beam=4, lenpen=1.0))
+    res = beam_search(m, batch, VOCAB, Unguarded(beam=4, lenpen=1.0, nbest=3))
     assert plain.nbest is None and res.tokens == plain.tokens and res.scores == plain.scores
     for r in range(3):
         lst = res.nbest[r]
@@ -151,7 +158,7 @@ def test_nbest_lists_start_with_the_1best_and_leave_it_unchanged(backbone):
         assert [s for s, _ in lst] == sorted((s for s, _ in lst), reverse=True)
         assert len({tuple(t) for _, t in lst}) == len(lst)              # distinct hypotheses
     with pytest.raises(ValueError, match="nbest=5 exceeds the beam size 4"):
-        beam_search(m, batch, VOCAB, SearchOptions(beam=4, nbest=5))
+        beam_search(m, batch, VOCAB, Unguarded(beam=4, nbest=5))
 
 
 def _loop_reference_search(m, src, vocab, beam, lenpen, max_len_ratio, max_len_extra, variants=1, weights=None,
@@ -246,7 +253,7 @@ def test_vectorised_bookkeeping_equals_the_per_hypothesis_loop(backbone, beam, l
     src = _random_src(6 * variants, 1, 8, seed=7)
     weights = torch.tensor([[0.7, 0.3]] * 6) if variants > 1 else None
     with torch.no_grad():
-        got = beam_search(m, src, VOCAB, SearchOptions(beam=beam, lenpen=lenpen, max_len_ratio=1.2, max_len_extra=3, nbest=beam), variants=variants, weights=weights)
+        got = beam_search(m, src, VOCAB, Unguarded(beam=beam, lenpen=lenpen, max_len_ratio=1.2, max_len_extra=3, nbest=beam), variants=variants, weights=weights)
         ref = _loop_reference_search(m, src, VOCAB, beam, lenpen, 1.2, 3, variants, weights, nbest=beam)
     assert got.tokens == ref.tokens and got.scores == ref.scores and got.nbest == ref.nbest
     assert beam == 1 or sum(len(n) for n in got.nbest) > len(got.nbest)     # several finished per sentence
@@ -293,7 +300,7 @@ def test_step_zero_decodes_one_row_per_sentence_and_variant(backbone, beam, vari
     m = RowCounter(model(backbone, 5)).eval()
     src = _random_src(5 * variants, 2, 7, seed=3)
     with torch.no_grad():
-        got = beam_search(m, src, VOCAB, SearchOptions(beam=beam, lenpen=1.0, max_len_ratio=1.2, max_len_extra=3, nbest=beam), variants=variants)
+        got = beam_search(m, src, VOCAB, Unguarded(beam=beam, lenpen=1.0, max_len_ratio=1.2, max_len_extra=3, nbest=beam), variants=variants)
         first = m.rows[:2]
         ref = _loop_reference_search(m.model, src, VOCAB, beam, 1.0, 1.2, 3, variants, nbest=beam, copies=True)
     assert first == [5 * variants, 5 * beam * variants]
@@ -312,7 +319,7 @@ def test_a_vocabulary_smaller_than_two_beams_starts_from_k_copies(backbone):
     m = RowCounter(model(backbone, 2)).eval()
     src = _random_src(4, 1, 6, seed=11)
     with torch.no_grad():
-        got = beam_search(m, src, VOCAB, SearchOptions(beam=beam, lenpen=1.0, max_len_ratio=1.2, max_len_extra=3, nbest=beam))
+        got = beam_search(m, src, VOCAB, Unguarded(beam=beam, lenpen=1.0, max_len_ratio=1.2, max_len_extra=3, nbest=beam))
         ref = _loop_reference_search(m.model, src, VOCAB, beam, 1.0, 1.2, 3, nbest=beam, copies=True)
     assert m.rows[0] == 4 * beam
     # the same search; the Transformer reads a sentence's K copies as K query positions of one memory
@@ -336,8 +343,8 @@ def test_kept_states_are_the_teacher_forced_states_of_each_nbest_hypothesis(back
         rules = {f"t{w}": [f"t{(w * 3 + j) % 12}" for j in range(4)] for w in range(12)}
         sl = Shortlist(VocabularyMap([], rules), VOCAB, VOCAB)
     with torch.no_grad():
-        plain = beam_search(m, src, VOCAB, SearchOptions(beam=4, lenpen=1.0, nbest=4), shortlist=sl)
-        res = beam_search(m, src, VOCAB, SearchOptions(beam=4, lenpen=1.0, nbest=4), shortlist=sl, keep_states=True)
+        plain = beam_search(m, src, VOCAB, Unguarded(beam=4, lenpen=1.0, nbest=4), shortlist=sl)
+        res = beam_search(m, src, VOCAB, Unguarded(beam=4, lenpen=1.0, nbest=4), shortlist=sl, keep_states=True)
         assert plain.nbest_states is None
         assert res.tokens == plain.tokens and res.nbest == plain.nbest
         assert all(abs(a - b) < 1e-5 for a, b in zip(res.scores, plain.scores))
@@ -358,6 +365,98 @@ def test_keep_states_needs_an_nbest_and_one_variant():
     m = model("transformer")
     src = torch.tensor([[5, 6, 2, 5, 6, 2]]).view(2, 3)
     with pytest.raises(ValueError, match="needs nbest ≥ 1"):
-        beam_search(m, src, VOCAB, SearchOptions(beam=2), keep_states=True)
+        beam_search(m, src, VOCAB, Unguarded(beam=2), keep_states=True)
     with pytest.raises(ValueError, match="variants=2"):
-        beam_search(m, src, VOCAB, SearchOptions(beam=2, nbest=2), variants=2, keep_states=True)
+        beam_search(m, src, VOCAB, Unguarded(beam=2, nbest=2), variants=2, keep_states=True)
+
+
+class _Tokens:
+    """A decoder state that is only the reorderable rows (the scripted model keeps none)."""
+
+    def reorder(self, rows):
+        return self
+
+
+class Repeater(nn.Module):
+    """A scripted model that loves to repeat: after token t it gives t's successor in the cycle
+    t0 t1 t2 (after <s>: t0) 4 nats more than any other token, and </s> 20 nats less — so an
+    unguarded search writes t0 t1 t2 t0 t1 t2 … until the length limit."""
+
+    max_target_len, pad_id = 64, 0
+
+    def encode(self, batch):
+        return batch.src
+
+    def init_state(self, enc):
+        return _Tokens()
+
+    def decode_step(self, state, prev_tokens):
+        cycle = {1: 4, 4: 5, 5: 6, 6: 4}
+        logits = torch.zeros(prev_tokens.numel(), len(VOCAB))
+        logits[torch.arange(prev_tokens.numel()), [cycle.get(int(t), 4) for t in prev_tokens]] = 4.0
+        logits[:, 2] = -20.0
+        return torch.log_softmax(logits, -1), state
+
+
+def _ngrams(ids: list[int], n: int) -> list[tuple[int, ...]]:
+    return [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+@pytest.mark.parametrize("beam", [1, 3])
+def test_no_repeat_ngram_size_keeps_every_ngram_of_the_output_unique(n, beam):
+    """Issue 75 item 2: with ``no_repeat_ngram_size`` N no n-gram of N target ids occurs twice in
+    an output of a model that loves to repeat; without it (0) the cycle repeats to the limit."""
+    src = torch.tensor([[7, 8, 9, 10, 2, 0], [7, 8, 9, 10, 11, 2]])
+    off = beam_search(Repeater(), src, VOCAB, SearchOptions(beam=beam, max_len_extra=6, no_repeat_ngram_size=0))
+    on = beam_search(Repeater(), src, VOCAB, SearchOptions(beam=beam, max_len_extra=6, no_repeat_ngram_size=n))
+    for ids in off.tokens:
+        assert ids[:6] == [4, 5, 6, 4, 5, 6] and len(set(_ngrams(ids, n))) < len(_ngrams(ids, n))
+    for ids in on.tokens:
+        assert len(ids) >= n and len(set(_ngrams(ids, n))) == len(_ngrams(ids, n)), ids
+
+
+def test_block_repeats_equals_a_brute_force_reference():
+    """``block_repeats`` blocks exactly the tokens that follow an earlier occurrence of the last
+    N − 1 tokens (random histories over 4 tokens: many repeats), in vocabulary and shortlist columns."""
+    from doctrans.inference.beam_search import _Columns, block_repeats
+
+    g = torch.Generator().manual_seed(0)
+    out_ids = torch.tensor([2, 4, 5, 6, 7, 9])                          # a shortlist's columns
+    for n in (1, 2, 3, 5):
+        hist = torch.cat([torch.ones(6, 1, dtype=torch.long), torch.randint(4, 8, (6, 9), generator=g)], 1)
+        for cols in (_Columns(VOCAB, None), _Columns(VOCAB, out_ids)):
+            got = block_repeats(torch.zeros(6, cols.size), hist, n, cols)
+            for h, row in zip(hist[:, 1:].tolist(), got):
+                banned = {h[i + n - 1] for i in range(len(h) - n + 1) if h[i:i + n - 1] == h[len(h) - n + 1:]}
+                blocked = set(cols.ids((row == -float("inf")).nonzero().flatten()).tolist())
+                assert blocked == banned
+
+
+def test_lines_ended_by_the_length_limit_are_counted_in_the_log(tmp_path, caplog):
+    """Issue 75 item 2: a model whose </s> never wins (its output row zeroed, greedy) writes
+    every line to the length limit, and the Translator logs how many lines, naming the input."""
+    import logging
+
+    from doctrans.config import load_experiment, to_dict
+    from doctrans.data.text import TextProcessor
+    from doctrans.inference.translate import TranslateConfig, Translator
+    from conftest import REPO
+
+    exp = load_experiment(REPO / "pipelines" / "transformer" / "tiny.yaml", ["model.dropout=0.0"])
+    torch.manual_seed(0)
+    m = build_model(exp.model, len(VOCAB), len(VOCAB))
+    state = m.state_dict()
+    state["out_proj.weight"] *= 10.0
+    state["out_proj.weight"][2] = 0.0                                    # </s>: logit 0, below the best of 12
+    text = TextProcessor("en", bpe_codes_text="#version: 0.2\n").settings()
+    ck = tmp_path / "m.pt"
+    torch.save({"model": state, "config": to_dict(exp), "vocab": {"src": VOCAB.tokens, "tgt": VOCAB.tokens},
+                "text": {"src": text, "tgt": text}}, ck)
+    tr = Translator(TranslateConfig(checkpoint=str(ck), input_format="bpe", tokenized=True, beam=1,
+                                    max_len_extra=3, no_repeat_ngram_size=0))
+    with caplog.at_level(logging.INFO):
+        out = tr.translate(["t1 t2 t3", "", "t4 t5"], name="in.txt")
+    assert [len(x.split()) for x in out] == [9, 0, 8]                    # ceil(1.5 × (3 + 1)) + 3, ceil(1.5 × 3) + 3
+    assert "in.txt: 2 line(s) of 2 ended by the length limit" in caplog.text
+    assert "in.txt:1, in.txt:3" in caplog.text
