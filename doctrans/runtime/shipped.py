@@ -201,15 +201,18 @@ def index_problem(path: str | Path, shipped: bool, has_digest: bool) -> str | No
 def recaser_for(checkpoint: str | Path, root: str | Path | None = None):
     """The recaser (``data.casing.Recaser``) the index of ``root`` (``shipped_dir()`` by default)
     gives the shipped file ``checkpoint`` is, or None (not a shipped file, or no ``recaser``).
-    Raises FileNotFoundError / ValueError naming a recaser file the index names that is
-    missing or not a recaser table."""
+    A shipped file is the one at an entry's path or a copy of it elsewhere (same size and
+    SHA-256; only a file of an entry's size is hashed). Raises FileNotFoundError / ValueError
+    naming a recaser file the index names that is missing or not a recaser table."""
     from doctrans.data.casing import Recaser
 
     path = Path(checkpoint).resolve()
-    for m in shipped_models(root):
-        if m.recaser and m.path.resolve() == path:
-            return Recaser.load(Path(m.root) / m.recaser)
-    return None
+    cased = [m for m in shipped_models(root) if m.recaser]
+    match = next((m for m in cased if m.path.resolve() == path), None)
+    if match is None and any(m.bytes == path.stat().st_size for m in cased):
+        digest = sha256_of(path)
+        match = next((m for m in cased if m.sha256 == digest), None)
+    return Recaser.load(Path(match.root) / match.recaser) if match is not None else None
 
 
 def register(root: str | Path, model: ShippedModel) -> None:

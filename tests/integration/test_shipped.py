@@ -247,6 +247,24 @@ def test_a_shipped_checkpoint_without_one_gets_the_recaser_its_index_names(tmp_p
     assert Translator.load(str(root / "tiny-cased.pt")).translate_sentences(lines) == [_expected_recased(x) for x in lower]
 
 
+def test_a_copy_of_a_shipped_model_keeps_the_recaser_of_its_index_entry(tmp_path):
+    """A shipped model copied elsewhere (verified by its SHA-256 at load, issue 73) lost the
+    recaser its index entry names: its output came out lowercase ("hey, ross, thank you.")."""
+    import shutil
+
+    from doctrans.api import Translator
+
+    model = shipped.find("tvsub-transformer-3x3")
+    copy = tmp_path / "elsewhere" / "my-model.pt"
+    copy.parent.mkdir()
+    shutil.copyfile(model.path, copy)
+    assert shipped.recaser_for(copy).best == shipped.recaser_for(model.path).best
+    line = ["罗斯，谢谢"]
+    assert Translator.load(str(copy), threads=1).translate_sentences(line) == \
+        Translator.load(model.name, threads=1).translate_sentences(line)
+    assert "Ross" in Translator.load(str(copy), threads=1).translate_sentences(line)[0]
+
+
 def test_shipping_a_lowercasing_checkpoint_without_a_recaser_warns(tmp_path, tiny_checkpoint, caplog):
     assert torch.load(tiny_checkpoint, weights_only=True)["text"]["tgt"]["lowercase"]
     with caplog.at_level("WARNING", logger="doctrans.runtime.shipping"):
