@@ -153,7 +153,7 @@ def decoded_lines(inp, errors: str = "strict", name: str = "<stdin>") -> Iterato
     (``utils.io.decode_lines``): strict raises TextDecodeError (a ValueError) naming ``name``,
     the 1-based line and the byte; replace turns each undecodable byte sequence into U+FFFD and
     logs a warning naming the line. Text (a text stream) is taken as read."""
-    from doctrans.utils.io import ENCODING_ERRORS, TextDecodeError
+    from doctrans.utils.io import ENCODING_ERRORS, decode_line
 
     if errors not in ENCODING_ERRORS:
         raise ValueError(f"encoding errors must be one of {', '.join(ENCODING_ERRORS)}, got {errors!r}")
@@ -163,21 +163,7 @@ def decoded_lines(inp, errors: str = "strict", name: str = "<stdin>") -> Iterato
         if not raw:
             return
         n += 1
-        if isinstance(raw, bytes):
-            raw = raw.rstrip(b"\n")
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                if errors == "strict":
-                    raise TextDecodeError(
-                        f"{name}:{n}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at byte {e.start} of the line); "
-                        f"convert it (e.g. iconv -f GB18030 -t UTF-8) or replace undecodable bytes "
-                        f"(doctrans translate --encoding-errors replace)") from None
-                line = raw.decode("utf-8", errors="replace")
-                log.warning("%s:%d: %d undecodable byte sequence(s) replaced by U+FFFD", name, n,
-                            line.count("\ufffd") - raw.count("\ufffd".encode("utf-8")))
-        else:
-            line = raw.rstrip("\n")
+        line = decode_line(raw.rstrip(b"\n"), name, n, errors) if isinstance(raw, bytes) else raw.rstrip("\n")
         yield line.removesuffix("\r")
 
 

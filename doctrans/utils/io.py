@@ -23,6 +23,27 @@ class TextDecodeError(ValueError):
     """A file (or stdin) that is not valid UTF-8; the message names it, the line and the byte."""
 
 
+_NOT_UTF8_HINT = ("convert it (e.g. iconv -f GB18030 -t UTF-8) or replace undecodable bytes (doctrans translate "
+                  "--encoding-errors replace)")
+
+
+def decode_line(raw: bytes, name: str, n: int, errors: str = "strict") -> str:
+    """One line's bytes (line ``n``, 1-based, of ``name``; a stream read line by line) as UTF-8
+    under ``errors`` (``ENCODING_ERRORS``), as ``decode_lines`` decodes a file: strict raises
+    TextDecodeError naming ``name:n`` and the byte; replace gives U+FFFD for each undecodable
+    sequence and logs a warning naming the line."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if errors == "strict":
+            raise TextDecodeError(f"{name}:{n}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at byte {e.start} of "
+                                  f"the line); {_NOT_UTF8_HINT}") from None
+    line = raw.decode("utf-8", errors="replace")
+    log.warning("%s:%d: %d undecodable byte sequence(s) replaced by U+FFFD", name, n,
+                line.count("\ufffd") - raw.count("\ufffd".encode("utf-8")))
+    return line
+
+
 def decode_lines(data: bytes, name: str, errors: str = "strict") -> list[str]:
     """UTF-8 ``data`` → its lines without ``\n`` (and a trailing ``\r``); ``name`` labels messages.
 
@@ -42,10 +63,8 @@ def decode_lines(data: bytes, name: str, errors: str = "strict") -> list[str]:
         line = data.count(b"\n", 0, e.start) + 1
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1)
         if errors == "strict":
-            raise TextDecodeError(
-                f"{name}:{line}: not valid UTF-8 (byte 0x{data[e.start]:02x} at byte {col} of the line, "
-                f"offset {e.start} of the file); convert it (e.g. iconv -f GB18030 -t UTF-8) or "
-                f"replace undecodable bytes (doctrans translate --encoding-errors replace)") from None
+            raise TextDecodeError(f"{name}:{line}: not valid UTF-8 (byte 0x{data[e.start]:02x} at byte {col} of "
+                                  f"the line, offset {e.start} of the file); {_NOT_UTF8_HINT}") from None
         text = data.decode("utf-8", errors="replace")
         n_bad = text.count("\ufffd") - data.count("\ufffd".encode("utf-8"))
         log.warning("%s: %d undecodable byte sequence(s) replaced by U+FFFD (the first on line %d)",
