@@ -173,14 +173,15 @@ class IOOptions:
                     "Without it they are written unchanged, not sent to the model, and counted in the log.")
     encoding_errors: str = setting(
         "strict", choices=("strict", "replace"),
-        help="Input that is not UTF-8: strict: an error naming file, line and byte; replace: U+FFFD "
-             "for each undecodable byte sequence, with a warning giving their count.")
+        help="Input that is not UTF-8 (nor, for a file, wholly GB18030 / Big5): strict: an error naming file, "
+             "line and byte; replace: U+FFFD for each undecodable byte sequence, with a warning giving their count.")
     encoding: str = setting(
         "", metavar="ENC",
-        help="Input encoding: auto (detected: a byte-order mark, UTF-8, else GB18030 / Big5 / UTF-16 by "
-             "charset-normalizer; the choice is logged) or a codec (utf-8, gb18030, big5, utf-16). Default: "
-             "auto for subtitle files, UTF-8 for text (see --encoding-errors). Binary, mixed-encoding and "
-             "undecidable files are refused naming the file.")
+        help="Input encoding: auto (detected: a byte-order mark, UTF-8, else the whole file as GB18030 / Big5, "
+             "the more plausible when both decode, else UTF-16 by charset-normalizer; logged) or a codec (utf-8, "
+             "gb18030, big5, utf-16; a text that reads implausibly in it is warned about). Default: auto for "
+             "subtitle files; for text, UTF-8, or GB18030 / Big5 when the whole file decodes as that (see "
+             "--encoding-errors). Binary, mixed-encoding and undecidable files are refused naming the file.")
     script: str = setting(
         "auto", choices=("auto", "simplified", "traditional"),
         help="Chinese script of the input: auto converts Traditional input to Simplified (OpenCC t2s) for the "
