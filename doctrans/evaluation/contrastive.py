@@ -56,6 +56,7 @@ import hashlib
 import json
 import logging
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -268,25 +269,37 @@ def table_columns(checkpoint: str, set_dir: Path, data: Path, source: list[str] 
     contrastive_context_needed: accuracies in [0, 1] (NaN for a kind without items),
     contrastive_items, contrastive_context_needed_items, contrastive_per_item (1/0 per item,
     for McNemar's test between rows)}. A set built before the context-needed items existed is
-    rebuilt. With ``reuse`` the columns are kept in ``set_dir/scores/KEY.json`` (KEY: the
-    checkpoint file, the set's items and the source, ``_scores_key``) and a later call with the
-    same key reads them instead of scoring again (minutes a row on a CPU); a set directory that
-    cannot be written to only loses the reuse."""
+    rebuilt. With ``reuse`` the columns are kept and reused (``cached_columns``)."""
     set_dir = Path(set_dir)
     summary = set_dir / "summary.json"
     if not (set_dir / "items.jsonl").is_file() or "context_needed" not in json.loads(
             summary.read_text(encoding="utf-8") if summary.is_file() else "{}"):
         build_set(Path(data), "test", set_dir)
-    cached = set_dir / "scores" / f"{_scores_key(checkpoint, set_dir, source)}.json" if reuse else None
+
+    def columns(c: dict) -> dict:
+        return {"contrastive": c["accuracy"],
+                "contrastive_dp": c["by_kind"].get("dp", {}).get("accuracy", float("nan")),
+                "contrastive_overt": c["by_kind"].get("overt", {}).get("accuracy", float("nan")),
+                "contrastive_context_needed": c["context_needed"]["accuracy"],
+                "contrastive_context_needed_items": c["context_needed"]["items"],
+                "contrastive_items": c["items"], "contrastive_per_item": c["per_item"]}
+
+    return cached_columns(checkpoint, set_dir, columns, source, reuse)
+
+
+def cached_columns(checkpoint: str, set_dir: Path, columns: Callable[[dict], dict], source: list[str] | None = None,
+                   reuse: bool = True, prefix: str = "") -> dict:
+    """``columns`` (a ``score_set`` result → a table row's columns) of ``checkpoint`` on the set
+    ``set_dir`` (``source`` as ``score_set``'s). With ``reuse`` they are kept in
+    ``set_dir/scores/PREFIX KEY.json`` (KEY: the checkpoint file, the set's items and the source,
+    ``_scores_key``) and a later call with the same key reads them instead of scoring again
+    (minutes a row on a CPU); a set directory that cannot be written to only loses the reuse."""
+    set_dir = Path(set_dir)
+    cached = set_dir / "scores" / f"{prefix}{_scores_key(checkpoint, set_dir, source)}.json" if reuse else None
     if cached is not None and cached.is_file():
         log.info("contrastive scores of %s: reusing %s", checkpoint, cached)
         return json.loads(cached.read_text(encoding="utf-8"))
-    c = score_set(checkpoint, set_dir, source=source)
-    cols = {"contrastive": c["accuracy"], "contrastive_dp": c["by_kind"].get("dp", {}).get("accuracy", float("nan")),
-            "contrastive_overt": c["by_kind"].get("overt", {}).get("accuracy", float("nan")),
-            "contrastive_context_needed": c["context_needed"]["accuracy"],
-            "contrastive_context_needed_items": c["context_needed"]["items"],
-            "contrastive_items": c["items"], "contrastive_per_item": c["per_item"]}
+    cols = columns(score_set(checkpoint, set_dir, source=source))
     if cached is not None:
         try:
             cached.parent.mkdir(exist_ok=True)

@@ -1,26 +1,34 @@
-"""What the experiment tables (``doctrans table dp|context|rec``) share: their settings
+"""What the experiment tables (``doctrans table dp|context|rec|full``) share: their settings
 (``TableConfig``; ``RunTableConfig`` for tables whose rows are run directories), the test set's
-files (references, the hand DP annotation), scoring a row's translation with the metric table
-(``score``: ``evaluation.metrics.metric_columns`` gives the row's columns), a checkpoint's model
-metrics (``model_columns``, ``compare_to_first``), the metrics' markdown columns in each view
+files (references, the hand DP annotation), translating the test set with a row's checkpoint and
+translate options, reused while its stamp matches (``translate_test``), scoring a row's translation
+with the metric table (``score``: ``evaluation.metrics.metric_columns`` gives the row's columns), a
+checkpoint's model metrics (``model_columns``, on the source the row's model reads:
+``dp_source_of``; ``compare_to_first``), the metrics' markdown columns in each view
 (``view_columns``: ``Metric.views`` in ``VIEW_ORDER``; ``column_table``), and
 writing the table stamped with where it was made (``write_table``: ``utils.provenance``, the
 commit and the command).
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import math
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from doctrans.decoding import DecodeConfig
 from doctrans.evaluation.metrics.base import Column
 from doctrans.training.metrics import read_metrics
-from doctrans.utils.io import atomic_write_text
+from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
 from doctrans.utils.provenance import command_line, provenance_line
 from doctrans.utils.settings import default_of
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,16 +105,18 @@ def p_values(res: dict) -> dict:
 
 
 def model_columns(ckpt: str | Path, args: TableConfig, views: tuple[str, ...], source: list[str] | None = None,
-                  test_source: list[str] | None = None, doc_ids: list[str] | None = None) -> dict:
+                  test_source: list[str] | None = None, doc_ids: list[str] | None = None,
+                  source_of: Callable[[list[str], list[str]], list[str]] | None = None) -> dict:
     """The columns of ``ckpt`` of every model metric the table shows in one of its ``views``
     (``evaluation.metrics.model_metrics``, in table order: CXMI, contrastive accuracy …), each
     metric's ``compute`` given a ``ModelInputs``: the checkpoint, ``args``, the ``source`` the row's
-    model reads (None: the test source) and the test source / document ids as the builder has them
-    (None: read from PREP)."""
+    model reads (None: the test source, or ``source_of`` of it), the test source / document ids as
+    the builder has them (None: read from PREP) and ``source_of`` (segmented lines, document ids →
+    the lines the row's model reads, ``dp_source_of``; None: the lines themselves)."""
     from doctrans.evaluation.metrics import model_metrics
     from doctrans.evaluation.metrics.base import ModelInputs
 
-    inputs = ModelInputs(Path(ckpt), args, source, test_source, doc_ids)
+    inputs = ModelInputs(Path(ckpt), args, source, test_source, doc_ids, source_of)
     row: dict = {}
     for m in model_metrics(views):
         row.update(m.compute(inputs))
@@ -122,6 +132,78 @@ def compare_to_first(rows: list[dict], args: TableConfig, views: tuple[str, ...]
         if m.compare is not None:
             for r in rows[1:]:
                 r.update(m.compare(r, rows[0], args))
+
+
+def translate_test(name: str, ckpt: Path, opts: dict, args: TableConfig, lone: bool = False
+                   ) -> tuple[Path, Path | None, float, object]:
+    """Translate the test set (PREP/test.tok.zh, tokenized output) as documents (PREP/test.docs;
+    with ``lone`` every line its own document: WORK/test.NAME.lone.hyp) with one row's checkpoint
+    and translate options ``opts`` (``TranslateConfig`` fields: a DP generator, ``rerank`` …),
+    reusing an earlier translation whose stamp (WORK/test.NAME.json: checkpoint path and time,
+    beam, options, line count, decoding seconds) matches → (hyp path, the DP-completed source a
+    joint DP model predicts (WORK/test.NAME.dp.zh) or None, decoding seconds, the Translator)."""
+    from doctrans.dp.apply import dp_inputs
+    from doctrans.inference.translate import TranslateConfig, Translator
+
+    prep, work = Path(args.prepared), Path(args.work)
+    stem = f"test.{slug(name)}" + (".lone" if lone else "")
+    hyp = work / f"{stem}.hyp"
+    probe = Translator(TranslateConfig(checkpoint=str(ckpt)))
+    spec = probe.model.reconstruction
+    dp_out = work / f"{stem}.dp.zh" if spec.predicts_dps else None   # (a document model: with its context)
+    cfg = TranslateConfig(checkpoint=str(ckpt), input=str(prep / "test.tok.zh"), input_format="tok", tokenized=True,
+                          beam=args.beam, dp_docs=str(prep / "test.docs") if opts.get("dp_generator") else "",
+                          dp_out=str(dp_out) if dp_out else "", **opts)
+    lines = read_lines(prep / "test.tok.zh")
+    doc_ids = [f"line{i}" for i in range(len(lines))] if lone else \
+        [x.split("\t")[0] for x in read_lines(prep / "test.docs")]
+    stamp = {"checkpoint": str(ckpt.resolve()), "checkpoint_mtime": ckpt.stat().st_mtime, "beam": args.beam,
+             "options": sorted(f"{k}={v}" for k, v in opts.items()), "lines": len(lines)}
+    if lone:
+        stamp["lone"] = True
+    done = hyp.with_suffix(".json")
+    prior = json.loads(done.read_text(encoding="utf-8")) if done.is_file() and hyp.is_file() else {}
+    tr = probe.with_config(cfg, dp_inputs(cfg))          # the model loaded once
+    if {k: prior.get(k) for k in stamp} == stamp and (dp_out is None or dp_out.is_file()):
+        logger.info("%s: reusing %s", name, hyp)
+        return hyp, dp_out, prior["decode_s"], tr
+    t0 = time.perf_counter()
+    res = tr.translate_detailed(lines, doc_ids=doc_ids)
+    dt = time.perf_counter() - t0
+    atomic_write_lines(hyp, res.lines)
+    if dp_out is not None:
+        atomic_write_lines(dp_out, res.dp_lines)
+    atomic_write_text(done, json.dumps({**stamp, "decode_s": dt, "date": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
+    return hyp, dp_out, dt, tr
+
+
+def dp_source_of(tr, args: TableConfig) -> Callable[[list[str], list[str]], list[str]] | None:
+    """What a row's model reads when its translator completes the input with a DP generator and the
+    encoder reads the completion (+DPs / +DPPs rows: ``dp_generator`` set, ``encoder_input`` not
+    "original"): (segmented lines, document ids) → the generator's 1-best completion (``dp_input``
+    as the row translates), kept under WORK/sources/ and reused for the same generator file,
+    ``dp_input`` and lines; None for every other row (it reads the lines as they are)."""
+    c, spec = tr.cfg.dp, tr.model.reconstruction
+    if not c.dp_generator or spec.encoder_input == "original":
+        return None
+
+    def complete(lines: list[str], doc_ids: list[str]) -> list[str]:
+        from doctrans.dp.apply import DPInputVariants
+
+        gens = [Path(g) for g in c.dp_generator.split(":")]
+        key = hashlib.sha1(json.dumps({"generators": [[str(g.resolve()), g.stat().st_mtime_ns] for g in gens],
+                                       "dp_input": c.dp_input, "lines": lines, "docs": doc_ids}).encode("utf-8"))
+        kept = Path(args.work) / "sources" / f"{key.hexdigest()}.zh"
+        if kept.is_file():
+            out = read_lines(kept)
+            if len(out) == len(lines):
+                return out
+        variants = DPInputVariants(c.dp_generator, c.dp_input, nbest=1, combine="1best")(lines, doc_ids)
+        out = [v[0][0] if v else "" for v in variants]
+        atomic_write_lines(kept, out)
+        return out
+
+    return complete
 
 
 def train_speed(run_dir: Path) -> float:
@@ -143,6 +225,7 @@ VIEW_ORDER = {
     "context_discourse": ("pronouns", "dp_recall", "contrastive", "apt", "cxmi", "cohesion", "coherence"),
     "dp_discourse": ("contrastive", "apt", "cohesion", "coherence"),
     "rec": ("dp_recall", "contrastive"),
+    "full": ("dp_recall", "contrastive", "heldout", "cxmi"),
 }
 
 

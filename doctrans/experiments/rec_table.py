@@ -36,13 +36,12 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctrans.experiments.base import (RunTableConfig, cell, dp_files, model_columns, row_cells, score, slug,
-                                       train_speed, view_columns, write_rows, write_table)
-from doctrans.utils.io import atomic_write_lines, atomic_write_text, read_lines
+from doctrans.experiments.base import (RunTableConfig, cell, dp_files, dp_source_of, model_columns, row_cells, score,
+                                       train_speed, translate_test, view_columns, write_rows, write_table)
+from doctrans.utils.io import atomic_write_text, read_lines
 
 logger = logging.getLogger(__name__)
 
@@ -73,55 +72,14 @@ def parse_row_options(pairs: list[str]) -> dict:
     return out
 
 
-def _translate_row(name: str, ckpt: Path, opts: dict, args: RecTableConfig) -> tuple[Path, Path | None, float, object]:
-    """Translate the test set with one row's checkpoint and options (reusing a stamped earlier
-    translation) → (hyp path, DP-completed source path or None, decoding seconds, the Translator)."""
-    from doctrans.dp.apply import dp_inputs
-    from doctrans.inference.translate import TranslateConfig, Translator
-
-    prep, work = Path(args.prepared), Path(args.work)
-    hyp = work / f"test.{slug(name)}.hyp"
-    probe = Translator(TranslateConfig(checkpoint=str(ckpt)))
-    spec = probe.model.reconstruction
-    dp_out = work / f"test.{slug(name)}.dp.zh" if spec.predicts_dps else None   # (a document model: with its context)
-    cfg = TranslateConfig(checkpoint=str(ckpt), input=str(prep / "test.tok.zh"), input_format="tok", tokenized=True,
-                          beam=args.beam, dp_docs=str(prep / "test.docs") if opts.get("dp_generator") else "",
-                          dp_out=str(dp_out) if dp_out else "", **opts)
-    lines = read_lines(prep / "test.tok.zh")
-    doc_ids = [x.split("\t")[0] for x in read_lines(prep / "test.docs")]
-    stamp = {"checkpoint": str(ckpt.resolve()), "checkpoint_mtime": ckpt.stat().st_mtime, "beam": args.beam,
-             "options": sorted(f"{k}={v}" for k, v in opts.items()), "lines": len(lines)}
-    done = hyp.with_suffix(".json")
-    prior = json.loads(done.read_text(encoding="utf-8")) if done.is_file() and hyp.is_file() else {}
-    tr = probe.with_config(cfg, dp_inputs(cfg))          # the model loaded once
-    if {k: prior.get(k) for k in stamp} == stamp and (dp_out is None or dp_out.is_file()):
-        logger.info("%s: reusing %s", name, hyp)
-        return hyp, dp_out, prior["decode_s"], tr
-    t0 = time.perf_counter()
-    res = tr.translate_detailed(lines, doc_ids=doc_ids)
-    dt = time.perf_counter() - t0
-    atomic_write_lines(hyp, res.lines)
-    if dp_out is not None:
-        atomic_write_lines(dp_out, res.dp_lines)
-    atomic_write_text(done, json.dumps({**stamp, "decode_s": dt, "date": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
-    return hyp, dp_out, dt, tr
-
-
 def _model_columns(ckpt: Path, tr, args: RecTableConfig) -> dict:
     """The model metrics' columns of ``ckpt`` (contrastive pronoun accuracy) scored on the source it
     reads: the test source, or the DP generator's 1-best completion for a model whose encoder reads
-    x̂ (+DPs rows, encoder_input "annotated")."""
-    from doctrans.dp.apply import DPInputVariants
-
+    x̂ (+DPs rows, encoder_input "annotated": ``base.dp_source_of``)."""
     prep = Path(args.prepared)
     tok = read_lines(prep / "test.tok.zh")
-    source = None
-    c, spec = tr.cfg.dp, tr.model.reconstruction
-    if c.dp_generator and spec.encoder_input != "original":
-        variants = DPInputVariants(c.dp_generator, c.dp_input, nbest=1, combine="1best",
-                                   docs=str(prep / "test.docs"))(tok)
-        source = [v[0][0] if v else "" for v in variants]
-    return model_columns(ckpt, args, VIEWS, source=source, test_source=tok)
+    doc_ids = [x.split("\t")[0] for x in read_lines(prep / "test.docs")]
+    return model_columns(ckpt, args, VIEWS, test_source=tok, doc_ids=doc_ids, source_of=dp_source_of(tr, args))
 
 
 def _dp_scores(dp_file: Path, base: Path, args: RecTableConfig, baseline: Path | None = None) -> dict:
@@ -172,7 +130,7 @@ def build_rec_table(systems: list[tuple[str, Path]], args: RecTableConfig, row_o
                 continue
             raise FileNotFoundError(f"{name}: {ckpt} not found")
         opts = parse_row_options(row_options.get(name, []))
-        hyp, dp_out, dt, tr = _translate_row(name, ckpt, opts, args)
+        hyp, dp_out, dt, tr = translate_test(name, ckpt, opts, args)
         res = score(args, hyp, baseline=base_hyp)
         n_lines = len(read_lines(prep / "test.tok.zh"))
         row = {"system": name, "run": str(run_dir), "options": opts,

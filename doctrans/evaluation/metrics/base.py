@@ -63,6 +63,7 @@ VIEWS = {
     "context_discourse": "table context: the discourse table (with DP recall or --discourse), a reference row last",
     "dp_discourse": "table dp --discourse: the discourse table, a reference row last",
     "rec": "table rec: the main table, after the pronoun count (a NaN shown as —)",
+    "full": "table full: the whole-corpus table (issue 74), after the pronoun count",
 }
 
 OPTION_TYPES = ("file", "flag", "positive", "non_negative", "text")
@@ -306,8 +307,10 @@ class ModelInputs:
     """What a model metric reads: a table row's ``checkpoint``, the table's settings ``table``
     (``experiments.base.TableConfig``: ``prepared``, ``data``, ``work``, ``contrastive`` …), and
     ``source``: the source lines the row's model reads when they are not the test source (a +DPs
-    row's DP-completed input; None: the test source); ``test_source`` (PREP/test.tok.zh) and
-    ``doc_ids`` (PREP/test.docs) as the builder has them, else read from PREP. Read once, when
+    row's DP-completed input; None: the test source, or ``source_of`` of it); ``test_source``
+    (PREP/test.tok.zh) and ``doc_ids`` (PREP/test.docs) as the builder has them, else read from
+    PREP; ``source_of``: (segmented lines, document ids) → the lines the row's model reads (a +DPs
+    row's DP completion, for a set other than the test set too; None: the lines as they are). Read once, when
     first asked: ``references`` (PREP/test.tok.en, the tokenized first reference) and
     ``scoring_set`` (the checkpoint loaded with the source it reads and the references,
     ``evaluation.cxmi.load_scoring_set``)."""
@@ -317,12 +320,15 @@ class ModelInputs:
     source: list[str] | None = None
     test_source: list[str] | None = None    # as the builder has them (None: read from PREP)
     doc_ids: list[str] | None = None
+    source_of: Callable[[list[str], list[str]], list[str]] | None = None
 
     def __post_init__(self) -> None:
         if self.test_source is None:
             self.test_source = self._prepared("test.tok.zh")
         if self.doc_ids is None:
             self.doc_ids = [x.split("\t")[0] for x in self._prepared("test.docs")]
+        if self.source is None and self.source_of is not None:
+            self.source = self.source_of(self.test_source, self.doc_ids)
 
     def _prepared(self, name: str) -> list[str]:
         from doctrans.utils.io import read_lines
