@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from doctrans.evaluation.metrics import (apt, bleu_ci, bleu_tok_lc, chrf, coherence, cohesion, contrastive, cxmi,
-                                         dp_recall, pronouns, sacrebleu_13a, significance)
+                                         dp_recall, heldout, pronouns, sacrebleu_13a, significance)
 from doctrans.evaluation.metrics.base import Metric, Option
 
 METRIC_TABLE: dict[str, Metric] = {
@@ -31,6 +31,7 @@ METRIC_TABLE: dict[str, Metric] = {
     "apt": apt.METRIC,
     "cxmi": cxmi.METRIC,                  # model metrics: the experiment tables' (ModelInputs)
     "contrastive": contrastive.METRIC,
+    "heldout": heldout.METRIC,
 }
 
 # ScoreConfig's own fields (evaluation/score.py): no metric option may take one of these names.

@@ -41,6 +41,12 @@ def compare(row: dict, first: dict, table) -> dict:
     return out
 
 
+def mcnemar_cell(key: str):
+    """A ``Column.against_first``: `` (p 0.123)``, the row's McNemar p-value ``key`` against the
+    first row; empty for the first row or a row without one."""
+    return lambda r, b: "" if r is b or r.get(key) is None else f" (p {r[key]:.3f})"
+
+
 ALL, DP, OVERT = (Column("contrastive all", "contrastive", ".1%"), Column("contrastive DP", "contrastive_dp", ".1%"),
                   Column("contrastive overt", "contrastive_overt", ".1%"))
 
@@ -50,5 +56,7 @@ METRIC = Metric(
     views={"context_usage": (ALL, Column("DP", "contrastive_dp", ".1%"), Column("overt", "contrastive_overt", ".1%"),
                              Column("context-needed", "contrastive_context_needed", ".1%"),
                              Column("McNemar p DP / context-needed", "mcnemar_dp_p / mcnemar_cn_p", ".3f")),
-           "context_discourse": (DP, OVERT, ALL), "dp_discourse": (DP, OVERT, ALL), "rec": (DP, OVERT)},
+           "context_discourse": (DP, OVERT, ALL), "dp_discourse": (DP, OVERT, ALL), "rec": (DP, OVERT),
+           "full": (Column("context-needed, test (McNemar p)", "contrastive_context_needed", ".1%",
+                           against_first=mcnemar_cell("mcnemar_cn_p")),)},
 )

@@ -26,5 +26,6 @@ METRIC = Metric(
     name="cxmi", title="CXMI", kind="model", needs=frozenset({"model"}), compute=compute,
     views={"context_usage": (Column("CXMI vs empty", "cxmi", "+.3f"), Column("CXMI vs random", "cxmi_random", "+.3f")),
            "context_discourse": (Column("CXMI (nats/sent)", "cxmi", "+.3f"),
-                                 Column("P-CXMI pronouns (nats/word)", "pcxmi_pronoun", "+.4f"))},
+                                 Column("P-CXMI pronouns (nats/word)", "pcxmi_pronoun", "+.4f")),
+           "full": (Column("CXMI vs empty", "cxmi", "+.3f"), Column("CXMI vs random", "cxmi_random", "+.3f"))},
 )

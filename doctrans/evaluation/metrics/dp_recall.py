@@ -60,5 +60,5 @@ METRIC = Metric(
     name="dp_recall", title="DP translation recall", kind="analysis",
     needs=frozenset({"hypothesis", "references", "dp_annotation"}), compute=compute,
     options=(DP_BASE, DP_ORACLE, BASELINE, BOOTSTRAP), when=("dp_base", "dp_oracle"), report=report, columns=columns,
-    views={v: (Column("DP recall", "dp_recall", ".1%", against_first=against_first),) for v in ("context_usage", "context_discourse", "rec")},
+    views={v: (Column("DP recall", "dp_recall", ".1%", against_first=against_first),) for v in ("context_usage", "context_discourse", "rec", "full")},
 )
