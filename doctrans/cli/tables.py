@@ -1,4 +1,4 @@
-"""``doctrans table dp|context|rec`` (``doctrans/experiments/``)."""
+"""``doctrans table dp|context|rec|full`` (``doctrans/experiments/``)."""
 from __future__ import annotations
 
 import click
@@ -12,7 +12,7 @@ def table_grp() -> None:
     """Experiment tables: each translates the TVsub test set with several systems, scores them
     (3-reference BLEU in the thesis setting, significance against the first row, discourse
     columns) and writes a markdown table (`make dp-table`, `make context-table`, `make quickstart`,
-    `make rnn-context-table`)."""
+    `make rnn-context-table`, `make full-table`)."""
 
 
 def _table_options(out: str, work: str):
@@ -211,3 +211,52 @@ def table_rec_cmd(systems, row_options, **kw) -> None:
                                      param_hint="--row-option")
         options.setdefault(name, []).append(kv)
     click.echo(f"wrote {build_rec_table(systems, RecTableConfig(**kw), options)}")
+
+
+@table_grp.command("full", short_help="The whole-corpus table (issue 74): train every row of a spec, translate, score.")
+@click.option("--spec", default="pipelines/full_table.yaml", show_default=True,
+              help="The rows (YAML: updates, init, recipe, rows; doctrans/experiments/full_spec.py).")
+@click.option("--runs", default="runs/full_table", show_default=True, help="Run directories: RUNS/NAME per row.")
+@click.option("--jk", default="", help="The annotate-dp jackknife directory ({jk}; {jk_generator}: its "
+                                       "generator.txt) [default: PREP/dp_jk3].")
+@click.option("--heldout", default="", help="The held-out context-needed set (doctrans contrastive build-heldout) "
+                                            "[default: none, no such column].")
+@click.option("--keep", default="benchmarks/full_table", show_default=True,
+              help="Where each row's scored translation (NAME.en) and rows.json are kept (in the repository).")
+@_table_options("results/full_table.md", "results/full_table")
+@click.option("--ref", default="", help="Test references (SGML) [default: DATA/test/test.ref.sgm].")
+@click.option("--train", is_flag=True, help="First train, in spec order, every row not done whose needs are met "
+                                            "(resuming a row that has a last.pt).")
+@click.option("--rescore", is_flag=True, help="Only score KEEP/NAME.en again (no checkpoint needed), carrying the "
+                                              "model columns from KEEP/rows.json.")
+@translate_options("threads", override={"threads": {
+    "help": "torch threads of each training (train.threads) and of translating and scoring (0 = all usable cores)."}})
+def table_full_cmd(**kw) -> None:
+    """The whole-corpus table (issue 74; `make full-table`).
+
+    Every row of --spec is trained from the same checkpoint for the same number of updates with
+    one recipe (RUNS/NAME; --train trains the rows not done, each resumable: SIGTERM or Ctrl-C
+    stops the running training after it saved last.pt). Then each done row translates the TVsub
+    test set as documents and gets: updates, CPU-hours, training tok/s against the control (the
+    first row), 3-reference BLEU (thesis setting) with paired bootstrap p, sacreBLEU, English
+    pronouns, DP recall with its p, context-needed contrastive accuracy on the test and on
+    --heldout (McNemar p), CXMI against an empty and a random context, lone-sentence BLEU. A row
+    not done says so (unfinished: N of U updates, not started, waits: …). Each scored translation
+    is kept as KEEP/NAME.en with KEEP/rows.json, so --rescore scores a fresh clone again. Exits 1
+    after writing the table when a training failed.
+
+    \b
+    Example:
+      doctrans table full --spec pipelines/full_table.yaml --prepared data/prep_full \\
+          --runs runs/full_table --train --heldout data/prep_full/heldout_cn
+    """
+    import sys
+
+    from doctrans.experiments.full_table import FullTableConfig, build_full_table
+
+    out, failed = build_full_table(FullTableConfig(**kw))
+    click.echo(out.read_text(encoding="utf-8"), nl=False)
+    click.echo(f"wrote {out}")
+    if failed:
+        click.echo("error: training failed: " + ", ".join(f"{name} (exit {code})" for name, code in failed), err=True)
+        sys.exit(1)
