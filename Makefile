@@ -35,6 +35,12 @@
 #                     updates, stage 2 from it (Transformer continued, HAN encoder, tgt_concat, joint DP labeler over the
 #                     HAN encoder + PD, +DPs predicted; FULL_CTX_STEPS each) → results/full_{context,rec}.md;
 #                     many CPU-hours, resumable (run it again); SIZE=base DEVICE=cuda on a GPU (docs/results.md)
+#   make full-table   issue 74: every row of pipelines/full_table.yaml trained from the shipped sentence model for
+#                     the same updates with one recipe (FULL_TABLE_RUNS/NAME, each resumable: run it again), then
+#                     the TVsub test translated as documents and scored → results/full_table.md (BLEU + p,
+#                     sacreBLEU, pronouns, DP recall, context-needed test / held-out, CXMI, lone BLEU, CPU-hours,
+#                     tok/s; a row not done says so); each row's translation kept as benchmarks/full_table/ROW.en;
+#                     make full-table-rescore scores those files again (no checkpoint needed)
 #   make full-sweep   the stage-1 shapes side by side at equal CPU time (FULL_SWEEP_CPU_MIN) → results/full_sweep.md
 #   make full-curve   stage 1's learning curve (test BLEU of every kept checkpoint, dev xent) → results/full_curve.md
 #   make rnn-context-table  the RNNSearch small baseline, then its context models (HRNN strategies,
@@ -74,7 +80,7 @@ TVSUB_GIT := https://github.com/longyuewangdcu/tvsub
 TEST_SRC ?= $(firstword $(wildcard $(DATA)/test/test.zh $(DATA)/data/orignal/test/test.orignal.zh))
 TEST_REF ?= $(firstword $(wildcard $(DATA)/test/test.ref.sgm $(DATA)/data/processed/test/test_trg.sgm))
 
-.PHONY: full full-sweep full-curve quickstart install kenlm fonts chromium dp dp-full dp-generators-full dp-ensemble-full dp-table context-table rnn-context-table rec-table test check-data clean-quickstart help
+.PHONY: full full-table full-table-rescore full-sweep full-curve quickstart install kenlm fonts chromium dp dp-full dp-generators-full dp-ensemble-full dp-table context-table rnn-context-table rec-table test check-data clean-quickstart help
 
 help:
 	@sed -n '2,/^# *PREP (prepared/p' Makefile
@@ -491,6 +497,20 @@ results/full_rec.md: $(FULL_RUNS)/transformer/.done $(FULL_RUNS)/rec_joint_label
 	  $(call full_row,transformer,Transformer (continued),) \
 	  $(call full_row,nmt_dp_predicted,+DPs (predicted),dp_generator=$$(<$(FULL_JK)/generator.txt)) \
 	  $(call full_row,rec_joint_labeler_han_pd,+ joint DP labeler over the HAN encoder + PD,)
+
+# The whole-corpus table (issue 74; doctrans/experiments/full_table.py): the rows, their recipe and updates
+# are pipelines/full_table.yaml's; a row's training is resumed where its last.pt stopped, a row whose
+# inputs are missing (PREP_FULL/dp, the jackknife) waits, and the table says where every row stands.
+FULL_TABLE_RUNS ?= runs/full_table
+FULL_HELDOUT := $(PREP_FULL)/heldout_cn
+FULL_TABLE = $(BIN)/doctrans table full --spec pipelines/full_table.yaml --prepared $(PREP_FULL) \
+	--runs $(FULL_TABLE_RUNS) --data $(DATA) --ref $(TEST_REF) --beam $(BEAM) --jk $(FULL_JK) --heldout $(FULL_HELDOUT)
+full-table: $(PREP_FULL)/meta.json $(PREP_FULL)/dp/meta.json $(FULL_JK)/meta.json $(FULL_HELDOUT)/items.jsonl
+	$(FULL_TABLE) --train --threads $(FULL_THREADS)
+full-table-rescore: | install
+	$(FULL_TABLE) --rescore
+$(FULL_HELDOUT)/items.jsonl: | check-data install
+	$(BIN)/doctrans contrastive build-heldout --data $(DATA) -o $(FULL_HELDOUT)
 
 TEST_ARGS ?=
 test: install
