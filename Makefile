@@ -478,9 +478,11 @@ $(FULL_RUNS)/rec_joint_labeler_han_pd/.done: $(FULL_S1)/.done $(PREP_FULL)/dp/me
 	$(BIN)/doctrans train pipelines/dp/rec_joint_labeler_han.yaml $(FULL_CTX) $(FULL_HAN) $(REC_PD) \
 	  run_dir=$(FULL_RUNS)/rec_joint_labeler_han_pd $(call resume,$(FULL_RUNS)/rec_joint_labeler_han_pd)
 	touch $@
+# a fold's generator saves last.pt every 500 updates (its epoch over 1.4M sentences is ≈ 10k updates: a
+# stopped jackknife resumes inside the fold, not from its start)
 $(FULL_JK)/meta.json: $(PREP_FULL)/dp/meta.json
 	$(BIN)/doctrans annotate-dp jackknife -p $(PREP_FULL) --folds $(FULL_FOLDS) -o $(FULL_JK) \
-	  --set train.max_epochs=1
+	  --set train.max_epochs=1 --set train.save_every=500
 $(FULL_RUNS)/nmt_dp_predicted/.done: $(FULL_S1)/.done $(FULL_JK)/meta.json
 	$(BIN)/doctrans train pipelines/dp/nmt_dp_predicted.yaml $(FULL_CTX) data.src_dir=$(FULL_JK) \
 	  run_dir=$(FULL_RUNS)/nmt_dp_predicted $(call resume,$(FULL_RUNS)/nmt_dp_predicted)
