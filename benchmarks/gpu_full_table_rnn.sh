@@ -176,10 +176,11 @@ if [ "$S1_MIN" = 0 ] && [ ! -f "$S1/last.pt" ] && [ -f "$W/stage1_init.pt" ]; th
 elif [ "$S1_MIN" != 0 ]; then
   g1=$(( $(left) - TABLE_S - PACK_S - S2_MIN_S ))
   cap=$(awk -v m="$S1_MIN" -v l="$LOAD_S" -v g="$g1" 'BEGIN { c = m * 60 + l; printf "%d", c < g ? c : g }')
-  if [ "$cap" -lt 30 ]; then note "stage 1: skipped, ${cap} s left for it"; else
+  if [ "$g1" -lt 30 ]; then note "stage 1: skipped, ${g1} s left for it"; else
     RES=(); INIT=()
     if [ -f "$S1/last.pt" ]; then RES=(--resume)
-    elif [ -f "$W/stage1_init.pt" ]; then INIT=(train.init_from="$W/stage1_init.pt"); fi
+    elif [ -f "$W/stage1_init.pt" ]; then INIT=(train.init_from="$W/stage1_init.pt"); read_states "$W/stage1_init.pt"
+      note "stage 1 starts from CARRY/stage1.pt (its update ${STEP[$W/stage1_init.pt]}; BASE's updates count from there)"; fi
     read_states "$S1/last.pt"; mt=$(minutes "${WALL[$S1/last.pt]}" "$(awk -v m="$S1_MIN" 'BEGIN { print m * 60 }')")
     echo "== stage 1: $SHAPE, train.max_time_min=$mt, guard ${cap} s"; date -u
     (cd "$ROOT" && exec timeout -s TERM -k 30 "$cap" $DT train "pipelines/rnnsearch/$SHAPE.yaml" data.prepared="$PREP" \
@@ -269,15 +270,18 @@ if [[ "$HAVE" == *"|NMT_ISG|"* ]]; then
     done_row "${a%%:*}" && { add "${a%%:*}" "$E/runs/isg"; OPTS+=(--context-option "${a%%:*}:test_ablation=${a#*:}"); }
   done
 fi
-section() {     # TITLE NAME…: a --table of the rows present (its first row present is its reference)
-  local t=$1 m=""; shift
+section() {     # MIN TITLE NAME…: a --table of the rows present, when MIN of them are (its first is its reference)
+  local k=$1 t=$2 m=""; shift 2
   for r in "$@"; do [[ "$HAVE" == *"|$r|"* ]] && m="$m,$r"; done
-  [ "$(echo "${m#,}" | tr ',' '\n' | grep -c .)" -ge 2 ] && TABLES+=(--table "$t=${m#,}")
+  [ "$(echo "${m#,}" | tr ',' '\n' | grep -c .)" -ge "$k" ] && TABLES+=(--table "$t=${m#,}") && SHOWN="$SHOWN${m},"
 }
-TABLES=()
-section "Thesis Table 3.4 (HRNN strategies, nothing frozen)" RNNSearch +Init_enc+dec "+Gating Auxi" Combination
-section "Thesis Table 3.9 (§3.6: baseline frozen; BASE is stage 1)" BASE MULTI CACHE OURS
-section "S3 Table 1 (NMT_ISG and its test-time ablations)" RNNSearch NMT_ISG +NULL +z=0 +RV
+TABLES=(); SHOWN=","
+section 2 "Thesis Table 3.4 (HRNN strategies, nothing frozen)" RNNSearch +Init_enc+dec "+Gating Auxi" Combination
+section 2 "Thesis Table 3.9 (§3.6: baseline frozen; BASE is stage 1)" BASE MULTI CACHE OURS
+section 2 "S3 Table 1 (NMT_ISG and its test-time ablations)" RNNSearch NMT_ISG +NULL +z=0 +RV
+REST=(); for r in $(echo "$HAVE" | tr '|' '\n' | grep . | tr ' ' '~'); do   # rows no section shows (a ROWS subset)
+  [[ "$SHOWN" == *",${r//\~/ },"* ]] || REST+=("${r//\~/ }"); done
+[ ${#TABLES[@]} -gt 0 ] && [ ${#REST[@]} -gt 0 ] && section 1 "The other rows" "${REST[@]}"
 TF=$(( $(left) - PACK_S )); [ "$TF" -lt 1 ] && TF=1
 echo "== table of ${#SYS[@]} / 2 rows, guard ${TF} s"; date -u
 (cd "$ROOT" && exec timeout -s TERM -k 10 "$TF" $DT table context --prepared "$PREP" --data "$C/tvsub" --beam "$BEAM" \
