@@ -45,7 +45,8 @@
 #   make full-curve   stage 1's learning curve (test BLEU of every kept checkpoint, dev xent) → results/full_curve.md
 #   make rnn-context-table  the RNNSearch small baseline, then its context models (HRNN strategies,
 #                     MULTI, CACHE, NMT_ISG; RNN_STEPS updates each) → results/rnn_context_table.md
-#                     (thesis Tables 3.4 and 3.9, S3 Table 1; docs/context.md)
+#                     (thesis Tables 3.4 and 3.9, S3 Table 1; docs/context.md); the whole corpus on a lent
+#                     GPU (issue 74): benchmarks/gpu_full_table_rnn.sh (its carry: gpu_full_table_rnn_carry.sh)
 # Variables: DATA (TVsub root), DOCS (training episodes, a slice like 0:300), QS_STEPS, CTX_STEPS,
 #            QS_CONTEXT, QS_ENGINE (native | ctranslate2), CAP (minutes, safety cap per training), BUDGET (dp-table minutes),
 #            PREP (prepared dataset dir), RUN (run dir), BEAM.
