@@ -9,7 +9,8 @@ import torch
 from doctrans.config import ConfigError, load_experiment, to_dict, experiment_from_dict
 from doctrans.models.build import build_model
 
-PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PIPELINES = REPO_ROOT / "pipelines"
 
 
 @pytest.mark.parametrize("path", sorted(PIPELINES.rglob("*.yaml")), ids=lambda p: p.name)
@@ -18,6 +19,16 @@ def test_every_pipeline_config_loads(path):
     from doctrans.dp.config import dp_config_from_dict, is_dp_config, load_dp_config
     from doctrans.dp.models import DP_MODELS
 
+    if path.name == "full_table.yaml":           # the rows of `doctrans table full` (experiments/full_spec.py)
+        from doctrans.experiments.full_spec import load_spec
+
+        spec = load_spec(path)
+        trained = [r for r in spec.rows if r.trained]
+        assert spec.updates > 0 and trained and trained[0].name == "control"
+        for row in trained:                      # each row's training config loads with the recipe and its settings
+            overrides = [kv.replace("{jk}", "data/prep_full/dp_jk3") for kv in (*spec.recipe, *row.set)]
+            load_experiment(REPO_ROOT / row.pipeline, overrides)
+        return
     if is_dp_config(path):                       # pipelines/dp/: DP generators
         cfg = load_dp_config(path)
         assert cfg.model.name in DP_MODELS and cfg.train.max_epochs > 0

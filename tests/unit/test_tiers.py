@@ -75,14 +75,18 @@ def test_tvsub_slice_is_complete_and_line_aligned(tvsub_slice):
 
 def test_no_corpus_text_is_tracked():
     """TVsub (CC BY-NC-ND) is never part of the repository: no tracked file looks like a corpus
-    file (N.zh / N.en / *.sgm / *.zh / *.en)."""
+    file (N.zh / N.en / *.sgm / *.zh / *.en) but the full table's kept translations (model output)."""
     import shutil
     import subprocess
 
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("not a git checkout")
     files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
-    assert [f for f in files if f.endswith((".zh", ".en", ".sgm"))] == []
+    # a model's translation of the TVsub test kept for re-scoring (issue 74: benchmarks/full_table/ROW.en)
+    # is the model's text, not the corpus's: allowed there, and only as the small file a translation is
+    translations = [f for f in files if f.startswith("benchmarks/full_table/") and f.endswith(".en")]
+    assert all((REPO / f).stat().st_size < 100_000 for f in translations), translations
+    assert [f for f in files if f.endswith((".zh", ".en", ".sgm")) and f not in translations] == []
 
 
 def test_every_test_module_lives_in_a_tier_directory():
