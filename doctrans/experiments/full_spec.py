@@ -228,7 +228,7 @@ class RowStatus:
     updates of its checkpoint and ``cpu_time_s`` its training CPU seconds (None without one)."""
 
     state: str
-    text: str
+    text: str                   # a row trained on from another (``init: ROW``): "731 after han_encoder's 731"
     step: int | None = None
     cpu_time_s: float | None = None
 
@@ -280,7 +280,8 @@ def row_statuses(spec: Spec, args) -> dict[str, RowStatus]:
         progress = checkpoint_progress(Path(args.runs) / row.name / "last.pt")
         step, cpu = progress if progress else (None, None)
         if step is not None and step >= spec.updates:
-            out[row.name] = RowStatus("done", str(step), step, cpu)
+            after = f" after {row.init}'s {out[row.init].step}" if row.init else ""   # (HAN joint: after the HAN encoder's)
+            out[row.name] = RowStatus("done", f"{step}{after}", step, cpu)
             continue
         so_far = f"unfinished: {step} of {spec.updates} updates" if step is not None else "not started"
         wait = unmet_needs(row, args)

@@ -140,6 +140,9 @@ def test_row_statuses(tmp_path):
     st = row_statuses(spec, args)
     assert st["joint"].state == "not started" and st["rec"].state == "not started"
     assert (st["rerank"].state, st["rerank"].text) == ("done", "10 (half's model)")
+    _last_pt(tmp_path, "joint", 10)          # a row trained on from another row: its updates come after that row's
+    st = row_statuses(spec, args)
+    assert (st["joint"].state, st["joint"].step, st["joint"].text) == ("done", 10, "10 after half's 10")
 
 
 def test_the_table_says_where_each_row_stands_and_a_failed_training_leaves_it_written(tmp_path, monkeypatch, caplog):
