@@ -19,7 +19,12 @@ annotate-dp corpus; ``jk``: ``JK/meta.json``, the annotate-dp jackknife; JK defa
 
 **Status** (``row_statuses``): a trained row is *done* when ``RUNS/NAME/last.pt``'s ``state.step``
 reaches ``updates``, else it *waits* (needs not met, its ``init`` row not done, or ``waits``) or is
-*unfinished* (N of U updates) or *not started*; a ``decode_of`` row is done when its row is.
+*unfinished* (N of U updates) or *not started*; a ``decode_of`` row is done when its row is. A row
+not done that the repository keeps as scored (``read_kept``: ``KEEP/rows.json`` and
+``KEEP/NAME.en``, written by an earlier table, perhaps on another machine) is *kept*: the table
+carries it (its translation re-scored, its model columns as kept) and ``--train`` does not train
+it again, so a lost machine costs only the row in progress (to train a kept row again, take it
+out of ``KEEP/rows.json``). A row trained on from a kept row without ``RUNS/ROW/last.pt`` waits.
 
 **Training** (``train_rows``): each row not done whose needs are met, in spec order, as
 ``train_command``'s child process (``doctrans train``; ``--resume`` when ``last.pt`` exists, so a
@@ -30,6 +35,7 @@ then ``runtime.signals.Interrupted`` is raised.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import re
 import shlex
@@ -223,8 +229,8 @@ def load_spec(path: str | Path) -> Spec:
 
 @dataclass(frozen=True)
 class RowStatus:
-    """Where a row stands: ``state`` done | unfinished | not started | waits, ``text`` the table's
-    cell ("731", "unfinished: 350 of 731 updates", "not started", "waits: …"), ``step`` the
+    """Where a row stands: ``state`` done | kept | unfinished | not started | waits, ``text`` the
+    table's cell ("731", "731 (kept)", "unfinished: 350 of 731 updates", "not started", "waits: …"), ``step`` the
     updates of its checkpoint and ``cpu_time_s`` its training CPU seconds (None without one)."""
 
     state: str
@@ -268,9 +274,50 @@ def checkpoint_progress(path: Path) -> tuple[int, float] | None:
     return _STATES[key]
 
 
+KEPT = " (kept)"   # the status text of a kept row ends so
+
+
+def pack_items(row: dict) -> dict:
+    """A row for KEEP/rows.json: every per-item list of 1/0 (``*_per_item``, McNemar's input) as a
+    string of "1" and "0"."""
+    return {k: "".join("1" if x else "0" for x in v) if k.endswith("_per_item") and isinstance(v, list) else v
+            for k, v in row.items()}
+
+
+def read_kept(keep: str | Path) -> dict[str, dict]:
+    """The scored rows KEEP/rows.json keeps (those with ``corpus_columns``), by name, per-item
+    strings back as lists ({} without the file). Raises ValueError naming the file when it is not
+    a table's rows, FileNotFoundError when a scored row's KEEP/NAME.en is missing."""
+    path = Path(keep) / "rows.json"
+    if not path.is_file():
+        return {}
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+        by_name = {r["name"]: r for r in rows}
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not the rows a table wrote ({e})") from None
+    out = {}
+    for name, r in by_name.items():
+        if "corpus_columns" not in r:
+            continue
+        if not (Path(keep) / f"{name}.en").is_file():
+            raise FileNotFoundError(f"{Path(keep) / f'{name}.en'} not found: row {name} was scored ({path}) but its "
+                                    "translation is not kept")
+        out[name] = {k: [int(c) for c in v] if k.endswith("_per_item") and isinstance(v, str) else v
+                     for k, v in r.items()}
+    return out
+
+
+def _kept_status(r: dict) -> RowStatus:
+    text = r.get("status") or str(r.get("updates"))
+    return RowStatus("kept", text.removesuffix(KEPT) + KEPT, r.get("updates"),
+                     r["cpu_h"] * 3600 if r.get("cpu_h") is not None else None)
+
+
 def row_statuses(spec: Spec, args) -> dict[str, RowStatus]:
-    """Every row's status (module doc), by name; ``args``: ``prepared``, ``runs``, ``jk``."""
+    """Every row's status (module doc), by name; ``args``: ``prepared``, ``runs``, ``jk``, ``keep``."""
     out: dict[str, RowStatus] = {}
+    kept = read_kept(args.keep)
     for row in spec.rows:
         if row.decode_of:
             continue
@@ -283,9 +330,14 @@ def row_statuses(spec: Spec, args) -> dict[str, RowStatus]:
             after = f" after {row.init}'s {out[row.init].step}" if row.init else ""   # (HAN joint: after the HAN encoder's)
             out[row.name] = RowStatus("done", f"{step}{after}", step, cpu)
             continue
+        if row.name in kept:
+            out[row.name] = _kept_status(kept[row.name])
+            continue
         so_far = f"unfinished: {step} of {spec.updates} updates" if step is not None else "not started"
         wait = unmet_needs(row, args)
-        if row.init and out[row.init].state != "done":
+        if row.init and out[row.init].state == "kept":
+            wait.append(f"row {row.init}'s {Path(args.runs) / row.init / 'last.pt'} (a kept row: its run is not here)")
+        elif row.init and out[row.init].state != "done":
             wait.append(f"row {row.init} ({out[row.init].text})")
         if wait:
             out[row.name] = RowStatus("waits", f"waits: {', '.join(wait)}" + (f" ({so_far})" if progress else ""),
@@ -295,7 +347,12 @@ def row_statuses(spec: Spec, args) -> dict[str, RowStatus]:
     for row in spec.rows:
         if row.decode_of:
             src, wait = out[row.decode_of], unmet_needs(row, args)
-            if src.state != "done":
+            if src.state != "done" and row.name in kept:
+                out[row.name] = _kept_status(kept[row.name])
+            elif src.state == "kept":
+                out[row.name] = RowStatus("waits", f"waits: row {row.decode_of}'s checkpoint (a kept row: its run "
+                                                   "is not here)")
+            elif src.state != "done":
                 out[row.name] = RowStatus("waits", f"waits: row {row.decode_of} ({src.text})")
             elif wait:
                 out[row.name] = RowStatus("waits", f"waits: {', '.join(wait)}")

@@ -19,13 +19,16 @@ always the table:
   reads documents also every line translated as its own document (lone-sentence BLEU);
 * its training: updates and CPU-hours (``state.cpu_time_s`` of last.pt / 3600), mean training
   target tokens/s (``base.train_speed``) and its ratio to the control's;
+* a kept row (``full_spec.read_kept``: scored by an earlier table, its run not here, e.g. on a new
+  machine) is carried: its corpus columns computed again from KEEP/NAME.en against the control's
+  translation, its other columns (training, model metrics, per-item results) as kept;
 * a row not done is a line with its status ("unfinished: 350 of 731 updates", "not started",
   "waits: …") and dashes.
 
 Kept in the repository (``keep``, default benchmarks/full_table/): each scored row's translation
 as ``NAME.en`` — exactly the text the table scored: the model's tokenized output, Moses-tokenized
 and lowercase as PREP is (not detokenized, not recased) — and ``rows.json`` (one row a line: every
-column but the per-item lists), so ``--rescore`` re-scores a fresh clone without a checkpoint:
+column, the per-item lists as strings of 1 and 0), so ``--rescore`` re-scores a fresh clone without a checkpoint:
 the corpus columns (BLEU, p, sacreBLEU, pronouns, DP recall) are computed again from the ``NAME.en``
 files, the other columns carried from ``rows.json``. WORK/rows.json has every column. The markdown
 (``out``) is one table and a note with the recipe and the provenance line (``base.write_table``).
@@ -42,7 +45,8 @@ from doctrans.evaluation.metrics.base import Column
 from doctrans.experiments.base import (RunTableConfig, cell, compare_to_first, dp_source_of, model_columns,
                                        row_cells, score, train_speed, translate_test, view_columns, write_rows,
                                        write_table)
-from doctrans.experiments.full_spec import Row, RowStatus, Spec, load_spec, row_statuses, train_rows, translate_options
+from doctrans.experiments.full_spec import (Row, RowStatus, Spec, load_spec, pack_items, read_kept, row_statuses,
+                                            train_rows, translate_options)
 from doctrans.inference.config import ModelOptions
 from doctrans.utils.io import atomic_write_bytes, atomic_write_text
 from doctrans.utils.settings import default_of
@@ -131,10 +135,21 @@ def _base_row(row: Row, status: RowStatus, args: FullTableConfig) -> dict:
 def tabulate(spec: Spec, args: FullTableConfig) -> list[dict]:
     """Every row of ``spec`` (module doc), in spec order: the done ones translated and scored
     against the first (the control), each kept under ``args.keep``."""
-    statuses = row_statuses(spec, args)
+    statuses, kept = row_statuses(spec, args), read_kept(args.keep)
     rows, base_hyp = [], None
     for k, row in enumerate(spec.rows):
         status = statuses[row.name]
+        if status.state == "kept":
+            r = dict(kept[row.name], system=row.title, state="kept", status=status.text)
+            rows.append(r)
+            hyp = Path(args.keep) / f"{row.name}.en"
+            for key in r.pop("corpus_columns"):
+                r.pop(key, None)
+            r.update(_corpus_columns(args, hyp, base_hyp if k else None))
+            if k == 0:
+                base_hyp = hyp
+            logger.info("%s: kept (%s), BLEU %.2f", row.name, hyp, r["bleu"])
+            continue
         r = _base_row(row, status, args)
         rows.append(r)
         if status.state != "done":
@@ -151,15 +166,14 @@ def tabulate(spec: Spec, args: FullTableConfig) -> list[dict]:
             lone, _, _, _ = translate_test(row.name, ckpt, translate_options(row, args), args, lone=True)
             r["lone_bleu"] = score(args, lone, dp=False)["bleu_tok_lc"]["score"]
         logger.info("%s: BLEU %.2f", row.name, r["bleu"])
-    if rows[0]["state"] == "done":
-        compare_to_first([r for r in rows if r["state"] == "done"], args, VIEWS)
+    if rows[0]["state"] in ("done", "kept"):
+        compare_to_first([r for r in rows if r["state"] in ("done", "kept")], args, VIEWS)
     return rows
 
 
 def _kept_rows(rows: list[dict]) -> str:
-    """rows.json of the repository: one row a line, without the per-item lists."""
-    lines = [json.dumps({k: v for k, v in r.items() if not k.endswith("_per_item")}, ensure_ascii=False)
-             for r in rows]
+    """rows.json of the repository: one row a line (``full_spec.pack_items``)."""
+    lines = [json.dumps(pack_items(r), ensure_ascii=False) for r in rows]
     return '{"rows": [\n' + ",\n".join(lines) + "\n]}\n"
 
 
@@ -225,6 +239,10 @@ def render(rows: list[dict], spec: Spec, args: FullTableConfig) -> str:
                   f"recipe {recipe} and its own settings; each translates the TVsub test set as documents with its "
                   "last update (a `decode_of` row: another row's model with other translate options). "
                   "The first row is the control: Δ, ratios and every p are against it."]
+    if any(r["state"] == "kept" for r in rows):
+        lines += ["", f"(kept): a row scored by an earlier table whose run is not on this machine, carried from "
+                      f"`{args.keep}/rows.json`: its translation `{args.keep}/ROW.en` scored again, its other columns "
+                      "as kept."]
     refs = next((r["ref_pronouns"] for r in rows if "ref_pronouns" in r), None)
     refs = "?" if refs is None else " / ".join(str(n) for n in refs)
     lines += ["", "BLEU: case-insensitive, tokenized, all references (3 in TVsub: the thesis' setting), paired "

@@ -116,7 +116,8 @@ def test_full_table_trains_tabulates_keeps_and_rescores(tiny, tmp_path, monkeypa
     assert f"{rows['han']['bleu']:.2f}" == _bleu_cells(text)["HAN encoder"]
     kept_rows = [json.loads(x.rstrip(",")) for x in (tmp_path / "keep" / "rows.json").read_text().splitlines()[1:-1]]
     assert [x["name"] for x in kept_rows] == ["control", "han", "han_again", "rnn"]
-    assert all(not k.endswith("_per_item") for x in kept_rows for k in x)
+    assert set(kept_rows[1]["heldout_per_item"]) <= {"0", "1"}               # McNemar's input, as a string
+    assert len(kept_rows[1]["heldout_per_item"]) == rows["han"]["heldout_items"]
 
     again = CliRunner().invoke(cli, _args(tiny, tmp_path, spec) + ["--train"], catch_exceptions=False)
     assert again.exit_code == 0 and "doctrans.cli train" not in again.output       # every row done: no training
@@ -133,6 +134,44 @@ def test_full_table_trains_tabulates_keeps_and_rescores(tiny, tmp_path, monkeypa
     (tmp_path / "keep" / "han_again.en").write_bytes(tiny["ref"].read_bytes())      # --rescore reads the kept files
     assert CliRunner().invoke(cli, _args(tiny, tmp_path, spec, work="w2") + ["--rescore"]).exit_code == 0
     assert _bleu_cells((tmp_path / "t.md").read_text(encoding="utf-8"))["HAN, decoded again"] == "100.00"
+
+
+def test_a_new_machine_carries_the_kept_rows_and_trains_only_the_rest(tiny, tmp_path, monkeypatch):
+    """The repository keeps rows.json and NAME.en; a machine without the run directories (a new one)
+    carries the kept rows (not retrained, not dropped from rows.json: their translation scored again,
+    their model columns and McNemar's per-item results as kept) and trains only a row never scored."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    rows_of = [{"name": "control", "title": "Transformer", "pipeline": str(TINY)},
+               {"name": "han", "title": "HAN encoder", "pipeline": str(TINY), "set": [HAN]}]
+    spec = _spec(tmp_path / "spec.yaml", tiny["init"], 2, rows_of)
+    assert CliRunner().invoke(cli, _args(tiny, tmp_path, spec) + ["--train"], catch_exceptions=False).exit_code == 0
+    first = {x["name"]: x for x in json.loads((tmp_path / "w" / "rows.json").read_text(encoding="utf-8"))["rows"]}
+    shutil.rmtree(tmp_path / "runs")                                        # a new machine: no run, no work dir
+    shutil.rmtree(tmp_path / "w")
+    spec = _spec(tmp_path / "spec.yaml", tiny["init"], 2, [
+        *rows_of, {"name": "han2", "title": "HAN again", "pipeline": str(TINY), "set": [HAN]},
+        {"name": "joint", "title": "HAN joint", "pipeline": str(TINY), "init": "han", "set": [HAN]}])
+    r = CliRunner().invoke(cli, _args(tiny, tmp_path, spec) + ["--train"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "runs" / "control").exists() and not (tmp_path / "runs" / "han").exists()
+    assert (tmp_path / "runs" / "han2" / "last.pt").is_file()               # only the new row trained
+    rows = {x["name"]: x for x in json.loads((tmp_path / "w" / "rows.json").read_text(encoding="utf-8"))["rows"]}
+    assert [rows[n]["state"] for n in ("control", "han", "han2", "joint")] == ["kept", "kept", "done", "waits"]
+    assert "a kept row" in rows["joint"]["status"]                          # its init's checkpoint is gone
+    for key in ("bleu", "bootstrap_p", "cxmi", "heldout", "mcnemar_heldout_p", "cpu_h", "lone_bleu"):
+        assert rows["han"][key] == first["han"][key], key
+    assert 0 <= rows["han2"]["mcnemar_heldout_p"] <= 1                     # against the kept control's items
+    text = (tmp_path / "t.md").read_text(encoding="utf-8")
+    assert "| HAN encoder | 2 (kept) |" in text and "(kept): a row scored by an earlier table" in text
+    assert _bleu_cells(text)["HAN encoder"] == f"{first['han']['bleu']:.2f}"
+    kept = {x["name"]: x for x in (json.loads(y.rstrip(",")) for y in
+                                   (tmp_path / "keep" / "rows.json").read_text().splitlines()[1:-1])}
+    assert kept["han"]["bleu"] == first["han"]["bleu"] and kept["han"]["status"] == "2 (kept)"
+    again = CliRunner().invoke(cli, _args(tiny, tmp_path, spec) + ["--train"], catch_exceptions=False)
+    assert again.exit_code == 0 and "| HAN encoder | 2 (kept) |" in (tmp_path / "t.md").read_text(encoding="utf-8")
+    (tmp_path / "keep" / "han.en").unlink()                                 # scored but its translation lost
+    bad = CliRunner().invoke(cli, _args(tiny, tmp_path, spec))
+    assert bad.exit_code != 0 and "han.en not found: row han was scored" in str(bad.exception)
 
 
 def test_sigterm_stops_the_training_after_it_saved_and_the_next_call_resumes(tiny, tmp_path):
