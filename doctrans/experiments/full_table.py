@@ -157,7 +157,7 @@ def tabulate(spec: Spec, args: FullTableConfig) -> list[dict]:
             continue
         ckpt = _run_of(row, args) / "last.pt"
         hyp, _, dt, tr = translate_test(row.name, ckpt, translate_options(row, args), args)
-        r["kept"] = str(_keep(hyp, args, row.name))
+        r["kept"] = _keep(hyp, args, row.name).name       # KEEP/NAME.en
         r.update(_corpus_columns(args, hyp, base_hyp if k else None), decode_s=dt)
         if k == 0:
             base_hyp = hyp
