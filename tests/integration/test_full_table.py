@@ -7,6 +7,7 @@ held-out metric (``evaluation/metrics/heldout.py``) on a hand-made set: accuracy
 kept and reused, McNemar's p against the first row, the source a DP row's model reads."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -225,6 +226,13 @@ def test_heldout_metric_scores_the_set_and_compares_with_the_first_row(tiny, tmp
     right, wrong = {"heldout_per_item": [1] * 6}, {"heldout_per_item": [0] * 6}
     assert m.compare(wrong, right, table)["mcnemar_heldout_p"] == pytest.approx(2 * 0.5 ** 6)   # 6 of 6 discordant
     assert m.compare(cols, cols, table)["mcnemar_heldout_p"] == 1.0 and m.compare({}, cols, table) == {}
+    assert cols["heldout_set"] == hashlib.sha1((held / "items.jsonl").read_bytes()).hexdigest()[:12]
+    rebuilt = {**cols, "heldout_set": "0" * 12}                     # another build of the set (eflomal: no seed)
+    assert m.compare(rebuilt, cols, table) == {"mcnemar_heldout_p": None}
+    from doctrans.evaluation.metrics.heldout import against_first
+    assert against_first(rebuilt, cols) == f" (another build: {n:,} items)" and against_first(cols, cols) == ""
+    old = {"heldout": 0.6, "heldout_items": n + 12, "mcnemar_heldout_p": 0.26}   # kept before the fingerprint
+    assert m.compare(old, cols, table) == {"mcnemar_heldout_p": None} and "another build" in against_first(old, cols)
     seen = []
 
     def reads(lines, docs):                            # a +DPs row: the set's source as its model reads it
